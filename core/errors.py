@@ -1,0 +1,88 @@
+"""One error tree for the whole service.
+
+Every error we raise on purpose derives from :class:`FreshIndexError`.  Two
+branches tell callers (and the Celery task shells) what to do with it:
+
+* :class:`RetryableError`: the same call may succeed later (a broker or
+  registry blip, a lock held by someone else, a vector store shard opened by
+  another process).  Task shells retry these with backoff.
+* :class:`PermanentError`: retrying cannot help (bad input, bad
+  configuration, a failed verification).  Task shells record these and stop.
+
+Third-party exceptions are converted at the adapter that calls the library
+(``raise StoreError(...) from exc``) so callers never need to import a
+backend's exception types.
+"""
+
+from __future__ import annotations
+
+
+class FreshIndexError(Exception):
+    """Root of every error freshindex raises deliberately."""
+
+
+class RetryableError(FreshIndexError):
+    """A failure that may go away if the same operation is tried again."""
+
+
+class PermanentError(FreshIndexError):
+    """A failure that retrying the same operation will not fix."""
+
+
+class ConfigError(PermanentError):
+    """The configuration is invalid or names something that does not exist."""
+
+
+class NotFoundError(PermanentError):
+    """A named object (source, snapshot, document) does not exist."""
+
+
+class DocumentError(PermanentError):
+    """One source document cannot be indexed.
+
+    ``reason`` is a short stable code (it becomes a metric label and is shown
+    by ``freshindex sync``); ``detail`` is the human explanation.  Raising it
+    fails only that document: the sync records it and carries on.
+    """
+
+    #: Reason codes used across connectors and parsers.
+    UNREADABLE = "unreadable"
+    BINARY = "binary_content"
+    ENCODING = "invalid_encoding"
+    TOO_LARGE = "too_large"
+    UNSUPPORTED = "unsupported_type"
+    PARSE_FAILED = "parse_failed"
+    EMPTY = "empty"
+    OCR_UNAVAILABLE = "ocr_unavailable"
+    UNSAFE_KEY = "unsafe_key"
+    ENCRYPTED = "encrypted"
+    VANISHED = "vanished"
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class SourceError(RetryableError):
+    """Listing or fetching from a source failed as a whole (network, auth)."""
+
+
+class StoreError(RetryableError):
+    """The vector store refused or failed an operation."""
+
+
+class StoreBusyError(StoreError):
+    """An embedded vector store collection is open in another process."""
+
+
+class LockHeldError(RetryableError):
+    """Another builder holds the writer lock of a knowledge base."""
+
+
+class VerificationError(PermanentError):
+    """A freshly built collection version failed its checks; the alias stays."""
+
+
+class EmbeddingError(RetryableError):
+    """The embedding model failed or could not be loaded."""

@@ -1,0 +1,31 @@
+"""Configuration: one pydantic model per subsystem, composed into :class:`Settings`.
+
+Build it once at process start with :func:`load_settings` and pass the pieces
+down; nothing in freshindex reads the environment at import time.
+"""
+
+from settings.model import (
+    ApiSettings,
+    BrokerSettings,
+    EmbeddingSettings,
+    RegistrySettings,
+    S3Settings,
+    Settings,
+    SourcesSettings,
+    VectorStoreSettings,
+    load_settings,
+    redact_url,
+)
+
+__all__ = [
+    "ApiSettings",
+    "BrokerSettings",
+    "EmbeddingSettings",
+    "RegistrySettings",
+    "S3Settings",
+    "Settings",
+    "SourcesSettings",
+    "VectorStoreSettings",
+    "load_settings",
+    "redact_url",
+]

@@ -1,0 +1,214 @@
+"""The settings models.
+
+Precedence, highest first: keyword arguments to :func:`load_settings`,
+environment variables (``FRESHINDEX_`` prefix, ``__`` between nesting levels,
+for example ``FRESHINDEX_REGISTRY__URL``), a ``.env`` file in the working
+directory, the TOML config file (``--config`` or ``FRESHINDEX_CONFIG``), then
+the defaults below.  The defaults are the embedded mode: SQLite and an
+in-process Qdrant Edge store under ``data_dir``, no broker.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from core.errors import ConfigError
+
+
+def redact_url(url: str | None) -> str | None:
+    """Hide the password of a URL (``redis://:pw@h`` -> ``redis://:***@h``)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+class RegistrySettings(BaseModel):
+    """Where the registry (sources, documents, chunks, snapshots) lives."""
+
+    url: SecretStr | None = Field(
+        default=None,
+        description="SQLAlchemy URL, e.g. postgresql+psycopg://user:pw@host/db; "
+        "default: SQLite file registry.db in data_dir",
+    )
+    auto_migrate: bool = Field(
+        default=True,
+        description="upgrade the schema on open when it is behind (SQLite only; "
+        "PostgreSQL always needs `freshindex db upgrade`)",
+    )
+    pool_size: int = Field(default=5, ge=1)
+
+
+class BrokerSettings(BaseModel):
+    """Celery broker. Without a URL, work runs in-process (embedded mode)."""
+
+    url: SecretStr | None = Field(
+        default=None, description="redis://... or amqp://...; empty = run tasks in-process"
+    )
+    result_backend: SecretStr | None = Field(
+        default=None, description="Celery result backend; default: the broker URL for redis, rpc:// for amqp"
+    )
+    queue_prefix: str = Field(default="freshindex", description="prefix of every queue name")
+    task_soft_time_limit: int = Field(default=600, ge=1, description="seconds per task")
+    prefetch_multiplier: int = Field(default=1, ge=1)
+    sync_timeout: float = Field(default=3600.0, description="seconds `freshindex sync` waits for a distributed run")
+
+
+class VectorStoreSettings(BaseModel):
+    """The vector store holding collection versions."""
+
+    kind: Literal["edge", "local", "server"] = Field(
+        default="edge",
+        description="edge: qdrant-edge-py in-process; local: qdrant-client local mode (tests); server: Qdrant by URL",
+    )
+    path: Path | None = Field(default=None, description="data folder for edge/local; default data_dir/vectors")
+    url: str | None = Field(default=None, description="Qdrant server URL for kind=server")
+    api_key: SecretStr | None = None
+    collection_prefix: str = Field(default="fi_", description="prefix of collection and alias names")
+    open_timeout: float = Field(default=30.0, description="seconds to wait for an embedded shard held by another process")
+
+
+class EmbeddingSettings(BaseModel):
+    provider: Literal["onnx", "sentence-transformers", "hashing"] = Field(
+        default="onnx",
+        description="onnx: all-MiniLM-L6-v2 int8 shipped on PyPI (offline); sentence-transformers: any "
+        "installed model by name; hashing: a deterministic bag-of-words stand-in for tests",
+    )
+    model: str = Field(default="all-MiniLM-L6-v2", description="model name for sentence-transformers")
+    batch_size: int = Field(default=32, ge=1, le=1024)
+    threads: int = Field(default=0, ge=0, description="onnxruntime intra-op threads; 0 = all cores")
+
+
+class S3Settings(BaseModel):
+    endpoint_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:5000 for a local S3")
+    region: str = "us-east-1"
+    access_key_id: SecretStr | None = None
+    secret_access_key: SecretStr | None = None
+    path_style: bool = True
+
+
+class SourcesSettings(BaseModel):
+    max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1, description="larger objects are rejected per document")
+    chunk_tokens: int = Field(default=200, ge=16, le=512, description="token budget per chunk")
+    chunk_overlap_tokens: int = Field(default=24, ge=0, le=128)
+    ocr_language: str = "eng"
+    ocr_dpi: int = 300
+    max_pdf_pages: int = Field(default=2000, ge=1)
+    max_ocr_pages: int = Field(default=50, ge=0)
+    s3: S3Settings = S3Settings()
+
+
+class ApiSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = 8080
+    token: SecretStr | None = Field(default=None, description="bearer token required on /v1 endpoints when set")
+
+
+class Settings(BaseSettings):
+    """Everything freshindex can be told, in one object."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FRESHINDEX_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    data_dir: Path = Field(default=Path(".freshindex"), description="embedded registry, vectors and artifacts")
+    default_kb: str = Field(default="default", description="knowledge base a new source joins by default")
+    log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    registry: RegistrySettings = RegistrySettings()
+    broker: BrokerSettings = BrokerSettings()
+    vector_store: VectorStoreSettings = VectorStoreSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    sources: SourcesSettings = SourcesSettings()
+    api: ApiSettings = ApiSettings()
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, dotenv_settings]
+        if settings_cls.model_config.get("toml_file"):
+            sources.append(TomlConfigSettingsSource(settings_cls))
+        sources.append(file_secret_settings)
+        return tuple(sources)
+
+    # -- derived values -----------------------------------------------------
+
+    @property
+    def registry_url(self) -> str:
+        if self.registry.url is not None:
+            return self.registry.url.get_secret_value()
+        return f"sqlite:///{(self.data_dir / 'registry.db').resolve()}"
+
+    @property
+    def vector_path(self) -> Path:
+        return (self.vector_store.path or self.data_dir / "vectors").resolve()
+
+    @property
+    def distributed(self) -> bool:
+        return self.broker.url is not None
+
+    def redacted(self) -> dict[str, Any]:
+        """The effective configuration as plain data, secrets hidden."""
+        data = self.model_dump(mode="json")
+        data["registry"]["url"] = redact_url(self.registry_url)
+        if self.broker.url is not None:
+            data["broker"]["url"] = redact_url(self.broker.url.get_secret_value())
+        if self.broker.result_backend is not None:
+            data["broker"]["result_backend"] = redact_url(self.broker.result_backend.get_secret_value())
+        data["vector_store"]["path"] = str(self.vector_path)
+        toml_file = self.model_config.get("toml_file")
+        data["config_file"] = str(toml_file) if toml_file else None
+        return data
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings once, at process start.
+
+    ``config_file`` (or ``FRESHINDEX_CONFIG``) names an optional TOML file with
+    the same nesting as the environment variables (``[registry] url = ...``).
+    """
+    path = config_file or os.environ.get("FRESHINDEX_CONFIG")
+    if path:
+        path = Path(path).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+    cls: type[Settings] = Settings
+    if path:
+        # A subclass carries the file name in its model_config, which is
+        # where pydantic-settings' TOML source looks for it.
+        cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": path}})
+    try:
+        return cls(**overrides)
+    except ValueError as exc:  # pydantic.ValidationError derives from ValueError
+        raise ConfigError(f"invalid configuration: {exc}") from exc
