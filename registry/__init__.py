@@ -1,0 +1,26 @@
+"""The registry: the system of record (SQLite embedded, PostgreSQL at scale)."""
+
+from registry.records import (
+    ChunkRow,
+    ChunkStatus,
+    DocumentErrorInfo,
+    DocumentOutcome,
+    DocumentState,
+    SnapshotInfo,
+    SourceInfo,
+    SyncRunInfo,
+)
+from registry.store import TRANSIENT_REASONS, Registry
+
+__all__ = [
+    "TRANSIENT_REASONS",
+    "ChunkRow",
+    "ChunkStatus",
+    "DocumentErrorInfo",
+    "DocumentOutcome",
+    "DocumentState",
+    "Registry",
+    "SnapshotInfo",
+    "SourceInfo",
+    "SyncRunInfo",
+]

@@ -1,0 +1,142 @@
+"""Plain records the registry hands out (detached from any database session)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    id: str
+    kb: str
+    kind: str
+    location: str
+    owner: str
+    options: dict[str, Any]
+    acl: tuple[str, ...]
+    poll_interval_s: int | None
+    enabled: bool
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class DocumentState:
+    id: str
+    source_id: str
+    key: str
+    etag: str | None
+    size: int
+    content_hash: str | None
+    state: str
+    version: int
+    parser_version: str | None
+    error_reason: str | None
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """A chunk as the builder needs it to write a point."""
+
+    id: str
+    document_id: str
+    source_id: str
+    kb: str
+    key: str
+    title: str | None
+    ordinal: int
+    content_hash: str
+    text: str
+    kind: str
+    heading_path: tuple[str, ...]
+    anchor: str
+    page: int | None
+    meta: dict[str, Any]
+    doc_version: int
+    state: str
+    tombstoned: bool
+    added_changeset_id: int | None
+    acl: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ChunkStatus:
+    """What the query path needs to recheck a hit."""
+
+    id: str
+    state: str
+    tombstoned: bool
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    id: str
+    kb: str
+    version: int
+    parent_id: str | None
+    collection: str
+    status: str
+    strategy: str
+    point_count: int
+    embedding_model: str
+    parser_version: str
+    changeset_ids: tuple[int, ...]
+    upserts: int
+    deletes: int
+    verification: dict[str, Any]
+    failure_reason: str | None
+    archive_uri: str | None
+    build_seconds: float
+    created_at: dt.datetime
+    activated_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class SyncRunInfo:
+    id: int
+    source_id: str
+    kb: str
+    trigger: str
+    status: str
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+    docs_listed: int
+    docs_planned: int
+    changeset_id: int | None
+    snapshot_id: str | None
+    summary: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    build_status: str | None = None
+    build_error: str | None = None
+
+    @property
+    def done(self) -> bool:
+        """Finished, and the build after it (if any) has settled."""
+        return self.status != "running" and self.build_status not in (None, "pending")
+
+
+@dataclass(frozen=True)
+class DocumentOutcome:
+    """What processing one document did, as recorded against the sync run."""
+
+    document_id: str
+    key: str
+    outcome: str  # added | modified | unchanged | deleted | failed
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    chunks_kept: int = 0
+    chunks_added: int = 0
+    tombstones: int = 0
+    error_reason: str | None = None
+    error_detail: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class DocumentErrorInfo:
+    source_id: str
+    key: str
+    reason: str
+    detail: str
+    sync_run_id: int

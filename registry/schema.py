@@ -1,0 +1,271 @@
+"""Registry tables (SQLAlchemy 2 declarative).
+
+The registry is the system of record: what each source holds, what each
+document was chunked into, which changes are staged, which snapshot serves.
+The vector store only ever holds a projection of it.  Schema changes go
+through Alembic revisions in ``registry/migrations``; this module must match
+the newest revision (a test compares them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Source(Base):
+    __tablename__ = "sources"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kb: Mapped[str] = mapped_column(String(63), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    location: Mapped[str] = mapped_column(Text)
+    owner: Mapped[str] = mapped_column(String(255))
+    options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    acl: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    poll_interval_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class Document(Base):
+    __tablename__ = "documents"
+    __table_args__ = (UniqueConstraint("source_id", "key", name="uq_documents_source_key"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    source_id: Mapped[str] = mapped_column(ForeignKey("sources.id", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(Text)
+    etag: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    size: Mapped[int] = mapped_column(BigInteger, default=0)
+    content_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # active | deleted | error
+    state: Mapped[str] = mapped_column(String(16), default="active", index=True)
+    error_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error_detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    parser: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    parser_version: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    title: Mapped[str | None] = mapped_column(Text, nullable=True)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    chunk_count: Mapped[int] = mapped_column(Integer, default=0)
+    first_seen_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    deleted_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Chunk(Base):
+    """One chunk the registry knows, live or not.
+
+    ``state`` says where the chunk physically is: ``pending`` (staged, in no
+    built snapshot yet), ``live`` (in the active snapshot), ``removed`` (taken
+    out by an applied changeset).  ``tombstoned`` says whether it may be
+    served: it flips to true the moment a removal is staged, before any
+    rebuild, so readers can drop it at once.
+    """
+
+    __tablename__ = "chunks"
+    __table_args__ = (Index("ix_chunks_kb_state", "kb", "state"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    document_id: Mapped[str] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), index=True)
+    source_id: Mapped[str] = mapped_column(String(128), index=True)
+    kb: Mapped[str] = mapped_column(String(63))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    content_hash: Mapped[str] = mapped_column(String(64), index=True)
+    text: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(String(32))
+    heading_path: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    anchor: Mapped[str] = mapped_column(Text)
+    page: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    doc_version: Mapped[int] = mapped_column(Integer, default=1)
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    tombstoned: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    added_changeset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Embedding(Base):
+    """The vector cache: one vector per (model, chunk content hash)."""
+
+    __tablename__ = "embeddings"
+
+    model_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    dim: Mapped[int] = mapped_column(Integer)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SyncRun(Base):
+    __tablename__ = "sync_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    source_id: Mapped[str] = mapped_column(ForeignKey("sources.id", ondelete="CASCADE"), index=True)
+    kb: Mapped[str] = mapped_column(String(63))
+    trigger: Mapped[str] = mapped_column(String(32), default="cli")
+    # running | succeeded | partial | failed
+    status: Mapped[str] = mapped_column(String(16), default="running", index=True)
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    docs_listed: Mapped[int] = mapped_column(Integer, default=0)
+    docs_planned: Mapped[int] = mapped_column(Integer, default=0)
+    changeset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # pending | built | unchanged | failed
+    build_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    build_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class DocumentResult(Base):
+    """What one sync run did to one document (also the per-document error log).
+
+    Keyed by (run, document), so a redelivered task overwrites its own row
+    instead of adding a second one.
+    """
+
+    __tablename__ = "document_results"
+
+    sync_run_id: Mapped[int] = mapped_column(ForeignKey("sync_runs.id", ondelete="CASCADE"), primary_key=True)
+    document_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(Text)
+    # added | modified | unchanged | deleted | failed
+    outcome: Mapped[str] = mapped_column(String(16))
+    chunks_embedded: Mapped[int] = mapped_column(Integer, default=0)
+    chunks_reused: Mapped[int] = mapped_column(Integer, default=0)
+    chunks_kept: Mapped[int] = mapped_column(Integer, default=0)
+    chunks_added: Mapped[int] = mapped_column(Integer, default=0)
+    tombstones: Mapped[int] = mapped_column(Integer, default=0)
+    error_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error_detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Changeset(Base):
+    """Upserts and deletes one sync run stages for one knowledge base.
+
+    ``open`` while the run's documents are still being processed, ``staged``
+    once the run finished (the builder only takes staged ones), ``applied``
+    once a snapshot containing it is serving.
+    """
+
+    __tablename__ = "changesets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kb: Mapped[str] = mapped_column(String(63), index=True)
+    source_id: Mapped[str] = mapped_column(String(128))
+    sync_run_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    status: Mapped[str] = mapped_column(String(16), default="open", index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    staged_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    applied_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+
+class ChangesetEntry(Base):
+    __tablename__ = "changeset_entries"
+
+    changeset_id: Mapped[int] = mapped_column(ForeignKey("changesets.id", ondelete="CASCADE"), primary_key=True)
+    chunk_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    document_id: Mapped[str] = mapped_column(String(64))
+    # upsert | delete
+    op: Mapped[str] = mapped_column(String(8))
+
+
+class Tombstone(Base):
+    """A removal, kept for audit and for the tombstone-backlog metric."""
+
+    __tablename__ = "tombstones"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    chunk_id: Mapped[str] = mapped_column(String(36), index=True)
+    document_id: Mapped[str] = mapped_column(String(64))
+    kb: Mapped[str] = mapped_column(String(63), index=True)
+    # deleted | superseded | expired | revoked
+    reason: Mapped[str] = mapped_column(String(16))
+    changeset_id: Mapped[int] = mapped_column(Integer, index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    applied_snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+
+class Snapshot(Base):
+    """The manifest of one collection version."""
+
+    __tablename__ = "snapshots"
+    __table_args__ = (UniqueConstraint("kb", "version", name="uq_snapshots_kb_version"),)
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kb: Mapped[str] = mapped_column(String(63), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    parent_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    collection: Mapped[str] = mapped_column(String(255))
+    # building | verified | active | retired | failed
+    status: Mapped[str] = mapped_column(String(16), default="building", index=True)
+    strategy: Mapped[str] = mapped_column(String(16), default="incremental")
+    point_count: Mapped[int] = mapped_column(Integer, default=0)
+    embedding_model: Mapped[str] = mapped_column(String(128))
+    parser_version: Mapped[str] = mapped_column(String(64))
+    changeset_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    upserts: Mapped[int] = mapped_column(Integer, default=0)
+    deletes: Mapped[int] = mapped_column(Integer, default=0)
+    verification: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    archive_uri: Mapped[str | None] = mapped_column(Text, nullable=True)
+    build_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    activated_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class AliasEvent(Base):
+    """Every alias swap, with who asked and why."""
+
+    __tablename__ = "alias_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kb: Mapped[str] = mapped_column(String(63), index=True)
+    from_snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    to_snapshot_id: Mapped[str] = mapped_column(String(128))
+    actor: Mapped[str] = mapped_column(String(255))
+    reason: Mapped[str] = mapped_column(Text)
+    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Lock(Base):
+    """Leases with fencing tokens (one builder per knowledge base)."""
+
+    __tablename__ = "locks"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    token: Mapped[int] = mapped_column(BigInteger, default=0)
+    expires_at: Mapped[float] = mapped_column(Float, default=0.0)
+    acquired_at: Mapped[float] = mapped_column(Float, default=0.0)

@@ -1,0 +1,888 @@
+"""The registry: every read and write of the system of record.
+
+One :class:`Registry` per process, built from a SQLAlchemy engine.  Each
+public method is one transaction, so a task that dies half-way leaves either
+all of a document's changes or none of them.  Methods return plain records
+(:mod:`registry.records`), never ORM objects.
+
+Writes that a redelivered task may repeat are idempotent: rows are keyed by
+content-derived ids and inserted with "on conflict" clauses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.errors import ConfigError, NotFoundError, RetryableError
+from core.ids import validate_kb_name, validate_source_id
+from core.types import ChunkDraft
+from registry import db
+from registry.records import (
+    ChunkRow,
+    ChunkStatus,
+    DocumentErrorInfo,
+    DocumentOutcome,
+    DocumentState,
+    SnapshotInfo,
+    SourceInfo,
+    SyncRunInfo,
+)
+from registry.schema import (
+    AliasEvent,
+    Changeset,
+    ChangesetEntry,
+    Chunk,
+    Document,
+    DocumentResult,
+    Embedding,
+    Lock,
+    Snapshot,
+    Source,
+    SyncRun,
+    Tombstone,
+    utcnow,
+)
+
+#: Rows per IN (...) clause; SQLite allows 32766 parameters, PostgreSQL more.
+_BATCH = 500
+
+#: Reasons a failed document is retried on the next sync even if unchanged.
+TRANSIENT_REASONS = frozenset({"unreadable", "vanished"})
+
+
+def _batches(items: Sequence[Any], size: int = _BATCH) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class Registry:
+    """Facade over the registry database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._dialect = engine.dialect.name
+
+    @classmethod
+    def open(cls, url: str, *, auto_migrate: bool = True, pool_size: int = 5) -> Registry:
+        """Connect, and check the schema is current.
+
+        SQLite registries are upgraded in place when ``auto_migrate`` is set;
+        any other database must be upgraded with ``freshindex db upgrade``.
+        """
+        engine = db.make_engine(url, pool_size=pool_size)
+        current = db.current_revision(engine)
+        head = db.head_revision()
+        if current != head:
+            if auto_migrate and engine.dialect.name == "sqlite":
+                db.upgrade(engine)
+            else:
+                raise ConfigError(
+                    f"registry schema is at {current or 'nothing'}, this version needs {head}: "
+                    "run `freshindex db upgrade`"
+                )
+        return cls(engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction; database errors become :class:`RetryableError`."""
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except IntegrityError:
+            session.rollback()
+            raise
+        except OperationalError as exc:
+            session.rollback()
+            raise RetryableError(f"registry unavailable: {exc.orig}") from exc
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def ping(self) -> None:
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except SQLAlchemyError as exc:
+            raise RetryableError(f"registry unreachable: {exc}") from exc
+
+    def _insert(self, table: Any) -> Any:
+        dialect = postgresql if self._dialect == "postgresql" else sqlite
+        return dialect.insert(table)
+
+    # -- sources ------------------------------------------------------------
+
+    def add_source(
+        self,
+        source_id: str,
+        *,
+        kind: str,
+        location: str,
+        owner: str,
+        kb: str,
+        options: dict[str, Any] | None = None,
+        acl: Sequence[str] = ("public",),
+        poll_interval_s: int | None = None,
+        replace: bool = False,
+    ) -> SourceInfo:
+        validate_source_id(source_id)
+        validate_kb_name(kb)
+        with self.session() as s:
+            existing = s.get(Source, source_id)
+            if existing is not None and not replace:
+                raise ConfigError(f"source {source_id!r} already exists (use --replace to change it)")
+            if existing is not None and existing.kb != kb:
+                raise ConfigError(f"source {source_id!r} belongs to knowledge base {existing.kb!r}; it cannot move")
+            row = existing or Source(id=source_id)
+            row.kind, row.location, row.owner, row.kb = kind, location, owner, kb
+            row.options = dict(options or {})
+            row.acl = list(acl)
+            row.poll_interval_s = poll_interval_s
+            row.enabled = True
+            s.add(row)
+            s.flush()
+            return _source_info(row)
+
+    def get_source(self, source_id: str) -> SourceInfo:
+        with self.session() as s:
+            row = s.get(Source, source_id)
+            if row is None:
+                raise NotFoundError(f"no source {source_id!r} (see `freshindex sources list`)")
+            return _source_info(row)
+
+    def list_sources(self, kb: str | None = None) -> list[SourceInfo]:
+        with self.session() as s:
+            q = select(Source).order_by(Source.id)
+            if kb is not None:
+                q = q.where(Source.kb == kb)
+            return [_source_info(r) for r in s.scalars(q)]
+
+    def knowledge_bases(self) -> list[str]:
+        with self.session() as s:
+            return sorted(set(s.scalars(select(Source.kb))) | set(s.scalars(select(Snapshot.kb))))
+
+    # -- documents ----------------------------------------------------------
+
+    def documents_for_source(self, source_id: str) -> dict[str, DocumentState]:
+        with self.session() as s:
+            rows = s.scalars(select(Document).where(Document.source_id == source_id))
+            return {r.key: _doc_state(r) for r in rows}
+
+    def get_document(self, document_id: str) -> DocumentState | None:
+        with self.session() as s:
+            row = s.get(Document, document_id)
+            return _doc_state(row) if row is not None else None
+
+    def live_chunk_ids(self, document_id: str) -> set[str]:
+        """Chunks of a document that are (or are about to be) served."""
+        with self.session() as s:
+            q = select(Chunk.id).where(
+                Chunk.document_id == document_id,
+                Chunk.tombstoned.is_(False),
+                Chunk.state.in_(("live", "pending")),
+            )
+            return set(s.scalars(q))
+
+    # -- sync runs ------------------------------------------------------------
+
+    def start_sync_run(self, source_id: str, trigger: str) -> tuple[int, int]:
+        """Open a run and its changeset; returns (run id, changeset id).
+
+        Changesets left ``open`` by earlier runs of the same source that never
+        finished are staged here: their entries were written document by
+        document in complete transactions, so they are valid changes, and the
+        documents they touched will not be seen as changed again.
+        """
+        with self.session() as s:
+            source = s.get(Source, source_id)
+            if source is None:
+                raise NotFoundError(f"no source {source_id!r}")
+            now = utcnow()
+            stale = s.scalars(
+                select(Changeset).where(Changeset.source_id == source_id, Changeset.status == "open")
+            ).all()
+            for cs in stale:
+                cs.status, cs.staged_at = "staged", now
+                s.execute(
+                    update(SyncRun)
+                    .where(SyncRun.id == cs.sync_run_id, SyncRun.status == "running")
+                    .values(status="failed", finished_at=now, error="abandoned: a later run adopted its changes")
+                )
+            run = SyncRun(source_id=source_id, kb=source.kb, trigger=trigger, status="running", started_at=now)
+            s.add(run)
+            s.flush()
+            cs = Changeset(kb=source.kb, source_id=source_id, sync_run_id=run.id, status="open")
+            s.add(cs)
+            s.flush()
+            run.changeset_id = cs.id
+            return run.id, cs.id
+
+    def set_run_planned(self, run_id: int, *, listed: int, planned: int) -> None:
+        with self.session() as s:
+            s.execute(update(SyncRun).where(SyncRun.id == run_id).values(docs_listed=listed, docs_planned=planned))
+
+    def get_sync_run(self, run_id: int) -> SyncRunInfo:
+        with self.session() as s:
+            row = s.get(SyncRun, run_id)
+            if row is None:
+                raise NotFoundError(f"no sync run {run_id}")
+            return _run_info(row)
+
+    def sync_runs(self, source_id: str | None = None, limit: int = 20) -> list[SyncRunInfo]:
+        with self.session() as s:
+            q = select(SyncRun).order_by(SyncRun.id.desc()).limit(limit)
+            if source_id:
+                q = q.where(SyncRun.source_id == source_id)
+            return [_run_info(r) for r in s.scalars(q)]
+
+    def last_successful_sync(self, source_id: str) -> dt.datetime | None:
+        with self.session() as s:
+            return s.scalar(
+                select(func.max(SyncRun.finished_at)).where(
+                    SyncRun.source_id == source_id, SyncRun.status.in_(("succeeded", "partial"))
+                )
+            )
+
+    def run_progress(self, run_id: int) -> tuple[int, int]:
+        """(documents processed, documents planned) for a run."""
+        with self.session() as s:
+            done = s.scalar(
+                select(func.count()).where(DocumentResult.sync_run_id == run_id, DocumentResult.outcome != "deleted")
+            ) or 0
+            planned = s.scalar(select(SyncRun.docs_planned).where(SyncRun.id == run_id)) or 0
+            return done, planned
+
+    def record_outcome(self, run_id: int, outcome: DocumentOutcome) -> None:
+        """Record a document outcome that changed nothing else (unchanged, failed)."""
+        with self.session() as s:
+            self._put_result(s, run_id, outcome)
+            if outcome.outcome == "failed":
+                doc = s.get(Document, outcome.document_id)
+                if doc is not None:
+                    doc.error_reason = outcome.error_reason
+                    doc.error_detail = outcome.error_detail
+                    doc.updated_at = utcnow()
+                    if doc.state != "active":
+                        doc.state = "error"
+
+    def record_failure(
+        self, run_id: int, *, source_id: str, document_id: str, key: str, reason: str, detail: str,
+        etag: str | None = None, size: int = 0, seconds: float = 0.0,
+    ) -> None:
+        """A document could not be indexed.
+
+        Its previous chunks (if any) keep serving: a document that turns bad
+        is stale, not gone.  A document never indexed is kept in state
+        ``error`` with its etag, so an unchanged bad file is not retried on
+        every sync unless the reason is transient.
+        """
+        with self.session() as s:
+            doc = s.get(Document, document_id)
+            if doc is None:
+                doc = Document(id=document_id, source_id=source_id, key=key, state="error", size=size, version=0)
+                s.add(doc)
+            if doc.state != "active":
+                doc.state = "error"
+                doc.etag = etag
+            doc.error_reason, doc.error_detail, doc.updated_at = reason, detail, utcnow()
+            s.flush()
+            self._put_result(
+                s,
+                run_id,
+                DocumentOutcome(
+                    document_id=document_id, key=key, outcome="failed",
+                    error_reason=reason, error_detail=detail, seconds=seconds,
+                ),
+            )
+
+    def touch_document(self, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float) -> None:
+        """The etag moved but the content did not: remember the new etag."""
+        with self.session() as s:
+            doc = s.get(Document, document_id)
+            if doc is not None:
+                doc.etag, doc.size = etag, size
+            self._put_result(
+                s, run_id, DocumentOutcome(document_id=document_id, key=doc.key if doc else "", outcome="unchanged",
+                                           seconds=seconds),
+            )
+
+    def _put_result(self, s: Session, run_id: int, o: DocumentOutcome) -> None:
+        values = dict(
+            sync_run_id=run_id, document_id=o.document_id, key=o.key, outcome=o.outcome,
+            chunks_embedded=o.chunks_embedded, chunks_reused=o.chunks_reused, chunks_kept=o.chunks_kept,
+            chunks_added=o.chunks_added, tombstones=o.tombstones, error_reason=o.error_reason,
+            error_detail=o.error_detail, seconds=o.seconds, at=utcnow(),
+        )
+        stmt = self._insert(DocumentResult).values(**values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["sync_run_id", "document_id"],
+            set_={k: v for k, v in values.items() if k not in ("sync_run_id", "document_id")},
+        )
+        s.execute(stmt)
+
+    def stage_document(
+        self,
+        run_id: int,
+        changeset_id: int,
+        *,
+        source: SourceInfo,
+        document_id: str,
+        key: str,
+        etag: str | None,
+        size: int,
+        content_hash: str,
+        title: str,
+        parser: str,
+        parser_version: str,
+        chunks: Sequence[ChunkDraft],
+        added_ids: set[str],
+        removed_ids: set[str],
+        outcome: DocumentOutcome,
+    ) -> None:
+        """Write one document's new version and its chunk diff, atomically.
+
+        Added chunks become ``pending`` rows with an upsert entry; removed
+        chunks are tombstoned at once (no longer servable) with a delete
+        entry.  Kept chunks get their ordinal and metadata refreshed.
+        """
+        now = utcnow()
+        with self.session() as s:
+            doc = s.get(Document, document_id)
+            if doc is None:
+                doc = Document(id=document_id, source_id=source.id, key=key, version=0, first_seen_at=now)
+                s.add(doc)
+            doc.etag, doc.size, doc.content_hash = etag, size, content_hash
+            doc.state, doc.error_reason, doc.error_detail = "active", None, None
+            doc.parser, doc.parser_version, doc.title = parser, parser_version, title
+            doc.version = (doc.version or 0) + 1
+            doc.chunk_count = len(chunks)
+            doc.updated_at, doc.deleted_at = now, None
+            s.flush()
+
+            by_id = {c.id: c for c in chunks}
+            existing = {
+                row.id: row
+                for batch in _batches(list(by_id))
+                for row in s.scalars(select(Chunk).where(Chunk.id.in_(batch)))
+            }
+            for draft in chunks:
+                row = existing.get(draft.id)
+                if row is None:
+                    row = Chunk(id=draft.id, document_id=document_id, source_id=source.id, kb=source.kb,
+                                state="pending", created_at=now)
+                    s.add(row)
+                if draft.id in added_ids:
+                    row.tombstoned = False
+                    row.added_changeset_id = changeset_id
+                    if row.state == "removed":
+                        row.state = "pending"
+                row.ordinal, row.content_hash, row.text, row.kind = draft.ordinal, draft.content_hash, draft.text, draft.kind
+                row.heading_path, row.anchor, row.page = list(draft.heading_path), draft.anchor, draft.page
+                row.meta, row.doc_version, row.updated_at = dict(draft.meta), doc.version, now
+            self._stage_entries(s, changeset_id, document_id, added_ids, "upsert")
+            self._tombstone(s, changeset_id, document_id, source.kb, removed_ids, reason="superseded")
+            self._stage_entries(s, changeset_id, document_id, removed_ids, "delete")
+            self._put_result(s, run_id, outcome)
+
+    def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = "deleted") -> int:
+        """The source no longer has this document: tombstone all its chunks."""
+        with self.session() as s:
+            doc = s.get(Document, document_id)
+            if doc is None or doc.state == "deleted":
+                return 0
+            ids = set(
+                s.scalars(
+                    select(Chunk.id).where(
+                        Chunk.document_id == document_id,
+                        Chunk.tombstoned.is_(False),
+                        Chunk.state.in_(("live", "pending")),
+                    )
+                )
+            )
+            kb = s.scalar(select(Source.kb).where(Source.id == doc.source_id)) or ""
+            self._tombstone(s, changeset_id, document_id, kb, ids, reason=reason)
+            self._stage_entries(s, changeset_id, document_id, ids, "delete")
+            doc.state, doc.deleted_at, doc.updated_at = "deleted", utcnow(), utcnow()
+            doc.etag = doc.content_hash = None
+            doc.chunk_count = 0
+            self._put_result(
+                s, run_id, DocumentOutcome(document_id=document_id, key=doc.key, outcome="deleted", tombstones=len(ids))
+            )
+            return len(ids)
+
+    def _stage_entries(self, s: Session, changeset_id: int, document_id: str, ids: Iterable[str], op: str) -> None:
+        rows = [dict(changeset_id=changeset_id, chunk_id=i, document_id=document_id, op=op) for i in sorted(ids)]
+        for batch in _batches(rows):
+            stmt = self._insert(ChangesetEntry).values(list(batch))
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["changeset_id", "chunk_id"], set_={"op": stmt.excluded.op}
+            )
+            s.execute(stmt)
+
+    def _tombstone(self, s: Session, changeset_id: int, document_id: str, kb: str, ids: set[str], *, reason: str) -> None:
+        if not ids:
+            return
+        ordered = sorted(ids)
+        for batch in _batches(ordered):
+            s.execute(update(Chunk).where(Chunk.id.in_(batch)).values(tombstoned=True, updated_at=utcnow()))
+            already = set(
+                s.scalars(
+                    select(Tombstone.chunk_id).where(
+                        Tombstone.chunk_id.in_(batch), Tombstone.changeset_id == changeset_id
+                    )
+                )
+            )
+            s.add_all(
+                Tombstone(chunk_id=i, document_id=document_id, kb=kb, reason=reason, changeset_id=changeset_id)
+                for i in batch
+                if i not in already
+            )
+
+    def finish_sync_run(self, run_id: int, *, error: str | None = None) -> tuple[SyncRunInfo, bool]:
+        """Aggregate the run's document outcomes and stage its changeset.
+
+        Only the first call finishes the run and gets ``True`` back; later
+        calls (a redelivered task, two workers noticing completion at once)
+        get the finished run and ``False``, so exactly one caller goes on to
+        trigger the build.
+        """
+        with self.session() as s:
+            q = select(SyncRun).where(SyncRun.id == run_id)
+            if self._dialect == "postgresql":
+                q = q.with_for_update()
+            run = s.scalars(q).first()
+            if run is None:
+                raise NotFoundError(f"no sync run {run_id}")
+            if run.status != "running":
+                return _run_info(run), False
+            rows = s.scalars(select(DocumentResult).where(DocumentResult.sync_run_id == run_id)).all()
+            counts = {k: 0 for k in ("added", "modified", "unchanged", "deleted", "failed")}
+            totals = {k: 0 for k in ("chunks_embedded", "chunks_reused", "chunks_kept", "chunks_added", "tombstones")}
+            for r in rows:
+                counts[r.outcome] = counts.get(r.outcome, 0) + 1
+                for k in totals:
+                    totals[k] += getattr(r, k)
+            processed = sum(counts.values()) - counts["deleted"]
+            counts["unchanged"] += max(0, run.docs_listed - processed)
+            cs = s.get(Changeset, run.changeset_id) if run.changeset_id else None
+            entries = 0
+            if cs is not None and cs.status == "open":
+                entries = s.scalar(select(func.count()).where(ChangesetEntry.changeset_id == cs.id)) or 0
+                if entries:
+                    cs.status, cs.staged_at = "staged", utcnow()
+                else:
+                    s.delete(cs)
+                    run.changeset_id = None
+            indexed = counts["added"] + counts["modified"] + counts["unchanged"]
+            if error is not None or (counts["failed"] and not indexed):
+                run.status = "failed"
+            elif counts["failed"]:
+                run.status = "partial"
+            else:
+                run.status = "succeeded"
+            run.error = error
+            run.finished_at = utcnow()
+            run.summary = {
+                "documents": counts,
+                "documents_changed": counts["added"] + counts["modified"] + counts["deleted"],
+                **totals,
+                "changeset_entries": entries,
+            }
+            run.build_status = "pending"
+            return _run_info(run), True
+
+    def set_run_build(self, run_id: int, *, status: str, snapshot_id: str | None, error: str | None = None) -> None:
+        """Record what the build after this run did (built, unchanged, failed)."""
+        with self.session() as s:
+            s.execute(
+                update(SyncRun)
+                .where(SyncRun.id == run_id)
+                .values(build_status=status, snapshot_id=snapshot_id, build_error=error)
+            )
+
+    def run_changeset_applied(self, run_id: int) -> bool:
+        with self.session() as s:
+            cs = s.scalar(select(SyncRun.changeset_id).where(SyncRun.id == run_id))
+            if cs is None:
+                return False
+            return s.scalar(select(Changeset.status).where(Changeset.id == cs)) == "applied"
+
+    def document_errors(self, run_id: int | None = None, source_id: str | None = None) -> list[DocumentErrorInfo]:
+        with self.session() as s:
+            q = (
+                select(DocumentResult, SyncRun.source_id)
+                .join(SyncRun, SyncRun.id == DocumentResult.sync_run_id)
+                .where(DocumentResult.outcome == "failed")
+                .order_by(DocumentResult.key)
+            )
+            if run_id is not None:
+                q = q.where(DocumentResult.sync_run_id == run_id)
+            if source_id is not None:
+                q = q.where(SyncRun.source_id == source_id)
+            return [
+                DocumentErrorInfo(
+                    source_id=src, key=r.key, reason=r.error_reason or "", detail=r.error_detail or "",
+                    sync_run_id=r.sync_run_id,
+                )
+                for r, src in s.execute(q)
+            ]
+
+    # -- vector cache ---------------------------------------------------------
+
+    def cached_vectors(self, model_id: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        wanted = sorted(set(hashes))
+        found: dict[str, np.ndarray] = {}
+        with self.session() as s:
+            for batch in _batches(wanted):
+                q = select(Embedding.content_hash, Embedding.dim, Embedding.vector).where(
+                    Embedding.model_id == model_id, Embedding.content_hash.in_(batch)
+                )
+                for h, dim, blob in s.execute(q):
+                    vec = np.frombuffer(blob, dtype=np.float32)
+                    if vec.shape[0] == dim:
+                        found[h] = vec
+        return found
+
+    def cache_vectors(self, model_id: str, vectors: dict[str, np.ndarray]) -> None:
+        rows = [
+            dict(model_id=model_id, content_hash=h, dim=int(v.shape[0]), vector=np.asarray(v, np.float32).tobytes(),
+                 created_at=utcnow())
+            for h, v in vectors.items()
+        ]
+        with self.session() as s:
+            for batch in _batches(rows, 200):
+                s.execute(self._insert(Embedding).values(list(batch)).on_conflict_do_nothing())
+
+    def cache_size(self, model_id: str | None = None) -> int:
+        with self.session() as s:
+            q = select(func.count()).select_from(Embedding)
+            if model_id:
+                q = q.where(Embedding.model_id == model_id)
+            return s.scalar(q) or 0
+
+    # -- changesets and builds -----------------------------------------------
+
+    def staged_changesets(self, kb: str) -> list[int]:
+        with self.session() as s:
+            return list(
+                s.scalars(
+                    select(Changeset.id).where(Changeset.kb == kb, Changeset.status == "staged").order_by(Changeset.id)
+                )
+            )
+
+    def changeset_ops(self, changeset_ids: Sequence[int]) -> dict[str, str]:
+        """The final operation per chunk over the changesets, in order."""
+        ops: dict[str, str] = {}
+        with self.session() as s:
+            for cs_id in sorted(changeset_ids):
+                for chunk_id, op in s.execute(
+                    select(ChangesetEntry.chunk_id, ChangesetEntry.op).where(ChangesetEntry.changeset_id == cs_id)
+                ):
+                    ops[chunk_id] = op
+        return ops
+
+    def chunk_rows(self, ids: Sequence[str]) -> list[ChunkRow]:
+        out: list[ChunkRow] = []
+        with self.session() as s:
+            for batch in _batches(list(ids)):
+                q = (
+                    select(Chunk, Document.key, Document.title, Source.acl)
+                    .join(Document, Document.id == Chunk.document_id)
+                    .join(Source, Source.id == Chunk.source_id)
+                    .where(Chunk.id.in_(batch))
+                )
+                out.extend(_chunk_row(c, key, title, acl) for c, key, title, acl in s.execute(q))
+        return out
+
+    def live_chunk_ids_for_kb(self, kb: str) -> list[str]:
+        """Chunks physically in the active snapshot of ``kb``."""
+        with self.session() as s:
+            return list(s.scalars(select(Chunk.id).where(Chunk.kb == kb, Chunk.state == "live").order_by(Chunk.id)))
+
+    def count_live(self, kb: str) -> int:
+        with self.session() as s:
+            return s.scalar(select(func.count()).where(Chunk.kb == kb, Chunk.state == "live")) or 0
+
+    def chunk_states(self, ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        with self.session() as s:
+            for batch in _batches(list(ids)):
+                out.update({cid: st for cid, st in s.execute(select(Chunk.id, Chunk.state).where(Chunk.id.in_(batch)))})
+        return out
+
+    def chunk_status(self, ids: Sequence[str]) -> dict[str, ChunkStatus]:
+        """Recheck for the query path: is each hit still servable?"""
+        out: dict[str, ChunkStatus] = {}
+        with self.session() as s:
+            for batch in _batches(list(ids)):
+                for cid, state, tomb in s.execute(
+                    select(Chunk.id, Chunk.state, Chunk.tombstoned).where(Chunk.id.in_(batch))
+                ):
+                    out[cid] = ChunkStatus(id=cid, state=state, tombstoned=tomb)
+        return out
+
+    def tombstone_backlog(self, kb: str | None = None) -> int:
+        """Tombstones written but not yet applied to a serving snapshot."""
+        with self.session() as s:
+            q = select(func.count()).select_from(Tombstone).where(Tombstone.applied_snapshot_id.is_(None))
+            if kb:
+                q = q.where(Tombstone.kb == kb)
+            return s.scalar(q) or 0
+
+    # -- snapshots --------------------------------------------------------------
+
+    def next_snapshot_version(self, kb: str) -> int:
+        with self.session() as s:
+            return (s.scalar(select(func.max(Snapshot.version)).where(Snapshot.kb == kb)) or 0) + 1
+
+    def create_snapshot(
+        self, *, snapshot_id: str, kb: str, version: int, parent_id: str | None, collection: str, strategy: str,
+        embedding_model: str, parser_version: str, changeset_ids: Sequence[int], upserts: int, deletes: int,
+    ) -> SnapshotInfo:
+        with self.session() as s:
+            row = Snapshot(
+                id=snapshot_id, kb=kb, version=version, parent_id=parent_id, collection=collection, status="building",
+                strategy=strategy, embedding_model=embedding_model, parser_version=parser_version,
+                changeset_ids=list(changeset_ids), upserts=upserts, deletes=deletes,
+            )
+            s.add(row)
+            s.flush()
+            return _snap_info(row)
+
+    def fail_snapshot(self, snapshot_id: str, reason: str, verification: dict[str, Any] | None = None) -> None:
+        with self.session() as s:
+            s.execute(
+                update(Snapshot)
+                .where(Snapshot.id == snapshot_id)
+                .values(status="failed", failure_reason=reason, verification=verification or {})
+            )
+
+    def mark_verified(self, snapshot_id: str, *, point_count: int, verification: dict[str, Any], seconds: float) -> None:
+        with self.session() as s:
+            s.execute(
+                update(Snapshot)
+                .where(Snapshot.id == snapshot_id)
+                .values(status="verified", point_count=point_count, verification=verification, build_seconds=seconds)
+            )
+
+    def activate_snapshot(
+        self, snapshot_id: str, *, ops: dict[str, str], actor: str, reason: str, lock: tuple[str, int] | None = None,
+    ) -> None:
+        """Record that ``snapshot_id`` serves: one transaction for every state flip.
+
+        With ``lock`` (name, fencing token) the transaction first checks the
+        lock is still ours; a builder whose lease expired and was taken over
+        must not overwrite the newer builder's record.
+        """
+        now = utcnow()
+        with self.session() as s:
+            if lock is not None:
+                holder = s.get(Lock, lock[0])
+                if holder is None or holder.token != lock[1]:
+                    raise RetryableError(f"lost the writer lock {lock[0]} (fencing token {lock[1]} is stale)")
+            snap = s.get(Snapshot, snapshot_id)
+            if snap is None:
+                raise NotFoundError(f"no snapshot {snapshot_id}")
+            previous = s.scalars(select(Snapshot).where(Snapshot.kb == snap.kb, Snapshot.status == "active")).all()
+            for p in previous:
+                if p.id != snapshot_id:
+                    p.status = "retired"
+            upserts = [cid for cid, op in ops.items() if op == "upsert"]
+            deletes = [cid for cid, op in ops.items() if op == "delete"]
+            for batch in _batches(upserts):
+                # snapshot_id records the build that last wrote the point.
+                s.execute(update(Chunk).where(Chunk.id.in_(batch)).values(state="live", snapshot_id=snapshot_id))
+            for batch in _batches(deletes):
+                s.execute(update(Chunk).where(Chunk.id.in_(batch)).values(state="removed"))
+            cs_ids = list(snap.changeset_ids or [])
+            if cs_ids:
+                s.execute(
+                    update(Changeset)
+                    .where(Changeset.id.in_(cs_ids))
+                    .values(status="applied", applied_at=now, snapshot_id=snapshot_id)
+                )
+                s.execute(
+                    update(Tombstone)
+                    .where(Tombstone.changeset_id.in_(cs_ids), Tombstone.applied_snapshot_id.is_(None))
+                    .values(applied_snapshot_id=snapshot_id)
+                )
+            s.add(
+                AliasEvent(
+                    kb=snap.kb, from_snapshot_id=previous[0].id if previous else None, to_snapshot_id=snapshot_id,
+                    actor=actor, reason=reason,
+                )
+            )
+            snap.status, snap.activated_at = "active", now
+
+    def record_alias_event(self, kb: str, from_id: str | None, to_id: str, *, actor: str, reason: str) -> None:
+        with self.session() as s:
+            s.add(AliasEvent(kb=kb, from_snapshot_id=from_id, to_snapshot_id=to_id, actor=actor, reason=reason))
+
+    def get_snapshot(self, snapshot_id: str) -> SnapshotInfo:
+        with self.session() as s:
+            row = s.get(Snapshot, snapshot_id)
+            if row is None:
+                raise NotFoundError(f"no snapshot {snapshot_id!r}")
+            return _snap_info(row)
+
+    def active_snapshot(self, kb: str) -> SnapshotInfo | None:
+        with self.session() as s:
+            row = s.scalars(select(Snapshot).where(Snapshot.kb == kb, Snapshot.status == "active")).first()
+            return _snap_info(row) if row is not None else None
+
+    def snapshot_for_collection(self, collection: str) -> SnapshotInfo | None:
+        with self.session() as s:
+            row = s.scalars(select(Snapshot).where(Snapshot.collection == collection)).first()
+            return _snap_info(row) if row is not None else None
+
+    def list_snapshots(self, kb: str | None = None) -> list[SnapshotInfo]:
+        with self.session() as s:
+            q = select(Snapshot).order_by(Snapshot.kb, Snapshot.version.desc())
+            if kb is not None:
+                q = q.where(Snapshot.kb == kb)
+            return [_snap_info(r) for r in s.scalars(q)]
+
+    def set_snapshot_status(self, snapshot_id: str, status: str) -> None:
+        with self.session() as s:
+            s.execute(update(Snapshot).where(Snapshot.id == snapshot_id).values(status=status))
+
+    # -- locks ------------------------------------------------------------------
+
+    def acquire_lock(self, name: str, owner: str, ttl: float) -> int | None:
+        """Take the lease ``name`` if it is free or expired.
+
+        Returns a fencing token that grows with every acquisition, or None if
+        someone else holds an unexpired lease.
+        """
+        now = time.time()
+        with self.session() as s:
+            self._lock_row(s, name)
+            q = select(Lock).where(Lock.name == name)
+            if self._dialect == "postgresql":
+                q = q.with_for_update()
+            row = s.scalars(q).one()
+            if row.owner is not None and row.expires_at > now and row.owner != owner:
+                return None
+            row.owner, row.token = owner, row.token + 1
+            row.expires_at, row.acquired_at = now + ttl, now
+            return row.token
+
+    def renew_lock(self, name: str, token: int, ttl: float) -> bool:
+        with self.session() as s:
+            res = s.execute(
+                update(Lock).where(Lock.name == name, Lock.token == token).values(expires_at=time.time() + ttl)
+            )
+            return res.rowcount == 1
+
+    def release_lock(self, name: str, token: int) -> None:
+        with self.session() as s:
+            s.execute(update(Lock).where(Lock.name == name, Lock.token == token).values(owner=None, expires_at=0.0))
+
+    def lock_holder(self, name: str) -> tuple[str | None, float, int]:
+        with self.session() as s:
+            row = s.get(Lock, name)
+            if row is None:
+                return None, 0.0, 0
+            return row.owner, row.expires_at, row.token
+
+    def _lock_row(self, s: Session, name: str) -> None:
+        s.execute(self._insert(Lock).values(name=name, owner=None, token=0, expires_at=0.0).on_conflict_do_nothing())
+
+    # -- health -------------------------------------------------------------------
+
+    def health(self, kb: str) -> dict[str, Any]:
+        """Signals for dashboards and for labelling evidence as stale."""
+        with self.session() as s:
+            last_ok = s.scalar(
+                select(func.max(SyncRun.finished_at)).where(
+                    SyncRun.kb == kb, SyncRun.status.in_(("succeeded", "partial"))
+                )
+            )
+            errors = s.scalar(
+                select(func.count()).select_from(Document)
+                .join(Source, Source.id == Document.source_id)
+                .where(Source.kb == kb, Document.error_reason.is_not(None))
+            ) or 0
+            pending = s.scalar(
+                select(func.count()).select_from(Changeset).where(
+                    Changeset.kb == kb, or_(Changeset.status == "staged", Changeset.status == "open")
+                )
+            ) or 0
+        active = self.active_snapshot(kb)
+        return {
+            "kb": kb,
+            "active_snapshot": active.id if active else None,
+            "last_successful_sync": last_ok.isoformat() if last_ok else None,
+            "documents_in_error": errors,
+            "pending_changesets": pending,
+            "tombstone_backlog": self.tombstone_backlog(kb),
+            "live_chunks": self.count_live(kb),
+        }
+
+    def purge_source_rows(self, source_id: str) -> None:
+        """Test and maintenance helper: forget a source entirely."""
+        with self.session() as s:
+            s.execute(delete(Source).where(Source.id == source_id))
+
+
+def _source_info(r: Source) -> SourceInfo:
+    return SourceInfo(
+        id=r.id, kb=r.kb, kind=r.kind, location=r.location, owner=r.owner, options=dict(r.options or {}),
+        acl=tuple(r.acl or ()), poll_interval_s=r.poll_interval_s, enabled=r.enabled, created_at=r.created_at,
+    )
+
+
+def _doc_state(r: Document) -> DocumentState:
+    return DocumentState(
+        id=r.id, source_id=r.source_id, key=r.key, etag=r.etag, size=r.size, content_hash=r.content_hash,
+        state=r.state, version=r.version, parser_version=r.parser_version, error_reason=r.error_reason,
+    )
+
+
+def _chunk_row(c: Chunk, key: str, title: str | None, acl: list[str] | None) -> ChunkRow:
+    return ChunkRow(
+        id=c.id, document_id=c.document_id, source_id=c.source_id, kb=c.kb, key=key, title=title,
+        ordinal=c.ordinal, content_hash=c.content_hash, text=c.text, kind=c.kind,
+        heading_path=tuple(c.heading_path or ()), anchor=c.anchor, page=c.page, meta=dict(c.meta or {}),
+        doc_version=c.doc_version, state=c.state, tombstoned=c.tombstoned, added_changeset_id=c.added_changeset_id,
+        acl=tuple(acl or ()),
+    )
+
+
+def _snap_info(r: Snapshot) -> SnapshotInfo:
+    return SnapshotInfo(
+        id=r.id, kb=r.kb, version=r.version, parent_id=r.parent_id, collection=r.collection, status=r.status,
+        strategy=r.strategy, point_count=r.point_count, embedding_model=r.embedding_model,
+        parser_version=r.parser_version, changeset_ids=tuple(r.changeset_ids or ()), upserts=r.upserts,
+        deletes=r.deletes, verification=dict(r.verification or {}), failure_reason=r.failure_reason,
+        archive_uri=r.archive_uri, build_seconds=r.build_seconds, created_at=r.created_at,
+        activated_at=r.activated_at,
+    )
+
+
+def _run_info(r: SyncRun) -> SyncRunInfo:
+    return SyncRunInfo(
+        id=r.id, source_id=r.source_id, kb=r.kb, trigger=r.trigger, status=r.status, started_at=r.started_at,
+        finished_at=r.finished_at, docs_listed=r.docs_listed, docs_planned=r.docs_planned,
+        changeset_id=r.changeset_id, snapshot_id=r.snapshot_id, summary=dict(r.summary or {}), error=r.error,
+        build_status=r.build_status, build_error=r.build_error,
+    )
+
+
+__all__ = ["TRANSIENT_REASONS", "Registry"]
