@@ -1,0 +1,29 @@
+"""Vector stores behind one narrow interface (:class:`VectorStore`)."""
+
+from __future__ import annotations
+
+from vectorstore.base import DENSE, FieldMatch, Filter, PointRecord, ScoredHit, VectorStore
+
+__all__ = ["DENSE", "FieldMatch", "Filter", "PointRecord", "ScoredHit", "VectorStore", "open_store"]
+
+
+def open_store(kind: str, *, path=None, url: str | None = None, api_key: str | None = None,
+               open_timeout: float = 30.0) -> VectorStore:
+    """Build the configured store (``edge``, ``local`` or ``server``)."""
+    from core.errors import ConfigError
+
+    if kind == "edge":
+        from vectorstore.edge import EdgeStore
+
+        return EdgeStore(path, open_timeout=open_timeout)
+    if kind in ("local", "server"):
+        from qdrant_client import QdrantClient
+
+        from vectorstore.qdrant import QdrantStore
+
+        if kind == "local":
+            return QdrantStore(QdrantClient(path=str(path)))
+        if not url:
+            raise ConfigError("vector_store.kind=server needs vector_store.url (FRESHINDEX_VECTOR_STORE__URL)")
+        return QdrantStore(QdrantClient(url=url, api_key=api_key, timeout=30))
+    raise ConfigError(f"unknown vector store kind {kind!r}")
