@@ -1,0 +1,56 @@
+"""Source connectors: list object refs, fetch bytes.
+
+A connector never decides what changed; it reports what is there (keys with
+etags and sizes) and hands over bytes.  Keys are checked by :func:`check_key`
+before anything is fetched, whatever the connector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from core.errors import ConfigError, DocumentError
+from core.types import ObjectRef
+
+KINDS = ("folder", "s3")
+
+
+class Connector(Protocol):
+    def list(self) -> Iterator[ObjectRef]: ...
+
+    def fetch(self, key: str) -> bytes: ...
+
+
+def check_key(key: str) -> str:
+    """Refuse keys that could escape a folder or confuse a citation."""
+    if not key or len(key) > 1024:
+        raise DocumentError(DocumentError.UNSAFE_KEY, "empty or over-long key")
+    if any(ord(c) < 32 for c in key) or "\\" in key:
+        raise DocumentError(DocumentError.UNSAFE_KEY, f"control character or backslash in key {key!r}")
+    if key.startswith("/") or any(part in ("..", ".") for part in key.split("/")):
+        raise DocumentError(DocumentError.UNSAFE_KEY, f"key {key!r} escapes its source (absolute or '..')")
+    return key
+
+
+def build_connector(kind: str, location: str, options: dict[str, Any], *, max_bytes: int, s3: Any = None) -> Connector:
+    """A connector for a registered source; ``s3`` is the S3 settings block."""
+    if kind == "folder":
+        from workers.connectors.folder import FolderConnector
+
+        return FolderConnector(location, max_bytes=max_bytes)
+    if kind == "s3":
+        from workers.connectors.s3 import S3Connector, s3_client
+
+        def secret(value: Any) -> str | None:
+            return value.get_secret_value() if hasattr(value, "get_secret_value") else value
+
+        client = s3_client(
+            endpoint_url=options.get("endpoint_url") or (s3.endpoint_url if s3 else None),
+            region=options.get("region") or (s3.region if s3 else "us-east-1"),
+            access_key_id=secret(s3.access_key_id) if s3 else None,
+            secret_access_key=secret(s3.secret_access_key) if s3 else None,
+            path_style=s3.path_style if s3 else True,
+        )
+        return S3Connector(client, location, max_bytes=max_bytes)
+    raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(KINDS)}")

@@ -1,0 +1,88 @@
+"""An S3 bucket and prefix as a source, through boto3.
+
+Keys are the object keys below the prefix.  The client is passed in (built by
+:func:`s3_client` from settings), so tests point it at a local S3 endpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from core.errors import ConfigError, DocumentError, SourceError
+from core.types import ObjectRef
+
+
+def parse_location(location: str) -> tuple[str, str]:
+    """``s3://bucket/prefix`` -> (bucket, prefix)."""
+    parts = urlsplit(location)
+    if parts.scheme != "s3" or not parts.netloc:
+        raise ConfigError(f"S3 location must look like s3://bucket/prefix, got {location!r}")
+    prefix = parts.path.lstrip("/")
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    return parts.netloc, prefix
+
+
+def s3_client(*, endpoint_url: str | None, region: str, access_key_id: str | None, secret_access_key: str | None,
+              path_style: bool = True) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region,
+        aws_access_key_id=access_key_id,
+        aws_secret_access_key=secret_access_key,
+        config=Config(s3={"addressing_style": "path" if path_style else "auto"},
+                      retries={"max_attempts": 3, "mode": "standard"}),
+    )
+
+
+class S3Connector:
+    def __init__(self, client: Any, location: str, *, max_bytes: int) -> None:
+        self.client = client
+        self.bucket, self.prefix = parse_location(location)
+        self.max_bytes = max_bytes
+
+    def list(self) -> Iterator[ObjectRef]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix):
+                for obj in page.get("Contents", []):
+                    key = obj["Key"][len(self.prefix) :]
+                    if not key or key.endswith("/"):
+                        continue
+                    yield ObjectRef(
+                        key=key,
+                        etag=obj.get("ETag", "").strip('"') or None,
+                        size=int(obj.get("Size", 0)),
+                        modified=obj["LastModified"].timestamp() if obj.get("LastModified") else None,
+                    )
+        except (ClientError, BotoCoreError) as exc:
+            raise SourceError(f"cannot list s3://{self.bucket}/{self.prefix}: {exc}") from exc
+
+    def fetch(self, key: str) -> bytes:
+        try:
+            obj = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("NoSuchKey", "404"):
+                raise DocumentError(DocumentError.VANISHED, f"{key} disappeared after listing") from exc
+            if code in ("AccessDenied", "403"):
+                raise DocumentError(DocumentError.UNREADABLE, f"access denied to {key}") from exc
+            raise SourceError(f"cannot fetch {key}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise SourceError(f"cannot fetch {key}: {exc}") from exc
+        length = int(obj.get("ContentLength") or 0)
+        if length > self.max_bytes:
+            obj["Body"].close()
+            raise DocumentError(DocumentError.TOO_LARGE, f"{length} bytes, limit {self.max_bytes}")
+        data = obj["Body"].read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            raise DocumentError(DocumentError.TOO_LARGE, f"more than {self.max_bytes} bytes")
+        return data

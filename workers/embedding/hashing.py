@@ -1,0 +1,45 @@
+"""A deterministic bag-of-words embedder: a stand-in for unit tests only.
+
+It has no notion of meaning (synonyms score zero), but texts sharing words
+score higher, which is enough to test the pipeline's bookkeeping quickly.
+Every real path is tested with :class:`workers.embedding.onnx.OnnxMiniLM`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+_WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]")
+
+
+class HashingEmbedder:
+    def __init__(self, dimension: int = 64) -> None:
+        self._dim = dimension
+        self.calls = 0
+        self.texts_embedded = 0
+
+    @property
+    def model_id(self) -> str:
+        return f"hashing-bow-{self._dim}"
+
+    @property
+    def dimension(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        self.texts_embedded += len(texts)
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+                out[row, h % self._dim] += 1.0 if (h >> 32) & 1 else -1.0
+            norm = np.linalg.norm(out[row])
+            out[row] = out[row] / norm if norm else out[row]
+            if not norm:
+                out[row, 0] = 1.0
+        return out

@@ -1,0 +1,63 @@
+"""Parsers: bytes of one source object to a :class:`core.types.ParsedDocument`.
+
+:class:`Parsers` picks a parser by file extension; an unknown extension is a
+per-document ``unsupported_type`` error, never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from core.errors import DocumentError
+from core.types import ParsedDocument
+from workers.parsing.code import LANGUAGES, parse_code
+from workers.parsing.html import parse_html
+from workers.parsing.markdown import parse_markdown
+from workers.parsing.pdf import PdfOptions, parse_pdf
+from workers.parsing.plain import parse_plain
+from workers.parsing.table import parse_table
+
+ParserFn = Callable[[bytes, str], ParsedDocument]
+
+#: Bumped whenever any parser's output may change; it enters every chunk hash.
+PARSER_SET_VERSION = "p1"
+
+
+@dataclass(frozen=True)
+class Parsers:
+    pdf: PdfOptions = field(default_factory=PdfOptions)
+
+    def for_key(self, key: str) -> ParserFn:
+        ext = key[key.rfind(".") :].lower() if "." in key.rsplit("/", 1)[-1] else ""
+        if ext in (".md", ".markdown", ".mdx"):
+            return parse_markdown
+        if ext in (".html", ".htm", ".xhtml"):
+            return parse_html
+        if ext in (".txt", ".text", ".rst", ".log", ""):
+            return parse_plain
+        if ext in (".csv", ".tsv"):
+            return parse_table
+        if ext == ".pdf":
+            return lambda data, key: parse_pdf(data, key, self.pdf)
+        if ext in LANGUAGES:
+            return parse_code
+        raise DocumentError(DocumentError.UNSUPPORTED, f"no parser for {ext or 'files without an extension'}")
+
+    def supports(self, key: str) -> bool:
+        try:
+            self.for_key(key)
+        except DocumentError:
+            return False
+        return True
+
+    def parse(self, data: bytes, key: str) -> ParsedDocument:
+        parser = self.for_key(key)
+        try:
+            return parser(data, key)
+        except DocumentError:
+            raise
+        except RecursionError as exc:
+            raise DocumentError(DocumentError.PARSE_FAILED, "document nesting too deep") from exc
+        except Exception as exc:  # a parser bug or a pathological file: fail this document only
+            raise DocumentError(DocumentError.PARSE_FAILED, f"{type(exc).__name__}: {exc}") from exc
