@@ -1,0 +1,5 @@
+"""Who may see what: principals, and the filters that run inside the vector query."""
+
+from acl.principal import PUBLIC, Principal, query_filter, visible
+
+__all__ = ["PUBLIC", "Principal", "query_filter", "visible"]

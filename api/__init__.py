@@ -1,0 +1,1 @@
+"""The HTTP service: health, readiness, metrics and the query endpoint."""

@@ -1,0 +1,95 @@
+"""Every metric freshindex exports, on a registry of its own.
+
+One :class:`Metrics` per process, created at start and passed down (no
+module-level collectors), so tests read exact values from a fresh instance.
+Label sets are small and fixed: ``source``, ``kb``, ``reason``, ``outcome``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.documents = Counter("freshindex_documents_total", "Documents processed by outcome",
+                                 ["source", "outcome"], registry=r)
+        self.document_errors = Counter("freshindex_document_errors_total",
+                                       "Documents that could not be indexed, by reason", ["source", "reason"],
+                                       registry=r)
+        self.chunks_embedded = Counter("freshindex_chunks_embedded_total", "Chunks embedded by the model",
+                                       ["model"], registry=r)
+        self.chunks_reused = Counter("freshindex_chunks_reused_total", "Added chunks served by the vector cache",
+                                     ["model"], registry=r)
+        self.embed_seconds = Counter("freshindex_embed_seconds_total", "Wall time inside the embedding model",
+                                     ["model"], registry=r)
+        self.tombstones = Counter("freshindex_tombstones_written_total", "Tombstones written", ["kb", "reason"],
+                                  registry=r)
+        self.sync_runs = Counter("freshindex_sync_runs_total", "Finished sync runs by status", ["source", "status"],
+                                 registry=r)
+        self.last_sync = Gauge("freshindex_last_successful_sync_timestamp_seconds",
+                               "Unix time of the last successful sync", ["source"], registry=r)
+        self.builds = Counter("freshindex_builds_total", "Snapshot builds by outcome", ["kb", "outcome"], registry=r)
+        self.build_seconds = Histogram("freshindex_build_seconds", "Snapshot build wall time", ["kb"], registry=r,
+                                       buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+        self.verification_failures = Counter("freshindex_verification_failures_total",
+                                             "Builds held because a check failed", ["kb", "check"], registry=r)
+        self.alias_swaps = Counter("freshindex_alias_swaps_total", "Alias swaps", ["kb"], registry=r)
+        self.queries = Counter("freshindex_queries_total", "Queries answered by outcome", ["kb", "outcome"],
+                               registry=r)
+        self.recheck_drops = Counter("freshindex_recheck_dropped_total",
+                                     "Hits dropped by the registry recheck before return", ["kb", "reason"],
+                                     registry=r)
+        self.tasks = Counter("freshindex_tasks_total", "Celery task executions", ["task", "outcome"], registry=r)
+
+    def add_health_collector(self, kbs: Callable[[], Iterable[str]], health: Callable[[str], dict[str, Any]]) -> None:
+        """Export registry-derived gauges (lag, backlog) computed at scrape time."""
+        self.registry.register(_HealthCollector(kbs, health))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def value(self, name: str, **labels: str) -> float:
+        """Current value of one sample (for tests and the CLI)."""
+        v = self.registry.get_sample_value(name, labels)
+        return float(v) if v is not None else 0.0
+
+
+class _HealthCollector(Collector):
+    def __init__(self, kbs: Callable[[], Iterable[str]], health: Callable[[str], dict[str, Any]]) -> None:
+        self._kbs, self._health = kbs, health
+
+    def collect(self):  # type: ignore[override]
+        import datetime as dt
+
+        lag = GaugeMetricFamily("freshindex_sync_lag_seconds", "Seconds since the last successful sync", labels=["kb"])
+        backlog = GaugeMetricFamily("freshindex_tombstone_backlog", "Tombstones not yet applied to a serving snapshot",
+                                    labels=["kb"])
+        errors = GaugeMetricFamily("freshindex_documents_in_error", "Documents whose last attempt failed",
+                                   labels=["kb"])
+        live = GaugeMetricFamily("freshindex_live_chunks", "Chunks in the active snapshot", labels=["kb"])
+        try:
+            kbs = list(self._kbs())
+        except Exception:  # a scrape must not fail because the registry blinked
+            kbs = []
+        for kb in kbs:
+            try:
+                h = self._health(kb)
+            except Exception:
+                continue
+            if h.get("last_successful_sync"):
+                last = dt.datetime.fromisoformat(h["last_successful_sync"])
+                if last.tzinfo is None:
+                    last = last.replace(tzinfo=dt.UTC)
+                lag.add_metric([kb], (dt.datetime.now(dt.UTC) - last).total_seconds())
+            backlog.add_metric([kb], h.get("tombstone_backlog", 0))
+            errors.add_metric([kb], h.get("documents_in_error", 0))
+            live.add_metric([kb], h.get("live_chunks", 0))
+        yield from (lag, backlog, errors, live)

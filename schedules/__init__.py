@@ -1,0 +1,2 @@
+"""Periodic work for Celery beat: source polls (and, as they land, freshness
+sweeps, orphan reconciliation, tombstone GC, ACL refresh, retention)."""

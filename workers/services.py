@@ -1,0 +1,107 @@
+"""The composition root of a freshindex process.
+
+:class:`Services` turns one :class:`settings.Settings` into the objects the
+pipeline needs, each built on first use and shared for the life of the
+process (one registry engine, one vector store, one embedding model, one
+client per source).  The CLI, the HTTP app and each Celery worker process
+build exactly one.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+from core.types import Embedder
+from health.metrics import Metrics
+from injection import InjectionClient
+from registry import Registry, SourceInfo
+from settings import Settings
+from snapshots import Builder, Naming
+from vectorstore import VectorStore, open_store
+from workers.chunking import Chunker
+from workers.connectors import Connector, build_connector
+from workers.embedding import build_embedder
+from workers.parsing import Parsers
+from workers.parsing.pdf import PdfOptions
+from workers.pipeline import PIPELINE_VERSION, PipelineContext
+
+
+class Services:
+    def __init__(self, settings: Settings, *, metrics: Metrics | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.naming = Naming(settings.vector_store.collection_prefix)
+        self._lock = threading.RLock()
+        self._connectors: dict[tuple[str, str], Connector] = {}
+
+    @functools.cached_property
+    def registry(self) -> Registry:
+        s = self.settings
+        registry = Registry.open(s.registry_url, auto_migrate=s.registry.auto_migrate, pool_size=s.registry.pool_size)
+        self.metrics.add_health_collector(registry.knowledge_bases, registry.health)
+        return registry
+
+    @functools.cached_property
+    def store(self) -> VectorStore:
+        vs = self.settings.vector_store
+        return open_store(
+            vs.kind, path=self.settings.vector_path, url=vs.url,
+            api_key=vs.api_key.get_secret_value() if vs.api_key else None, open_timeout=vs.open_timeout,
+        )
+
+    @functools.cached_property
+    def embedder(self) -> Embedder:
+        e = self.settings.embedding
+        return build_embedder(e.provider, model=e.model, batch_size=e.batch_size, threads=e.threads)
+
+    @functools.cached_property
+    def parsers(self) -> Parsers:
+        src = self.settings.sources
+        return Parsers(PdfOptions(max_pages=src.max_pdf_pages, max_ocr_pages=src.max_ocr_pages,
+                                  ocr_language=src.ocr_language, ocr_dpi=src.ocr_dpi))
+
+    @functools.cached_property
+    def chunker(self) -> Chunker:
+        src = self.settings.sources
+        return Chunker(max_tokens=src.chunk_tokens, overlap_tokens=src.chunk_overlap_tokens)
+
+    @functools.cached_property
+    def pipeline(self) -> PipelineContext:
+        return PipelineContext(
+            registry=self.registry, embedder=self.embedder, connector_for=self.connector_for, parsers=self.parsers,
+            chunker=self.chunker, metrics=self.metrics, max_file_bytes=self.settings.sources.max_file_bytes,
+        )
+
+    @functools.cached_property
+    def builder(self) -> Builder:
+        return Builder(self.registry, self.store, self.embedder, self.metrics, naming=self.naming,
+                       pipeline_version=PIPELINE_VERSION)
+
+    @functools.cached_property
+    def client(self) -> InjectionClient:
+        return InjectionClient(self.store, self.embedder, naming=self.naming, recheck=self.registry.chunk_status)
+
+    def connector_for(self, source: SourceInfo) -> Connector:
+        key = (source.id, source.location)
+        with self._lock:
+            conn = self._connectors.get(key)
+            if conn is None:
+                conn = build_connector(source.kind, source.location, source.options,
+                                       max_bytes=self.settings.sources.max_file_bytes, s3=self.settings.sources.s3)
+                self._connectors[key] = conn
+            return conn
+
+    def check(self) -> dict[str, Any]:
+        """Touch every dependency once; raises on the first that is down."""
+        self.registry.ping()
+        self.store.list_collections()
+        return {"registry": "ok", "vector_store": self.settings.vector_store.kind,
+                "embedding_model": self.embedder.model_id}
+
+    def close(self) -> None:
+        if "store" in self.__dict__:
+            self.store.close()
+        if "registry" in self.__dict__:
+            self.registry.close()
