@@ -1,0 +1,47 @@
+# The two commands: `make run` and `make test`. Both set up what they need.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint bench system-deps clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed-run
+
+# OCR of the scanned sample PDF needs tesseract. Install it when this machine
+# lets us (root or sudo with apt-get); otherwise the scanned PDF is recorded
+# as a per-document error and everything else is indexed.
+system-deps:
+	@if command -v tesseract >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null)) \
+	  || echo "warning: could not install tesseract; scanned PDFs will be reported as errors"; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+	  sudo apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null \
+	  || echo "warning: could not install tesseract; scanned PDFs will be reported as errors"; \
+	else echo "note: tesseract not found; scanned PDFs will be reported as errors (apt-get install tesseract-ocr)"; fi
+
+run: $(VENV)/.installed-run system-deps
+	FRESHINDEX=$(BIN)/freshindex sh examples/demo.sh
+
+test: $(VENV)/.installed-test system-deps
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python -m bench.build
+
+clean:
+	rm -rf .freshindex .freshindex-demo bench/out

@@ -1,0 +1,3 @@
+from freshindex.cli import main
+
+main()

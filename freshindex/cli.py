@@ -1,0 +1,484 @@
+"""``freshindex``: register sources, sync them, inspect snapshots, query, run services.
+
+Every command that a script may read takes ``--json``.  Exit codes: 0 done
+(a sync with some failed documents is still 0), 1 nothing could be indexed
+or a command failed, 2 bad usage or configuration, 3 a build was held by
+verification (the previous snapshot keeps serving).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from core.errors import ConfigError, FreshIndexError, NotFoundError
+from freshindex import __version__, logs
+from settings import Settings, load_settings
+
+log = logging.getLogger("freshindex.cli")
+progress_log = logging.getLogger("freshindex.progress")
+
+
+class _State:
+    def __init__(self, config: str | None, verbose: int) -> None:
+        self.config = config
+        self.verbose = verbose
+        self._settings: Settings | None = None
+        self._services: Any = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config)
+        return self._settings
+
+    @property
+    def services(self) -> Any:
+        if self._services is None:
+            from workers.services import Services
+
+            self._services = Services(self.settings)
+        return self._services
+
+    def close(self) -> None:
+        if self._services is not None:
+            self._services.close()
+
+
+def _emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+    else:
+        click.echo(human(data))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config", type=click.Path(dir_okay=False), envvar="FRESHINDEX_CONFIG",
+              help="TOML config file (same keys as the FRESHINDEX_ environment variables).")
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.version_option(__version__, prog_name="freshindex")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, verbose: int) -> None:
+    """freshindex: keep a RAG knowledge base correct, fresh and cited."""
+    state = _State(config, verbose)
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+    try:
+        settings = state.settings
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    level = {0: "WARNING", 1: "INFO"}.get(verbose, "DEBUG")
+    if ctx.invoked_subcommand in ("worker", "serve", "beat"):
+        level = settings.log_level if not verbose else level
+    logs.configure(level, settings.log_format)
+    if not sys.stderr.isatty():
+        progress_log.setLevel(logging.INFO)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False, prog_name="freshindex")
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except FreshIndexError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+
+
+# -- config and db ---------------------------------------------------------------
+
+
+@cli.group()
+def config() -> None:
+    """Show the effective configuration."""
+
+
+@config.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def config_show(state: _State, as_json: bool) -> None:
+    """Print the effective configuration, secrets redacted."""
+    data = state.settings.redacted()
+
+    def human(d: dict[str, Any], indent: str = "") -> str:
+        lines = []
+        for k, v in d.items():
+            if isinstance(v, dict):
+                lines.append(f"{indent}[{k}]")
+                lines.append(human(v, indent + "  "))
+            else:
+                lines.append(f"{indent}{k} = {v}")
+        return "\n".join(lines)
+
+    _emit(data, as_json, human)
+
+
+@cli.group()
+def db() -> None:
+    """Registry schema."""
+
+
+@db.command("upgrade")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def db_upgrade(state: _State, as_json: bool) -> None:
+    """Upgrade the registry schema to this version's head."""
+    from registry import db as registry_db
+    from settings import redact_url
+
+    engine = registry_db.make_engine(state.settings.registry_url)
+    try:
+        before, after = registry_db.upgrade(engine)
+    finally:
+        engine.dispose()
+    data = {"registry": redact_url(state.settings.registry_url), "from": before, "to": after}
+    _emit(data, as_json, lambda d: f"registry {d['registry']}: schema {d['from'] or 'empty'} -> {d['to']}")
+
+
+# -- sources ------------------------------------------------------------------------
+
+
+@cli.group()
+def sources() -> None:
+    """Register and list sources."""
+
+
+@sources.command("add")
+@click.argument("source_id")
+@click.option("--kind", type=click.Choice(["folder", "s3"]), required=True)
+@click.option("--location", required=True, help="A folder path, or s3://bucket/prefix.")
+@click.option("--owner", default="unknown", show_default=True, help="Team or person responsible for it.")
+@click.option("--kb", default=None, help="Knowledge base (default: settings default_kb).")
+@click.option("--acl", default="public", show_default=True, help="Comma-separated groups that may read it.")
+@click.option("--poll", "poll", type=int, default=None, help="Poll interval in seconds for the scheduler.")
+@click.option("--option", "options", multiple=True, help="Connector option key=value (e.g. endpoint_url=...).")
+@click.option("--replace", is_flag=True, help="Update an existing source.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def sources_add(state: _State, source_id: str, kind: str, location: str, owner: str, kb: str | None, acl: str,
+                poll: int | None, options: tuple[str, ...], replace: bool, as_json: bool) -> None:
+    """Register SOURCE_ID (a folder or an S3 prefix)."""
+    opts = {}
+    for item in options:
+        if "=" not in item:
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--option")
+        k, v = item.split("=", 1)
+        opts[k.strip()] = v.strip()
+    if kind == "folder":
+        path = Path(location).expanduser()
+        if not path.is_dir():
+            raise click.BadParameter(f"{location} is not a folder", param_hint="--location")
+        location = str(path.resolve())
+    groups = [g.strip() for g in acl.split(",") if g.strip()]
+    src = state.services.registry.add_source(
+        source_id, kind=kind, location=location, owner=owner, kb=kb or state.settings.default_kb, options=opts,
+        acl=groups, poll_interval_s=poll, replace=replace,
+    )
+    _emit(_source_dict(src), as_json, lambda d: f"source {d['id']} ({d['kind']} {d['location']}) -> kb {d['kb']}")
+
+
+@sources.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def sources_list(state: _State, as_json: bool) -> None:
+    """List registered sources."""
+    data = [_source_dict(s) for s in state.services.registry.list_sources()]
+
+    def human(rows: list[dict[str, Any]]) -> str:
+        if not rows:
+            return "no sources (add one with `freshindex sources add`)"
+        return "\n".join(
+            f"{r['id']:<20} {r['kind']:<7} kb={r['kb']:<12} acl={','.join(r['acl']):<14} {r['location']}" for r in rows
+        )
+
+    _emit(data, as_json, human)
+
+
+def _source_dict(s: Any) -> dict[str, Any]:
+    return {"id": s.id, "kb": s.kb, "kind": s.kind, "location": s.location, "owner": s.owner, "acl": list(s.acl),
+            "poll_interval_s": s.poll_interval_s, "options": s.options}
+
+
+# -- sync ---------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("source_id", required=False)
+@click.option("--all", "all_sources", is_flag=True, help="Sync every registered source.")
+@click.option("--inline", is_flag=True, help="Run in this process even when a broker is configured.")
+@click.option("--no-build", is_flag=True, help="Stage changes without building a snapshot (inline only).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, no_build: bool,
+         as_json: bool) -> None:
+    """Sync SOURCE_ID (or --all): detect changes, re-embed only what changed, swap in a new snapshot."""
+    from workers.runner import sync_distributed, sync_inline
+
+    if bool(source_id) == all_sources:
+        raise click.UsageError("give one SOURCE_ID or --all")
+    svc = state.services
+    ids = [source_id] if source_id else [s.id for s in svc.registry.list_sources()]
+    if not ids:
+        raise click.UsageError("no sources registered")
+    distributed = state.settings.distributed and not inline
+    app = None
+    if distributed:
+        from workers.app import create_app
+
+        app = create_app(state.settings)
+    reports = []
+    for sid in ids:
+        with _Progress(f"sync {sid}", enabled=not as_json) as progress:
+            if distributed:
+                report = sync_distributed(svc, app, sid, timeout=state.settings.broker.sync_timeout,
+                                          progress=progress)
+            else:
+                report = sync_inline(svc, sid, progress=progress, build=not no_build)
+        reports.append(report)
+        if not as_json:
+            click.echo(_sync_text(report.as_dict()))
+    if as_json:
+        out = [r.as_dict() for r in reports]
+        click.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2, default=str, ensure_ascii=False))
+    code = max(r.exit_code for r in reports)
+    if code:
+        sys.exit(code)
+
+
+class _Progress:
+    """A progress bar on a terminal; structured progress lines in logs otherwise."""
+
+    def __init__(self, label: str, enabled: bool = True) -> None:
+        self.label, self.enabled = label, enabled
+        self.tty = sys.stderr.isatty()
+        self.bar: Any = None
+        self.last_logged = -1
+
+    def __enter__(self) -> Callable[[int, int, str], None]:
+        return self
+
+    def __call__(self, done: int, total: int, key: str) -> None:
+        if not self.enabled or total <= 0:
+            return
+        if self.tty:
+            if self.bar is None:
+                self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr,
+                                             show_pos=True, show_eta=True)
+                self.bar.__enter__()
+            self.bar.update(done - self.bar.pos)
+            return
+        step = max(1, total // 10)
+        if done == total or done - self.last_logged >= step:
+            self.last_logged = done
+            progress_log.info("progress", extra={"event": "sync_progress", "label": self.label, "done": done,
+                                                 "total": total, "percent": round(100 * done / total, 1)})
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def _sync_text(d: dict[str, Any]) -> str:
+    docs = d["documents"]
+    lines = [
+        f"sync {d['source']} (run {d['run_id']}): {d['status']} in {d['seconds']:.1f}s",
+        f"  documents changed: {d['documents_changed']} "
+        f"({docs.get('added', 0)} added, {docs.get('modified', 0)} modified, {docs.get('deleted', 0)} deleted; "
+        f"{docs.get('unchanged', 0)} unchanged, {docs.get('failed', 0)} failed)",
+        f"  chunks: {d['chunks_embedded']} embedded, {d['chunks_reused']} reused from the vector cache, "
+        f"{d['chunks_unchanged']} unchanged in changed documents",
+        f"  tombstones written: {d['tombstones_written']}",
+    ]
+    b = d["build"]
+    if b["status"] == "built":
+        lines.append(f"  snapshot: {b['snapshot_id']} now active ({b['strategy'] or 'incremental'} build, "
+                     f"{b['point_count']} points)")
+    elif b["status"] == "unchanged":
+        lines.append(f"  snapshot: {d['active_snapshot'] or 'none'} stays active (nothing to build)")
+    elif b["status"] == "failed":
+        lines.append(f"  snapshot: build HELD ({b['reason']}); {d['active_snapshot'] or 'nothing'} keeps serving")
+    else:
+        lines.append(f"  snapshot: not built ({b['status']}); active: {d['active_snapshot'] or 'none'}")
+    if d["errors"]:
+        lines.append(f"  errors ({len(d['errors'])}):")
+        lines += [f"    {e['key']}: {e['reason']}: {e['detail']}" for e in d["errors"]]
+    if d.get("error"):
+        lines.append(f"  error: {d['error']}")
+    return "\n".join(lines)
+
+
+# -- snapshots ----------------------------------------------------------------------
+
+
+@cli.group()
+def snapshots() -> None:
+    """Collection versions of each knowledge base."""
+
+
+@snapshots.command("list")
+@click.option("--kb", default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_list(state: _State, kb: str | None, as_json: bool) -> None:
+    """List snapshots, newest first."""
+    from api.app import _snapshot_dict
+
+    data = [_snapshot_dict(s) for s in state.services.registry.list_snapshots(kb)]
+
+    def human(rows: list[dict[str, Any]]) -> str:
+        if not rows:
+            return "no snapshots yet (run `freshindex sync`)"
+        out = [f"{'snapshot':<22} {'status':<9} {'strategy':<12} {'points':>7} {'+up':>5} {'-del':>5}  created"]
+        for r in rows:
+            out.append(f"{r['id']:<22} {r['status']:<9} {r['strategy']:<12} {r['point_count']:>7} "
+                       f"{r['upserts']:>5} {r['deletes']:>5}  {(r['created_at'] or '')[:19]}")
+        return "\n".join(out)
+
+    _emit(data, as_json, human)
+
+
+@snapshots.command("build")
+@click.argument("kb", required=False)
+@click.option("--full", is_flag=True, help="Rewrite every point (reuses cached vectors).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_build(state: _State, kb: str | None, full: bool, as_json: bool) -> None:
+    """Build a snapshot of KB from staged changes now."""
+    kb = kb or state.settings.default_kb
+    result = state.services.builder.build(kb, actor="cli", reason="snapshots build", full=full)
+    data = {"kb": kb, "status": result.status, "snapshot_id": result.snapshot_id, "strategy": result.strategy,
+            "upserts": result.upserts, "deletes": result.deletes, "point_count": result.point_count,
+            "seconds": round(result.seconds, 3), "reason": result.reason}
+    _emit(data, as_json, lambda d: f"{d['kb']}: {d['status']} -> {d['snapshot_id']}" +
+          (f" ({d['reason']})" if d["reason"] else ""))
+    if result.status == "failed":
+        sys.exit(3)
+
+
+# -- query --------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("question")
+@click.option("--kb", default=None)
+@click.option("--principal", default="anonymous", show_default=True)
+@click.option("--group", "groups", multiple=True, help="A group of the principal (repeatable).")
+@click.option("--limit", default=5, show_default=True, type=click.IntRange(1, 50))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def query(state: _State, question: str, kb: str | None, principal: str, groups: tuple[str, ...], limit: int,
+          as_json: bool) -> None:
+    """Answer QUESTION with a cited context block from the active snapshot."""
+    from acl import Principal
+
+    kb = kb or state.settings.default_kb
+    packet = state.services.client.retrieve(question, kb=kb, principal=Principal.of(principal, groups), limit=limit)
+    if as_json:
+        click.echo(json.dumps(packet.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(packet.rendered)
+        if not packet.insufficient:
+            click.echo("\nSources:")
+            for e in packet.evidence:
+                click.echo(f"  {e.citation}  score={e.score:.3f}")
+
+
+# -- services -----------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--queues", default="sync,parse,build", show_default=True, help="Queues to consume (comma-separated).")
+@click.option("--concurrency", "-c", default=2, show_default=True, type=int)
+@click.option("--pool", default="prefork", show_default=True, type=click.Choice(["prefork", "solo", "threads"]))
+@click.option("--hostname", default=None, help="Worker node name (default: freshindex@<host>).")
+@click.pass_obj
+def worker(state: _State, queues: str, concurrency: int, pool: str, hostname: str | None) -> None:
+    """Start a Celery worker (needs a broker URL). Checks its dependencies first."""
+    from workers.app import Queue, create_app, queue_name
+    from workers.services import Services
+
+    settings = state.settings
+    app = create_app(settings)
+    names = []
+    for q in queues.split(","):
+        try:
+            names.append(queue_name(settings, Queue(q.strip())))
+        except ValueError as exc:
+            raise click.BadParameter(f"unknown queue {q!r}; known: {', '.join(x.value for x in Queue)}") from exc
+    probe = Services(settings)
+    try:
+        info = probe.check()
+    finally:
+        probe.close()
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=3)
+    except Exception as exc:
+        raise FreshIndexError(f"broker unreachable: {exc}") from exc
+    log.warning("worker starting", extra={"event": "worker_starting", "queues": names, **info})
+    argv = ["worker", "-Q", ",".join(names), "-c", str(concurrency), "-P", pool,
+            "--loglevel", settings.log_level, "-n", hostname or "freshindex@%h", "--without-gossip",
+            "--without-mingle"]
+    app.worker_main(argv)
+
+
+@cli.command()
+@click.pass_obj
+def beat(state: _State) -> None:
+    """Start Celery beat with freshindex's schedule (source polls)."""
+    from schedules.beat import beat_schedule
+    from workers.app import create_app
+
+    app = create_app(state.settings)
+    app.conf.beat_schedule = beat_schedule(state.settings)
+    app.Beat(loglevel=state.settings.log_level,
+             schedule=str(state.settings.data_dir / "celerybeat-schedule")).run()
+
+
+@cli.command()
+@click.option("--host", default=None)
+@click.option("--port", default=None, type=int)
+@click.pass_obj
+def serve(state: _State, host: str | None, port: int | None) -> None:
+    """Serve health, metrics and the query API over HTTP."""
+    import uvicorn
+
+    from api.app import create_app
+
+    svc = state.services
+    svc.check()
+    app = create_app(svc)
+    uvicorn.run(app, host=host or state.settings.api.host, port=port or state.settings.api.port,
+                log_level=state.settings.log_level.lower(), access_log=False)
+
+
+@cli.command()
+@click.argument("source_id", required=False)
+@click.option("--run", "run_id", type=int, default=None, help="One sync run.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def errors(state: _State, source_id: str | None, run_id: int | None, as_json: bool) -> None:
+    """Per-document errors recorded by syncs (newest runs first)."""
+    rows = state.services.registry.document_errors(run_id=run_id, source_id=source_id)
+    data = [{"source": e.source_id, "run": e.sync_run_id, "key": e.key, "reason": e.reason, "detail": e.detail}
+            for e in rows]
+    _emit(data, as_json, lambda rs: "\n".join(f"{r['source']}:{r['key']} (run {r['run']}): {r['reason']}: "
+                                              f"{r['detail']}" for r in rs) or "no document errors")
+
+
+__all__ = ["NotFoundError", "cli", "main"]
