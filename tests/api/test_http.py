@@ -1,0 +1,62 @@
+"""The HTTP service over a real socket (uvicorn in a thread)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from api.app import create_app
+from settings import load_settings
+from tests.conftest import free_port
+from workers.runner import sync_inline
+from workers.services import Services
+
+
+@pytest.fixture
+def server(tmp_path: Path, onnx_embedder, sample_kb: Path) -> Iterator[str]:
+    svc = Services(load_settings(data_dir=tmp_path / "data", api={"token": "t0ken"}))
+    svc.__dict__["embedder"] = onnx_embedder
+    svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
+    sync_inline(svc, "docs")
+    port = free_port()
+    config = uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning")
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not srv.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
+        svc.close()
+
+
+def test_health_readiness_metrics_and_query(server: str) -> None:
+    with httpx.Client(base_url=server, timeout=30) as http:
+        assert http.get("/healthz").json() == {"status": "ok"}
+        ready = http.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["kbs"] == ["default"]
+        assert http.post("/v1/query", json={"question": "rollback"}).status_code == 401
+        auth = {"Authorization": "Bearer t0ken"}
+        r = http.post("/v1/query", json={"question": "How do I roll back a database migration?"}, headers=auth)
+        body = r.json()
+        assert r.status_code == 200 and body["snapshot_id"] == "default-v1"
+        assert body["evidence"][0]["key"] == "guides/release.md"
+        assert body["evidence"][0]["citation"].startswith("[1] guides/release.md#database-migration")
+        empty = http.post("/v1/query", json={"question": "x", "kb": "nothing-here"}, headers=auth).json()
+        assert empty["insufficient_evidence"] is True
+        metrics = http.get("/metrics").text
+        assert 'freshindex_queries_total{kb="default",outcome="answered"} 1.0' in metrics
+        assert 'freshindex_live_chunks{kb="default"}' in metrics
+        health = http.get("/v1/kbs/default/health", headers=auth).json()
+        assert health["active_snapshot"] == "default-v1" and health["tombstone_backlog"] == 0
+        assert http.post("/v1/query", json={"question": ""}, headers=auth).status_code == 422

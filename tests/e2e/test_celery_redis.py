@@ -1,0 +1,95 @@
+"""End to end, distributed: a separate Celery worker process on the local Redis
+broker, the registry on the local PostgreSQL, the real embedding model.
+
+The test enqueues folder-source syncs; the worker lists, parses, embeds,
+stages, builds and swaps; the test then queries the new snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from registry import db
+from settings import load_settings
+from tests.conftest import EXAMPLES, ROOT
+from workers.app import create_app
+from workers.runner import sync_distributed
+from workers.services import Services
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+
+@pytest.fixture
+def distributed_env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, str]:
+    engine = db.make_engine(pg_url)
+    db.upgrade(engine)
+    engine.dispose()
+    return {
+        "FRESHINDEX_DATA_DIR": str(tmp_path / "data"),
+        "FRESHINDEX_REGISTRY__URL": pg_url,
+        "FRESHINDEX_BROKER__URL": f"{redis_url}/0",
+        "FRESHINDEX_BROKER__QUEUE_PREFIX": f"fi-test-{uuid.uuid4().hex[:8]}",
+        "FRESHINDEX_LOG_LEVEL": "INFO",
+    }
+
+
+@pytest.fixture
+def worker(distributed_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen]:
+    env = {**os.environ, **distributed_env}
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "freshindex", "worker", "-c", "2", "--hostname", f"e2e-{uuid.uuid4().hex[:6]}@%h"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+        if proc.returncode not in (0, -signal.SIGTERM, -signal.SIGKILL):
+            print((tmp_path / "worker.log").read_text()[-5000:])
+
+
+def test_a_separate_worker_syncs_and_the_new_snapshot_answers(
+    distributed_env: dict[str, str], worker: subprocess.Popen, sample_kb: Path, tmp_path: Path, monkeypatch
+) -> None:
+    for k, v in distributed_env.items():
+        monkeypatch.setenv(k, v)
+    settings = load_settings()
+    svc = Services(settings)
+    app = create_app(settings)
+    try:
+        svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
+        first = sync_distributed(svc, app, "docs", timeout=240)
+        assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+        assert first.run.status == "succeeded" and first.build_status == "built", first.as_dict()
+        assert first.snapshot.id == "default-v1"
+        assert first.run.summary["documents"]["added"] == 8
+
+        shutil.copytree(EXAMPLES / "changes" / "add", sample_kb, dirs_exist_ok=True)
+        second = sync_distributed(svc, app, "docs", timeout=240)
+        assert second.build_status == "built" and second.snapshot.id == "default-v2"
+        assert second.run.summary["documents"]["added"] == 1
+        assert second.run.summary["chunks_embedded"] == 2
+
+        packet = svc.client.retrieve("Who approves refunds above 10,000 USD?", kb="default")
+        assert packet.snapshot_id == "default-v2"
+        assert packet.evidence[0].key == "guides/faq.md"
+        assert "CFO" in packet.evidence[0].text
+    finally:
+        svc.close()
+        app.close()

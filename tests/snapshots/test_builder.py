@@ -1,0 +1,140 @@
+"""Builds: verification holds bad versions, the alias never moves on failure,
+one writer per knowledge base, tombstones apply before the swap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.errors import LockHeldError
+from settings import load_settings
+from snapshots import Builder, WriterLock
+from workers.runner import sync_inline
+from workers.services import Services
+
+
+class DropsPoints:
+    """A store that silently loses the last point of every upsert (a lost batch)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def upsert(self, name, points):
+        self.inner.upsert(name, list(points)[:-1])
+
+    def __getattr__(self, item):
+        return getattr(self.inner, item)
+
+
+@pytest.fixture
+def svc(tmp_path: Path):
+    # The hashing embedder keeps these bookkeeping tests fast; the real model
+    # runs in tests/workers/test_pipeline.py and the end-to-end test.
+    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
+    yield services
+    services.close()
+
+
+def _source(svc: Services, root: Path, files: dict[str, str]) -> None:
+    root.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(text)
+    svc.registry.add_source("s", kind="folder", location=str(root), owner="t", kb="kb1")
+
+
+def test_a_lost_batch_fails_verification_and_holds_the_swap(svc: Services, tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    _source(svc, root, {"a.md": "# A\n\nalpha text", "b.md": "# B\n\nbeta text"})
+    good = sync_inline(svc, "s")
+    assert good.snapshot.id == "kb1-v1"
+    (root / "c.md").write_text("# C\n\ngamma text")
+    faulty = Builder(svc.registry, DropsPoints(svc.store), svc.embedder, svc.metrics, naming=svc.naming)
+    svc.__dict__["builder"] = faulty
+    held = sync_inline(svc, "s")
+    assert held.build_status == "failed" and held.exit_code == 3
+    assert "registry expects" in (held.build_reason or "")
+    assert svc.store.get_alias("fi_kb1") == "fi_kb1-v1"  # the last good snapshot keeps serving
+    assert svc.registry.get_snapshot("kb1-v2").status == "failed"
+    assert svc.metrics.value("freshindex_verification_failures_total", kb="kb1", check="count") == 1
+    assert "fi_kb1-v2" not in svc.store.list_collections()
+    # The changes stay staged; a healthy builder picks them up.
+    svc.__dict__["builder"] = Builder(svc.registry, svc.store, svc.embedder, svc.metrics, naming=svc.naming)
+    result = svc.builder.build("kb1")
+    assert result.status == "built" and result.snapshot_id == "kb1-v3"
+    assert svc.client.retrieve("gamma text", kb="kb1").evidence[0].key == "c.md"
+
+
+def test_a_second_builder_is_refused_while_the_lock_is_held(svc: Services, tmp_path: Path) -> None:
+    _source(svc, tmp_path / "src", {"a.md": "# A\n\nalpha"})
+    sync_inline(svc, "s", build=False)
+    with WriterLock(svc.registry, "build:kb1", ttl=30, owner="other-builder"):
+        with pytest.raises(LockHeldError, match="other-builder"):
+            svc.builder.build("kb1")
+    assert svc.builder.build("kb1").status == "built"
+
+
+def test_an_expired_lock_of_a_dead_builder_does_not_block(svc: Services, tmp_path: Path) -> None:
+    _source(svc, tmp_path / "src", {"a.md": "# A\n\nalpha"})
+    sync_inline(svc, "s", build=False)
+    assert svc.registry.acquire_lock("build:kb1", "dead-builder", ttl=0.01) is not None
+    import time
+
+    time.sleep(0.05)
+    assert svc.builder.build("kb1").status == "built"
+
+
+def test_a_tombstoned_chunk_is_not_served_even_before_the_next_swap(svc: Services, tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    _source(svc, root, {"a.md": "# Old\n\nthe zebra migration procedure", "b.md": "# B\n\nbeta"})
+    sync_inline(svc, "s")
+    assert svc.client.retrieve("zebra migration procedure", kb="kb1").evidence[0].key == "a.md"
+    (root / "a.md").unlink()
+    sync_inline(svc, "s", build=False)  # tombstones written, nothing built yet
+    assert svc.store.get_alias("fi_kb1") == "fi_kb1-v1"
+    packet = svc.client.retrieve("zebra migration procedure", kb="kb1")
+    assert all(e.key != "a.md" for e in packet.evidence)
+    assert packet.dropped.get("tombstoned") == 1
+
+
+def test_a_swap_recorded_by_nobody_is_reconciled_by_the_next_build(svc: Services, tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    _source(svc, root, {"a.md": "# A\n\nalpha"})
+    sync_inline(svc, "s")
+    (root / "b.md").write_text("# B\n\nbeta")
+    sync_inline(svc, "s", build=False)
+
+    class DiesAfterSwap(Builder):
+        def build(self, kb, **kw):
+            original = self.registry.activate_snapshot
+
+            def crash(*a, **k):
+                raise KeyboardInterrupt("killed after the swap")
+
+            self.registry.activate_snapshot = crash
+            try:
+                return super().build(kb, **kw)
+            finally:
+                self.registry.activate_snapshot = original
+
+    with pytest.raises(KeyboardInterrupt):
+        DiesAfterSwap(svc.registry, svc.store, svc.embedder, svc.metrics, naming=svc.naming).build("kb1")
+    assert svc.store.get_alias("fi_kb1") == "fi_kb1-v2"
+    assert svc.registry.get_snapshot("kb1-v2").status == "verified"
+    result = svc.builder.build("kb1")
+    assert result.status == "unchanged" and result.snapshot_id == "kb1-v2"
+    assert svc.registry.get_snapshot("kb1-v2").status == "active"
+    assert svc.registry.staged_changesets("kb1") == []
+
+
+def test_retention_keeps_recent_versions_and_never_the_active_one(svc: Services, tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    _source(svc, root, {"a.md": "# A\n\nv0"})
+    for i in range(1, 6):
+        (root / "a.md").write_text(f"# A\n\nversion {i}")
+        sync_inline(svc, "s")
+    statuses = {s.id: s.status for s in svc.registry.list_snapshots("kb1")}
+    assert statuses["kb1-v5"] == "active"
+    assert [k for k, v in statuses.items() if v == "pruned"] == ["kb1-v2", "kb1-v1"]
+    assert sorted(c for c in svc.store.list_collections() if c.startswith("fi_kb1")) == [
+        "fi_kb1-v3", "fi_kb1-v4", "fi_kb1-v5"]

@@ -1,0 +1,124 @@
+"""One contract every vector store implementation must pass.
+
+Runs on Qdrant Edge (the embedded default), on qdrant-client's local mode
+(the stand-in for the server code path), and on a Qdrant server when
+QDRANT_URL is set; without it the server cases skip with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.errors import NotFoundError, StoreError
+from vectorstore import FieldMatch, Filter, PointRecord, VectorStore, open_store
+
+DIM = 16
+
+
+@pytest.fixture(params=["edge", "local", "server"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    kind = request.param
+    if kind == "server":
+        url = os.environ.get("QDRANT_URL")
+        if not url:
+            pytest.skip("Qdrant server tests need QDRANT_URL (no Qdrant server can be installed here)")
+        s = open_store("server", url=url, api_key=os.environ.get("QDRANT_API_KEY"))
+    else:
+        s = open_store(kind, path=tmp_path / kind)
+    prefix = f"t{uuid.uuid4().hex[:8]}_"
+    s.test_prefix = prefix  # type: ignore[attr-defined]
+    try:
+        yield s
+    finally:
+        for name in s.list_collections():
+            if name.startswith(prefix):
+                s.drop_collection(name)
+        s.close()
+
+
+def _n(store: VectorStore, name: str) -> str:
+    return store.test_prefix + name  # type: ignore[attr-defined]
+
+
+def _points(n: int, seed: int = 0) -> list[PointRecord]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        v = rng.normal(size=DIM).astype(np.float32)
+        v /= np.linalg.norm(v)
+        out.append(PointRecord(str(uuid.UUID(int=seed * 100000 + i + 1)), v.tolist(),
+                               {"i": i, "acl": ["eng"] if i % 3 == 0 else ["public"], "doc": f"d{i % 4}"}))
+    return out
+
+
+def test_upsert_count_retrieve_and_delete(store: VectorStore) -> None:
+    c = _n(store, "a")
+    store.create_collection(c, DIM)
+    pts = _points(50)
+    store.upsert(c, pts)
+    store.upsert(c, pts[:10])  # upserting the same ids again adds nothing
+    assert store.count(c) == 50
+    got = store.retrieve(c, [pts[3].id, str(uuid.uuid4())], with_vectors=True)
+    assert [g.id for g in got] == [pts[3].id]
+    assert got[0].payload["i"] == 3
+    assert np.allclose(got[0].vector, pts[3].vector, atol=1e-5)
+    store.delete(c, [p.id for p in pts[:5]])
+    assert store.count(c) == 45
+    assert set(store.iter_ids(c, batch=7)) == {p.id for p in pts[5:]}
+
+
+def test_search_ranks_the_nearest_first_and_filters_inside_the_query(store: VectorStore) -> None:
+    c = _n(store, "s")
+    store.create_collection(c, DIM)
+    pts = _points(60, seed=1)
+    store.upsert(c, pts)
+    hits = store.search(c, pts[7].vector, limit=3, exact=True)
+    assert hits[0].id == pts[7].id and hits[0].score == pytest.approx(1.0, abs=1e-4)
+    flt = Filter(must=(FieldMatch("acl", ("eng",)),), must_not=(FieldMatch("doc", ("d0",)),))
+    filtered = store.search(c, pts[7].vector, limit=60, flt=flt)
+    expected = {p.id for p in pts if flt.matches(p.payload)}
+    assert {h.id for h in filtered} == expected
+
+
+def test_clone_is_independent_of_its_source(store: VectorStore) -> None:
+    a, b = _n(store, "v1"), _n(store, "v2")
+    store.create_collection(a, DIM)
+    pts = _points(20, seed=2)
+    store.upsert(a, pts)
+    store.create_collection(b, DIM, clone_from=a)
+    store.delete(b, [pts[0].id])
+    store.upsert(b, _points(3, seed=3))
+    assert store.count(a) == 20 and store.count(b) == 22
+    with pytest.raises(StoreError):
+        store.create_collection(a, DIM)
+    with pytest.raises(NotFoundError):
+        store.create_collection(_n(store, "v3"), DIM, clone_from=_n(store, "missing"))
+
+
+def test_alias_swaps_atomically_and_reports_the_previous_target(store: VectorStore) -> None:
+    a, b, alias = _n(store, "x1"), _n(store, "x2"), _n(store, "kb")
+    store.create_collection(a, DIM)
+    store.create_collection(b, DIM)
+    assert store.get_alias(alias) is None
+    assert store.swap_alias(alias, a) is None
+    assert store.swap_alias(alias, b) == a
+    assert store.get_alias(alias) == b
+    with pytest.raises(NotFoundError):
+        store.swap_alias(alias, _n(store, "missing"))
+    assert store.get_alias(alias) == b
+
+
+def test_drop_removes_a_collection_and_dropping_twice_is_harmless(store: VectorStore) -> None:
+    c = _n(store, "d")
+    store.create_collection(c, DIM)
+    store.drop_collection(c)
+    store.drop_collection(c)
+    assert c not in store.list_collections()
+    with pytest.raises(NotFoundError):
+        store.count(c)
