@@ -317,6 +317,7 @@ class Registry:
             doc = s.get(Document, document_id)
             if doc is not None:
                 doc.etag, doc.size = etag, size
+                doc.error_reason = doc.error_detail = None  # readable again, and still the same
             self._put_result(
                 s, run_id, DocumentOutcome(document_id=document_id, key=doc.key if doc else "", outcome="unchanged",
                                            seconds=seconds),

@@ -22,7 +22,7 @@ def open_store(kind: str, *, path=None, url: str | None = None, api_key: str | N
         from vectorstore.qdrant import QdrantStore
 
         if kind == "local":
-            return QdrantStore(QdrantClient(path=str(path)))
+            return QdrantStore(QdrantClient(path=str(path)), local=True)
         if not url:
             raise ConfigError("vector_store.kind=server needs vector_store.url (FRESHINDEX_VECTOR_STORE__URL)")
         return QdrantStore(QdrantClient(url=url, api_key=api_key, timeout=30))

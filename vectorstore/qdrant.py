@@ -32,8 +32,11 @@ INDEXED_FIELDS = {"acl": qm.PayloadSchemaType.KEYWORD, "document_id": qm.Payload
 class QdrantStore:
     """A :class:`vectorstore.base.VectorStore` on ``qdrant-client``."""
 
-    def __init__(self, client: QdrantClient) -> None:
+    def __init__(self, client: QdrantClient, *, local: bool = False) -> None:
+        """``local`` marks the client's local mode, which ignores payload
+        indexes and search parameters (it always searches exactly)."""
         self.client = client
+        self.local = local
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -58,8 +61,9 @@ class QdrantStore:
             collection_name=name,
             vectors_config={DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE)},
         )
-        for field, schema in INDEXED_FIELDS.items():
-            self._call(f"index {field}", self.client.create_payload_index, name, field, schema)
+        if not self.local:
+            for field, schema in INDEXED_FIELDS.items():
+                self._call(f"index {field}", self.client.create_payload_index, name, field, schema)
         if clone_from is not None:
             if not self.client.collection_exists(clone_from):
                 self.drop_collection(name)
@@ -149,7 +153,7 @@ class QdrantStore:
             query_filter=_client_filter(flt),
             limit=limit,
             with_payload=True,
-            search_params=qm.SearchParams(exact=True) if exact else None,
+            search_params=qm.SearchParams(exact=True) if exact and not self.local else None,
         )
         return [ScoredHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in response.points]
 

@@ -78,7 +78,7 @@ def test_staging_twice_is_idempotent_and_finish_happens_once(registry: Registry)
 def test_tombstoned_chunks_stop_being_servable_before_any_build(registry: Registry) -> None:
     src = registry.add_source("docs", kind="folder", location="/kb", owner="t", kb="default")
     run, cs = registry.start_sync_run("docs", "test")
-    doc, drafts = _stage(registry, run, cs, src, "a.md", ["keep", "drop"])
+    _doc, drafts = _stage(registry, run, cs, src, "a.md", ["keep", "drop"])
     run2, cs2 = registry.start_sync_run("docs", "test")
     _stage(registry, run2, cs2, src, "a.md", ["keep"])
     status = registry.chunk_status([d.id for d in drafts])
@@ -95,7 +95,7 @@ def test_an_abandoned_open_changeset_is_adopted_by_the_next_run(registry: Regist
     run, cs = registry.start_sync_run("docs", "test")
     _stage(registry, run, cs, src, "a.md", ["text"])
     # The run dies here; the next run stages the orphaned changeset.
-    run2, _ = registry.start_sync_run("docs", "test")
+    _run2, _ = registry.start_sync_run("docs", "test")
     assert registry.get_sync_run(run).status == "failed"
     assert cs in registry.staged_changesets("default")
 

@@ -60,3 +60,21 @@ def test_bad_values_and_missing_files_are_config_errors(tmp_path: Path, monkeypa
 def test_redact_url_keeps_everything_but_the_password() -> None:
     assert redact_url("redis://user:pw@host:6379/0") == "redis://user:***@host:6379/0"
     assert redact_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+
+
+def test_the_readme_documents_every_setting() -> None:
+    from pydantic import BaseModel
+
+    from settings import Settings
+    from tests.conftest import ROOT
+
+    def names(model: type[BaseModel], prefix: str = "FRESHINDEX_"):
+        for name, field in model.model_fields.items():
+            env = prefix + name.upper()
+            if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+                yield from names(field.annotation, env + "__")
+            else:
+                yield env
+
+    readme = (ROOT / "README.md").read_text()
+    assert [n for n in names(Settings) if f"`{n}`" not in readme] == []

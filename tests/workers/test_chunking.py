@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from tests.conftest import EXAMPLES
 from workers.chunking import Chunker, estimate_tokens
 from workers.parsing import Parsers
@@ -52,7 +54,7 @@ def test_long_prose_is_split_with_overlap_and_code_symbols_stay_whole() -> None:
     para = " ".join(f"Sentence number {i} explains one more detail of the procedure." for i in range(80))
     chunks = chunks_of("long.md", f"# Title\n\n{para}\n".encode(), max_tokens=100, overlap_tokens=20)
     assert len(chunks) >= 5
-    for a, b in zip(chunks, chunks[1:], strict=False):
+    for a, b in itertools.pairwise(chunks):
         first_of_b = b.text.split(". ")[0]
         assert first_of_b in a.text  # overlap: b starts with the tail of a
     code = chunks_of("code/retry.py")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
-from tests.conftest import EXAMPLES
 from core.errors import DocumentError
+from tests.conftest import EXAMPLES
 from workers.parsing import Parsers
 from workers.parsing.decode import decode_text
 

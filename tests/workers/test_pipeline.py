@@ -140,3 +140,27 @@ def test_acl_filters_inside_the_query(svc: Services, sample_kb: Path, tmp_path: 
     assert all(e.source_id != "hr" for e in outsider.evidence)
     assert "acl" not in outsider.dropped  # never a candidate: filtered inside the query
     assert insider.evidence[0].source_id == "hr"
+
+
+def test_an_s3_source_syncs_through_the_pipeline(tmp_path: Path, s3_server: str) -> None:
+    from workers.connectors.s3 import s3_client
+
+    client = s3_client(endpoint_url=s3_server, region="us-east-1", access_key_id="k", secret_access_key="s")
+    client.create_bucket(Bucket="kb-sync")
+    client.put_object(Bucket="kb-sync", Key="handbook/leave.md", Body=b"# Leave\n\nEveryone gets 25 days of leave.")
+    client.put_object(Bucket="kb-sync", Key="handbook/../escape.md", Body=b"# Escape\n\nshould never be indexed")
+    settings = load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
+                             sources={"s3": {"endpoint_url": s3_server, "access_key_id": "k",
+                                             "secret_access_key": "s"}})
+    svc = Services(settings)
+    try:
+        svc.registry.add_source("hb", kind="s3", location="s3://kb-sync/handbook", owner="hr", kb="default")
+        report = sync_inline(svc, "hb")
+        assert report.run.summary["documents"]["added"] == 1
+        assert {e.key: e.reason for e in report.errors} == {"../escape.md": "unsafe_key"}
+        assert svc.client.retrieve("days of leave", kb="default").evidence[0].key == "leave.md"
+        client.delete_object(Bucket="kb-sync", Key="handbook/leave.md")
+        after = sync_inline(svc, "hb")
+        assert after.run.summary["documents"]["deleted"] == 1 and after.run.summary["tombstones"] == 1
+    finally:
+        svc.close()

@@ -1,5 +1,6 @@
 """End to end, distributed: a separate Celery worker process on the local Redis
-broker, the registry on the local PostgreSQL, the real embedding model.
+broker (and again on the local RabbitMQ), the registry on the local
+PostgreSQL, the real embedding model.
 
 The test enqueues folder-source syncs; the worker lists, parses, embeds,
 stages, builds and swaps; the test then queries the new snapshot.
@@ -20,7 +21,7 @@ import pytest
 
 from registry import db
 from settings import load_settings
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, port_open
 from workers.app import create_app
 from workers.runner import sync_distributed
 from workers.services import Services
@@ -28,15 +29,24 @@ from workers.services import Services
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 
+@pytest.fixture(params=["redis", "rabbitmq"])
+def broker_url(request: pytest.FixtureRequest) -> str:
+    if request.param == "redis":
+        return request.getfixturevalue("redis_url") + "/0"
+    if not port_open("127.0.0.1", 5672):
+        pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 (.ci/run starts it)")
+    return "amqp://guest:guest@127.0.0.1:5672//"
+
+
 @pytest.fixture
-def distributed_env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, str]:
+def distributed_env(tmp_path: Path, pg_url: str, broker_url: str) -> dict[str, str]:
     engine = db.make_engine(pg_url)
     db.upgrade(engine)
     engine.dispose()
     return {
         "FRESHINDEX_DATA_DIR": str(tmp_path / "data"),
         "FRESHINDEX_REGISTRY__URL": pg_url,
-        "FRESHINDEX_BROKER__URL": f"{redis_url}/0",
+        "FRESHINDEX_BROKER__URL": broker_url,
         "FRESHINDEX_BROKER__QUEUE_PREFIX": f"fi-test-{uuid.uuid4().hex[:8]}",
         "FRESHINDEX_LOG_LEVEL": "INFO",
     }
@@ -45,7 +55,7 @@ def distributed_env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, st
 @pytest.fixture
 def worker(distributed_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen]:
     env = {**os.environ, **distributed_env}
-    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115
+    log = open(tmp_path / "worker.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "freshindex", "worker", "-c", "2", "--hostname", f"e2e-{uuid.uuid4().hex[:6]}@%h"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
