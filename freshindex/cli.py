@@ -304,6 +304,10 @@ def _sync_text(d: dict[str, Any]) -> str:
         f"{d['chunks_unchanged']} unchanged in changed documents",
         f"  tombstones written: {d['tombstones_written']}",
     ]
+    if d.get("chunks_moved"):
+        lines.insert(3, f"  chunks moved (new place, same text, vector reused): {d['chunks_moved']}")
+    for why, n in (d.get("rechunked") or {}).items():
+        lines.append(f"  re-chunked without a content change ({why}): {n} documents")
     b = d["build"]
     if b["status"] == "built":
         lines.append(f"  snapshot: {b['snapshot_id']} now active ({b['strategy'] or 'incremental'} build, "

@@ -127,10 +127,12 @@ class DocumentOutcome:
     chunks_reused: int = 0
     chunks_kept: int = 0
     chunks_added: int = 0
+    chunks_moved: int = 0  # added chunks whose content was already indexed elsewhere (vector reused)
     tombstones: int = 0
     error_reason: str | None = None
     error_detail: str | None = None
     seconds: float = 0.0
+    rechunk_reason: str | None = None
 
 
 @dataclass(frozen=True)

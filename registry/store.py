@@ -327,7 +327,8 @@ class Registry:
         values = dict(
             sync_run_id=run_id, document_id=o.document_id, key=o.key, outcome=o.outcome,
             chunks_embedded=o.chunks_embedded, chunks_reused=o.chunks_reused, chunks_kept=o.chunks_kept,
-            chunks_added=o.chunks_added, tombstones=o.tombstones, error_reason=o.error_reason,
+            chunks_added=o.chunks_added, chunks_moved=o.chunks_moved, rechunk_reason=o.rechunk_reason,
+            tombstones=o.tombstones, error_reason=o.error_reason,
             error_detail=o.error_detail, seconds=o.seconds, at=utcnow(),
         )
         stmt = self._insert(DocumentResult).values(**values)
@@ -474,11 +475,15 @@ class Registry:
                 return _run_info(run), False
             rows = s.scalars(select(DocumentResult).where(DocumentResult.sync_run_id == run_id)).all()
             counts = {k: 0 for k in ("added", "modified", "unchanged", "deleted", "failed")}
-            totals = {k: 0 for k in ("chunks_embedded", "chunks_reused", "chunks_kept", "chunks_added", "tombstones")}
+            totals = {k: 0 for k in ("chunks_embedded", "chunks_reused", "chunks_kept", "chunks_added",
+                                     "chunks_moved", "tombstones")}
+            rechunked: dict[str, int] = {}
             for r in rows:
                 counts[r.outcome] = counts.get(r.outcome, 0) + 1
                 for k in totals:
-                    totals[k] += getattr(r, k)
+                    totals[k] += getattr(r, k) or 0
+                if r.rechunk_reason:
+                    rechunked[r.rechunk_reason] = rechunked.get(r.rechunk_reason, 0) + 1
             processed = sum(counts.values()) - counts["deleted"]
             counts["unchanged"] += max(0, run.docs_listed - processed)
             cs = s.get(Changeset, run.changeset_id) if run.changeset_id else None
@@ -503,6 +508,7 @@ class Registry:
                 "documents": counts,
                 "documents_changed": counts["added"] + counts["modified"] + counts["deleted"],
                 **totals,
+                "rechunked": rechunked,
                 "changeset_entries": entries,
             }
             run.build_status = "pending"
@@ -625,6 +631,14 @@ class Registry:
         with self.session() as s:
             for batch in _batches(list(ids)):
                 out.update({cid: st for cid, st in s.execute(select(Chunk.id, Chunk.state).where(Chunk.id.in_(batch)))})
+        return out
+
+    def chunk_hashes(self, ids: Sequence[str]) -> dict[str, str]:
+        """Content hash by chunk id."""
+        out: dict[str, str] = {}
+        with self.session() as s:
+            for batch in _batches(list(ids)):
+                out.update({cid: h for cid, h in s.execute(select(Chunk.id, Chunk.content_hash).where(Chunk.id.in_(batch)))})
         return out
 
     def chunk_status(self, ids: Sequence[str]) -> dict[str, ChunkStatus]:

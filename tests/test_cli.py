@@ -29,7 +29,9 @@ def run(tmp_path: Path):
 
 
 def test_register_sync_query_and_inspect(run, sample_kb: Path) -> None:
-    assert json.loads(run("db", "upgrade", "--json").stdout)["to"] == "0001"
+    from registry.db import head_revision
+
+    assert json.loads(run("db", "upgrade", "--json").stdout)["to"] == head_revision()
     run("sources", "add", "docs", "--kind", "folder", "--location", str(sample_kb), "--owner", "platform")
     listed = json.loads(run("sources", "list", "--json").stdout)
     assert [s["id"] for s in listed] == ["docs"] and listed[0]["acl"] == ["public"]

@@ -160,11 +160,19 @@ def process_document(
     new_ids = {c.id for c in chunks}
     added_ids, removed_ids = new_ids - old_ids, old_ids - new_ids
     added = [c for c in chunks if c.id in added_ids]
+    # Moved: same content under a new id (another heading, another position).
+    # Its vector comes from the cache, but its point is rewritten.
+    removed_hashes = set(ctx.registry.chunk_hashes(sorted(removed_ids)).values()) if removed_ids else set()
+    moved = sum(1 for c in added if c.content_hash in removed_hashes)
     result = embed_with_cache(added, ctx.embedder, ctx.registry)
+    rechunk_reason = None
+    if known is not None and known.content_hash == digest and known.parser_version != PIPELINE_VERSION:
+        rechunk_reason = f"pipeline {known.parser_version} -> {PIPELINE_VERSION}"
     outcome = DocumentOutcome(
         document_id=doc_id, key=key, outcome="modified" if known is not None and known.version else "added",
         chunks_embedded=result.embedded, chunks_reused=result.reused, chunks_kept=len(new_ids & old_ids),
-        chunks_added=len(added_ids), tombstones=len(removed_ids), seconds=time.perf_counter() - started,
+        chunks_added=len(added_ids), chunks_moved=moved, tombstones=len(removed_ids),
+        seconds=time.perf_counter() - started, rechunk_reason=rechunk_reason,
     )
     ctx.registry.stage_document(
         run_id, changeset_id, source=source, document_id=doc_id, key=key, etag=etag, size=len(data),

@@ -60,6 +60,8 @@ class SyncReport:
             "chunks_embedded": s.get("chunks_embedded", 0),
             "chunks_reused": s.get("chunks_reused", 0),
             "chunks_unchanged": s.get("chunks_kept", 0),
+            "chunks_moved": s.get("chunks_moved", 0),
+            "rechunked": s.get("rechunked", {}),
             "tombstones_written": s.get("tombstones", 0),
             "build": {
                 "status": self.build_status,
