@@ -42,6 +42,7 @@ lint: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m bench.build
+	$(BIN)/python -m bench.snapshots
 
 clean:
 	rm -rf .freshindex .freshindex-demo bench/out

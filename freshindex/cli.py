@@ -374,6 +374,161 @@ def snapshots_build(state: _State, kb: str | None, full: bool, as_json: bool) ->
         sys.exit(3)
 
 
+def _actor() -> str:
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in some containers
+        user = "unknown"
+    return f"cli:{user}@{socket.gethostname()}"
+
+
+def _snapshot_or_active(state: _State, snapshot_id: str | None, kb: str | None) -> str:
+    if snapshot_id is not None:
+        return snapshot_id
+    kb = kb or state.settings.default_kb
+    active = state.services.registry.active_snapshot(kb)
+    if active is None:
+        raise NotFoundError(f"knowledge base {kb} has no active snapshot")
+    return active.id
+
+
+@snapshots.command("show")
+@click.argument("snapshot_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_show(state: _State, snapshot_id: str, as_json: bool) -> None:
+    """The manifest of SNAPSHOT_ID, whether it serves, and recent alias moves."""
+    data = state.services.snapshots.show(snapshot_id)
+
+    def human(d: dict[str, Any]) -> str:
+        keys = ("id", "kb", "status", "serving", "parent_id", "strategy", "point_count", "embedding_model",
+                "parser_version", "changeset_ids", "upserts", "deletes", "build_seconds", "created_at",
+                "activated_at", "archive_uri", "archive_sha256", "failure_reason")
+        lines = [f"{k:<16} {d.get(k)}" for k in keys]
+        lines.append(f"{'verification':<16} {json.dumps(d.get('verification'))}")
+        return "\n".join(lines)
+
+    _emit(data, as_json, human)
+
+
+@snapshots.command("verify")
+@click.argument("snapshot_id", required=False)
+@click.option("--kb", default=None, help="Verify the active snapshot of KB (default kb).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_verify(state: _State, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
+    """Check a built snapshot against the registry (exit 3 when a check fails)."""
+    data = state.services.snapshots.verify(_snapshot_or_active(state, snapshot_id, kb))
+    _emit(data, as_json, lambda d: f"{d['snapshot_id']}: " + ("ok" if d["ok"] else f"FAILED {d['check']}: {d['reason']}"))
+    if not data["ok"]:
+        sys.exit(3)
+
+
+@snapshots.command("swap")
+@click.argument("snapshot_id")
+@click.option("--reason", required=True, help="Why (recorded with the swap).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_swap(state: _State, snapshot_id: str, reason: str, as_json: bool) -> None:
+    """Serve SNAPSHOT_ID (a retained version, older or newer than the active one)."""
+    kb = state.services.registry.get_snapshot(snapshot_id).kb
+    data = state.services.snapshots.swap(kb, snapshot_id, actor=_actor(), reason=reason)
+    _emit(data, as_json, _swap_text)
+
+
+@snapshots.command("rollback")
+@click.option("--kb", default=None)
+@click.option("--to", "to", default=None, help="Snapshot id (default: the previous one).")
+@click.option("--reason", default="rollback", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_rollback(state: _State, kb: str | None, to: str | None, reason: str, as_json: bool) -> None:
+    """Serve the previous snapshot (or --to ID). Documents it touched are re-checked on the next sync."""
+    kb = kb or (state.services.registry.get_snapshot(to).kb if to else state.settings.default_kb)
+    data = state.services.snapshots.rollback(kb, to=to, actor=_actor(), reason=reason)
+    _emit(data, as_json, _swap_text)
+
+
+def _swap_text(d: dict[str, Any]) -> str:
+    if d["status"] == "unchanged":
+        return f"{d['kb']}: {d['snapshot_id']} already serves"
+    return (f"{d['kb']}: now serving {d['snapshot_id']} (was {d['previous_id']}, moved {d['direction']}; "
+            f"{d['chunks_realigned']} chunks realigned; their documents are re-checked on the next sync)")
+
+
+@snapshots.command("prune")
+@click.option("--kb", default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_prune(state: _State, kb: str | None, as_json: bool) -> None:
+    """Drop versions beyond the retention (never the active one or its parent)."""
+    kb = kb or state.settings.default_kb
+    pruned = state.services.snapshots.prune(kb)
+    _emit({"kb": kb, "pruned": pruned}, as_json,
+          lambda d: f"{d['kb']}: pruned {', '.join(d['pruned']) or 'nothing'}")
+
+
+@snapshots.command("archive")
+@click.argument("snapshot_id", required=False)
+@click.option("--kb", default=None, help="Archive the active snapshot of KB.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_archive(state: _State, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
+    """Archive a snapshot (collection, registry rows, manifest, sha256) to the archive location."""
+    data = state.services.snapshots.archive(_snapshot_or_active(state, snapshot_id, kb))
+    _emit(data, as_json, lambda d: f"{d['snapshot_id']} -> {d['uri']} ({d['bytes']} bytes, sha256 {d['sha256']})")
+
+
+@snapshots.command("restore")
+@click.argument("snapshot_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_restore(state: _State, snapshot_id: str, as_json: bool) -> None:
+    """Restore SNAPSHOT_ID from the archive location and serve it (into a fresh data directory)."""
+    data = state.services.snapshots.restore(snapshot_id, actor=_actor())
+    _emit(data, as_json, lambda d: f"{d['snapshot_id']} restored: {d['points']} points, serving {d['kb']}")
+
+
+@cli.group()
+def canaries() -> None:
+    """Questions whose expected document must be found before a swap."""
+
+
+@canaries.command("add")
+@click.argument("question")
+@click.option("--expect", "expected", required=True, help="Source key of the document that must be found.")
+@click.option("--kb", default=None)
+@click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 50))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def canaries_add(state: _State, question: str, expected: str, kb: str | None, top_k: int, as_json: bool) -> None:
+    c = state.services.registry.add_canary(kb or state.settings.default_kb, question, expected, top_k)
+    _emit({"id": c.id, "kb": c.kb, "question": c.question, "expected_key": c.expected_key, "top_k": c.top_k},
+          as_json, lambda d: f"canary {d['id']} on {d['kb']}: {d['question']!r} -> {d['expected_key']}")
+
+
+@canaries.command("list")
+@click.option("--kb", default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def canaries_list(state: _State, kb: str | None, as_json: bool) -> None:
+    rows = [{"id": c.id, "kb": c.kb, "question": c.question, "expected_key": c.expected_key, "top_k": c.top_k}
+            for c in state.services.registry.list_canaries(kb)]
+    _emit(rows, as_json, lambda rs: "\n".join(f"{r['id']:>4} {r['kb']:<12} {r['question']!r} -> {r['expected_key']}"
+                                              for r in rs) or "no canaries")
+
+
+@canaries.command("remove")
+@click.argument("canary_id", type=int)
+@click.pass_obj
+def canaries_remove(state: _State, canary_id: int) -> None:
+    state.services.registry.remove_canary(canary_id)
+    click.echo(f"removed canary {canary_id}")
+
+
 # -- query --------------------------------------------------------------------------
 
 

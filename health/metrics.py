@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 
@@ -72,9 +72,12 @@ class _HealthCollector(Collector):
         lag = GaugeMetricFamily("freshindex_sync_lag_seconds", "Seconds since the last successful sync", labels=["kb"])
         backlog = GaugeMetricFamily("freshindex_tombstone_backlog", "Tombstones not yet applied to a serving snapshot",
                                     labels=["kb"])
-        errors = GaugeMetricFamily("freshindex_documents_in_error", "Documents whose last attempt failed",
-                                   labels=["kb"])
+        errors = GaugeMetricFamily("freshindex_documents_in_error", "Documents whose last attempt failed, by reason",
+                                   labels=["kb", "reason"])
         live = GaugeMetricFamily("freshindex_live_chunks", "Chunks in the active snapshot", labels=["kb"])
+        snapshots = GaugeMetricFamily("freshindex_snapshots", "Snapshots by status", labels=["kb", "status"])
+        held = CounterMetricFamily("freshindex_held_builds", "Builds held by verification, by failed check "
+                                   "(from the registry, so every worker's builds count)", labels=["kb", "check"])
         try:
             kbs = list(self._kbs())
         except Exception:  # a scrape must not fail because the registry blinked
@@ -90,6 +93,11 @@ class _HealthCollector(Collector):
                     last = last.replace(tzinfo=dt.UTC)
                 lag.add_metric([kb], (dt.datetime.now(dt.UTC) - last).total_seconds())
             backlog.add_metric([kb], h.get("tombstone_backlog", 0))
-            errors.add_metric([kb], h.get("documents_in_error", 0))
+            for reason, n in (h.get("documents_in_error_by_reason") or {}).items():
+                errors.add_metric([kb, reason], n)
             live.add_metric([kb], h.get("live_chunks", 0))
-        yield from (lag, backlog, errors, live)
+            for status, n in (h.get("snapshots_by_status") or {}).items():
+                snapshots.add_metric([kb, status], n)
+            for check, n in (h.get("held_builds_by_check") or {}).items():
+                held.add_metric([kb, check], n)
+        yield from (lag, backlog, errors, live, snapshots, held)

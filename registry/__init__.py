@@ -1,6 +1,7 @@
 """The registry: the system of record (SQLite embedded, PostgreSQL at scale)."""
 
 from registry.records import (
+    CanaryInfo,
     ChunkRow,
     ChunkStatus,
     DocumentErrorInfo,
@@ -14,6 +15,7 @@ from registry.store import TRANSIENT_REASONS, Registry
 
 __all__ = [
     "TRANSIENT_REASONS",
+    "CanaryInfo",
     "ChunkRow",
     "ChunkStatus",
     "DocumentErrorInfo",

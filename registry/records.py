@@ -87,9 +87,19 @@ class SnapshotInfo:
     verification: dict[str, Any]
     failure_reason: str | None
     archive_uri: str | None
+    archive_sha256: str | None
     build_seconds: float
     created_at: dt.datetime
     activated_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class CanaryInfo:
+    id: int
+    kb: str
+    question: str
+    expected_key: str
+    top_k: int
 
 
 @dataclass(frozen=True)

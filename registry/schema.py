@@ -243,9 +243,24 @@ class Snapshot(Base):
     verification: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     archive_uri: Mapped[str | None] = mapped_column(Text, nullable=True)
+    archive_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     build_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     activated_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Canary(Base):
+    """A question whose answer must come from ``expected_key`` before a swap."""
+
+    __tablename__ = "canaries"
+    __table_args__ = (UniqueConstraint("kb", "question", name="uq_canaries_kb_question"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kb: Mapped[str] = mapped_column(String(63), index=True)
+    question: Mapped[str] = mapped_column(Text)
+    expected_key: Mapped[str] = mapped_column(Text)
+    top_k: Mapped[int] = mapped_column(Integer, default=5)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class AliasEvent(Base):

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, delete, func, or_, select, update
+from sqlalchemy import DateTime, Engine, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -28,6 +28,7 @@ from core.ids import validate_kb_name, validate_source_id
 from core.types import ChunkDraft
 from registry import db
 from registry.records import (
+    CanaryInfo,
     ChunkRow,
     ChunkStatus,
     DocumentErrorInfo,
@@ -39,6 +40,7 @@ from registry.records import (
 )
 from registry.schema import (
     AliasEvent,
+    Canary,
     Changeset,
     ChangesetEntry,
     Chunk,
@@ -536,7 +538,7 @@ class Registry:
                 select(DocumentResult, SyncRun.source_id)
                 .join(SyncRun, SyncRun.id == DocumentResult.sync_run_id)
                 .where(DocumentResult.outcome == "failed")
-                .order_by(DocumentResult.key)
+                .order_by(DocumentResult.sync_run_id.desc(), DocumentResult.key)
             )
             if run_id is not None:
                 q = q.where(DocumentResult.sync_run_id == run_id)
@@ -777,6 +779,200 @@ class Registry:
         with self.session() as s:
             s.execute(update(Snapshot).where(Snapshot.id == snapshot_id).values(status=status))
 
+    def set_archive(self, snapshot_id: str, uri: str, sha256: str) -> None:
+        with self.session() as s:
+            s.execute(update(Snapshot).where(Snapshot.id == snapshot_id).values(archive_uri=uri, archive_sha256=sha256))
+
+    def abandoned_snapshots(self, kb: str) -> list[SnapshotInfo]:
+        """Snapshots left ``building`` or ``verified`` by a builder that died.
+
+        Only meaningful while holding the knowledge base's writer lock: then
+        no other builder can be working on them.
+        """
+        with self.session() as s:
+            q = select(Snapshot).where(Snapshot.kb == kb, Snapshot.status.in_(("building", "verified")))
+            return [_snap_info(r) for r in s.scalars(q)]
+
+    def realign_to_snapshot(
+        self, target_id: str, *, present: set[str], touched: set[str], changesets_reverted: Sequence[int],
+        changesets_reapplied: Sequence[int], actor: str, reason: str,
+    ) -> None:
+        """Make the registry describe ``target_id`` as the serving snapshot.
+
+        Used by swap and rollback.  ``touched`` are the chunks whose state may
+        differ between the current and the target snapshot, ``present`` those
+        of them the target collection holds.  Present chunks become live and
+        servable again; absent ones removed and tombstoned.  The documents
+        they belong to lose their etag and content hash, so the next sync
+        compares them with the source afresh instead of trusting a record of
+        a version that no longer serves.
+        """
+        now = utcnow()
+        with self.session() as s:
+            target = s.get(Snapshot, target_id)
+            if target is None:
+                raise NotFoundError(f"no snapshot {target_id!r}")
+            current = s.scalars(select(Snapshot).where(Snapshot.kb == target.kb, Snapshot.status == "active")).all()
+            for c in current:
+                if c.id != target_id:
+                    c.status = "retired"
+            ids = sorted(touched)
+            docs: set[str] = set()
+            for batch in _batches(ids):
+                docs.update(s.scalars(select(Chunk.document_id).where(Chunk.id.in_(batch))))
+                live = [i for i in batch if i in present]
+                gone = [i for i in batch if i not in present]
+                if live:
+                    s.execute(update(Chunk).where(Chunk.id.in_(live)).values(state="live", tombstoned=False))
+                if gone:
+                    s.execute(update(Chunk).where(Chunk.id.in_(gone)).values(state="removed", tombstoned=True))
+            for batch in _batches(sorted(docs)):
+                s.execute(update(Document).where(Document.id.in_(batch)).values(etag=None, content_hash=None))
+                s.execute(
+                    update(Document)
+                    .where(Document.id.in_(batch), Document.state == "deleted")
+                    .values(state="active", deleted_at=None)
+                )
+            if changesets_reverted:
+                s.execute(update(Changeset).where(Changeset.id.in_(list(changesets_reverted)))
+                          .values(status="rolled_back"))
+            if changesets_reapplied:
+                s.execute(update(Changeset).where(Changeset.id.in_(list(changesets_reapplied)))
+                          .values(status="applied", applied_at=now))
+            s.add(AliasEvent(kb=target.kb, from_snapshot_id=current[0].id if current else None,
+                             to_snapshot_id=target_id, actor=actor, reason=reason))
+            target.status, target.activated_at = "active", now
+
+    def changeset_chunk_ids(self, changeset_ids: Sequence[int]) -> set[str]:
+        with self.session() as s:
+            out: set[str] = set()
+            for batch in _batches(sorted(changeset_ids)):
+                out.update(s.scalars(select(ChangesetEntry.chunk_id).where(ChangesetEntry.changeset_id.in_(batch))))
+            return out
+
+    def alias_events(self, kb: str, limit: int = 20) -> list[dict[str, Any]]:
+        with self.session() as s:
+            rows = s.scalars(select(AliasEvent).where(AliasEvent.kb == kb).order_by(AliasEvent.id.desc()).limit(limit))
+            return [{"from": r.from_snapshot_id, "to": r.to_snapshot_id, "actor": r.actor, "reason": r.reason,
+                     "at": r.at.isoformat()} for r in rows]
+
+    # -- archive export / import ---------------------------------------------------
+
+    def export_snapshot(self, snapshot_id: str, chunk_ids: Sequence[str], *, current: bool) -> dict[str, Any]:
+        """Everything needed to serve ``snapshot_id`` elsewhere: its manifest,
+        the chunk rows it holds, their documents and sources, the canaries.
+
+        ``current`` says the documents' etags and hashes describe this
+        snapshot (it is the active one); otherwise they are left out so a
+        restored registry re-checks every document against its source.
+        """
+        snap = self.get_snapshot(snapshot_id)
+        with self.session() as s:
+            chunks = []
+            for batch in _batches(sorted(chunk_ids)):
+                chunks.extend(s.scalars(select(Chunk).where(Chunk.id.in_(batch))))
+            doc_ids = sorted({c.document_id for c in chunks})
+            docs = []
+            for batch in _batches(doc_ids):
+                docs.extend(s.scalars(select(Document).where(Document.id.in_(batch))))
+            sources = list(s.scalars(select(Source).where(Source.id.in_(sorted({d.source_id for d in docs})))))
+            canaries = list(s.scalars(select(Canary).where(Canary.kb == snap.kb)))
+
+            def row(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+                out = {}
+                for col in obj.__table__.columns:
+                    if col.key in skip:
+                        continue
+                    v = getattr(obj, col.key)
+                    out[col.key] = v.isoformat() if isinstance(v, dt.datetime) else v
+                return out
+
+            doc_skip = () if current else ("etag", "content_hash")
+            return {
+                "snapshot": row(s.get(Snapshot, snapshot_id)),
+                "sources": [row(x) for x in sources],
+                "documents": [row(x, doc_skip) for x in docs],
+                "chunks": [row(x) for x in chunks],
+                "canaries": [row(x, ("id",)) for x in canaries],
+            }
+
+    def import_snapshot(self, data: dict[str, Any]) -> SnapshotInfo:
+        """Load an :meth:`export_snapshot` into a registry that does not know this
+        knowledge base yet.  Chunks arrive live; the snapshot arrives
+        ``verified`` (the caller swaps the alias, then activates it)."""
+        snap = data["snapshot"]
+        kb = snap["kb"]
+        with self.session() as s:
+            if s.scalar(select(func.count()).select_from(Snapshot).where(Snapshot.kb == kb)):
+                raise ConfigError(f"knowledge base {kb!r} already has snapshots here; restore into a fresh data "
+                                  "directory (or a fresh registry)")
+
+            def load(model: Any, values: dict[str, Any]) -> Any:
+                kwargs = {}
+                for col in model.__table__.columns:
+                    if col.key not in values:
+                        continue
+                    v = values[col.key]
+                    if v is not None and isinstance(col.type, DateTime):
+                        v = dt.datetime.fromisoformat(v)
+                    kwargs[col.key] = v
+                return model(**kwargs)
+
+            for src in data["sources"]:
+                if s.get(Source, src["id"]) is None:
+                    s.add(load(Source, src))
+            s.flush()
+            for doc in data["documents"]:
+                if s.get(Document, doc["id"]) is None:
+                    s.add(load(Document, doc))
+            s.flush()
+            for chunk in data["chunks"]:
+                s.merge(load(Chunk, {**chunk, "state": "live", "tombstoned": False}))
+            for canary in data["canaries"]:
+                s.add(load(Canary, canary))
+            row = load(Snapshot, {**snap, "status": "verified", "activated_at": None})
+            s.add(row)
+            s.flush()
+            return _snap_info(row)
+
+    def set_snapshot_active(self, snapshot_id: str, *, actor: str, reason: str) -> None:
+        """Activate a snapshot whose chunk states are already right (restore)."""
+        with self.session() as s:
+            snap = s.get(Snapshot, snapshot_id)
+            if snap is None:
+                raise NotFoundError(f"no snapshot {snapshot_id!r}")
+            previous = s.scalars(select(Snapshot).where(Snapshot.kb == snap.kb, Snapshot.status == "active")).all()
+            for p in previous:
+                p.status = "retired"
+            s.add(AliasEvent(kb=snap.kb, from_snapshot_id=previous[0].id if previous else None,
+                             to_snapshot_id=snapshot_id, actor=actor, reason=reason))
+            snap.status, snap.activated_at = "active", utcnow()
+
+    # -- canaries -----------------------------------------------------------------
+
+    def add_canary(self, kb: str, question: str, expected_key: str, top_k: int = 5) -> CanaryInfo:
+        validate_kb_name(kb)
+        with self.session() as s:
+            row = s.scalars(select(Canary).where(Canary.kb == kb, Canary.question == question)).first()
+            if row is None:
+                row = Canary(kb=kb, question=question)
+                s.add(row)
+            row.expected_key, row.top_k = expected_key, top_k
+            s.flush()
+            return CanaryInfo(row.id, row.kb, row.question, row.expected_key, row.top_k)
+
+    def list_canaries(self, kb: str | None = None) -> list[CanaryInfo]:
+        with self.session() as s:
+            q = select(Canary).order_by(Canary.id)
+            if kb is not None:
+                q = q.where(Canary.kb == kb)
+            return [CanaryInfo(r.id, r.kb, r.question, r.expected_key, r.top_k) for r in s.scalars(q)]
+
+    def remove_canary(self, canary_id: int) -> None:
+        with self.session() as s:
+            if s.execute(delete(Canary).where(Canary.id == canary_id)).rowcount == 0:
+                raise NotFoundError(f"no canary {canary_id}")
+
     # -- locks ------------------------------------------------------------------
 
     def acquire_lock(self, name: str, owner: str, ttl: float) -> int | None:
@@ -839,12 +1035,27 @@ class Registry:
                     Changeset.kb == kb, or_(Changeset.status == "staged", Changeset.status == "open")
                 )
             ) or 0
+            by_reason = {reason: n for reason, n in s.execute(
+                select(Document.error_reason, func.count()).join(Source, Source.id == Document.source_id)
+                .where(Source.kb == kb, Document.error_reason.is_not(None)).group_by(Document.error_reason)
+            )}
+            by_status = {status: n for status, n in s.execute(
+                select(Snapshot.status, func.count()).where(Snapshot.kb == kb).group_by(Snapshot.status)
+            )}
+            held: dict[str, int] = {}
+            for (verification,) in s.execute(select(Snapshot.verification).where(Snapshot.kb == kb,
+                                                                                Snapshot.status == "failed")):
+                check = (verification or {}).get("failed_check") or "error"
+                held[check] = held.get(check, 0) + 1
         active = self.active_snapshot(kb)
         return {
             "kb": kb,
             "active_snapshot": active.id if active else None,
             "last_successful_sync": last_ok.isoformat() if last_ok else None,
             "documents_in_error": errors,
+            "documents_in_error_by_reason": by_reason,
+            "snapshots_by_status": by_status,
+            "held_builds_by_check": held,
             "pending_changesets": pending,
             "tombstone_backlog": self.tombstone_backlog(kb),
             "live_chunks": self.count_live(kb),
@@ -886,7 +1097,7 @@ def _snap_info(r: Snapshot) -> SnapshotInfo:
         strategy=r.strategy, point_count=r.point_count, embedding_model=r.embedding_model,
         parser_version=r.parser_version, changeset_ids=tuple(r.changeset_ids or ()), upserts=r.upserts,
         deletes=r.deletes, verification=dict(r.verification or {}), failure_reason=r.failure_reason,
-        archive_uri=r.archive_uri, build_seconds=r.build_seconds, created_at=r.created_at,
+        archive_uri=r.archive_uri, archive_sha256=r.archive_sha256, build_seconds=r.build_seconds, created_at=r.created_at,
         activated_at=r.activated_at,
     )
 

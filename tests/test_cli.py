@@ -77,3 +77,34 @@ def test_config_show_redacts_secrets(run) -> None:
 def test_bad_configuration_is_a_usage_error(run) -> None:
     proc = run("sources", "list", check=False, extra_env={"FRESHINDEX_VECTOR_STORE__KIND": "nope"})
     assert proc.returncode == 2 and "invalid configuration" in proc.stderr
+
+
+def test_snapshot_commands(run, tmp_path: Path) -> None:
+    env = {"FRESHINDEX_EMBEDDING__PROVIDER": "hashing", "FRESHINDEX_SNAPSHOTS__ARCHIVE_URI": str(tmp_path / "arch")}
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.md").write_text("# A\n\nthe first version")
+    run("sources", "add", "s", "--kind", "folder", "--location", str(src), extra_env=env)
+    run("sync", "s", extra_env=env)
+    (src / "a.md").write_text("# A\n\nthe second version")
+    run("sync", "s", extra_env=env)
+    shown = json.loads(run("snapshots", "show", "default-v2", "--json", extra_env=env).stdout)
+    assert shown["serving"] is True and shown["parent_id"] == "default-v1" and shown["strategy"] == "incremental"
+    assert json.loads(run("snapshots", "verify", "--json", extra_env=env).stdout)["ok"] is True
+    back = json.loads(run("snapshots", "rollback", "--reason", "test", "--json", extra_env=env).stdout)
+    assert back["snapshot_id"] == "default-v1" and back["direction"] == "back"
+    fwd = json.loads(run("snapshots", "swap", "default-v2", "--reason", "ok", "--json", extra_env=env).stdout)
+    assert fwd["direction"] == "forward"
+    canary = json.loads(run("canaries", "add", "second version", "--expect", "a.md", "--json", extra_env=env).stdout)
+    assert canary["expected_key"] == "a.md"
+    archived = json.loads(run("snapshots", "archive", "--json", extra_env=env).stdout)
+    assert archived["snapshot_id"] == "default-v2" and Path(archived["uri"]).exists()
+    fresh = {**env, "FRESHINDEX_DATA_DIR": str(tmp_path / "fresh")}
+    restored = json.loads(run("snapshots", "restore", "default-v2", "--json", extra_env=fresh).stdout)
+    assert restored["status"] == "active"
+    packet = json.loads(run("query", "second version", "--json", extra_env=fresh).stdout)
+    assert packet["snapshot_id"] == "default-v2" and "second" in packet["evidence"][0]["text"]
+    pruned = json.loads(run("snapshots", "prune", "--json", extra_env=env).stdout)
+    assert pruned["pruned"] == []
+    missing = run("snapshots", "swap", "default-v9", "--reason", "x", check=False, extra_env=env)
+    assert missing.returncode == 1 and "no snapshot" in missing.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 #: Name of the dense vector in every collection.
@@ -100,6 +101,12 @@ class VectorStore(Protocol):
 
     def flush(self, name: str) -> None:
         """Make everything written to ``name`` durable."""
+
+    def export_collection(self, name: str, dest: Path) -> None:
+        """Write ``name`` to one file (an archive the matching import reads back)."""
+
+    def import_collection(self, name: str, source: Path | str) -> None:
+        """Create ``name`` from an export: a local file, or (server) a URL it can fetch."""
 
     def release(self, name: str | None = None) -> None:
         """Close open handles (embedded stores admit one process per collection)."""

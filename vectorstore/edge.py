@@ -7,19 +7,26 @@ The embedded default.  Layout under the store root::
 
 Qdrant Edge has no aliases, so they live in ``aliases.json`` and a swap is an
 ``os.replace`` of a fully written temporary file: a reader opens either the
-old file or the new one.  A shard directory admits one opener at a time
-across processes (the WAL takes an exclusive lock), so handles are opened on
-demand, cached, and closed by :meth:`EdgeStore.release`; a worker releases
-what it wrote when its task ends so the CLI or the server can open it next.
-Cloning copies a flushed shard directory, which is safe while readers have
-it open because a built version is never written again.
+old file or the new one.
+
+Shards are created without a write-ahead log.  A collection is written once,
+by the builder holding its knowledge base's lock, and flushed before it is
+verified; without a WAL a shard takes no file lock (with one, a directory
+admits a single opener in any process), so reader processes can open a
+serving version while a builder process writes the next one.  Handles are
+opened on demand and cached; a reader closes a collection once the alias it
+resolved has moved on and its last query finished.  Cloning copies a flushed
+shard's data extents (the files are sparse), safe while readers have it open
+because a built version is never written again.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+import tarfile
 import tempfile
 import threading
 import time
@@ -34,6 +41,8 @@ from vectorstore.base import DENSE, Filter, PointRecord, ScoredHit
 
 _UPSERT_BATCH = 512
 
+log = logging.getLogger("freshindex.edge")
+
 
 class EdgeStore:
     """A :class:`vectorstore.base.VectorStore` on Qdrant Edge shards."""
@@ -45,6 +54,12 @@ class EdgeStore:
         self._open: dict[str, qe.EdgeShard] = {}
         self._lock = threading.RLock()
         self._open_timeout = open_timeout
+        # Readers: queries in flight per collection, and the alias targets this
+        # process last saw, so a collection the aliases moved away from is
+        # closed once its last query finishes.
+        self._inflight: dict[str, int] = {}
+        self._seen: dict[str, str] = {}
+        self._retiring: set[str] = set()
 
     # -- handles ------------------------------------------------------------
 
@@ -85,11 +100,14 @@ class EdgeStore:
             names = [name] if name is not None else list(self._open)
             for n in names:
                 shard = self._open.pop(n, None)
-                if shard is not None:
-                    try:
-                        shard.flush()
-                    finally:
-                        shard.close()
+                self._retiring.discard(n)
+                if shard is None:
+                    continue
+                try:
+                    shard.flush()
+                    shard.close()
+                except Exception:  # the directory may be gone (pruned); the handle is dropped either way
+                    log.debug("closing %s failed", n, exc_info=True)
 
     def close(self) -> None:
         self.release()
@@ -109,10 +127,15 @@ class EdgeStore:
                     self._open[clone_from].flush()
                 tmp = path.with_name(f".{name}.tmp")
                 shutil.rmtree(tmp, ignore_errors=True)
-                shutil.copytree(source, tmp)
+                shutil.copytree(source, tmp, copy_function=sparse_copy)
                 os.replace(tmp, path)
                 return
-            config = qe.EdgeConfig(vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)})
+            # No WAL: a collection is written once, by the one builder holding the
+            # knowledge base's lock, and flushed before it is verified; without a
+            # WAL the shard takes no file lock, so reader processes can open it.
+            config = qe.EdgeConfig(
+                vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)}, wal_enabled=False
+            )
             try:
                 self._open[name] = qe.EdgeShard.create(str(path), config)
             except Exception as exc:
@@ -176,6 +199,21 @@ class EdgeStore:
     def search(
         self, name: str, vector: Sequence[float], *, limit: int, flt: Filter | None = None, exact: bool = False
     ) -> list[ScoredHit]:
+        with self._lock:
+            self._inflight[name] = self._inflight.get(name, 0) + 1
+        try:
+            return self._search(name, vector, limit=limit, flt=flt, exact=exact)
+        finally:
+            with self._lock:
+                self._inflight[name] -= 1
+                if not self._inflight[name]:
+                    del self._inflight[name]
+                    if name in self._retiring:
+                        self.release(name)
+
+    def _search(
+        self, name: str, vector: Sequence[float], *, limit: int, flt: Filter | None, exact: bool
+    ) -> list[ScoredHit]:
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest([float(x) for x in vector], using=DENSE),
@@ -194,6 +232,37 @@ class EdgeStore:
     def flush(self, name: str) -> None:
         self._shard(name).flush()
 
+    # -- archives -------------------------------------------------------------
+
+    def export_collection(self, name: str, dest: Path) -> None:
+        """A tar of the flushed and closed shard directory."""
+        path = self._dir(name)
+        if not path.exists():
+            raise NotFoundError(f"collection {name!r} does not exist")
+        self.release(name)
+        with tarfile.open(dest, "w") as tar:
+            tar.add(path, arcname="shard")
+
+    def import_collection(self, name: str, source: Path | str) -> None:
+        path = self._dir(name)
+        if path.exists():
+            raise StoreError(f"collection {name!r} already exists")
+        tmp = path.with_name(f".{name}.import")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            with tarfile.open(Path(source), "r") as tar:
+                members = tar.getmembers()
+                for m in members:
+                    if not (m.isfile() or m.isdir()) or not (m.name == "shard" or m.name.startswith("shard/")):
+                        raise StoreError(f"unexpected member {m.name!r} in a collection archive")
+                tar.extractall(tmp, members=members, filter="data")
+            if not (tmp / "shard" / "edge_config.json").exists():
+                raise StoreError("the archive holds no edge shard")
+            os.replace(tmp / "shard", path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     # -- aliases ------------------------------------------------------------
 
     def _aliases(self) -> dict[str, str]:
@@ -203,7 +272,19 @@ class EdgeStore:
             return {}
 
     def get_alias(self, alias: str) -> str | None:
-        return self._aliases().get(alias)
+        target = self._aliases().get(alias)
+        previous = self._seen.get(alias)
+        if target is not None and previous is not None and previous != target:
+            with self._lock:
+                if previous not in [t for a, t in self._seen.items() if a != alias]:
+                    # No alias this process resolved points there any more.
+                    if self._inflight.get(previous):
+                        self._retiring.add(previous)
+                    else:
+                        self.release(previous)
+        if target is not None:
+            self._seen[alias] = target
+        return target
 
     def swap_alias(self, alias: str, collection: str) -> str | None:
         if not self._dir(collection).exists():
@@ -245,6 +326,34 @@ def _edge_filter(flt: Filter | None) -> qe.Filter | None:
         must=[cond(m) for m in flt.must] or None,
         must_not=[cond(m) for m in flt.must_not] or None,
     )
+
+
+def sparse_copy(src: str, dst: str) -> str:
+    """Copy a file's data extents only.
+
+    Edge preallocates its mmap files (a 10k-chunk shard is 67 MB apparent,
+    17 MB on disk); copying the holes as zeros would make a clone cost the
+    preallocation instead of the data.
+    """
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        size = os.fstat(fin.fileno()).st_size
+        offset = 0
+        while offset < size:
+            try:
+                start = os.lseek(fin.fileno(), offset, os.SEEK_DATA)
+            except OSError:  # ENXIO: only a hole remains
+                break
+            end = os.lseek(fin.fileno(), start, os.SEEK_HOLE)
+            pos = start
+            while pos < end:
+                copied = os.copy_file_range(fin.fileno(), fout.fileno(), end - pos, pos, pos)
+                if copied == 0:
+                    raise OSError(f"copy_file_range made no progress on {src} at {pos}")
+                pos += copied
+            offset = end
+        fout.truncate(size)
+    shutil.copystat(src, dst)
+    return dst
 
 
 def _fsync_dir(path: Path) -> None:

@@ -57,6 +57,7 @@ def test_health_readiness_metrics_and_query(server: str) -> None:
         metrics = http.get("/metrics").text
         assert 'freshindex_queries_total{kb="default",outcome="answered"} 1.0' in metrics
         assert 'freshindex_live_chunks{kb="default"}' in metrics
+        assert 'freshindex_snapshots{kb="default",status="active"} 1.0' in metrics
         health = http.get("/v1/kbs/default/health", headers=auth).json()
         assert health["active_snapshot"] == "default-v1" and health["tombstone_backlog"] == 0
         assert http.post("/v1/query", json={"question": ""}, headers=auth).status_code == 422

@@ -138,3 +138,20 @@ def test_retention_keeps_recent_versions_and_never_the_active_one(svc: Services,
     assert [k for k, v in statuses.items() if v == "pruned"] == ["kb1-v2", "kb1-v1"]
     assert sorted(c for c in svc.store.list_collections() if c.startswith("fi_kb1")) == [
         "fi_kb1-v3", "fi_kb1-v4", "fi_kb1-v5"]
+
+
+def test_held_builds_are_exported_from_the_registry(svc: Services, tmp_path: Path) -> None:
+    """Builds run in workers; the service scraped by Prometheus reads their outcome from the registry."""
+    from health.metrics import Metrics
+
+    root = tmp_path / "src"
+    _source(svc, root, {"a.md": "# A\n\nalpha text"})
+    sync_inline(svc, "s")
+    (root / "b.md").write_text("# B\n\nbeta")
+    svc.__dict__["builder"] = Builder(svc.registry, DropsPoints(svc.store), svc.embedder, svc.metrics,
+                                      naming=svc.naming)
+    sync_inline(svc, "s")
+    scraped = Metrics()  # another process: it saw none of the builds
+    scraped.add_health_collector(svc.registry.knowledge_bases, svc.registry.health)
+    assert scraped.value("freshindex_held_builds_total", kb="kb1", check="count") == 1
+    assert scraped.value("freshindex_snapshots", kb="kb1", status="active") == 1

@@ -122,3 +122,18 @@ def test_drop_removes_a_collection_and_dropping_twice_is_harmless(store: VectorS
     assert c not in store.list_collections()
     with pytest.raises(NotFoundError):
         store.count(c)
+
+
+def test_export_then_import_reproduces_the_collection(store: VectorStore, tmp_path: Path) -> None:
+    a, b = _n(store, "e1"), _n(store, "e2")
+    store.create_collection(a, DIM)
+    pts = _points(40, seed=4)
+    store.upsert(a, pts)
+    store.export_collection(a, tmp_path / "export.bin")
+    store.import_collection(b, tmp_path / "export.bin")
+    assert store.count(b) == 40
+    q = pts[11].vector
+    assert [h.id for h in store.search(a, q, limit=5, exact=True)] == [h.id for h in store.search(b, q, limit=5, exact=True)]
+    assert store.retrieve(b, [pts[2].id])[0].payload == pts[2].payload
+    with pytest.raises(StoreError):
+        store.import_collection(b, tmp_path / "export.bin")
