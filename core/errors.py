@@ -57,6 +57,8 @@ class DocumentError(PermanentError):
     UNSAFE_KEY = "unsafe_key"
     ENCRYPTED = "encrypted"
     VANISHED = "vanished"
+    TIMED_OUT = "timed_out"
+    TOO_COMPLEX = "too_complex"
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")

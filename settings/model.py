@@ -112,6 +112,31 @@ class SourcesSettings(BaseModel):
     ocr_dpi: int = 300
     max_pdf_pages: int = Field(default=2000, ge=1)
     max_ocr_pages: int = Field(default=50, ge=0)
+    parse_time_limit_s: float = Field(
+        default=300.0, ge=0, description="seconds one document may spend in parsing (0 = no limit); over it the "
+        "document fails as timed_out and the sync goes on",
+    )
+    ocr_low_confidence: float = Field(
+        default=80.0, ge=0, le=100,
+        description="tesseract word confidence (0-100) under which OCR'd numbers, amounts and commands are flagged",
+    )
+    max_table_rows: int = Field(default=200_000, ge=1, description="rows of one table or CSV/TSV file")
+    max_nesting_depth: int = Field(default=256, ge=8, description="element nesting depth of HTML and Markdown")
+    max_render_megapixels: float = Field(
+        default=100.0, gt=0, description="pixels of one page rendered for OCR (the DPI is lowered to fit)",
+    )
+    s3: S3Settings = S3Settings()
+
+
+class SnapshotSettings(BaseModel):
+    """Collection versions: retention, the writer lock, verification, archives."""
+
+    keep_versions: int = Field(default=3, ge=2, description="built versions kept (never the active one or its parent)")
+    lock_ttl: float = Field(default=120.0, gt=0, description="seconds a builder's lease lasts unless renewed")
+    lock_wait: float = Field(default=0.0, ge=0, description="seconds a second builder waits for the lock before giving up")
+    verify_sample: int = Field(default=64, ge=1, description="points whose payload is compared with the registry")
+    archive_uri: str | None = Field(default=None, description="where archives go: s3://bucket/prefix or a local folder")
+    presign_seconds: int = Field(default=3600, ge=60, description="lifetime of presigned URLs for server restores")
     s3: S3Settings = S3Settings()
 
 
@@ -140,6 +165,7 @@ class Settings(BaseSettings):
     vector_store: VectorStoreSettings = VectorStoreSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     sources: SourcesSettings = SourcesSettings()
+    snapshots: SnapshotSettings = SnapshotSettings()
     api: ApiSettings = ApiSettings()
 
     @field_validator("data_dir")

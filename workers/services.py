@@ -19,12 +19,14 @@ from injection import InjectionClient
 from registry import Registry, SourceInfo
 from settings import Settings
 from snapshots import Builder, Naming
+from snapshots.archive import ArchiveTarget, open_target
+from snapshots.ops import SnapshotOps
 from vectorstore import VectorStore, open_store
 from workers.chunking import Chunker
 from workers.connectors import Connector, build_connector
+from workers.connectors.s3 import s3_client
 from workers.embedding import build_embedder
-from workers.parsing import Parsers
-from workers.parsing.pdf import PdfOptions
+from workers.parsing import Limits, Parsers, PdfOptions
 from workers.pipeline import PIPELINE_VERSION, PipelineContext
 
 
@@ -59,8 +61,12 @@ class Services:
     @functools.cached_property
     def parsers(self) -> Parsers:
         src = self.settings.sources
-        return Parsers(PdfOptions(max_pages=src.max_pdf_pages, max_ocr_pages=src.max_ocr_pages,
-                                  ocr_language=src.ocr_language, ocr_dpi=src.ocr_dpi))
+        return Parsers(
+            PdfOptions(max_pages=src.max_pdf_pages, max_ocr_pages=src.max_ocr_pages, ocr_language=src.ocr_language,
+                       ocr_dpi=src.ocr_dpi, ocr_low_confidence=src.ocr_low_confidence),
+            Limits(time_limit_s=src.parse_time_limit_s, max_nesting_depth=src.max_nesting_depth,
+                   max_table_rows=src.max_table_rows, max_render_pixels=int(src.max_render_megapixels * 1_000_000)),
+        )
 
     @functools.cached_property
     def chunker(self) -> Chunker:
@@ -76,8 +82,30 @@ class Services:
 
     @functools.cached_property
     def builder(self) -> Builder:
+        snap = self.settings.snapshots
         return Builder(self.registry, self.store, self.embedder, self.metrics, naming=self.naming,
-                       pipeline_version=PIPELINE_VERSION)
+                       pipeline_version=PIPELINE_VERSION, lock_ttl=snap.lock_ttl, lock_wait=snap.lock_wait,
+                       verify_sample=snap.verify_sample, keep_versions=snap.keep_versions)
+
+    @functools.cached_property
+    def snapshots(self) -> SnapshotOps:
+        snap = self.settings.snapshots
+
+        def target() -> ArchiveTarget:
+            def client() -> Any:
+                return s3_client(
+                    endpoint_url=snap.s3.endpoint_url, region=snap.s3.region,
+                    access_key_id=snap.s3.access_key_id.get_secret_value() if snap.s3.access_key_id else None,
+                    secret_access_key=(snap.s3.secret_access_key.get_secret_value()
+                                       if snap.s3.secret_access_key else None),
+                    path_style=snap.s3.path_style,
+                )
+
+            return open_target(snap.archive_uri, client)
+
+        return SnapshotOps(self.registry, self.store, self.builder, self.metrics, naming=self.naming,
+                           archive_target=target, store_kind=self.settings.vector_store.kind,
+                           presign_seconds=snap.presign_seconds)
 
     @functools.cached_property
     def client(self) -> InjectionClient:

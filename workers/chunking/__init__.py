@@ -1,56 +1,63 @@
-"""Blocks to chunks: by section, within a token budget, with stable ids.
+"""Blocks to chunks, by document type, with ids that survive edits.
 
-* Prose is packed section by section (a chunk never spans two headings), so
-  a condition stays in the chunk of the step it qualifies whenever the
-  section fits the budget; longer paragraphs split at sentence ends with a
-  small overlap.
-* A code block stays whole when it fits and is joined to the paragraph that
-  introduces it; symbols of source files are one chunk each.
-* Table rows are grouped, and every group repeats the table's header.
+* **Prose** (Markdown, HTML, text, PDF) is chunked section by section: a
+  chunk never spans two headings.  Inside a section, blocks become units (a
+  step with its conditions, warnings and code, see
+  :mod:`workers.chunking.units`) and units are packed into the token budget
+  with content-defined boundaries (:mod:`workers.chunking.pack`), so an
+  edited paragraph re-chunks its own chunk and not the rest of the section.
+  A unit over the budget is cut at sentence ends with a small overlap (or
+  between lines, for code and lists) into parts linked to each other.
+* **Tables** (and CSV/TSV files) are groups of whole rows, each carrying the
+  caption, the column headers and the units (:mod:`workers.chunking.tables`).
+* **Code** files are one chunk per symbol (:mod:`workers.chunking.code`).
 
-Chunk ids come from (document id, heading path, kind, occurrence of the same
-content under the same heading, content hash): an edit elsewhere does not
-move a chunk's id, and identical text gets its vector from the cache.
+Identity.  ``content_hash`` covers the chunker version, the parser's
+version, the heading path and the normalized text (for a table that text
+holds the caption and header).  It is the vector cache key, so it covers
+exactly what the model sees (:attr:`core.types.ChunkDraft.embed_text`).
+Volatile furniture (version banners, footer dates, page numbers, generated
+heading anchors) never reaches a chunk: the parsers drop it, so it is in
+neither the text nor the hash.  The page a chunk sits on is metadata, not
+identity.  The point id comes from (document id, heading path, kind, the
+occurrence of identical content under that path, content hash): no
+ordinal, so a section inserted above leaves every id below unchanged, and a
+section reordered among its siblings keeps its ids and vectors.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from core.ids import chunk_point_id, sha256_hex
 from core.types import Block, ChunkDraft, ParsedDocument
+from workers.chunking.code import code_pieces
+from workers.chunking.pack import Piece, estimate_tokens, is_anchor, pack, split_lines, split_prose
+from workers.chunking.tables import table_pieces
+from workers.chunking.units import Unit, build_units, merged_meta, render
 
 #: Enters every content hash: bump it when chunk boundaries or text may change.
-CHUNKER_VERSION = "c1"
+CHUNKER_VERSION = "c2"
 
-_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]|[A-Za-z0-9_]+|[^\sA-Za-z0-9_]")
-_SENTENCE = re.compile(r"(?<=[.!?。！？;；])\s+|(?<=[。！？；])")
+__all__ = ["CHUNKER_VERSION", "Chunker", "estimate_tokens", "normalize", "slug"]
+
 _WS = re.compile(r"\s+")
+_INVISIBLE = re.compile(r"[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 _SLUG = re.compile(r"[^a-z0-9\u3400-\u9fff]+")
 
 
-def estimate_tokens(text: str) -> int:
-    """WordPiece-like count without loading a tokenizer (within ~20 %)."""
-    return int(len(_TOKEN.findall(text)) * 1.15) + 1
-
-
 def normalize(text: str) -> str:
-    return _WS.sub(" ", text).strip()
+    """What the hash sees: Unicode NFC, no invisible characters, single spaces."""
+    return _WS.sub(" ", _INVISIBLE.sub("", unicodedata.normalize("NFC", text))).strip()
 
 
 def slug(text: str) -> str:
     return _SLUG.sub("-", text.lower()).strip("-")[:80] or "section"
-
-
-@dataclass
-class _Piece:
-    text: str
-    kind: str
-    page: int | None
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -59,135 +66,122 @@ class Chunker:
     overlap_tokens: int = 24
 
     def chunk(self, document_id: str, parsed: ParsedDocument) -> list[ChunkDraft]:
-        drafts: list[ChunkDraft] = []
-        seen: dict[tuple[tuple[str, ...], str], int] = {}
-        for heading_path, blocks in _sections(parsed.blocks):
-            for piece in self._pack(blocks, parsed):
-                text = piece.text.strip()
-                if not text:
-                    continue
-                chash = sha256_hex(
-                    CHUNKER_VERSION, parsed.parser_version, "\x1f".join(heading_path), normalize(text)
-                )
-                occurrence = seen.get((heading_path, chash), 0)
-                seen[(heading_path, chash)] = occurrence + 1
-                structural = (*heading_path, piece.kind, str(occurrence))
-                drafts.append(
-                    ChunkDraft(
-                        id=chunk_point_id(document_id, structural, chash),
-                        ordinal=len(drafts),
-                        text=text,
-                        content_hash=chash,
-                        kind=piece.kind,
-                        heading_path=heading_path,
-                        anchor=_anchor(heading_path, piece),
-                        page=piece.page,
-                        meta=piece.meta,
-                    )
-                )
-        return drafts
+        if parsed.parser == "code":
+            pieces: Iterable[Piece] = code_pieces(parsed.blocks, self.max_tokens)
+        else:
+            pieces = self._document_pieces(parsed)
+        return _identify(document_id, parsed, pieces)
 
-    # -- packing --------------------------------------------------------------
+    # -- documents ------------------------------------------------------------
 
-    def _pack(self, blocks: list[Block], parsed: ParsedDocument) -> Iterator[_Piece]:
-        buf: list[_Piece] = []
-        budget = self.max_tokens
-
-        def emit() -> Iterator[_Piece]:
-            if buf:
-                kinds = {p.kind for p in buf}
-                kind = buf[0].kind if len(kinds) == 1 else "mixed"
-                meta: dict[str, Any] = {}
-                for p in buf:
-                    for k, v in p.meta.items():
-                        meta.setdefault(k, v)
-                if any(p.meta.get("ocr") for p in buf):
-                    meta["ocr"] = True
-                yield _Piece("\n\n".join(p.text for p in buf), kind, buf[0].page, meta)
-                buf.clear()
-
-        rows = [b for b in blocks if b.kind == "table_row"]
+    def _document_pieces(self, parsed: ParsedDocument) -> Iterator[Piece]:
+        rows = [b for b in parsed.blocks if b.kind == "table_row"]
         if rows:
-            yield from self._table_rows(rows, parsed)
-            blocks = [b for b in blocks if b.kind != "table_row"]
-        for block in blocks:
-            if block.kind == "heading":
-                continue
-            if block.kind == "code" and block.meta.get("symbol"):
-                # Source file symbols are units of their own.
-                yield from emit()
-                yield from self._split(block)
-                continue
-            size = estimate_tokens(block.text)
-            used = sum(estimate_tokens(p.text) for p in buf)
-            if buf and used + size > budget:
-                # Keep a code sample with the paragraph that introduces it.
-                if block.kind == "code" and buf[-1].kind == "paragraph" and estimate_tokens(buf[-1].text) + size <= budget:
-                    intro = buf.pop()
-                    yield from emit()
-                    buf.append(intro)
-                else:
-                    yield from emit()
-            if size > budget:
-                yield from emit()
-                yield from self._split(block)
-                continue
-            buf.append(_Piece(block.text, block.kind, block.page, dict(block.meta)))
-        yield from emit()
+            yield from self._csv(rows, parsed)
+        for heading_path, blocks in _sections(b for b in parsed.blocks if b.kind != "table_row"):
+            run: list[Block] = []
+            for block in blocks:
+                if block.kind == "heading":
+                    continue
+                if block.kind == "table" and "rows" in block.meta:
+                    yield from self._prose(heading_path, run)
+                    run = []
+                    yield from self._table(heading_path, block)
+                    continue
+                run.append(block)
+            yield from self._prose(heading_path, run)
 
-    def _split(self, block: Block) -> Iterator[_Piece]:
-        """Split one oversized block: code and tables by line, prose by sentence."""
-        if estimate_tokens(block.text) <= self.max_tokens:
-            yield _Piece(block.text, block.kind, block.page, dict(block.meta))
-            return
-        if block.kind in ("code", "table", "list"):
-            lines = block.text.splitlines()
-            header = lines[:2] if block.kind == "table" and len(lines) > 2 else []
-            body = lines[2:] if header else lines
-            part: list[str] = []
-            n = 0
-            for line in body:
-                if part and estimate_tokens("\n".join(header + part + [line])) > self.max_tokens:
-                    n += 1
-                    yield _Piece("\n".join(header + part), block.kind, block.page, {**block.meta, "part": n})
-                    part = []
-                part.append(line)
-            if part:
-                yield _Piece("\n".join(header + part), block.kind, block.page, {**block.meta, "part": n + 1})
-            return
-        sentences = [s for s in _SENTENCE.split(block.text) if s.strip()]
-        part, n = [], 0
-        for sentence in sentences:
-            if part and estimate_tokens(" ".join([*part, sentence])) > self.max_tokens:
-                n += 1
-                yield _Piece(" ".join(part), block.kind, block.page, {**block.meta, "part": n})
-                tail: list[str] = []
-                for s in reversed(part):
-                    if estimate_tokens(" ".join([s, *tail])) > self.overlap_tokens:
-                        break
-                    tail.insert(0, s)
-                part = tail
-            part.append(sentence)
-        if part:
-            yield _Piece(" ".join(part), block.kind, block.page, {**block.meta, "part": n + 1})
-
-    def _table_rows(self, rows: list[Block], parsed: ParsedDocument) -> Iterator[_Piece]:
+    def _csv(self, rows: list[Block], parsed: ParsedDocument) -> Iterator[Piece]:
         columns = parsed.meta.get("columns") or []
-        header = ["| " + " | ".join(columns) + " |", "|" + "---|" * max(1, len(columns))] if columns else []
-        group: list[Block] = []
+        cells = [r.meta.get("cells", [r.text]) for r in rows]
+        path = rows[0].heading_path
+        # The file's title is the heading path (the model sees it); no caption line.
+        for piece in table_pieces(columns, cells, self.max_tokens, units=parsed.meta.get("units")):
+            first, last = piece.meta["rows"]
+            piece.meta["rows"] = [rows[first - 1].meta.get("row", first), rows[last - 1].meta.get("row", last)]
+            yield Piece(piece.text, "table", path, None, piece.meta)
 
-        def render(g: list[Block]) -> _Piece:
-            lines = header + ["| " + " | ".join(r.meta.get("cells", [r.text])) + " |" for r in g]
-            first, last = g[0].meta.get("row"), g[-1].meta.get("row")
-            return _Piece("\n".join(lines), "table", None, {"columns": columns, "rows": [first, last]})
+    def _table(self, heading_path: tuple[str, ...], block: Block) -> Iterator[Piece]:
+        m = block.meta
+        extra = {k: m[k] for k in ("pages",) if k in m}
+        for piece in table_pieces(m["columns"], m["rows"], self.max_tokens, caption=m.get("caption"),
+                                  units=m.get("units"), extra=extra):
+            yield Piece(piece.text, "table", heading_path, block.page, piece.meta)
 
-        for row in rows:
-            if group and estimate_tokens("\n".join(header + [r.text for r in group] + [row.text])) > self.max_tokens:
-                yield render(group)
-                group = []
-            group.append(row)
-        if group:
-            yield render(group)
+    def _prose(self, heading_path: tuple[str, ...], blocks: list[Block]) -> Iterator[Piece]:
+        if not blocks:
+            return
+        units = build_units(blocks, self.max_tokens)
+        groups = pack([u.tokens for u in units], [is_anchor(normalize(u.text)) for u in units],
+                      self.max_tokens, min_fill=self.max_tokens // 2)
+        for group in groups:
+            if len(group) == 1 and units[group[0]].tokens > self.max_tokens:
+                yield from self._split(heading_path, units[group[0]])
+                continue
+            parts = [b for i in group for b in units[i].parts]
+            text = render([units[i] for i in group])
+            yield Piece(text, _kind(parts), heading_path, _first_page(parts), merged_meta(parts))
+
+    def _split(self, heading_path: tuple[str, ...], unit: Unit) -> Iterator[Piece]:
+        kinds = {b.kind for b in unit.parts}
+        if "code" in kinds or kinds == {"list"} or kinds == {"table"}:
+            texts = split_lines(unit.text, self.max_tokens)
+        else:
+            texts = split_prose(unit.text, self.max_tokens, self.overlap_tokens)
+        meta = merged_meta(unit.parts)
+        group = hashlib.blake2b(normalize(unit.text).encode(), digest_size=8).hexdigest()
+        for text in texts:
+            yield Piece(text, _kind(unit.parts), heading_path, _first_page(unit.parts), dict(meta), group=group)
+
+
+def _identify(document_id: str, parsed: ParsedDocument, pieces: Iterable[Piece]) -> list[ChunkDraft]:
+    drafts: list[ChunkDraft] = []
+    seen: dict[tuple[Any, ...], int] = {}
+    groups: dict[str, list[int]] = {}
+    for piece in pieces:
+        text = piece.text.strip()
+        if not text:
+            continue
+        path = piece.heading_path
+        chash = sha256_hex(CHUNKER_VERSION, parsed.parser_version, "\x1f".join(path), normalize(text))
+        occurrence = seen.get((path, piece.kind, chash), 0)
+        seen[(path, piece.kind, chash)] = occurrence + 1
+        structural = (*path, piece.kind, str(occurrence))
+        if piece.group:
+            groups.setdefault(f"{'/'.join(path)}\x1f{piece.group}", []).append(len(drafts))
+        drafts.append(
+            ChunkDraft(
+                id=chunk_point_id(document_id, structural, chash),
+                ordinal=len(drafts),
+                text=text,
+                content_hash=chash,
+                kind=piece.kind,
+                heading_path=path,
+                anchor=_anchor(path, piece),
+                page=piece.page,
+                meta=dict(piece.meta),
+            )
+        )
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        for n, index in enumerate(members):
+            meta = drafts[index].meta
+            meta["part"], meta["parts"] = n + 1, len(members)
+            if n:
+                meta["prev"] = drafts[members[n - 1]].id
+            if n + 1 < len(members):
+                meta["next"] = drafts[members[n + 1]].id
+    return drafts
+
+
+def _kind(blocks: list[Block]) -> str:
+    kinds = {b.kind for b in blocks}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _first_page(blocks: list[Block]) -> int | None:
+    return next((b.page for b in blocks if b.page), None)
 
 
 def _sections(blocks: Iterable[Block]) -> Iterator[tuple[tuple[str, ...], list[Block]]]:
@@ -203,12 +197,12 @@ def _sections(blocks: Iterable[Block]) -> Iterator[tuple[tuple[str, ...], list[B
         yield current or (), acc
 
 
-def _anchor(heading_path: tuple[str, ...], piece: _Piece) -> str:
+def _anchor(heading_path: tuple[str, ...], piece: Piece) -> str:
     lines = piece.meta.get("lines")
     if lines:
         return f"L{lines[0]}-L{lines[1]}"
     rows = piece.meta.get("rows")
-    if rows:
+    if rows and piece.kind == "table":
         return f"rows-{rows[0]}-{rows[1]}"
     base = slug(heading_path[-1]) if heading_path else ""
     if piece.page:

@@ -1,7 +1,10 @@
 """Parsers: bytes of one source object to a :class:`core.types.ParsedDocument`.
 
 :class:`Parsers` picks a parser by file extension; an unknown extension is a
-per-document ``unsupported_type`` error, never a guess.
+per-document ``unsupported_type`` error, never a guess.  It applies the
+per-document :class:`~workers.parsing.limits.Limits` (time, nesting depth,
+rows, rendered pixels) while the parser runs, and turns any unexpected
+exception into ``parse_failed`` for that document only.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from dataclasses import dataclass, field
 
 from core.errors import DocumentError
 from core.types import ParsedDocument
+from workers.parsing import limits as _limits
 from workers.parsing.code import LANGUAGES, parse_code
 from workers.parsing.html import parse_html
+from workers.parsing.limits import Limits
 from workers.parsing.markdown import parse_markdown
 from workers.parsing.pdf import PdfOptions, parse_pdf
 from workers.parsing.plain import parse_plain
@@ -20,13 +25,17 @@ from workers.parsing.table import parse_table
 
 ParserFn = Callable[[bytes, str], ParsedDocument]
 
-#: Bumped whenever any parser's output may change; it enters every chunk hash.
-PARSER_SET_VERSION = "p1"
+#: Bumped whenever any parser's output may change; it enters the pipeline
+#: version recorded per document, so a parser upgrade re-chunks deliberately.
+PARSER_SET_VERSION = "p2"
+
+__all__ = ["PARSER_SET_VERSION", "Limits", "Parsers", "PdfOptions"]
 
 
 @dataclass(frozen=True)
 class Parsers:
     pdf: PdfOptions = field(default_factory=PdfOptions)
+    limits: Limits = field(default_factory=Limits)
 
     def for_key(self, key: str) -> ParserFn:
         ext = key[key.rfind(".") :].lower() if "." in key.rsplit("/", 1)[-1] else ""
@@ -53,11 +62,16 @@ class Parsers:
 
     def parse(self, data: bytes, key: str) -> ParsedDocument:
         parser = self.for_key(key)
-        try:
-            return parser(data, key)
-        except DocumentError:
-            raise
-        except RecursionError as exc:
-            raise DocumentError(DocumentError.PARSE_FAILED, "document nesting too deep") from exc
-        except Exception as exc:  # a parser bug or a pathological file: fail this document only
-            raise DocumentError(DocumentError.PARSE_FAILED, f"{type(exc).__name__}: {exc}") from exc
+        with _limits.applied(self.limits):
+            try:
+                parsed = parser(data, key)
+                _limits.check_time("end of parsing")
+                return parsed
+            except DocumentError:
+                raise
+            except RecursionError as exc:
+                raise DocumentError(DocumentError.TOO_COMPLEX, "document nesting too deep") from exc
+            except MemoryError as exc:
+                raise DocumentError(DocumentError.TOO_LARGE, "the document needs too much memory to parse") from exc
+            except Exception as exc:  # a parser bug or a pathological file: fail this document only
+                raise DocumentError(DocumentError.PARSE_FAILED, f"{type(exc).__name__}: {exc}") from exc

@@ -1,20 +1,36 @@
 """Source files split by symbol.
 
-Python is read with :mod:`ast` (functions, classes and their methods, with
-their docstrings).  Other languages are split at top-level declarations
-recognised by pattern (function, class, struct, impl, method), which is
-exact for conventionally formatted code and degrades to whole-file blocks.
+* Python is read with :mod:`ast`: functions and classes, their methods,
+  signatures (multi-line ones included) and docstrings.
+* JavaScript, TypeScript (and TSX) and Go are read with tree-sitter:
+  functions, classes and their methods, interfaces, type aliases, enums,
+  arrow functions bound to a name, Go methods (``Type.Method``) and types.
+* Other languages are split at top-level declarations recognised by
+  pattern, which is exact for conventionally formatted code and degrades to
+  one block for the file.
+
+Each top-level symbol is one ``code`` block; a class carries its members
+(``meta["members"]``) so the chunker can keep a small class whole and split
+a large one by method.  Comments directly above a declaration belong to it.
+Every block says where it comes from: ``path``, ``symbol``,
+``symbol_kind``, ``signature``, ``language``, ``lines`` and
+``source_version`` (the git blob id of the file, the value
+``git hash-object`` prints, so a chunk can be traced to a commit).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import hashlib
 import re
+from typing import Any
 
 from core.types import Block, ParsedDocument
+from workers.parsing import limits
 from workers.parsing.decode import decode_text
 
-VERSION = "code-1"
+VERSION = "code-2"
 
 LANGUAGES = {
     ".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".ts": "typescript",
@@ -35,6 +51,7 @@ _DECL = re.compile(
     r"|^(?:public|private|protected)\s+(?:static\s+)?(?:final\s+)?(?:class|interface|enum)\s+(?P<java_cls>\w+)"
     r"|^def\s+(?P<rb_fn>[\w?!.]+)"
 )
+_TREE_SITTER = ("javascript", "typescript", "go")
 
 
 def language_for(key: str) -> str | None:
@@ -42,31 +59,66 @@ def language_for(key: str) -> str | None:
     return LANGUAGES.get(key[dot:].lower()) if dot >= 0 else None
 
 
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
 def parse_code(data: bytes, key: str) -> ParsedDocument:
     text = decode_text(data)
     lang = language_for(key) or "text"
-    blocks = _python_blocks(text, key) if lang == "python" else None
+    blocks: list[Block] | None = None
+    if lang == "python":
+        blocks = _python_blocks(text, key)
+    elif lang in _TREE_SITTER:
+        grammar = "tsx" if key.lower().endswith(".tsx") else lang
+        blocks = _tree_sitter_blocks(text, key, lang, grammar)
     if blocks is None:
         blocks = _pattern_blocks(text, key, lang)
-    return ParsedDocument(
-        title=key, blocks=tuple(blocks), parser="code", parser_version=VERSION, meta={"language": lang}
-    )
+    limits.check_blocks(len(blocks))
+    version = f"git-blob:{git_blob_id(data)}"
+    for b in blocks:
+        b.meta["source_version"] = version
+    return ParsedDocument(title=key, blocks=tuple(blocks), parser="code", parser_version=VERSION,
+                          meta={"language": lang, "source_version": version})
 
 
 def _block(key: str, lang: str, symbol: str, kind: str, lines: list[str], start: int, end: int,
-           signature: str | None = None, doc: str | None = None) -> Block:
-    meta = {"language": lang, "symbol": symbol, "symbol_kind": kind, "lines": [start, end], "path": key}
+           signature: str | None = None, doc: str | None = None, members: list[dict] | None = None) -> Block:
+    meta: dict[str, Any] = {"language": lang, "symbol": symbol, "symbol_kind": kind, "lines": [start, end],
+                            "path": key}
     if signature:
         meta["signature"] = signature
     if doc:
         meta["docstring"] = doc
+    if members:
+        meta["members"] = members
     return Block("code", "\n".join(lines[start - 1 : end]).rstrip(), (key, symbol), meta=meta)
+
+
+def _module_block(key: str, lang: str, lines: list[str], covered: set[int], doc: str | None = None) -> Block | None:
+    rest = [i for i in range(1, len(lines) + 1) if i not in covered and lines[i - 1].strip()]
+    if not rest:
+        return None
+    meta: dict[str, Any] = {"language": lang, "symbol": "<module>", "symbol_kind": "module",
+                            "lines": [rest[0], rest[-1]], "path": key}
+    if doc:
+        meta["docstring"] = doc
+    return Block("code", "\n".join(lines[i - 1] for i in rest), (key, "<module>"), meta=meta)
+
+
+def _comments_above(lines: list[str], start: int, markers: tuple[str, ...]) -> int:
+    while start > 1 and lines[start - 2].strip().startswith(markers):
+        start -= 1
+    return start
+
+
+# -- Python --------------------------------------------------------------------
 
 
 def _python_blocks(text: str, key: str) -> list[Block] | None:
     try:
         tree = ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, ValueError):
         return None
     lines = text.splitlines()
     blocks: list[Block] = []
@@ -76,38 +128,180 @@ def _python_blocks(text: str, key: str) -> list[Block] | None:
         decos = getattr(node, "decorator_list", [])
         return min([node.lineno] + [d.lineno for d in decos])
 
-    def signature(node: ast.AST) -> str:
-        return lines[node.lineno - 1].strip().rstrip(":")
+    def signature(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
+        body_start = node.body[0].lineno if node.body else node.lineno
+        end = max(node.lineno, body_start - 1) if body_start > node.lineno else node.lineno
+        head = " ".join(line.strip() for line in lines[node.lineno - 1 : end])
+        if body_start == node.lineno:  # "def f(): return 1" on one line
+            head = head.split(":", 1)[0] if node.body else head
+        return re.sub(r"\s+", " ", head).rstrip(":").strip()
 
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            start, end = first_line(node), node.end_lineno or node.lineno
-            covered.update(range(start, end + 1))
-            kind = "class" if isinstance(node, ast.ClassDef) else "function"
-            methods = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] \
-                if isinstance(node, ast.ClassDef) else []
-            if methods and end - start > 60:
-                # A long class: its header, then one block per method.
-                head_end = first_line(methods[0]) - 1
-                blocks.append(_block(key, "python", node.name, kind, lines, start, head_end, signature(node),
-                                     ast.get_docstring(node)))
-                for m in methods:
-                    m_start, m_end = first_line(m), m.end_lineno or m.lineno
-                    blocks.append(_block(key, "python", f"{node.name}.{m.name}", "method", lines, m_start, m_end,
-                                         signature(m), ast.get_docstring(m)))
-            else:
-                blocks.append(_block(key, "python", node.name, kind, lines, start, end, signature(node),
-                                     ast.get_docstring(node)))
-    module_lines = [i for i in range(1, len(lines) + 1) if i not in covered and lines[i - 1].strip()]
-    if module_lines:
-        text_lines = [lines[i - 1] for i in module_lines]
-        meta = {"language": "python", "symbol": "<module>", "symbol_kind": "module",
-                "lines": [module_lines[0], module_lines[-1]], "path": key}
-        doc = ast.get_docstring(tree)
-        if doc:
-            meta["docstring"] = doc
-        blocks.insert(0, Block("code", "\n".join(text_lines), (key, "<module>"), meta=meta))
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        start = _comments_above(lines, first_line(node), ("#",))
+        end = node.end_lineno or node.lineno
+        covered.update(range(start, end + 1))
+        kind = "class" if isinstance(node, ast.ClassDef) else "function"
+        members = []
+        if isinstance(node, ast.ClassDef):
+            for m in node.body:
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    members.append({
+                        "symbol": f"{node.name}.{m.name}", "symbol_kind": "method", "signature": signature(m),
+                        "lines": [_comments_above(lines, first_line(m), ("#",)), m.end_lineno or m.lineno],
+                        **({"docstring": d} if (d := ast.get_docstring(m)) else {}),
+                    })
+        blocks.append(_block(key, "python", node.name, kind, lines, start, end, signature(node),
+                             ast.get_docstring(node), members))
+    module = _module_block(key, "python", lines, covered, ast.get_docstring(tree))
+    if module is not None:
+        blocks.insert(0, module)
     return blocks
+
+
+# -- tree-sitter: JavaScript, TypeScript, Go ---------------------------------------
+
+
+@functools.lru_cache(maxsize=8)
+def _parser(lang: str) -> Any:
+    try:
+        from tree_sitter import Language, Parser
+
+        if lang == "javascript":
+            import tree_sitter_javascript as grammar
+
+            return Parser(Language(grammar.language()))
+        if lang in ("typescript", "tsx"):
+            import tree_sitter_typescript as grammar
+
+            return Parser(Language(grammar.language_tsx() if lang == "tsx" else grammar.language_typescript()))
+        if lang == "go":
+            import tree_sitter_go as grammar
+
+            return Parser(Language(grammar.language()))
+    except ImportError:
+        return None
+    return None
+
+
+_JS_KINDS = {
+    "function_declaration": "function", "generator_function_declaration": "function",
+    "class_declaration": "class", "abstract_class_declaration": "class", "interface_declaration": "interface",
+    "type_alias_declaration": "type", "enum_declaration": "enum", "function_signature": "function",
+}
+_JS_MEMBERS = ("method_definition", "method_signature", "abstract_method_signature")
+_FUNCTION_VALUES = ("arrow_function", "function_expression", "function", "generator_function", "class")
+
+
+def _text_of(node: Any) -> str:
+    return node.text.decode("utf-8", "replace")
+
+
+def _signature_of(node: Any, source: bytes) -> str:
+    body = node.child_by_field_name("body")
+    end = body.start_byte if body is not None else node.end_byte
+    head = source[node.start_byte : end].decode("utf-8", "replace")
+    if body is None:
+        head = head.split("\n", 1)[0]
+    return re.sub(r"\s+", " ", head).strip().rstrip("{").strip().rstrip(";")
+
+
+def _tree_sitter_blocks(text: str, key: str, lang: str, grammar: str) -> list[Block] | None:
+    parser = _parser(grammar)
+    if parser is None:
+        return None
+    source = text.encode("utf-8")
+    tree = parser.parse(source)
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    covered: set[int] = set()
+    marker = ("//", "/*", "*", "*/")
+    for node in tree.root_node.named_children:
+        found = _go_symbol(node, source) if lang == "go" else _js_symbol(node, source)
+        if found is None:
+            continue
+        name, kind, decl, members = found
+        for m in members:
+            m_start = _comments_above(lines, m["lines"][0], marker)
+            doc = _comment_text(lines[m_start - 1 : m["lines"][0] - 1])
+            m["lines"][0] = m_start
+            if doc:
+                m["docstring"] = doc
+        start = _comments_above(lines, node.start_point[0] + 1, marker)
+        end = node.end_point[0] + 1
+        covered.update(range(start, end + 1))
+        doc = _comment_text(lines[start - 1 : node.start_point[0]])
+        blocks.append(_block(key, lang, name, kind, lines, start, end, _signature_of(decl, source), doc, members))
+    module = _module_block(key, lang, lines, covered)
+    if module is not None:
+        blocks.insert(0, module)
+    return blocks
+
+
+def _comment_text(lines: list[str]) -> str | None:
+    words = [ln.strip().lstrip("/*").rstrip("*/").strip() for ln in lines]
+    return " ".join(w for w in words if w) or None
+
+
+def _js_symbol(node: Any, source: bytes) -> tuple[str, str, Any, list[dict]] | None:
+    decl = node
+    if node.type == "export_statement":
+        decl = node.child_by_field_name("declaration") or next(
+            (c for c in node.named_children if c.type in _JS_KINDS or c.type == "lexical_declaration"), None)
+        if decl is None:
+            return None
+    if decl.type in _JS_KINDS:
+        name_node = decl.child_by_field_name("name")
+        if name_node is None:
+            return None
+        name = _text_of(name_node)
+        members = []
+        body = decl.child_by_field_name("body")
+        if decl.type in ("class_declaration", "abstract_class_declaration") and body is not None:
+            for m in body.named_children:
+                if m.type in _JS_MEMBERS and (mn := m.child_by_field_name("name")) is not None:
+                    members.append({"symbol": f"{name}.{_text_of(mn)}", "symbol_kind": "method",
+                                    "signature": _signature_of(m, source),
+                                    "lines": [m.start_point[0] + 1, m.end_point[0] + 1]})
+        return name, _JS_KINDS[decl.type], decl, members
+    if decl.type in ("lexical_declaration", "variable_declaration"):
+        for d in decl.named_children:
+            value = d.child_by_field_name("value")
+            name_node = d.child_by_field_name("name")
+            if value is not None and name_node is not None and value.type in _FUNCTION_VALUES:
+                kind = "class" if value.type == "class" else "function"
+                return _text_of(name_node), kind, decl, []
+    return None
+
+
+def _go_symbol(node: Any, source: bytes) -> tuple[str, str, Any, list[dict]] | None:
+    if node.type == "function_declaration":
+        name = node.child_by_field_name("name")
+        return (_text_of(name), "function", node, []) if name is not None else None
+    if node.type == "method_declaration":
+        name = node.child_by_field_name("name")
+        receiver = node.child_by_field_name("receiver")
+        if name is None:
+            return None
+        owner = ""
+        if receiver is not None:
+            m = re.search(r"\*?\s*([A-Za-z_]\w*)\s*(\[[^\]]*\])?\s*\)$", _text_of(receiver))
+            owner = m.group(1) if m else ""
+        return (f"{owner}.{_text_of(name)}" if owner else _text_of(name)), "method", node, []
+    if node.type == "type_declaration":
+        specs = [c for c in node.named_children if c.type in ("type_spec", "type_alias")]
+        if len(specs) != 1:
+            return None
+        spec = specs[0]
+        name = spec.child_by_field_name("name")
+        type_node = spec.child_by_field_name("type")
+        kind = {"struct_type": "struct", "interface_type": "interface"}.get(type_node.type if type_node else "", "type")
+        return (_text_of(name), kind, node, []) if name is not None else None
+    return None
+
+
+# -- other languages -------------------------------------------------------------------
 
 
 def _pattern_blocks(text: str, key: str, lang: str) -> list[Block]:
@@ -121,17 +315,11 @@ def _pattern_blocks(text: str, key: str, lang: str) -> list[Block]:
             starts.append((n, m.group(group).strip(), kind))
     if not starts:
         return [Block("code", text.rstrip(), (key,), meta={"language": lang, "symbol": "<file>", "path": key,
-                                                          "lines": [1, len(lines)]})]
+                                                          "symbol_kind": "file", "lines": [1, len(lines)]})]
     blocks: list[Block] = []
-    # Comments directly above a declaration belong to it.
-    bounds = []
-    for n, name, kind in starts:
-        start = n
-        while start > 1 and lines[start - 2].strip().startswith(("//", "#", "/*", "*", "///")):
-            start -= 1
-        bounds.append((start, n, name, kind))
+    bounds = [(_comments_above(lines, n, ("//", "#", "/*", "*", "///")), n, name, kind) for n, name, kind in starts]
     if bounds[0][0] > 1:
-        pre = [line for line in lines[: bounds[0][0] - 1]]
+        pre = list(lines[: bounds[0][0] - 1])
         if any(line.strip() for line in pre):
             blocks.append(Block("code", "\n".join(pre).rstrip(), (key, "<module>"),
                                 meta={"language": lang, "symbol": "<module>", "symbol_kind": "module",

@@ -1,92 +1,240 @@
 """HTML to blocks, through beautifulsoup4.
 
-Page furniture (navigation, headers and footers, scripts, styles, forms,
-breadcrumbs) is dropped before the walk; what remains is read in document
-order into headings, paragraphs, lists, tables and code.
+Page furniture is dropped before the walk: scripts and styles, navigation,
+site headers and footers, sidebars and tables of contents, breadcrumbs,
+previous/next links, version banners, "edit this page" links and the
+generated permalink anchors (``¶``) next to headings.  When the page has a
+``<main>`` (or ``role="main"``) element only that is read.  What remains is
+read in document order into headings (with their heading path),
+paragraphs, lists (nested items indented), tables (caption, header rows,
+units), code blocks (language from the ``language-*`` class) and
+admonitions (warnings, notes), with the links of each block in its meta.
+
+A page nested deeper than :attr:`Limits.max_nesting_depth` is refused as
+``too_complex`` rather than walked.
 """
 
 from __future__ import annotations
 
 import re
 
-from bs4 import BeautifulSoup, NavigableString, Tag
+from bs4 import BeautifulSoup, CData, NavigableString, Tag
 
 from core.types import Block, ParsedDocument
+from workers.parsing import limits
+from workers.parsing.boilerplate import is_prev_next, is_volatile
 from workers.parsing.decode import decode_text
+from workers.parsing.table import clean_cell, table_block
 
-VERSION = "html-1"
+VERSION = "html-2"
 
-_DROP_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "template", "svg", "iframe")
-_DROP_CLASS = re.compile(r"(^|[-_ ])(breadcrumbs?|navbar|nav|sidebar|footer|header|toc|pagination|prev-next|"
-                         r"version-banner|banner|skip-link|cookie)([-_ ]|$)", re.I)
+_DROP_TAGS = ("script", "style", "noscript", "nav", "footer", "form", "template", "svg", "iframe", "button",
+              "select", "input", "textarea", "link", "meta", "object", "embed", "canvas", "dialog")
+_DROP_ROLES = ["navigation", "banner", "contentinfo", "search", "complementary", "doc-pagelist"]
+_FURNITURE = re.compile(
+    r"(^|[-_ ])(breadcrumbs?|navbar|nav|navigation|sidebar|side-bar|footer|site-header|page-header|masthead|toc|"
+    r"table-of-contents|pagination|pager|prev-next|prevnext|page-nav|version-(banner|warning|notice|switcher|selector)|"
+    r"banner|announcement|skip-link|cookies?|consent|edit-page|edit-this-page|feedback|last-updated|"
+    r"headerlink|header-anchor|anchor-link|hash-link|permalink|copy-button|sr-only|visually-hidden)([-_ ]|$)",
+    re.I,
+)
+_ADMONITION = re.compile(r"(^|[-_ ])(admonition|warning|note|caution|danger|important|tip|hint|alert|callout|"
+                         r"attention|notice)([-_ ]|$)", re.I)
+_ANCHOR_TEXT = {"", "¶", "#", "§", "🔗", "link", "permalink"}
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
-_CONTAINERS = {"body", "main", "article", "section", "div", "span", "center", "details", "figure", "html", "dl"}
-_WS = re.compile(r"[ \t\r\f\v]+")
+_BLOCKISH = {"p", "div", "li", "ul", "ol", "table", "tr", "pre", "blockquote", "section", "article", "dd", "dt",
+             "h1", "h2", "h3", "h4", "h5", "h6", "figure", "figcaption", "details", "summary", "main", "aside"}
+_CONTAINERS = {"body", "main", "article", "section", "div", "span", "center", "details", "figure", "html", "dl",
+               "aside", "header", "hgroup", "summary", "font", "a"}
+_WS = re.compile(r"[ \t\r\f\v\u00a0]+")
 
 
 def _text(node: Tag) -> str:
-    return "\n".join(_WS.sub(" ", line).strip() for line in node.get_text(" ").splitlines()).strip()
+    """Inline text of ``node``: inline tags joined as written, block tags on new lines."""
+    parts: list[str] = []
+    for el in node.descendants:
+        if isinstance(el, NavigableString):
+            if type(el) is NavigableString or isinstance(el, CData):
+                parts.append(str(el))
+        elif el.name == "br" or el.name in _BLOCKISH:
+            parts.append("\n")
+    lines = (_WS.sub(" ", line.replace("\n", " ")).strip() for line in "".join(parts).split("\n"))
+    return "\n".join(line for line in lines if line)
 
 
-def _table_markdown(table: Tag) -> tuple[str, dict]:
-    rows = []
-    for tr in table.find_all("tr"):
-        cells = [_WS.sub(" ", c.get_text(" ")).strip().replace("|", "\\|") for c in tr.find_all(["th", "td"])]
-        if cells:
+def _links(node: Tag) -> list[dict[str, str]]:
+    out = []
+    for a in node.find_all("a", href=True):
+        href = str(a["href"]).strip()
+        if not href or href.startswith(("#", "javascript:")):
+            continue
+        out.append({"text": _WS.sub(" ", a.get_text(" ")).strip(), "href": href})
+    return out
+
+
+def _admonition_kind(cls: str) -> str:
+    kinds = [k.lower() for k in re.split(r"[-_ ]+", cls) if _ADMONITION.fullmatch(k)]
+    return next((k for k in kinds if k not in ("admonition", "callout", "alert")), kinds[0] if kinds else "note")
+
+
+def _classes(tag: Tag) -> str:
+    return " ".join(tag.get("class") or []) + " " + str(tag.get("id") or "")
+
+
+def _check_depth(soup: BeautifulSoup) -> None:
+    limit = limits.current().max_nesting_depth
+    stack: list[tuple[Tag, int]] = [(soup, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            limits.check_depth(depth, "HTML elements")
+        stack.extend((c, depth + 1) for c in node.contents if isinstance(c, Tag))
+
+
+def _strip_furniture(soup: BeautifulSoup) -> None:
+    for tag in soup.find_all(_DROP_TAGS):
+        tag.decompose()
+    for tag in soup.find_all("aside"):
+        if not _ADMONITION.search(_classes(tag)):
+            tag.decompose()
+    for tag in soup.find_all("header"):
+        # A site header goes; an article header keeps its headings.
+        headings = tag.find_all(list(_HEADINGS))
+        if not headings:
+            tag.decompose()
+        else:
+            for h in headings:
+                tag.insert_before(h.extract())
+            tag.decompose()
+    for tag in soup.find_all(attrs={"role": _DROP_ROLES}):
+        tag.decompose()
+    for tag in soup.find_all(True):
+        if tag.decomposed or tag.name in ("html", "body", "main", "article"):
+            continue
+        if _FURNITURE.search(_classes(tag)) and not _ADMONITION.search(" ".join(tag.get("class") or [])):
+            tag.decompose()
+    for a in soup.find_all("a", href=True):
+        if not a.decomposed and str(a["href"]).startswith("#") and a.get_text().strip().lower() in _ANCHOR_TEXT:
+            a.decompose()
+
+
+def _list_text(node: Tag, marker: str, indent: int = 0) -> list[str]:
+    """Items of a list, nested lists indented under their item."""
+    lines: list[str] = []
+    n = 0
+    for li in node.find_all("li", recursive=False):
+        n += 1
+        nested = [c.extract() for c in li.find_all(["ul", "ol"], recursive=False)]
+        own = _text(li).replace("\n", " ")
+        bullet = f"{n}." if marker == "1." else "-"
+        if own:
+            lines.append("  " * indent + f"{bullet} {own}")
+        for sub in nested:
+            lines.extend(_list_text(sub, "1." if sub.name == "ol" else "-", indent + 1))
+    return lines
+
+
+def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) -> Block | None:
+    header_rows: list[list[str]] = []
+    rows: list[list[str]] = []
+    spans: dict[int, tuple[int, str]] = {}  # column -> (rows left, text) for rowspan
+    body_rows = table.find_all("tr")
+    limits.check_rows(len(body_rows))
+    for tr in body_rows:
+        if tr.find_parent("table") is not table:
+            continue  # a row of a nested table
+        cells: list[str] = []
+        col = 0
+        for cell in tr.find_all(["th", "td"], recursive=False):
+            while col in spans:
+                left, text = spans.pop(col)
+                cells.append(text)
+                if left > 1:
+                    spans[col] = (left - 1, text)
+                col += 1
+            text = clean_cell(_text(cell))
+            colspan = min(int(cell.get("colspan") or 1) if str(cell.get("colspan") or "1").isdigit() else 1, 50)
+            rowspan = min(int(cell.get("rowspan") or 1) if str(cell.get("rowspan") or "1").isdigit() else 1, 1000)
+            for _ in range(colspan):
+                if rowspan > 1:
+                    spans[col] = (rowspan - 1, text)
+                cells.append(text)
+                col += 1
+        while col in spans:
+            left, text = spans.pop(col)
+            cells.append(text)
+            if left > 1:
+                spans[col] = (left - 1, text)
+            col += 1
+        if not any(cells):
+            continue
+        in_head = tr.find_parent("thead") is not None
+        all_th = all(c.name == "th" for c in tr.find_all(["th", "td"], recursive=False))
+        if (in_head or all_th) and not rows:
+            header_rows.append(cells)
+        else:
             rows.append(cells)
-    if not rows:
-        return "", {}
-    width = max(len(r) for r in rows)
-    rows = [r + [""] * (width - len(r)) for r in rows]
-    header, body = rows[0], rows[1:]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * width]
-    lines += ["| " + " | ".join(r) + " |" for r in body]
-    caption = table.find("caption")
-    meta = {"columns": header}
-    if caption:
-        meta["caption"] = _text(caption)
-    return "\n".join(lines), meta
+    caption_tag = table.find("caption")
+    caption = _text(caption_tag).replace("\n", " ") if caption_tag else caption_hint
+    return table_block(header_rows, rows, heading_path, caption=caption)
+
+
+_CAPTION_HINT = re.compile(r"^(table|tabelle|tableau|表)\s*[\d.:\-]", re.I)
 
 
 def parse_html(data: bytes, key: str) -> ParsedDocument:
     text = decode_text(data)
     soup = BeautifulSoup(text, "html.parser")
+    limits.check_time("HTML parsed")
+    _check_depth(soup)
     title_tag = soup.find("title")
     title = _text(title_tag) if title_tag else ""
-    for tag in soup.find_all(_DROP_TAGS):
-        tag.decompose()
-    for tag in soup.find_all(attrs={"role": ["navigation", "banner", "contentinfo"]}):
-        tag.decompose()
-    for tag in soup.find_all(class_=_DROP_CLASS):
-        if tag.name not in ("body", "html", "main", "article"):
-            tag.decompose()
-    root = soup.body or soup
+    _strip_furniture(soup)
+    mains = soup.find_all("main") or soup.find_all(attrs={"role": "main"})
+    root = mains[0] if len(mains) == 1 else (soup.body or soup)
     blocks: list[Block] = []
     path: list[tuple[int, str]] = []
 
     def hp() -> tuple[str, ...]:
         return tuple(t for _, t in path)
 
+    def add(kind: str, content: str, node: Tag | None = None, **meta) -> None:
+        if not content:
+            return
+        if node is not None and kind in ("paragraph", "list", "admonition"):
+            links = _links(node)
+            if links:
+                meta["links"] = links
+        blocks.append(Block(kind, content, hp(), meta=meta))
+        if len(blocks) % 200 == 0:
+            limits.check_time(f"block {len(blocks)}")
+            limits.check_blocks(len(blocks))
+
     def walk(node: Tag) -> None:
         loose: list[str] = []
+        loose_nodes: list[Tag] = []
 
         def flush_loose() -> None:
-            joined = _WS.sub(" ", " ".join(loose)).strip()
+            joined = _WS.sub(" ", "".join(loose)).strip()
             if joined:
-                blocks.append(Block("paragraph", joined, hp()))
+                holder = loose_nodes[0] if len(loose_nodes) == 1 else None
+                add("paragraph", joined, holder)
             loose.clear()
+            loose_nodes.clear()
 
         for child in node.children:
             if isinstance(child, NavigableString):
-                if child.strip() and type(child) is NavigableString:
+                if type(child) is NavigableString and child.strip():
                     loose.append(str(child))
+                elif type(child) is NavigableString:
+                    loose.append(" ")
                 continue
             if not isinstance(child, Tag):
                 continue
             name = child.name
             if name in _HEADINGS:
                 flush_loose()
-                level, content = _HEADINGS[name], _text(child)
+                level, content = _HEADINGS[name], _text(child).replace("\n", " ")
                 if not content:
                     continue
                 while path and path[-1][0] >= level:
@@ -96,48 +244,78 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
             elif name == "pre":
                 flush_loose()
                 code = child.find("code")
-                classes = (code.get("class") if code else child.get("class")) or []
-                lang = next((c.split("-", 1)[1] for c in classes if c.startswith(("language-", "lang-"))), None)
-                blocks.append(Block("code", child.get_text().strip("\n"), hp(), meta={"language": lang} if lang else {}))
+                classes = [*(code.get("class") or [] if code else []), *(child.get("class") or [])]
+                lang = next((c.split("-", 1)[1] for c in classes
+                             if c.startswith(("language-", "lang-", "highlight-source-", "highlight-"))), None)
+                lang = lang or child.get("data-lang") or (code.get("data-lang") if code else None)
+                body = child.get_text().strip("\n")
+                if body.strip():
+                    blocks.append(Block("code", body, hp(), meta={"language": lang} if lang else {}))
             elif name == "table":
                 flush_loose()
-                md, meta = _table_markdown(child)
-                if md:
-                    blocks.append(Block("table", md, hp(), meta=meta))
+                hint = None
+                if blocks and blocks[-1].kind == "paragraph" and _CAPTION_HINT.match(blocks[-1].text) \
+                        and len(blocks[-1].text) < 200:
+                    hint = blocks.pop().text
+                block = _table(child, hp(), hint)
+                if block is not None:
+                    blocks.append(block)
             elif name in ("ul", "ol"):
                 flush_loose()
-                items = [_text(li) for li in child.find_all("li", recursive=False)]
-                items = [i for i in items if i]
-                if items:
-                    marker = "1." if name == "ol" else "-"
-                    blocks.append(Block("list", "\n".join(f"{marker} {i}" for i in items), hp()))
-            elif name in ("p", "dt", "dd", "address", "figcaption"):
+                links = _links(child)
+                lines = _list_text(child, "1." if name == "ol" else "-")
+                if lines:
+                    items = [ln for ln in lines if not ln.startswith(" ")]
+                    add("list", "\n".join(lines), None, items=items, **({"links": links} if links else {}))
+            elif name in ("p", "dt", "dd", "address", "figcaption", "caption"):
                 flush_loose()
-                content = _text(child)
-                if content:
-                    blocks.append(Block("paragraph", content, hp()))
+                add("paragraph", _text(child).replace("\n", " "), child)
             elif name == "blockquote":
                 flush_loose()
-                content = _text(child)
-                if content:
-                    blocks.append(Block("admonition", content, hp()))
+                add("admonition", _text(child), child, admonition="quote")
             elif name in _CONTAINERS:
                 cls = " ".join(child.get("class") or [])
-                if re.search(r"(admonition|warning|note|caution|alert)", cls, re.I):
+                if name != "a" and _ADMONITION.search(cls):
                     flush_loose()
-                    content = _text(child)
-                    if content:
-                        blocks.append(Block("admonition", content, hp(), meta={"class": cls}))
+                    add("admonition", _text(child), child, admonition=_admonition_kind(cls))
+                    continue
+                if name in ("span", "font", "a") or (name == "div" and not child.find(list(_BLOCKISH))):
+                    loose.append(child.get_text())
+                    loose_nodes.append(child)
                     continue
                 flush_loose()
                 walk(child)
             elif name == "br":
                 loose.append("\n")
+            elif name in ("img", "hr", "area", "map", "audio", "video", "picture", "source", "track"):
+                continue
             else:
-                loose.append(child.get_text(" "))
+                loose.append(child.get_text())
+                loose_nodes.append(child)
         flush_loose()
 
     walk(root)
-    if not title:
-        title = next((b.text for b in blocks if b.kind == "heading"), key.rsplit("/", 1)[-1])
+    blocks = _drop_volatile(blocks)
+    h1 = next((b.text for b in blocks if b.kind == "heading" and b.meta.get("level") == 1), None)
+    if not title or (h1 and title.startswith(h1)):
+        # "Page — Site 4.2" names the site and its version too; the page's own h1 does not.
+        title = h1 or next((b.text for b in blocks if b.kind == "heading"), key.rsplit("/", 1)[-1])
     return ParsedDocument(title=title, blocks=tuple(blocks), parser="html", parser_version=VERSION)
+
+
+def _drop_volatile(blocks: list[Block]) -> list[Block]:
+    """Banners and footers that survived the class rules: short volatile lines at
+    either end of the page, and previous/next link blocks anywhere."""
+    out = [
+        b for b in blocks
+        if not (b.kind == "paragraph" and is_prev_next([x["text"] for x in b.meta.get("links", [])], b.text))
+    ]
+    for _ in range(3):
+        if out and out[0].kind != "heading" and is_volatile(out[0].text):
+            out.pop(0)
+        if out and out[-1].kind != "heading" and is_volatile(out[-1].text):
+            out.pop()
+    # A banner right under the page title ("Version 4.2 | updated 2026-11-01").
+    if len(out) > 1 and out[0].kind == "heading" and out[1].kind == "paragraph" and is_volatile(out[1].text):
+        out.pop(1)
+    return out

@@ -1,0 +1,95 @@
+"""Edit scenarios on a generated 200-page manual, through the real pipeline.
+
+Given a documentation site of 200 HTML pages and the same manual as one PDF
+of 200+ pages (``examples/fixtures/manual.py``), each synced once; when a
+release changes one paragraph, then the version banner and dates on every
+page, then inserts a new section at the very top; then the syncs embed at
+most 3 chunks, 0 chunks, and only the new section's chunks, and no chunk
+below the insertion changes its id.
+
+"Re-embeds" is read from the pipeline itself (``run.summary
+["chunks_embedded"]``: chunks whose (model, content hash) the vector cache
+did not have).  These scenarios use the hashing embedder for speed: which
+chunks are embedded depends on the chunk hashes, not on the model, and the
+real model is exercised by the retrieval tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from core.ids import document_id
+from examples.fixtures import manual as m
+from settings import load_settings
+from workers.runner import sync_inline
+from workers.services import Services
+
+Writer = Callable[[Path, list, str, str], None]
+
+
+def _html(root: Path, chapters: list, version: str, date: str) -> None:
+    m.write_html_site(root / "manual", chapters, version=version, date=date)
+
+
+def _pdf(root: Path, chapters: list, version: str, date: str) -> None:
+    pages = m.write_pdf(root / "manual.pdf", chapters, version=version, date=date)
+    assert pages >= 200
+
+
+@pytest.fixture
+def svc(tmp_path: Path) -> Iterator[Services]:
+    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
+    yield services
+    services.close()
+
+
+def _live_ids(svc: Services, source: Path, keys: list[str]) -> dict[str, set[str]]:
+    return {k: svc.registry.live_chunk_ids(document_id("manual", k)) for k in keys}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["html", "pdf"])
+def test_a_release_re_embeds_only_what_changed(fmt: str, svc: Services, tmp_path: Path) -> None:
+    write: Writer = _html if fmt == "html" else _pdf
+    source = tmp_path / "src"
+    source.mkdir()
+    chapters = m.manual()
+    write(source, chapters, m.VERSION, m.DATE)
+    svc.registry.add_source("manual", kind="folder", location=str(source), owner="docs", kb="default")
+
+    first = sync_inline(svc, "manual")
+    assert first.run.status == "succeeded", first.errors
+    total = first.run.summary["chunks_embedded"]
+    assert total > 500
+
+    # One paragraph of one chapter rewritten (and made longer).
+    edited = m.edit_one_paragraph(chapters)
+    write(source, edited, m.VERSION, m.DATE)
+    second = sync_inline(svc, "manual")
+    assert second.run.summary["documents_changed"] == 1
+    assert 1 <= second.run.summary["chunks_embedded"] <= 3
+
+    # A new version banner, new dates and footers on every page.
+    write(source, edited, m.NEXT_VERSION, m.NEXT_DATE)
+    third = sync_inline(svc, "manual")
+    assert third.run.summary["documents_changed"] == (200 if fmt == "html" else 1)
+    assert third.run.summary["chunks_embedded"] == 0
+    assert third.run.summary["tombstones"] == 0
+
+    # A new section at the very top of the manual.
+    keys = sorted(p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file())
+    before = _live_ids(svc, source, keys)
+    write(source, m.insert_section_at_top(edited), m.NEXT_VERSION, m.NEXT_DATE)
+    fourth = sync_inline(svc, "manual")
+    after = _live_ids(svc, source, keys)
+    for key in keys:
+        assert before[key] <= after[key], f"{key}: ids below the insertion changed"
+    new_ids = set().union(*after.values()) - set().union(*before.values())
+    assert 1 <= len(new_ids) <= 2
+    assert fourth.run.summary["chunks_embedded"] == len(new_ids)
+    assert fourth.run.summary["tombstones"] == 0
+    new_chunks = svc.registry.chunk_rows(sorted(new_ids))
+    assert all("What is new in this release" in c.heading_path for c in new_chunks)

@@ -1,0 +1,109 @@
+"""Guards against input that is too big, too deep or too slow to parse.
+
+A parser checks the limits of the document it is reading with
+:func:`current` (set by :meth:`workers.parsing.Parsers.parse` for the
+duration of one document) and raises :class:`core.errors.DocumentError`
+when one is exceeded, so one hostile or broken file fails alone with a
+reason code and the sync carries on.
+
+The time limit is cooperative: parsers call :func:`check_time` between
+pages, rows and blocks, and the OCR subprocess gets the remaining time as
+its timeout.  One call into a C library (MuPDF laying out a single page) is
+not interrupted; the Celery task time limit is the backstop for that.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from core.errors import DocumentError
+
+
+@dataclass(frozen=True)
+class Limits:
+    #: Seconds one document may spend in parsing (0 = no limit).
+    time_limit_s: float = 300.0
+    #: Element nesting depth of HTML and Markdown (real pages stay under 60).
+    max_nesting_depth: int = 256
+    #: Rows of one CSV/TSV file or one table.
+    max_table_rows: int = 200_000
+    #: Blocks of one parsed document (paragraphs, rows, list items...).
+    max_blocks: int = 500_000
+    #: Pixels of one page rendered for OCR; the DPI is lowered to fit, and a
+    #: page that does not fit even at 72 DPI is refused.
+    max_render_pixels: int = 100_000_000
+    #: Declared pixels of one embedded image (a decompression bomb declares
+    #: absurd dimensions in a few bytes).
+    max_image_pixels: int = 400_000_000
+
+
+@dataclass
+class _Budget:
+    limits: Limits
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def deadline(self) -> float | None:
+        return self.started + self.limits.time_limit_s if self.limits.time_limit_s > 0 else None
+
+
+_current: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("freshindex_parse_budget", default=None)
+_DEFAULT = Limits(time_limit_s=0)
+
+
+@contextmanager
+def applied(limits: Limits) -> Iterator[Limits]:
+    """Make ``limits`` the ones :func:`current` returns, with the clock starting now."""
+    token = _current.set(_Budget(limits))
+    try:
+        yield limits
+    finally:
+        _current.reset(token)
+
+
+def current() -> Limits:
+    budget = _current.get()
+    return budget.limits if budget else _DEFAULT
+
+
+def remaining() -> float | None:
+    """Seconds left for the current document, or None without a time limit."""
+    budget = _current.get()
+    if budget is None or budget.deadline is None:
+        return None
+    return budget.deadline - time.monotonic()
+
+
+def check_time(where: str = "") -> None:
+    left = remaining()
+    if left is not None and left <= 0:
+        budget = _current.get()
+        assert budget is not None
+        spent = time.monotonic() - budget.started
+        at = f" (at {where})" if where else ""
+        raise DocumentError(
+            DocumentError.TIMED_OUT,
+            f"parsing took {spent:.1f}s, over the per-document limit of {budget.limits.time_limit_s:g}s{at}",
+        )
+
+
+def check_depth(depth: int, what: str) -> None:
+    limit = current().max_nesting_depth
+    if depth > limit:
+        raise DocumentError(DocumentError.TOO_COMPLEX, f"{what} nested {depth} levels deep, limit {limit}")
+
+
+def check_rows(rows: int, what: str = "table") -> None:
+    limit = current().max_table_rows
+    if rows > limit:
+        raise DocumentError(DocumentError.TOO_LARGE, f"{what} has more than {limit} rows")
+
+
+def check_blocks(blocks: int) -> None:
+    limit = current().max_blocks
+    if blocks > limit:
+        raise DocumentError(DocumentError.TOO_LARGE, f"more than {limit} blocks in one document")
