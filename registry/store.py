@@ -363,7 +363,9 @@ class Registry:
 
         Added chunks become ``pending`` rows with an upsert entry; removed
         chunks are tombstoned at once (no longer servable) with a delete
-        entry.  Kept chunks get their ordinal and metadata refreshed.
+        entry.  Kept chunks get their ordinal and metadata refreshed, and an
+        upsert entry when their citation moved (page, anchor, line numbers) so
+        the point's payload follows; their vector comes from the cache.
         """
         now = utcnow()
         with self.session() as s:
@@ -385,8 +387,16 @@ class Registry:
                 for batch in _batches(list(by_id))
                 for row in s.scalars(select(Chunk).where(Chunk.id.in_(batch)))
             }
+            refreshed: set[str] = set()
             for draft in chunks:
                 row = existing.get(draft.id)
+                if row is not None and draft.id not in added_ids and (
+                    row.anchor != draft.anchor or row.page != draft.page or (row.meta or {}) != dict(draft.meta)
+                ):
+                    # Same text, new place (page, lines, anchor): the point's
+                    # citation must follow.  Rewritten from the vector cache,
+                    # never re-embedded.
+                    refreshed.add(draft.id)
                 if row is None:
                     row = Chunk(id=draft.id, document_id=document_id, source_id=source.id, kb=source.kb,
                                 state="pending", created_at=now)
@@ -399,7 +409,7 @@ class Registry:
                 row.ordinal, row.content_hash, row.text, row.kind = draft.ordinal, draft.content_hash, draft.text, draft.kind
                 row.heading_path, row.anchor, row.page = list(draft.heading_path), draft.anchor, draft.page
                 row.meta, row.doc_version, row.updated_at = dict(draft.meta), doc.version, now
-            self._stage_entries(s, changeset_id, document_id, added_ids, "upsert")
+            self._stage_entries(s, changeset_id, document_id, added_ids | refreshed, "upsert")
             self._tombstone(s, changeset_id, document_id, source.kb, removed_ids, reason="superseded")
             self._stage_entries(s, changeset_id, document_id, removed_ids, "delete")
             self._put_result(s, run_id, outcome)

@@ -164,3 +164,23 @@ def test_an_s3_source_syncs_through_the_pipeline(tmp_path: Path, s3_server: str)
         assert after.run.summary["documents"]["deleted"] == 1 and after.run.summary["tombstones"] == 1
     finally:
         svc.close()
+
+
+def test_a_kept_chunk_whose_lines_moved_gets_its_citation_rewritten_without_embedding(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    body = 'def settle(invoice):\n    """Mark an invoice as settled."""\n    return invoice.close()\n'
+    (src / "billing.py").write_text(body)
+    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
+    try:
+        svc.registry.add_source("code", kind="folder", location=str(src), owner="t", kb="default")
+        sync_inline(svc, "code")
+        hit = svc.client.retrieve("settle invoice", kb="default").evidence[0]
+        assert hit.anchor == "L1-L3"
+        (src / "billing.py").write_text('def audit(ledger):\n    return ledger.check()\n\n\n' + body)
+        report = sync_inline(svc, "code")
+        assert report.run.summary["chunks_embedded"] == 1  # only the new function
+        moved = next(e for e in svc.client.retrieve("settle invoice", kb="default").evidence if "settle" in e.text)
+        assert moved.chunk_id == hit.chunk_id and moved.anchor == "L5-L7"
+    finally:
+        svc.close()
