@@ -11,7 +11,7 @@ Writes bench/results/build.json and bench/results/build.md.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import platform
 import shutil
 import statistics
@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 from bench.corpus import write_corpus
+from bench.report import table, write
 from settings import load_settings
 from workers.runner import sync_inline
 from workers.services import Services
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = Path(__file__).resolve().parent / "results"
 
 
 def measure(name: str, source: Path, repeat: int) -> dict:
@@ -77,22 +77,19 @@ def main() -> None:
         rows.append(measure(f"generated ({args.docs} Markdown docs)", gen, args.repeat))
     finally:
         shutil.rmtree(gen, ignore_errors=True)
-    OUT.mkdir(exist_ok=True)
     meta = {"machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "python": platform.python_version(),
-            "cores": __import__("os").cpu_count(), "embedding_model": "all-MiniLM-L6-v2-onnx-int8",
+            "cores": os.cpu_count(), "embedding_model": "all-MiniLM-L6-v2-onnx-int8",
             "store": "qdrant-edge (embedded)", "registry": "sqlite"}
-    (OUT / "build.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    header = ("| corpus | docs | chunks | full build s | chunks/s | share in embedder | "
-              "no-change re-sync s (median) | re-sync / full |")
     lines = ["# Build benchmark", "", f"`python -m bench.build --docs {args.docs}` on {meta['cores']} cores, "
-             f"{meta['embedding_model']}, {meta['store']}, {meta['registry']} registry.", "", header,
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['corpus']} | {r['documents']} | {r['chunks']} | {r['full_build_s']} | {r['chunks_per_s']} | "
-                     f"{r['embed_share']:.0%} | {r['resync_unchanged_median_s']} | {r['resync_over_full']:.2%} |")
-    (OUT / "build.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-
+             f"{meta['embedding_model']}, {meta['store']}, {meta['registry']} registry.", ""]
+    lines += table(
+        ["corpus", "docs", "chunks", "full build s", "chunks/s", "share in embedder", "no-change re-sync s (median)",
+         "re-sync / full"],
+        list("lrrrrrrr"),
+        [[r["corpus"], r["documents"], r["chunks"], r["full_build_s"], r["chunks_per_s"], f"{r['embed_share']:.0%}",
+          r["resync_unchanged_median_s"], f"{r['resync_over_full']:.2%}"] for r in rows],
+    )
+    write("build", {"meta": meta, "rows": rows}, lines)
 
 if __name__ == "__main__":
     main()

@@ -21,7 +21,6 @@ Writes bench/results/parse.json and bench/results/parse.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -32,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.corpus import write_corpus
+from bench.report import table, write
 from examples.fixtures import manual as m
 from examples.fixtures.scans import RECEIPT, scanned_pdf
 from settings import load_settings
@@ -41,7 +41,6 @@ from workers.runner import sync_inline
 from workers.services import Services
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = Path(__file__).resolve().parent / "results"
 PARTS = ("core", "settings", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules", "injection",
          "health", "api", "freshindex")
 
@@ -114,7 +113,7 @@ def scenarios(work: Path, chapters: int) -> list[dict]:
         m.write_pdf(root / "manual.pdf", book, version=version, date=date)
 
     writers: dict[str, Callable[[Path, list, str, str], None]] = {"HTML site": html, "PDF": pdf}
-    for name, write in writers.items():
+    for name, write_fixture in writers.items():
         src = work / f"scenario-{name.split()[0].lower()}"
         src.mkdir()
         svc = Services(load_settings(data_dir=src / ".data", embedding={"provider": "hashing"}))
@@ -131,7 +130,7 @@ def scenarios(work: Path, chapters: int) -> list[dict]:
             data.mkdir()
             svc.registry.add_source("manual", kind="folder", location=str(data), owner="bench", kb="bench")
             for step, chapters_now, version, date in steps:
-                write(data, chapters_now, version, date)
+                write_fixture(data, chapters_now, version, date)
                 t0 = time.perf_counter()
                 report = sync_inline(svc, "manual")
                 s = report.run.summary
@@ -158,30 +157,27 @@ def main() -> None:
     meta = {"machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "python": platform.python_version(),
             "cores": os.cpu_count(), "chunk_tokens": Chunker().max_tokens, "repeat": args.repeat,
             "chapters": args.chapters}
-    OUT.mkdir(exist_ok=True)
-    (OUT / "parse.json").write_text(json.dumps({"meta": meta, "throughput": rows, "ocr": ocr_row,
-                                                "edit_scenarios": edits}, indent=2) + "\n")
     lines = ["# Parse benchmark", "",
              f"`python -m bench.parse --chapters {args.chapters} --repeat {args.repeat}` on {meta['cores']} cores, "
              f"one process, chunk budget {meta['chunk_tokens']} tokens. Parse and chunk only (no registry, no model); "
-             "median of the runs.", "",
-             "| corpus | documents | pages | page = | MB | chunks | seconds | pages/s | chunks/s |",
-             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['corpus']} | {r['documents']} | {r['pages']} | {r['page_unit']} | {r['mb']} | "
-                     f"{r['chunks']} | {r['seconds']} | {r['pages_per_s']} | {r['chunks_per_s']} |")
+             "median of the runs.", ""]
+    lines += table(
+        ["corpus", "documents", "pages", "page =", "MB", "chunks", "seconds", "pages/s", "chunks/s"],
+        list("lrrlrrrrr"),
+        [[r["corpus"], r["documents"], r["pages"], r["page_unit"], r["mb"], r["chunks"], r["seconds"],
+          r["pages_per_s"], r["chunks_per_s"]] for r in rows],
+    )
     lines += ["", f"OCR (tesseract, {ocr_row['dpi']} DPI, one thread): **{ocr_row['seconds_per_page']} s per page** "
               f"(median of {ocr_row['pages']} generated scans of five lines each, median page confidence "
               f"{ocr_row['confidence_median']}; a dense page of text takes 3-4 s).",
-              "", "## Edit scenarios (generated manual, real pipeline, hashing embedder)", "",
-              "| format | step | documents changed | chunks embedded | chunks kept | tombstones | sync s |",
-              "|---|---|---:|---:|---:|---:|---:|"]
-    for e in edits:
-        lines.append(f"| {e['format']} | {e['step']} | {e['documents_changed']} | {e['chunks_embedded']} | "
-                     f"{e['chunks_kept']} | {e['tombstones']} | {e['sync_s']} |")
-    (OUT / "parse.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-
+              "", "## Edit scenarios (generated manual, real pipeline, hashing embedder)", ""]
+    lines += table(
+        ["format", "step", "documents changed", "chunks embedded", "chunks kept", "tombstones", "sync s"],
+        list("llrrrrr"),
+        [[e["format"], e["step"], e["documents_changed"], e["chunks_embedded"], e["chunks_kept"], e["tombstones"],
+          e["sync_s"]] for e in edits],
+    )
+    write("parse", {"meta": meta, "throughput": rows, "ocr": ocr_row, "edit_scenarios": edits}, lines)
 
 if __name__ == "__main__":
     main()

@@ -11,7 +11,6 @@ not the embedding model (see bench/build.py for that).
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import shutil
 import statistics
@@ -21,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.report import table, write
 from core.ids import chunk_point_id, document_id, sha256_hex
 from core.types import ChunkDraft
 from registry import DocumentOutcome
 from settings import load_settings
 from workers.services import Services
 
-OUT = Path(__file__).resolve().parent / "results"
 DIM = 384
 
 
@@ -177,21 +176,18 @@ def main() -> None:
     parser.add_argument("--swaps", type=int, default=200)
     args = parser.parse_args()
     rows = [measure(n, args.swaps) for n in args.chunks]
-    OUT.mkdir(exist_ok=True)
-    (OUT / "snapshots.json").write_text(json.dumps({"rows": rows}, indent=2) + "\n")
     lines = ["# Snapshot benchmark", "", f"`python -m bench.snapshots --chunks {' '.join(map(str, args.chunks))}` "
-             "(embedded: Qdrant Edge, SQLite registry, 384-d vectors from the cache).", "",
-             "| chunks | full build s | 1 % change s (strategy) | ratio | swap p50 ms | swap p95 ms | disk per version MB "
-             "| memory to serve a version MB |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        inc = ", ".join(f"{v} ({k})" for k, v in r["incremental_1pct_s"].items())
-        ratio = ", ".join(f"{v:.3f} ({k})" for k, v in r["ratio_incremental_over_full"].items())
-        lines.append(f"| {r['chunks']} | {r['full_build_s']} | {inc} | {ratio} | {r['swap_ms_p50']} | "
-                     f"{r['swap_ms_p95']} | {r['disk_bytes_per_version'] / 1e6:.1f} | {r['memory_mb_to_serve_version']} |")
-    (OUT / "snapshots.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-
+             "(embedded: Qdrant Edge, SQLite registry, 384-d vectors from the cache).", ""]
+    lines += table(
+        ["chunks", "full build s", "1 % change s (strategy)", "ratio", "swap p50 ms", "swap p95 ms",
+         "disk per version MB", "memory to serve a version MB"],
+        list("rrlrrrrr"),
+        [[r["chunks"], r["full_build_s"], ", ".join(f"{v} ({k})" for k, v in r["incremental_1pct_s"].items()),
+          ", ".join(f"{v:.3f} ({k})" for k, v in r["ratio_incremental_over_full"].items()), r["swap_ms_p50"],
+          r["swap_ms_p95"], f"{r['disk_bytes_per_version'] / 1e6:.1f}", r["memory_mb_to_serve_version"]]
+         for r in rows],
+    )
+    write("snapshots", {"rows": rows}, lines)
 
 if __name__ == "__main__":
     main()

@@ -134,6 +134,17 @@ def _list_text(node: Tag, marker: str, indent: int = 0) -> list[str]:
     return lines
 
 
+def _carry_spans(spans: dict[int, tuple[int, str]], col: int, cells: list[str]) -> int:
+    """Fill the columns a cell from an earlier row spans into; returns the next free column."""
+    while col in spans:
+        left, text = spans.pop(col)
+        cells.append(text)
+        if left > 1:
+            spans[col] = (left - 1, text)
+        col += 1
+    return col
+
+
 def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) -> Block | None:
     header_rows: list[list[str]] = []
     rows: list[list[str]] = []
@@ -146,12 +157,7 @@ def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) 
         cells: list[str] = []
         col = 0
         for cell in tr.find_all(["th", "td"], recursive=False):
-            while col in spans:
-                left, text = spans.pop(col)
-                cells.append(text)
-                if left > 1:
-                    spans[col] = (left - 1, text)
-                col += 1
+            col = _carry_spans(spans, col, cells)
             text = clean_cell(_text(cell))
             colspan = min(int(cell.get("colspan") or 1) if str(cell.get("colspan") or "1").isdigit() else 1, 50)
             rowspan = min(int(cell.get("rowspan") or 1) if str(cell.get("rowspan") or "1").isdigit() else 1, 1000)
@@ -160,12 +166,7 @@ def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) 
                     spans[col] = (rowspan - 1, text)
                 cells.append(text)
                 col += 1
-        while col in spans:
-            left, text = spans.pop(col)
-            cells.append(text)
-            if left > 1:
-                spans[col] = (left - 1, text)
-            col += 1
+        _carry_spans(spans, col, cells)
         if not any(cells):
             continue
         in_head = tr.find_parent("thead") is not None
