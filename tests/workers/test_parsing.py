@@ -323,3 +323,15 @@ def test_volatile_furniture_is_told_from_content(line: str, volatile: bool) -> N
     from workers.parsing.boilerplate import is_volatile
 
     assert is_volatile(line) is volatile
+
+
+def test_html_table_cells_spanning_rows_and_columns_fill_every_row() -> None:
+    html = b"""<html><body><h1>Limits</h1><table><caption>API limits</caption>
+    <thead><tr><th>plan</th><th>region</th><th>requests/s</th></tr></thead>
+    <tbody><tr><td rowspan="2">Team</td><td>eu</td><td>100</td></tr>
+    <tr><td>us</td><td>120</td></tr>
+    <tr><td colspan="2">Enterprise (all regions)</td><td>1,000</td></tr></tbody></table></body></html>"""
+    doc = Parsers().parse(html, "limits.html")
+    table = next(b for b in doc.blocks if b.kind == "table")
+    assert "| Team | us | 120 |" in table.text
+    assert "| Enterprise (all regions) | Enterprise (all regions) | 1,000 |" in table.text
