@@ -109,6 +109,6 @@ class VectorStore(Protocol):
         """Create ``name`` from an export: a local file, or (server) a URL it can fetch."""
 
     def release(self, name: str | None = None) -> None:
-        """Close open handles (embedded stores admit one process per collection)."""
+        """Close open handles (file handles and mapped memory of embedded collections)."""
 
     def close(self) -> None: ...

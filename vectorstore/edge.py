@@ -87,8 +87,9 @@ class EdgeStore:
                         raise StoreError(f"cannot open collection {name!r}: {exc}") from exc
                     if time.monotonic() >= deadline:
                         raise StoreBusyError(
-                            f"collection {name!r} is open in another process (an embedded store admits one "
-                            "process at a time: stop `freshindex serve`/the worker, or use a Qdrant server)"
+                            f"collection {name!r} is locked by another process (it was written with a "
+                            "write-ahead log, which admits one process at a time; rebuild it with "
+                            "`freshindex snapshots build --full` to drop the log)"
                         ) from exc
                     time.sleep(delay)
                     delay = min(delay * 2, 0.5)

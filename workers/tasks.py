@@ -125,7 +125,7 @@ def register(app: Celery) -> None:
             count("build_snapshot", "retry")
             raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
         finally:
-            # The embedded store admits one process per collection: let go.
+            # Close what the build opened: a worker process lives long and builds many versions.
             svc.store.release()
         if run_id is not None:
             status = result.status
