@@ -74,6 +74,13 @@ def register(app: Celery) -> None:
     def process_document(self: Task, run_id: int, changeset_id: int, source_id: str, key: str,
                          etag: str | None = None, size: int = 0) -> str:
         svc = services()
+
+        def failed(reason: str, detail: str) -> str:
+            # The run must still complete: record the document as failed.
+            svc.registry.record_failure(run_id, source_id=source_id, document_id=document_id(source_id, key),
+                                        key=key, reason=reason, detail=detail, etag=None, size=size)
+            return "failed"
+
         try:
             outcome = pipeline.process_document(svc.pipeline, run_id, changeset_id, source_id, key, etag, size)
             result = outcome.outcome
@@ -81,19 +88,12 @@ def register(app: Celery) -> None:
             if self.request.retries < self.max_retries:
                 count("process_document", "retry")
                 raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
-            svc.registry.record_failure(run_id, source_id=source_id, document_id=document_id(source_id, key),
-                                        key=key, reason="retries_exhausted", detail=str(exc), etag=None, size=size)
-            result = "failed"
+            result = failed("retries_exhausted", str(exc))
         except PermanentError as exc:
-            svc.registry.record_failure(run_id, source_id=source_id, document_id=document_id(source_id, key),
-                                        key=key, reason="permanent_error", detail=str(exc), etag=None, size=size)
-            result = "failed"
+            result = failed("permanent_error", str(exc))
         except Exception as exc:  # a bug must not strand the run: record it against the document
             log.exception("process_document crashed on %s/%s", source_id, key)
-            svc.registry.record_failure(run_id, source_id=source_id, document_id=document_id(source_id, key),
-                                        key=key, reason="internal_error", detail=f"{type(exc).__name__}: {exc}",
-                                        etag=None, size=size)
-            result = "failed"
+            result = failed("internal_error", f"{type(exc).__name__}: {exc}")
         count("process_document", result)
         done, planned = svc.registry.run_progress(run_id)
         if done >= planned:
