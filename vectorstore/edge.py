@@ -128,7 +128,7 @@ class EdgeStore:
                     self._open[clone_from].flush()
                 tmp = path.with_name(f".{name}.tmp")
                 shutil.rmtree(tmp, ignore_errors=True)
-                shutil.copytree(source, tmp, copy_function=sparse_copy)
+                shutil.copytree(source, tmp, copy_function=_tolerant_copy, ignore=_reader_scratch)
                 os.replace(tmp, path)
                 return
             # No WAL: a collection is written once, by the one builder holding the
@@ -327,6 +327,26 @@ def _edge_filter(flt: Filter | None) -> qe.Filter | None:
         must=[cond(m) for m in flt.must] or None,
         must_not=[cond(m) for m in flt.must_not] or None,
     )
+
+
+def _is_scratch(name: str) -> bool:
+    # A process that opens a shard (a reader included) writes short-lived
+    # ``.atomicwrite*`` temporaries into its folder: never part of the data.
+    return name.startswith(".atomicwrite") or name.endswith(".tmp")
+
+
+def _reader_scratch(_dir: str, names: list[str]) -> set[str]:
+    return {n for n in names if _is_scratch(n)}
+
+
+def _tolerant_copy(src: str, dst: str) -> str:
+    """:func:`sparse_copy`, except that a reader's scratch file vanishing mid-copy is skipped."""
+    try:
+        return sparse_copy(src, dst)
+    except FileNotFoundError:
+        if _is_scratch(os.path.basename(src)):
+            return dst
+        raise
 
 
 def sparse_copy(src: str, dst: str) -> str:

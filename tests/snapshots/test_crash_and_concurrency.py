@@ -116,7 +116,12 @@ def test_a_reader_sees_one_snapshot_per_query_while_20_snapshots_swap(env, tmp_p
             counter.write_text(f"# Counter\n\nrelease marker value {n}")
             report = sync_inline(svc, "s")
             assert report.snapshot.id == f"kb1-v{n}", report.as_dict()
-            time.sleep(0.05)
+            # Wait until the reader has queried this snapshot, so every version
+            # is read whatever the machine's load (no rate is assumed).
+            deadline = time.monotonic() + 60
+            while f'"kb1-v{n}"' not in out.read_text():
+                assert reader.poll() is None and time.monotonic() < deadline, (tmp_path / "reader.log").read_text()
+                time.sleep(0.02)
     finally:
         stop.write_text("stop")
         reader.wait(timeout=30)
@@ -133,9 +138,10 @@ def test_a_reader_sees_one_snapshot_per_query_while_20_snapshots_swap(env, tmp_p
         # never a newer one from another snapshot.
         assert markers <= {version}, (r["snapshot"], markers)
         with_marker += bool(markers)
-    assert len(reads) > 50 and len(seen) >= 10, (len(reads), sorted(seen))
-    # Most reads find the marker; the others fell between a tombstone and its
-    # swap, when the old marker is already withheld and the new one not built.
-    assert with_marker > len(reads) / 2, (with_marker, len(reads))
+    assert seen == set(range(1, 22)), sorted(seen)
+    # Reads that fell between a tombstone and its swap (old marker withheld,
+    # new one not built yet) find no marker; how many depends on load, so the
+    # share is printed, not asserted (bench/ measures rates).
+    assert with_marker > 0, len(reads)
     print(f"{len(reads)} reads over {len(seen)} snapshots, {with_marker} with the marker")
     svc.close()

@@ -65,6 +65,16 @@ def test_chinese_ocr_has_no_stray_spaces_between_characters() -> None:
     assert doc.blocks[0].kind == "heading" and doc.blocks[0].text == "报销政策"
 
 
+def test_a_missing_ocr_language_is_ocr_unavailable_not_silent_garbage() -> None:
+    # tesseract exits 0 when one of several languages has no data and reads
+    # the page with the others; the parser must refuse instead.
+    data = scanned_pdf(degrade=None)
+    with pytest.raises(DocumentError) as err:
+        Parsers(PdfOptions(ocr_language="eng+zzz_nonexistent")).parse(data, "claims.pdf")
+    assert err.value.reason == DocumentError.OCR_UNAVAILABLE
+    assert "zzz_nonexistent" in err.value.detail and "eng" in err.value.detail
+
+
 def test_cjk_space_removal_and_token_kinds() -> None:
     assert fix_cjk_spaces("仅 当 迁 移 未 提 交 , run migrate down") == "仅当迁移未提交 , run migrate down"
     assert token_kind("1,250", ("USD",)) == "amount"

@@ -15,6 +15,7 @@ removed.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -127,7 +128,42 @@ def ocr_page(page: pymupdf.Page, *, language: str, dpi: int) -> OcrPage:
     return result
 
 
+@functools.lru_cache(maxsize=8)
+def installed_languages(binary: str = "tesseract") -> frozenset[str]:
+    """The language data this tesseract has (``tesseract --list-langs``)."""
+    try:
+        proc = subprocess.run([binary, "--list-langs"], capture_output=True, text=True, timeout=30, check=False)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return frozenset()
+    # The first line is a header ("List of available languages in ...: N").
+    lines = (proc.stdout or proc.stderr).splitlines()
+    return frozenset(line.strip() for line in lines[1:] if line.strip())
+
+
+def check_languages(language: str) -> None:
+    """Fail as ``ocr_unavailable`` unless every ``+``-joined language is installed.
+
+    Tesseract asked for ``eng+chi_sim`` without ``chi_sim`` data still exits 0
+    with the English reading: silent garbage for the Chinese text, so the
+    check is made here rather than trusted to the exit code.
+    """
+    wanted = [part for part in language.split("+") if part]
+    if not wanted:
+        raise DocumentError(DocumentError.OCR_UNAVAILABLE, "no OCR language configured")
+    have = installed_languages()
+    if not have:
+        raise DocumentError(DocumentError.OCR_UNAVAILABLE, "tesseract is not installed or lists no languages")
+    missing = [part for part in wanted if part not in have]
+    if missing:
+        raise DocumentError(
+            DocumentError.OCR_UNAVAILABLE,
+            f"tesseract has no language data for {'+'.join(missing)} (installed: {', '.join(sorted(have))}); "
+            "install the tesseract-ocr-<lang> package",
+        )
+
+
 def run_tesseract(png: Path, *, language: str, dpi: int, page: int) -> str:
+    check_languages(language)
     left = limits.remaining()
     timeout = PAGE_TIMEOUT_S if left is None else max(0.1, min(PAGE_TIMEOUT_S, left))
     cmd = ["tesseract", str(png), "stdout", "-l", language, "--dpi", str(dpi), "--psm", "3", "tsv"]
