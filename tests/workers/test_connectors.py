@@ -35,7 +35,7 @@ def test_folder_refuses_links_that_escape_and_reports_dangling_ones(tmp_path: Pa
     assert {r.key for r in conn.list()} == {"escape.md", "dangling.md"}
     with pytest.raises(DocumentError) as err:
         conn.fetch("escape.md")
-    assert err.value.reason == DocumentError.UNSAFE_KEY
+    assert err.value.reason == DocumentError.SYMLINK_OUTSIDE
     with pytest.raises(DocumentError) as err:
         conn.fetch("dangling.md")
     assert err.value.reason == DocumentError.UNREADABLE

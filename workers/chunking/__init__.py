@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import DocumentError
 from core.ids import chunk_point_id, sha256_hex
 from core.types import Block, ChunkDraft, ParsedDocument
 from workers.chunking.code import code_pieces
@@ -62,15 +63,43 @@ def slug(text: str) -> str:
 
 @dataclass(frozen=True)
 class Chunker:
+    """Cuts one parsed document into chunks, within per-document bounds.
+
+    ``max_chunks`` and ``max_document_tokens`` bound what one document may
+    cost the embedder (and the memory its chunks take).  A document over
+    either fails as ``too_large`` as early as it can be seen: its blocks'
+    tokens are counted before any unit is built, and chunking stops at the
+    first chunk over a limit, so a 50 MB text file never becomes 46,000
+    chunks.  The token counts are :func:`estimate_tokens` estimates.
+    """
+
     max_tokens: int = 200
     overlap_tokens: int = 24
+    #: Chunks one document may produce.
+    max_chunks: int = 10_000
+    #: Estimated tokens one document may send to the embedder.
+    max_document_tokens: int = 2_000_000
 
     def chunk(self, document_id: str, parsed: ParsedDocument) -> list[ChunkDraft]:
+        self._check_source_tokens(parsed.blocks)
         if parsed.parser == "code":
             pieces: Iterable[Piece] = code_pieces(parsed.blocks, self.max_tokens)
         else:
             pieces = self._document_pieces(parsed)
-        return _identify(document_id, parsed, pieces)
+        return _identify(document_id, parsed, pieces, self)
+
+    def _check_source_tokens(self, blocks: Iterable[Block]) -> None:
+        # Counted block by block so a huge document stops after the limit's
+        # worth of text, not after all of it.
+        total = 0
+        for block in blocks:
+            total += estimate_tokens(block.text)
+            if total > self.max_document_tokens:
+                raise DocumentError(
+                    DocumentError.TOO_LARGE,
+                    f"more than {self.max_document_tokens} tokens of text (the per-document limit); "
+                    "split the document or raise sources.max_tokens_per_document",
+                )
 
     # -- documents ------------------------------------------------------------
 
@@ -134,15 +163,30 @@ class Chunker:
             yield Piece(text, _kind(unit.parts), heading_path, _first_page(unit.parts), dict(meta), group=group)
 
 
-def _identify(document_id: str, parsed: ParsedDocument, pieces: Iterable[Piece]) -> list[ChunkDraft]:
+def _identify(document_id: str, parsed: ParsedDocument, pieces: Iterable[Piece], bounds: Chunker) -> list[ChunkDraft]:
     drafts: list[ChunkDraft] = []
     seen: dict[tuple[Any, ...], int] = {}
     groups: dict[str, list[int]] = {}
+    tokens = 0
     for piece in pieces:
         text = piece.text.strip()
         if not text:
             continue
         path = piece.heading_path
+        if len(drafts) >= bounds.max_chunks:
+            raise DocumentError(
+                DocumentError.TOO_LARGE,
+                f"more than {bounds.max_chunks} chunks (the per-document limit); "
+                "split the document or raise sources.max_chunks_per_document",
+            )
+        # What the embedder sees: repeated table headers and overlaps count too.
+        tokens += estimate_tokens(text) + (estimate_tokens(" > ".join(path)) if path else 0)
+        if tokens > bounds.max_document_tokens:
+            raise DocumentError(
+                DocumentError.TOO_LARGE,
+                f"its chunks hold more than {bounds.max_document_tokens} tokens (the per-document limit); "
+                "split the document or raise sources.max_tokens_per_document",
+            )
         chash = sha256_hex(CHUNKER_VERSION, parsed.parser_version, "\x1f".join(path), normalize(text))
         occurrence = seen.get((path, piece.kind, chash), 0)
         seen[(path, piece.kind, chash)] = occurrence + 1

@@ -36,9 +36,16 @@ class Limits:
     #: Pixels of one page rendered for OCR; the DPI is lowered to fit, and a
     #: page that does not fit even at 72 DPI is refused.
     max_render_pixels: int = 100_000_000
-    #: Declared pixels of one embedded image (a decompression bomb declares
-    #: absurd dimensions in a few bytes).
-    max_image_pixels: int = 400_000_000
+    #: Declared pixels of one image, checked before anything decodes it (a
+    #: decompression bomb declares absurd dimensions in a few bytes).  An
+    #: image at the limit passes; one pixel more is refused.  The default,
+    #: 100 megapixels (an A3 scan at 600 DPI is 70), decodes to at most
+    #: 300 MB in RGB, so one image cannot take a worker past 1 GB.
+    max_image_pixels: int = 100_000_000
+    #: Bytes the compressed streams of one document may inflate to: each
+    #: stream, and all streams other than images together (images are bounded
+    #: by ``max_image_pixels`` and decoded one page at a time).
+    max_decompressed_bytes: int = 256 * 1024 * 1024
 
 
 @dataclass
@@ -107,3 +114,14 @@ def check_blocks(blocks: int) -> None:
     limit = current().max_blocks
     if blocks > limit:
         raise DocumentError(DocumentError.TOO_LARGE, f"more than {limit} blocks in one document")
+
+
+def check_image(width: int, height: int, what: str) -> None:
+    """Refuse an image whose declared size is over ``max_image_pixels``, before it is decoded."""
+    limit = current().max_image_pixels
+    if width < 0 or height < 0 or width * height > limit:
+        raise DocumentError(
+            DocumentError.TOO_LARGE,
+            f"{what} is a {width}x{height} image ({width * height / 1e6:.0f} megapixels), "
+            f"limit {limit / 1e6:g} megapixels",
+        )

@@ -96,20 +96,19 @@ def render_dpi(page: pymupdf.Page, dpi: int, max_pixels: int) -> int:
     return min(dpi, fit)
 
 
-def check_images(page: pymupdf.Page, max_pixels: int) -> None:
-    """Refuse images that declare absurd dimensions (decompression bombs)."""
+def check_images(page: pymupdf.Page) -> None:
+    """Refuse a page whose images declare more than ``max_image_pixels``, before rendering decodes them.
+
+    :func:`workers.parsing.streams.check_pdf_streams` already checked every
+    image of the file; this is the guard of :func:`ocr_page` itself.
+    """
     for img in page.get_images(full=True):
-        width, height = int(img[2] or 0), int(img[3] or 0)
-        if width * height > max_pixels:
-            raise DocumentError(
-                DocumentError.TOO_LARGE,
-                f"page {page.number + 1} embeds a {width}x{height} image (over {max_pixels} pixels)",
-            )
+        limits.check_image(int(img[2] or 0), int(img[3] or 0), f"an image on page {page.number + 1}")
 
 
 def ocr_page(page: pymupdf.Page, *, language: str, dpi: int) -> OcrPage:
     lim = limits.current()
-    check_images(page, lim.max_image_pixels)
+    check_images(page)
     used_dpi = render_dpi(page, dpi, lim.max_render_pixels)
     number = page.number + 1
     started = time.perf_counter()

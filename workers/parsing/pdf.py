@@ -45,7 +45,8 @@ from core.errors import DocumentError
 from core.types import Block, ParsedDocument
 from workers.parsing import limits
 from workers.parsing.boilerplate import is_volatile, shape
-from workers.parsing.ocr import OcrPage, check_images, fix_cjk_spaces, low_confidence_tokens, ocr_available, ocr_page
+from workers.parsing.ocr import OcrPage, fix_cjk_spaces, low_confidence_tokens, ocr_available, ocr_page
+from workers.parsing.streams import check_pdf_streams
 from workers.parsing.table import table_block
 
 VERSION = "pdf-2"
@@ -107,6 +108,9 @@ def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> Parse
     opts = options or PdfOptions()
     if b"%PDF-" not in data[:1024]:
         raise DocumentError(DocumentError.PARSE_FAILED, "not a PDF: no %PDF- header in the first 1024 bytes")
+    # MuPDF's warnings (a repaired xref, a broken stream) tell a damaged file
+    # from an empty one; they are process-wide, so start from none.
+    pymupdf.TOOLS.reset_mupdf_warnings()
     try:
         doc = pymupdf.open(stream=data, filetype="pdf")
     except Exception as exc:  # pymupdf raises FileDataError/RuntimeError variants
@@ -117,7 +121,9 @@ def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> Parse
         if doc.page_count > opts.max_pages:
             raise DocumentError(DocumentError.TOO_LARGE, f"{doc.page_count} pages, limit {opts.max_pages}")
         if doc.page_count == 0:
-            raise DocumentError(DocumentError.EMPTY, "the PDF has no pages")
+            # A PDF writer cannot produce a document without pages: the page tree is damaged.
+            raise DocumentError(DocumentError.PARSE_FAILED, f"no page of the PDF could be found{_damage(doc)}")
+        check_pdf_streams(doc, len(data))
         title = (doc.metadata or {}).get("title") or ""
         pages: list[_Page] = []
         ocr_pages: list[int] = []
@@ -146,6 +152,9 @@ def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> Parse
         if broken and len(broken) == doc.page_count:
             raise DocumentError(DocumentError.PARSE_FAILED, "no page of the PDF could be read")
         blocks = _Assembler(pages, opts).blocks()
+        damage = _damage(doc)
+        if not blocks and damage:
+            raise DocumentError(DocumentError.PARSE_FAILED, f"no text could be read from the PDF{damage}")
         if not title:
             title = next((b.text for b in blocks if b.kind == "heading"), key.rsplit("/", 1)[-1])
         meta: dict[str, Any] = {"pages": doc.page_count, "ocr_pages": ocr_pages}
@@ -157,6 +166,15 @@ def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> Parse
         if broken:
             meta["unreadable_pages"] = broken
         return ParsedDocument(title=title, blocks=tuple(blocks), parser="pdf", parser_version=VERSION, meta=meta)
+
+
+def _damage(doc: pymupdf.Document) -> str:
+    """What MuPDF said was wrong with the file while reading it ("" when nothing)."""
+    said = [ln.strip() for ln in (pymupdf.TOOLS.mupdf_warnings() or "").splitlines()
+            if ln.strip() and not ln.startswith("...")]
+    if not said and not doc.is_repaired:
+        return ""
+    return ": the file is damaged (" + "; ".join(dict.fromkeys(said[:3]) or ["MuPDF had to repair it"]) + ")"
 
 
 def _looks_scanned(page: pymupdf.Page) -> bool:
@@ -188,7 +206,6 @@ def _read_page(page: pymupdf.Page, opts: PdfOptions) -> _Page:
     if not out.lines:
         return out
     out.lines = _merge_baselines(out.lines)
-    check_images(page, limits.current().max_image_pixels)
     if opts.find_tables:
         out.tables = _find_tables(page, out.lines)
         if out.tables:
