@@ -1,17 +1,32 @@
 """Which sources are due for a scheduled sync.
 
 A source with ``poll_interval_s`` set is due when its last successful sync
-finished longer ago than that interval, or it never synced.  A source that
-has a run in progress is not due (webhook bursts and polls do not pile up).
+finished longer ago than that interval, or it never synced.  How the latest
+run ended matters:
+
+* ``failed`` (listing failed, run aborted or abandoned): the run does not
+  count, so the source stays due and the next poll tries again (a source
+  that is down is retried once a poll tick, 60 s, not once an interval);
+* ``held`` (the deletion guard held its deletions): counts as an attempt,
+  so the hold is repeated once an interval, not once a poll tick, until a
+  person confirms or the documents come back;
+* ``running``: not due while its heartbeat (or start, if it never beat) is
+  younger than ``lease_s``; a run older than that is presumed dead and no
+  longer blocks (the next run adopts its open changeset).
+
+Not guaranteed: a poll and a webhook may still start two runs of a source
+at once; the registry's run handling, not this function, keeps that safe.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
 from typing import Protocol
 
 from registry import SourceInfo, SyncRunInfo
+
+#: Default for ``lease_s`` (settings ``sync.run_lease_s``).
+DEFAULT_LEASE_S = 120.0
 
 
 class _RegistryView(Protocol):
@@ -20,6 +35,20 @@ class _RegistryView(Protocol):
     def last_successful_sync(self, source_id: str) -> dt.datetime | None: ...
 
     def sync_runs(self, source_id: str | None = None, limit: int = 20) -> list[SyncRunInfo]: ...
+
+
+def _aware(t: dt.datetime | None) -> dt.datetime | None:
+    if t is not None and t.tzinfo is None:
+        return t.replace(tzinfo=dt.UTC)  # SQLite returns naive UTC
+    return t
+
+
+def run_blocks(run: SyncRunInfo, now: dt.datetime, lease_s: float) -> bool:
+    """True while ``run`` is running and its lease has not run out."""
+    if run.status != "running":
+        return False
+    seen = _aware(run.heartbeat_at or run.started_at)
+    return seen is None or (now - seen).total_seconds() < lease_s
 
 
 def is_due(source: SourceInfo, last_ok: dt.datetime | None, running: bool, now: dt.datetime) -> bool:
@@ -32,14 +61,20 @@ def is_due(source: SourceInfo, last_ok: dt.datetime | None, running: bool, now: 
     return (now - last_ok).total_seconds() >= source.poll_interval_s
 
 
-def due_sources(registry: _RegistryView, now: dt.datetime | None = None) -> list[str]:
+def due_sources(registry: _RegistryView, now: dt.datetime | None = None, *,
+                lease_s: float = DEFAULT_LEASE_S) -> list[str]:
     now = now or dt.datetime.now(dt.UTC)
     due = []
     for source in registry.list_sources():
         if not source.poll_interval_s:
             continue
-        runs: Iterable[SyncRunInfo] = registry.sync_runs(source.id, limit=1)
-        running = any(r.status == "running" for r in runs)
-        if is_due(source, registry.last_successful_sync(source.id), running, now):
+        runs = registry.sync_runs(source.id, limit=1)
+        latest = runs[0] if runs else None
+        running = latest is not None and run_blocks(latest, now, lease_s)
+        last = _aware(registry.last_successful_sync(source.id))
+        if latest is not None and latest.status == "held" and latest.finished_at is not None:
+            held_at = _aware(latest.finished_at)
+            last = held_at if last is None or (held_at is not None and held_at > last) else last
+        if is_due(source, last, running, now):
             due.append(source.id)
     return due

@@ -2,6 +2,14 @@
 
 Keys are the object keys below the prefix.  The client is passed in (built by
 :func:`s3_client` from settings), so tests point it at a local S3 endpoint.
+
+Errors are converted here, one rule for listing and fetching: a problem of
+one object (gone, access denied, archived) is a :class:`DocumentError`; a
+problem of the endpoint or the bucket (connection refused or reset,
+timeouts, 5xx, throttling, a bucket that no longer exists, bad credentials)
+is a :class:`SourceError`, which is retryable: a fetch is retried by
+:func:`workers.connectors.retry.fetch_with_retry`, a failed listing fails the
+run and the source stays due.
 """
 
 from __future__ import annotations
@@ -14,6 +22,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from core.errors import ConfigError, DocumentError, SourceError
 from core.types import ObjectRef
+
+#: Error codes that concern one object, not the endpoint or the bucket.
+_VANISHED = frozenset({"NoSuchKey", "404"})
+_UNREADABLE = frozenset({"AccessDenied", "403", "InvalidObjectState"})
 
 
 def parse_location(location: str) -> tuple[str, str]:
@@ -71,18 +83,23 @@ class S3Connector:
             obj = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
-            if code in ("NoSuchKey", "404"):
+            if code in _VANISHED:
                 raise DocumentError(DocumentError.VANISHED, f"{key} disappeared after listing") from exc
-            if code in ("AccessDenied", "403"):
-                raise DocumentError(DocumentError.UNREADABLE, f"access denied to {key}") from exc
-            raise SourceError(f"cannot fetch {key}: {exc}") from exc
+            if code in _UNREADABLE:
+                raise DocumentError(DocumentError.UNREADABLE, f"cannot read {key}: {code}") from exc
+            raise SourceError(f"cannot fetch s3://{self.bucket}/{self.prefix}{key}: {exc}") from exc
         except BotoCoreError as exc:
-            raise SourceError(f"cannot fetch {key}: {exc}") from exc
+            raise SourceError(f"cannot fetch s3://{self.bucket}/{self.prefix}{key}: {exc}") from exc
         length = int(obj.get("ContentLength") or 0)
         if length > self.max_bytes:
             obj["Body"].close()
             raise DocumentError(DocumentError.TOO_LARGE, f"{length} bytes, limit {self.max_bytes}")
-        data = obj["Body"].read(self.max_bytes + 1)
+        try:
+            data = obj["Body"].read(self.max_bytes + 1)
+        except (BotoCoreError, OSError) as exc:
+            # The connection broke while streaming the body (reset, read
+            # timeout, truncated response): the endpoint's problem, not the object's.
+            raise SourceError(f"cannot read s3://{self.bucket}/{self.prefix}{key}: {exc}") from exc
         if len(data) > self.max_bytes:
             raise DocumentError(DocumentError.TOO_LARGE, f"more than {self.max_bytes} bytes")
         return data
