@@ -59,6 +59,9 @@ class DocumentError(PermanentError):
     VANISHED = "vanished"
     TIMED_OUT = "timed_out"
     TOO_COMPLEX = "too_complex"
+    #: A folder source's symbolic link (to a file or a folder) that leads out
+    #: of the source: never followed, listed so that it is seen.
+    SYMLINK_OUTSIDE = "symlink_outside"
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
@@ -88,3 +91,19 @@ class VerificationError(PermanentError):
 
 class EmbeddingError(RetryableError):
     """The embedding model failed or could not be loaded."""
+
+
+class StaleTaskError(PermanentError):
+    """A task of a sync run that is no longer running tried to write.
+
+    The run finished, or a later run adopted its changeset (the task was
+    redelivered after its worker died, or retried after a countdown).  The
+    write was refused inside the transaction that would have made it, so
+    nothing changed; retrying cannot help, the run is closed for good.
+    """
+
+    def __init__(self, run_id: int, changeset_id: int | None, why: str) -> None:
+        super().__init__(f"sync run {run_id} (changeset {changeset_id}) no longer takes writes: {why}")
+        self.run_id = run_id
+        self.changeset_id = changeset_id
+        self.why = why

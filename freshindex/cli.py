@@ -3,7 +3,8 @@
 Every command that a script may read takes ``--json``.  Exit codes: 0 done
 (a sync with some failed documents is still 0), 1 nothing could be indexed
 or a command failed, 2 bad usage or configuration, 3 a build was held by
-verification (the previous snapshot keeps serving).
+verification (the previous snapshot keeps serving), 4 the deletion guard held
+a sync's deletions (``freshindex sources confirm-deletions SOURCE``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import click
 
 from core.errors import ConfigError, FreshIndexError, NotFoundError
-from freshindex import __version__, logs
+from freshindex import __version__, logs, ops_commands
 from settings import Settings, load_settings
 
 log = logging.getLogger("freshindex.cli")
@@ -98,6 +99,12 @@ def main() -> None:
     except FreshIndexError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+    except ModuleNotFoundError as exc:
+        # The base install is the thin HTTP client; every service command imports the
+        # server dependencies when it runs, so a missing one means the wrong install.
+        click.echo(f"error: this command needs the freshindex service ({exc.name or exc} is not installed): "
+                   "pip install 'freshindex[server]'", err=True)
+        sys.exit(2)
 
 
 # -- config and db ---------------------------------------------------------------
@@ -207,6 +214,39 @@ def sources_list(state: _State, as_json: bool) -> None:
         )
 
     _emit(data, as_json, human)
+
+
+@sources.command("confirm-deletions")
+@click.argument("source_id")
+@click.option("--count", "count", type=click.IntRange(min=1), default=None,
+              help="Allow up to this many deletions (default: what the latest held sync would delete).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def sources_confirm_deletions(state: _State, source_id: str, count: int | None, as_json: bool) -> None:
+    """Let the next sync of SOURCE_ID apply the deletions the guard held (one shot).
+
+    The next sync deletes what its listing no longer has, if that is at most
+    the confirmed number of documents; either way the confirmation is used up.
+    """
+    registry = state.services.registry
+    registry.get_source(source_id)
+    finished = [r for r in registry.sync_runs(source_id, limit=20) if r.status != "running"]
+    latest = finished[0] if finished else None
+    held = (latest.summary.get("held") or {}) if latest is not None and latest.status == "held" else {}
+    if count is None:
+        if not held:
+            raise click.UsageError(f"the latest sync of {source_id} held no deletions; "
+                                   "give --count N to allow a deletion you expect")
+        count = int(held.get("deletions", 0))
+    confirmation = registry.confirm_deletions(source_id, count, actor=_actor())
+    log.warning("deletions confirmed", extra={"event": "deletions_confirmation", "source": source_id,
+                                              "count": count, "by": confirmation["by"]})
+    data = {"source": source_id, "confirmed_deletions": count, "by": confirmation["by"], "at": confirmation["at"],
+            "held_run_id": latest.id if held and latest is not None else None,
+            "held_reason": latest.held_reason if held and latest is not None else None,
+            "held_keys": held.get("keys", [])}
+    _emit(data, as_json, lambda d: f"source {d['source']}: the next sync may delete up to "
+          f"{d['confirmed_deletions']} documents (run `freshindex sync {d['source']}`)")
 
 
 def _source_dict(s: Any) -> dict[str, Any]:
@@ -323,6 +363,12 @@ def _sync_text(d: dict[str, Any]) -> str:
         lines += [f"    {e['key']}: {e['reason']}: {e['detail']}" for e in d["errors"]]
     if d.get("error"):
         lines.append(f"  error: {d['error']}")
+    if d.get("held_reason"):
+        lines.append(f"  deletions HELD: {d['held_reason']}")
+    if d.get("joined"):
+        # The counts above are that run's work, not this command's.
+        lines.insert(1, f"  joined run {d['run_id']} started by another sync (one sync per source at a time); "
+                        "its results:")
     return "\n".join(lines)
 
 
@@ -427,6 +473,35 @@ def snapshots_verify(state: _State, snapshot_id: str | None, kb: str | None, as_
         sys.exit(3)
 
 
+@snapshots.command("reconcile")
+@click.option("--kb", default=None, help="Knowledge base (default: settings default_kb).")
+@click.option("--dry-run", is_flag=True, help="Only list stranded documents (exit 3 if there are any).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_reconcile(state: _State, kb: str | None, dry_run: bool, as_json: bool) -> None:
+    """Find documents whose new chunks no build will apply, and re-stage them.
+
+    Such a document stopped being findable (a late task of a closed sync run
+    wrote into a changeset that was already applied).  Repairing stages its
+    chunks for the next build and makes the next sync re-check it.
+    """
+    kb = kb or state.settings.default_kb
+    data = state.services.snapshots.reconcile(kb, repair=not dry_run)
+
+    def human(d: dict[str, Any]) -> str:
+        if not d["stranded"]:
+            return f"{d['kb']}: no stranded documents"
+        verb = "would re-stage" if dry_run else "re-staged"
+        lines = [f"{d['kb']}: {verb} {len(d['stranded'])} stranded documents"
+                 + ("" if dry_run else "; build or sync to serve them")]
+        lines += [f"  {r['source']}/{r['key']}: {r['pending_chunks']} pending chunks" for r in d["stranded"]]
+        return "\n".join(lines)
+
+    _emit(data, as_json, human)
+    if dry_run and data["stranded"]:
+        sys.exit(3)
+
+
 @snapshots.command("swap")
 @click.argument("snapshot_id")
 @click.option("--reason", required=True, help="Why (recorded with the swap).")
@@ -502,10 +577,31 @@ def canaries() -> None:
 @click.option("--expect", "expected", required=True, help="Source key of the document that must be found.")
 @click.option("--kb", default=None)
 @click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 50))
+@click.option("--force", is_flag=True,
+              help="Register it although no indexed document of the kb has that key (it then holds every build).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def canaries_add(state: _State, question: str, expected: str, kb: str | None, top_k: int, as_json: bool) -> None:
-    c = state.services.registry.add_canary(kb or state.settings.default_kb, question, expected, top_k)
+def canaries_add(state: _State, question: str, expected: str, kb: str | None, top_k: int, force: bool,
+                 as_json: bool) -> None:
+    """Add QUESTION, whose top results must include the document with source key --expect.
+
+    The key must name an indexed document of the knowledge base: a canary for
+    a missing document fails every build's verification.
+    """
+    from registry import ops
+
+    kb = kb or state.settings.default_kb
+    docs = ops.documents(state.services.registry, kb=kb, key=expected, limit=10)
+    if not any(d["state"] == "active" for d in docs):
+        why = (f"its documents are {', '.join(sorted({d['state'] for d in docs}))}" if docs
+               else "no source of the knowledge base has it")
+        problem = (f"knowledge base {kb!r} has no indexed document with key {expected!r} ({why}); a canary for it "
+                   f"would hold every build. See `freshindex documents list --kb {kb}`")
+        if not force:
+            raise NotFoundError(problem)
+        click.echo(f"warning: {problem}; registered anyway (--force)", err=True)
+        log.warning("canary for a missing document", extra={"event": "canary_forced", "kb": kb, "key": expected})
+    c = state.services.registry.add_canary(kb, question, expected, top_k)
     _emit({"id": c.id, "kb": c.kb, "question": c.question, "expected_key": c.expected_key, "top_k": c.top_k},
           as_json, lambda d: f"canary {d['id']} on {d['kb']}: {d['question']!r} -> {d['expected_key']}")
 
@@ -605,6 +701,7 @@ def beat(state: _State) -> None:
 
     app = create_app(state.settings)
     app.conf.beat_schedule = beat_schedule(state.settings)
+    state.settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file lives there
     app.Beat(loglevel=state.settings.log_level,
              schedule=str(state.settings.data_dir / "celerybeat-schedule")).run()
 
@@ -639,5 +736,7 @@ def errors(state: _State, source_id: str | None, run_id: int | None, as_json: bo
     _emit(data, as_json, lambda rs: "\n".join(f"{r['source']}:{r['key']} (run {r['run']}): {r['reason']}: "
                                               f"{r['detail']}" for r in rs) or "no document errors")
 
+
+ops_commands.register(cli)  # runs, documents, kbs, locks, probe, ... (freshindex/ops_commands.py)
 
 __all__ = ["NotFoundError", "cli", "main"]

@@ -48,6 +48,23 @@ class Metrics:
                                      "Hits dropped by the registry recheck before return", ["kb", "reason"],
                                      registry=r)
         self.tasks = Counter("freshindex_tasks_total", "Celery task executions", ["task", "outcome"], registry=r)
+        self.stale_tasks = Counter("freshindex_stale_tasks_total",
+                                   "Tasks of a closed or adopted sync run, fenced off without writing", ["task"],
+                                   registry=r)
+        self.deletions_held = Counter("freshindex_deletions_held_total",
+                                      "Syncs whose deletions the deletion guard held for confirmation", ["source"],
+                                      registry=r)
+        self.fetch_retries = Counter("freshindex_fetch_retries_total",
+                                     "Document fetches retried after a transient source error", ["source"],
+                                     registry=r)
+        self.reaped_runs = Counter("freshindex_reaped_runs_total",
+                                   "Stalled sync runs the reaper resumed, closed or rebuilt", ["action"], registry=r)
+        self.readiness_failures = Counter("freshindex_readiness_failures_total",
+                                          "Readiness checks that failed, by dependency (registry, vector_store)",
+                                          ["dependency"], registry=r)
+        self.unknown_kb_requests = Counter("freshindex_unknown_kb_requests_total",
+                                           "Requests naming a knowledge base the registry does not know (404; "
+                                           "the name itself is never a label)", ["endpoint"], registry=r)
 
     def add_health_collector(self, kbs: Callable[[], Iterable[str]], health: Callable[[str], dict[str, Any]]) -> None:
         """Export registry-derived gauges (lag, backlog) computed at scrape time."""
@@ -78,6 +95,9 @@ class _HealthCollector(Collector):
         snapshots = GaugeMetricFamily("freshindex_snapshots", "Snapshots by status", labels=["kb", "status"])
         held = CounterMetricFamily("freshindex_held_builds", "Builds held by verification, by failed check "
                                    "(from the registry, so every worker's builds count)", labels=["kb", "check"])
+        deletions = GaugeMetricFamily("freshindex_deletions_held",
+                                      "Deletions the latest finished sync of a source held for confirmation "
+                                      "(0 when not held; every source has a series)", labels=["kb", "source"])
         try:
             kbs = list(self._kbs())
         except Exception:  # a scrape must not fail because the registry blinked
@@ -100,4 +120,6 @@ class _HealthCollector(Collector):
                 snapshots.add_metric([kb, status], n)
             for check, n in (h.get("held_builds_by_check") or {}).items():
                 held.add_metric([kb, check], n)
-        yield from (lag, backlog, errors, live, snapshots, held)
+            for source, n in (h.get("deletions_held_by_source") or {}).items():
+                deletions.add_metric([kb, source], n)
+        yield from (lag, backlog, errors, live, snapshots, held, deletions)

@@ -119,6 +119,11 @@ class SyncRunInfo:
     error: str | None = None
     build_status: str | None = None
     build_error: str | None = None
+    heartbeat_at: dt.datetime | None = None
+    worker: str | None = None
+    stale_tasks: int = 0
+    followup_requested: bool = False
+    held_reason: str | None = None
 
     @property
     def done(self) -> bool:

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy import false as sa_false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -143,6 +144,16 @@ class SyncRun(Base):
     build_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Renewed by the process working on the run (plan, documents, build); the
+    #: reaper treats a run whose heartbeat is older than ``sync.run_lease_s`` as dead.
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: Tasks of this run that arrived after it closed and were fenced off (changed nothing).
+    stale_tasks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: Another sync was requested while this one ran: one follow-up runs after it.
+    followup_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    #: Why the run was held (deletion guard) instead of staging its changes.
+    held_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class DocumentResult(Base):

@@ -12,9 +12,12 @@ content-derived ids and inserted with "on conflict" clauses.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import socket
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.errors import ConfigError, NotFoundError, RetryableError
+from core.errors import ConfigError, NotFoundError, RetryableError, StaleTaskError
 from core.ids import validate_kb_name, validate_source_id
 from core.types import ChunkDraft
 from registry import db
@@ -59,12 +62,39 @@ from registry.schema import (
 _BATCH = 500
 
 #: Reasons a failed document is retried on the next sync even if unchanged.
-TRANSIENT_REASONS = frozenset({"unreadable", "vanished"})
+TRANSIENT_REASONS = frozenset({"unreadable", "vanished", "fetch_failed"})
+#: Tombstones that no rollback may undo: the text is gone at its source, past
+#: its validity, or no longer permitted.  (``superseded`` is not final: the
+#: older version of a document that still exists may serve again.)
+FINAL_TOMBSTONE_REASONS = frozenset({"deleted", "expired", "revoked"})
 
 
 def _batches(items: Sequence[Any], size: int = _BATCH) -> Iterator[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+@dataclass(frozen=True)
+class RunClaim:
+    """What :meth:`Registry.open_or_join_run` decided for one sync request."""
+
+    run_id: int
+    changeset_id: int | None
+    #: True when the request joined a live run another sync had opened.
+    joined: bool
+
+
+def _refusal(run: SyncRun | None, changeset_id: int | None, cs_status: str | None) -> str | None:
+    """Why a task of ``run`` may no longer write (None: it may)."""
+    if run is None:
+        return "the run does not exist"
+    if run.status != "running":
+        return f"the run is {run.status}" + (f" ({run.error})" if run.error else "")
+    if changeset_id is not None and run.changeset_id != changeset_id:
+        return f"changeset {changeset_id} is not the run's (it has {run.changeset_id})"
+    if cs_status != "open":
+        return f"its changeset is {cs_status or 'gone'}"
+    return None
 
 
 class Registry:
@@ -204,28 +234,74 @@ class Registry:
     # -- sync runs ------------------------------------------------------------
 
     def start_sync_run(self, source_id: str, trigger: str) -> tuple[int, int]:
-        """Open a run and its changeset; returns (run id, changeset id).
+        """Open a run and its changeset, never joining; returns (run id, changeset id).
 
-        Changesets left ``open`` by earlier runs of the same source that never
-        finished are staged here: their entries were written document by
-        document in complete transactions, so they are valid changes, and the
-        documents they touched will not be seen as changed again.
+        Every open changeset of the source is adopted (see
+        :meth:`open_or_join_run`), whatever its run is doing: for tests,
+        benchmarks and tools that want a run of their own.
+        """
+        claim = self.open_or_join_run(source_id, trigger, lease_s=None)
+        assert claim.changeset_id is not None
+        return claim.run_id, claim.changeset_id
+
+    def open_or_join_run(self, source_id: str, trigger: str, *, lease_s: float | None,
+                         followup: bool = False) -> RunClaim:
+        """The one decision "join the live run of this source, or open one".
+
+        A ``running`` run of the source whose heartbeat (or, before its first
+        heartbeat, its start) is younger than ``lease_s`` seconds is alive:
+        the caller joins it (``joined=True``) and opens nothing; with
+        ``followup`` the run is asked for one more sync after it ends.
+        Otherwise a new run and its changeset are opened.  Changesets left
+        ``open`` by earlier runs of the source are staged here and their runs,
+        if still ``running``, marked failed ("abandoned"): their entries were
+        written document by document in complete transactions, so they are
+        valid changes, and the documents they touched will not be seen as
+        changed again.  A task of an abandoned run that arrives later is
+        fenced off (:class:`core.errors.StaleTaskError`).
+
+        Atomic: the source row is locked (``FOR UPDATE`` on PostgreSQL,
+        ``BEGIN IMMEDIATE`` on SQLite) before looking, so two concurrent
+        callers never both open a run.  ``lease_s=None`` never joins.  What
+        it does not guarantee: that the joined run is still alive a moment
+        later; a follower must keep watching its heartbeat.
         """
         with self.session() as s:
-            source = s.get(Source, source_id)
+            self._write_lock(s)
+            q = select(Source).where(Source.id == source_id)
+            if self._dialect == "postgresql":
+                q = q.with_for_update()
+            source = s.scalars(q).first()
             if source is None:
                 raise NotFoundError(f"no source {source_id!r}")
             now = utcnow()
+            if lease_s is not None:
+                cutoff = now - dt.timedelta(seconds=lease_s)
+                running = s.scalars(
+                    select(SyncRun).where(SyncRun.source_id == source_id, SyncRun.status == "running")
+                    .order_by(SyncRun.id.desc())
+                ).all()
+                for r in running:
+                    seen = _aware(r.heartbeat_at or r.started_at)
+                    if seen is not None and seen > cutoff:
+                        if followup:
+                            r.followup_requested = True
+                        return RunClaim(run_id=r.id, changeset_id=r.changeset_id, joined=True)
             stale = s.scalars(
                 select(Changeset).where(Changeset.source_id == source_id, Changeset.status == "open")
             ).all()
             for cs in stale:
+                if cs.sync_run_id is not None:
+                    # Lock the run before its changeset changes state: staging
+                    # writes of its tasks hold the same lock (see _fence).
+                    rq = select(SyncRun).where(SyncRun.id == cs.sync_run_id)
+                    if self._dialect == "postgresql":
+                        rq = rq.with_for_update()
+                    old = s.scalars(rq).first()
+                    if old is not None and old.status == "running":
+                        old.status, old.finished_at = "failed", now
+                        old.error = "abandoned: a later run adopted its changes"
                 cs.status, cs.staged_at = "staged", now
-                s.execute(
-                    update(SyncRun)
-                    .where(SyncRun.id == cs.sync_run_id, SyncRun.status == "running")
-                    .values(status="failed", finished_at=now, error="abandoned: a later run adopted its changes")
-                )
             run = SyncRun(source_id=source_id, kb=source.kb, trigger=trigger, status="running", started_at=now)
             s.add(run)
             s.flush()
@@ -233,11 +309,235 @@ class Registry:
             s.add(cs)
             s.flush()
             run.changeset_id = cs.id
-            return run.id, cs.id
+            return RunClaim(run_id=run.id, changeset_id=cs.id, joined=False)
 
-    def set_run_planned(self, run_id: int, *, listed: int, planned: int) -> None:
+    # -- fencing: writes of tasks whose run is closed --------------------------
+
+    def _write_lock(self, s: Session) -> None:
+        """Make ``s`` a writer from its first statement (SQLite only).
+
+        pysqlite starts a transaction at the first write, so reads before it
+        would look at a state another writer may change before ours commits.
+        ``BEGIN IMMEDIATE`` takes SQLite's single write lock now (waiting up
+        to the busy timeout).  Must be the session's first statement.
+        PostgreSQL callers lock rows with ``FOR UPDATE`` instead.
+        """
+        if self._dialect == "sqlite":
+            s.connection().exec_driver_sql("BEGIN IMMEDIATE")
+
+    def _fence(self, s: Session, run_id: int, changeset_id: int | None = None) -> SyncRun:
+        """Check, inside the writing transaction, that ``run_id`` still takes writes.
+
+        The run must be ``running`` and its changeset (``changeset_id`` when
+        the task names one) ``open``.  The run row stays locked until the
+        transaction ends (``FOR SHARE`` on PostgreSQL; SQLite's write lock),
+        and every transition out of running/open locks it first
+        (:meth:`finish_sync_run`, :meth:`open_or_join_run`), so no write can
+        land in a changeset that was staged or applied meanwhile.  Must be the
+        session's first statement.
+        """
+        self._write_lock(s)
+        q = select(SyncRun).where(SyncRun.id == run_id)
+        if self._dialect == "postgresql":
+            # FOR SHARE: the documents of one run stage concurrently; a
+            # transition (finish, adoption) takes FOR UPDATE and waits for them.
+            q = q.with_for_update(read=True)
+        run = s.scalars(q).first()
+        cs_status = None
+        if run is not None and (changeset_id or run.changeset_id) is not None:
+            cs_status = s.scalar(select(Changeset.status).where(Changeset.id == (changeset_id or run.changeset_id)))
+        why = _refusal(run, changeset_id, cs_status)
+        if why is not None:
+            raise StaleTaskError(run_id, changeset_id, why)
+        assert run is not None
+        return run
+
+    def run_refusal(self, run_id: int, changeset_id: int | None = None) -> str | None:
+        """Why a task of ``run_id`` would be fenced off now, or None.
+
+        Advisory (no lock): lets a stale task skip its fetch and embedding.
+        The staging transaction decides (:meth:`_fence`).
+        """
         with self.session() as s:
-            s.execute(update(SyncRun).where(SyncRun.id == run_id).values(docs_listed=listed, docs_planned=planned))
+            run = s.get(SyncRun, run_id)
+            cs_status = None
+            if run is not None and (changeset_id or run.changeset_id) is not None:
+                cs_status = s.scalar(select(Changeset.status).where(Changeset.id == (changeset_id or run.changeset_id)))
+            return _refusal(run, changeset_id, cs_status)
+
+    def count_stale_task(self, run_id: int) -> int:
+        """Count a fenced-off task against its run; returns the run's total."""
+        with self.session() as s:
+            s.execute(update(SyncRun).where(SyncRun.id == run_id)
+                      .values(stale_tasks=func.coalesce(SyncRun.stale_tasks, 0) + 1))
+            return s.scalar(select(SyncRun.stale_tasks).where(SyncRun.id == run_id)) or 0
+
+    def stranded_documents(self, kb: str | None = None) -> list[dict[str, Any]]:
+        """Documents with ``pending`` chunks that no build will ever apply.
+
+        A pending, untombstoned chunk is waiting for a build; it is stranded
+        when no ``open`` or ``staged`` changeset holds an upsert for it (a
+        task of a closed run wrote it into a changeset that was already
+        applied, before fencing existed, or a changeset was lost).  Such a
+        document has lost its served version and cannot be found.  Per
+        document: its id, source, key and the stranded chunk ids.
+        """
+        covered = (
+            select(ChangesetEntry.chunk_id)
+            .join(Changeset, Changeset.id == ChangesetEntry.changeset_id)
+            .where(Changeset.status.in_(("open", "staged")), ChangesetEntry.op == "upsert")
+        )
+        with self.session() as s:
+            q = (
+                select(Chunk.id, Chunk.document_id, Document.source_id, Document.key, Chunk.kb)
+                .join(Document, Document.id == Chunk.document_id)
+                .where(Chunk.state == "pending", Chunk.tombstoned.is_(False), Chunk.id.not_in(covered))
+                .order_by(Document.key, Chunk.id)
+            )
+            if kb is not None:
+                q = q.where(Chunk.kb == kb)
+            out: dict[str, dict[str, Any]] = {}
+            for cid, doc_id, source_id, key, chunk_kb in s.execute(q):
+                entry = out.setdefault(doc_id, {"document_id": doc_id, "source_id": source_id, "key": key,
+                                                "kb": chunk_kb, "chunks": []})
+                entry["chunks"].append(cid)
+            return list(out.values())
+
+    def repair_stranded(self, kb: str) -> list[dict[str, Any]]:
+        """Re-stage every stranded document of ``kb`` (see :meth:`stranded_documents`).
+
+        In one transaction, per source: a new ``staged`` changeset (no run)
+        with an upsert for each stranded chunk and a delete for each chunk of
+        those documents that is tombstoned but still live in the collection
+        with no pending delete (the version the stale write superseded); the
+        not yet applied tombstones of those chunks move to it, so the tombstone
+        backlog drains when it is applied.  The documents lose their etag and
+        content hash, so the next sync compares them with the source afresh.
+        The next build serves the repaired documents.  Returns what was
+        repaired (:meth:`stranded_documents` rows plus ``changeset_id``).
+        Run it under the knowledge base's writer lock.
+        """
+        stranded = self.stranded_documents(kb)
+        if not stranded:
+            return []
+        now = utcnow()
+        pending_delete = (
+            select(ChangesetEntry.chunk_id)
+            .join(Changeset, Changeset.id == ChangesetEntry.changeset_id)
+            .where(Changeset.status.in_(("open", "staged")), ChangesetEntry.op == "delete")
+        )
+        with self.session() as s:
+            self._write_lock(s)
+            by_source: dict[str, int] = {}
+            for doc in stranded:
+                cs_id = by_source.get(doc["source_id"])
+                if cs_id is None:
+                    cs = Changeset(kb=kb, source_id=doc["source_id"], sync_run_id=None, status="staged",
+                                   staged_at=now)
+                    s.add(cs)
+                    s.flush()
+                    cs_id = by_source[doc["source_id"]] = cs.id
+                superseded = set(s.scalars(
+                    select(Chunk.id).where(Chunk.document_id == doc["document_id"], Chunk.state == "live",
+                                           Chunk.tombstoned.is_(True), Chunk.id.not_in(pending_delete))
+                ))
+                self._stage_entries(s, cs_id, doc["document_id"], doc["chunks"], "upsert")
+                self._stage_entries(s, cs_id, doc["document_id"], superseded, "delete")
+                for batch in _batches(sorted(superseded)):
+                    s.execute(update(Tombstone)
+                              .where(Tombstone.chunk_id.in_(batch), Tombstone.applied_snapshot_id.is_(None))
+                              .values(changeset_id=cs_id))
+                s.execute(update(Document).where(Document.id == doc["document_id"])
+                          .values(etag=None, content_hash=None, updated_at=now))
+                doc["changeset_id"] = cs_id
+                doc["superseded"] = len(superseded)
+            return stranded
+
+    def set_run_planned(self, run_id: int, *, listed: int, planned: int,
+                        documents: Sequence[tuple[str, str | None, int]] | None = None) -> None:
+        """Record the plan; ``documents`` ((key, etag, size) per planned
+        document) lets the reaper resume the run if its workers die."""
+        with self.session() as s:
+            values: dict[str, Any] = dict(docs_listed=listed, docs_planned=planned, heartbeat_at=utcnow(),
+                                          worker=process_name())
+            if documents is not None:
+                run = s.get(SyncRun, run_id)
+                summary = dict(run.summary or {}) if run is not None else {}
+                summary["planned_keys"] = [[k, e, int(z)] for k, e, z in documents]
+                values["summary"] = summary
+            s.execute(update(SyncRun).where(SyncRun.id == run_id).values(**values))
+
+    # Leases: the reaper (schedules/reaper.py) resumes or closes runs whose
+    # worker stopped renewing them.
+
+    def heartbeat_run(self, run_id: int, worker: str | None = None) -> None:
+        """Renew a run's lease: the process working on it (``worker``,
+        default this process's hostname:pid) is alive."""
+        with self.session() as s:
+            s.execute(update(SyncRun).where(SyncRun.id == run_id)
+                      .values(heartbeat_at=utcnow(), worker=worker or process_name()))
+
+    def stalled_runs(self, lease_s: float, *, now: dt.datetime | None = None) -> list[SyncRunInfo]:
+        """Runs nobody has renewed for ``lease_s`` seconds.
+
+        * ``running`` runs whose heartbeat (or start) is older than the lease;
+        * finished runs whose build is still ``pending``, whose heartbeat (or
+          finish) is older than the lease, while no builder holds the
+          knowledge base's lock (a build in progress renews its lock).
+
+        A held run is treated like any other (its held deletions wait for a
+        person; its other changes should not).  A slow worker that renews
+        less often than the lease looks dead: keep
+        ``sync.heartbeat_interval_s`` well under ``sync.run_lease_s``.
+        """
+        now = now or utcnow()
+        cutoff = now - dt.timedelta(seconds=lease_s)
+        wall = time.time()
+        out: list[SyncRunInfo] = []
+        with self.session() as s:
+            rows = s.scalars(
+                select(SyncRun).where(or_(SyncRun.status == "running", SyncRun.build_status == "pending"))
+                .order_by(SyncRun.id)
+            ).all()
+            locks = {r.name: r for r in s.scalars(select(Lock).where(Lock.name.like("build:%")))}
+            for r in rows:
+                seen = _aware(r.heartbeat_at or (r.started_at if r.status == "running" else r.finished_at))
+                if seen is not None and seen > cutoff:
+                    continue
+                if r.status != "running":
+                    lock = locks.get(f"build:{r.kb}")
+                    if lock is not None and lock.owner is not None and lock.expires_at > wall:
+                        continue
+                out.append(_run_info(r))
+        return out
+
+    def unprocessed_documents(self, run_id: int) -> list[tuple[str, str | None, int]] | None:
+        """Planned documents of a run that have no outcome yet, or None when
+        the run recorded no plan (it cannot be resumed)."""
+        with self.session() as s:
+            run = s.get(SyncRun, run_id)
+            if run is None:
+                raise NotFoundError(f"no sync run {run_id}")
+            planned = (run.summary or {}).get("planned_keys")
+            if planned is None:
+                return None
+            done = set(s.scalars(select(DocumentResult.key).where(DocumentResult.sync_run_id == run_id)))
+            return [(k, e, int(z)) for k, e, z in planned if k not in done]
+
+    def record_reap(self, run_id: int, action: str, *, worker: str | None = None, **details: Any) -> int:
+        """Note that the reaper acted on a run (and renew its lease, so the
+        next reaper waits a full lease); returns how often it has been reaped."""
+        with self.session() as s:
+            run = s.get(SyncRun, run_id)
+            if run is None:
+                raise NotFoundError(f"no sync run {run_id}")
+            summary = dict(run.summary or {})
+            reaps = list(summary.get("reaps", []))
+            reaps.append({"at": utcnow().isoformat(), "action": action, **details})
+            summary["reaps"] = reaps
+            run.summary = summary
+            run.heartbeat_at, run.worker = utcnow(), worker or f"reaper:{process_name()}"
+            return len(reaps)
 
     def get_sync_run(self, run_id: int) -> SyncRunInfo:
         with self.session() as s:
@@ -270,9 +570,14 @@ class Registry:
             planned = s.scalar(select(SyncRun.docs_planned).where(SyncRun.id == run_id)) or 0
             return done, planned
 
-    def record_outcome(self, run_id: int, outcome: DocumentOutcome) -> None:
-        """Record a document outcome that changed nothing else (unchanged, failed)."""
+    def record_outcome(self, run_id: int, outcome: DocumentOutcome, *, changeset_id: int | None = None) -> None:
+        """Record a document outcome that changed nothing else (unchanged, failed).
+
+        Raises :class:`StaleTaskError` (writing nothing) when the run no
+        longer takes writes; so do all the staging methods below.
+        """
         with self.session() as s:
+            self._fence(s, run_id, changeset_id)
             self._put_result(s, run_id, outcome)
             if outcome.outcome == "failed":
                 doc = s.get(Document, outcome.document_id)
@@ -285,7 +590,7 @@ class Registry:
 
     def record_failure(
         self, run_id: int, *, source_id: str, document_id: str, key: str, reason: str, detail: str,
-        etag: str | None = None, size: int = 0, seconds: float = 0.0,
+        etag: str | None = None, size: int = 0, seconds: float = 0.0, changeset_id: int | None = None,
     ) -> None:
         """A document could not be indexed.
 
@@ -295,6 +600,7 @@ class Registry:
         every sync unless the reason is transient.
         """
         with self.session() as s:
+            self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             if doc is None:
                 doc = Document(id=document_id, source_id=source_id, key=key, state="error", size=size, version=0)
@@ -313,9 +619,11 @@ class Registry:
                 ),
             )
 
-    def touch_document(self, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float) -> None:
+    def touch_document(self, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float,
+                       changeset_id: int | None = None) -> None:
         """The etag moved but the content did not: remember the new etag."""
         with self.session() as s:
+            self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             if doc is not None:
                 doc.etag, doc.size = etag, size
@@ -369,6 +677,9 @@ class Registry:
         """
         now = utcnow()
         with self.session() as s:
+            # A task of a closed run must not write into a changeset that was
+            # staged or applied without it: its chunks would stay pending forever.
+            self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             if doc is None:
                 doc = Document(id=document_id, source_id=source.id, key=key, version=0, first_seen_at=now)
@@ -417,6 +728,7 @@ class Registry:
     def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = "deleted") -> int:
         """The source no longer has this document: tombstone all its chunks."""
         with self.session() as s:
+            self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             if doc is None or doc.state == "deleted":
                 return 0
@@ -477,6 +789,7 @@ class Registry:
         trigger the build.
         """
         with self.session() as s:
+            self._write_lock(s)  # serialised with staging writes (see _fence)
             q = select(SyncRun).where(SyncRun.id == run_id)
             if self._dialect == "postgresql":
                 q = q.with_for_update()
@@ -514,9 +827,15 @@ class Registry:
                 run.status = "partial"
             else:
                 run.status = "succeeded"
+            if run.held_reason and error is None:
+                run.status = "held"  # the deletion guard kept this run's deletions back
+            # Kept from the running summary: the deletion guard's hold (written
+            # at plan time) and the reaper's resumes; planned_keys are dropped.
+            kept = {k: v for k, v in (run.summary or {}).items() if k in ("held", "reaps") and v}
             run.error = error
             run.finished_at = utcnow()
             run.summary = {
+                **kept,
                 "documents": counts,
                 "documents_changed": counts["added"] + counts["modified"] + counts["deleted"],
                 **totals,
@@ -541,6 +860,66 @@ class Registry:
             if cs is None:
                 return False
             return s.scalar(select(Changeset.status).where(Changeset.id == cs)) == "applied"
+
+    # Deletion guard: a sync that would tombstone too much of a source holds
+    # its deletions until a person confirms them (workers/pipeline.py plan_sync).
+
+    def hold_deletions(self, run_id: int, *, reason: str, held: dict[str, Any]) -> None:
+        """Mark a run as holding its deletions back; ``held`` (counts) joins its summary."""
+        with self.session() as s:
+            run = s.get(SyncRun, run_id)
+            if run is None:
+                raise NotFoundError(f"no sync run {run_id}")
+            run.held_reason = reason
+            run.summary = {**(run.summary or {}), "held": dict(held)}
+
+    def confirm_deletions(self, source_id: str, count: int, *, actor: str) -> dict[str, Any]:
+        """Allow the next sync of a source to delete up to ``count`` documents (one shot)."""
+        with self.session() as s:
+            row = s.get(Source, source_id)
+            if row is None:
+                raise NotFoundError(f"no source {source_id!r} (see `freshindex sources list`)")
+            confirmation = {"count": int(count), "by": actor, "at": utcnow().isoformat()}
+            row.options = {**(row.options or {}), "confirmed_deletions": confirmation}
+            return confirmation
+
+    def take_deletion_confirmation(self, source_id: str) -> int | None:
+        """Remove and return a source's pending confirmation (the count), if any.
+
+        Atomic: of two syncs racing for one confirmation, one gets it.
+        """
+        with self.session() as s:
+            q = select(Source).where(Source.id == source_id)
+            if self._dialect == "postgresql":
+                q = q.with_for_update()
+            row = s.scalars(q).first()
+            if row is None or "confirmed_deletions" not in (row.options or {}):
+                return None
+            options = dict(row.options)
+            confirmation = options.pop("confirmed_deletions") or {}
+            row.options = options
+            return int(confirmation.get("count", 0))
+
+    def held_deletions(self, kb: str) -> dict[str, int]:
+        """Per source of ``kb``: documents its latest finished run held back (0 if not held).
+
+        Every source of the knowledge base has an entry, so the gauge built
+        from it exists (at 0) before the first hold.
+        """
+        with self.session() as s:
+            sources = list(s.scalars(select(Source.id).where(Source.kb == kb)))
+            latest = (
+                select(SyncRun.source_id, func.max(SyncRun.id).label("run_id"))
+                .where(SyncRun.kb == kb, SyncRun.status != "running")
+                .group_by(SyncRun.source_id)
+                .subquery()
+            )
+            runs = s.scalars(select(SyncRun).join(latest, SyncRun.id == latest.c.run_id)).all()
+            out = {source_id: 0 for source_id in sources}
+            for r in runs:
+                if r.source_id in out and r.status == "held":
+                    out[r.source_id] = int(((r.summary or {}).get("held") or {}).get("deletions", 0))
+            return out
 
     def document_errors(self, run_id: int | None = None, source_id: str | None = None) -> list[DocumentErrorInfo]:
         with self.session() as s:
@@ -806,8 +1185,13 @@ class Registry:
     def realign_to_snapshot(
         self, target_id: str, *, present: set[str], touched: set[str], changesets_reverted: Sequence[int],
         changesets_reapplied: Sequence[int], actor: str, reason: str,
-    ) -> None:
+    ) -> int:
         """Make the registry describe ``target_id`` as the serving snapshot.
+
+        Returns how many chunks the target holds that stay withheld: chunks
+        of documents deleted since (or whose tombstone is otherwise final)
+        are never made servable by a swap; they stay tombstoned, so the query
+        path drops them, and are staged for deletion by the next build.
 
         Used by swap and rollback.  ``touched`` are the chunks whose state may
         differ between the current and the target snapshot, ``present`` those
@@ -828,21 +1212,33 @@ class Registry:
                     c.status = "retired"
             ids = sorted(touched)
             docs: set[str] = set()
+            withheld: dict[str, tuple[str, str, str]] = {}  # chunk id -> (document, source, reason)
             for batch in _batches(ids):
                 docs.update(s.scalars(select(Chunk.document_id).where(Chunk.id.in_(batch))))
                 live = [i for i in batch if i in present]
                 gone = [i for i in batch if i not in present]
+                final = self._final_tombstones(s, live)
+                withheld.update(final)
+                live = [i for i in live if i not in final]
                 if live:
                     s.execute(update(Chunk).where(Chunk.id.in_(live)).values(state="live", tombstoned=False))
+                if final:
+                    # Physically in the target collection, never servable again:
+                    # tombstoned (the query path drops them at once) and staged for
+                    # deletion, so the next build removes the points.
+                    s.execute(update(Chunk).where(Chunk.id.in_(list(final))).values(state="live", tombstoned=True))
                 if gone:
                     s.execute(update(Chunk).where(Chunk.id.in_(gone)).values(state="removed", tombstoned=True))
+            # A document deleted at its source stays deleted: only documents that
+            # still exist are re-compared with the source on the next sync.
             for batch in _batches(sorted(docs)):
-                s.execute(update(Document).where(Document.id.in_(batch)).values(etag=None, content_hash=None))
                 s.execute(
                     update(Document)
-                    .where(Document.id.in_(batch), Document.state == "deleted")
-                    .values(state="active", deleted_at=None)
+                    .where(Document.id.in_(batch), Document.state != "deleted")
+                    .values(etag=None, content_hash=None)
                 )
+            if withheld:
+                self._stage_withheld(s, target.kb, withheld)
             if changesets_reverted:
                 s.execute(update(Changeset).where(Changeset.id.in_(list(changesets_reverted)))
                           .values(status="rolled_back"))
@@ -852,6 +1248,52 @@ class Registry:
             s.add(AliasEvent(kb=target.kb, from_snapshot_id=current[0].id if current else None,
                              to_snapshot_id=target_id, actor=actor, reason=reason))
             target.status, target.activated_at = "active", now
+            return len(withheld)
+
+    def _final_tombstones(self, s: Session, ids: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+        """Of ``ids``, the chunks a rollback must not bring back, with their document, source and reason.
+
+        Those of documents deleted at their source, and those whose newest
+        tombstone is final (deleted, expired, revoked).  A ``superseded``
+        chunk of a live document comes back: it is the older version of text
+        that still exists, which is what a rollback is for.
+        """
+        if not ids:
+            return {}
+        rows = s.execute(
+            select(Chunk.id, Chunk.document_id, Chunk.source_id, Chunk.tombstoned, Document.state)
+            .join(Document, Document.id == Chunk.document_id)
+            .where(Chunk.id.in_(list(ids)))
+        ).all()
+        tombstoned = [r.id for r in rows if r.tombstoned]
+        newest: dict[str, str] = {}
+        if tombstoned:
+            for cid, reason in s.execute(
+                select(Tombstone.chunk_id, Tombstone.reason).where(Tombstone.chunk_id.in_(tombstoned))
+                .order_by(Tombstone.id)
+            ):
+                newest[cid] = reason
+        out: dict[str, tuple[str, str, str]] = {}
+        for r in rows:
+            if r.state == "deleted":
+                out[r.id] = (r.document_id, r.source_id, "deleted")
+            elif r.tombstoned and newest.get(r.id) in FINAL_TOMBSTONE_REASONS:
+                out[r.id] = (r.document_id, r.source_id, newest[r.id])
+        return out
+
+    def _stage_withheld(self, s: Session, kb: str, withheld: dict[str, tuple[str, str, str]]) -> None:
+        """Stage deletes (and keep tombstones) for chunks a rollback brought back physically."""
+        by_source: dict[str, list[str]] = {}
+        for cid, (_doc, source_id, _reason) in withheld.items():
+            by_source.setdefault(source_id, []).append(cid)
+        for source_id, chunk_ids in sorted(by_source.items()):
+            cs = Changeset(kb=kb, source_id=source_id, sync_run_id=None, status="staged", staged_at=utcnow())
+            s.add(cs)
+            s.flush()
+            for cid in sorted(chunk_ids):
+                doc_id, _src, reason = withheld[cid]
+                s.add(ChangesetEntry(changeset_id=cs.id, chunk_id=cid, document_id=doc_id, op="delete"))
+                s.add(Tombstone(chunk_id=cid, document_id=doc_id, kb=kb, reason=reason, changeset_id=cs.id))
 
     def changeset_chunk_ids(self, changeset_ids: Sequence[int]) -> set[str]:
         with self.session() as s:
@@ -1066,6 +1508,7 @@ class Registry:
             "documents_in_error_by_reason": by_reason,
             "snapshots_by_status": by_status,
             "held_builds_by_check": held,
+            "deletions_held_by_source": self.held_deletions(kb),
             "pending_changesets": pending,
             "tombstone_backlog": self.tombstone_backlog(kb),
             "live_chunks": self.count_live(kb),
@@ -1112,13 +1555,24 @@ def _snap_info(r: Snapshot) -> SnapshotInfo:
     )
 
 
+def process_name() -> str:
+    """hostname:pid of this process, as recorded on the runs it works on."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _aware(t: dt.datetime | None) -> dt.datetime | None:
+    # SQLite hands back naive datetimes; every registry time is UTC.
+    return t.replace(tzinfo=dt.UTC) if t is not None and t.tzinfo is None else t
+
+
 def _run_info(r: SyncRun) -> SyncRunInfo:
     return SyncRunInfo(
         id=r.id, source_id=r.source_id, kb=r.kb, trigger=r.trigger, status=r.status, started_at=r.started_at,
         finished_at=r.finished_at, docs_listed=r.docs_listed, docs_planned=r.docs_planned,
         changeset_id=r.changeset_id, snapshot_id=r.snapshot_id, summary=dict(r.summary or {}), error=r.error,
-        build_status=r.build_status, build_error=r.build_error,
+        build_status=r.build_status, build_error=r.build_error, heartbeat_at=r.heartbeat_at, worker=r.worker,
+        stale_tasks=r.stale_tasks or 0, followup_requested=bool(r.followup_requested), held_reason=r.held_reason,
     )
 
 
-__all__ = ["TRANSIENT_REASONS", "Registry"]
+__all__ = ["TRANSIENT_REASONS", "Registry", "RunClaim"]

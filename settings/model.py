@@ -69,6 +69,38 @@ class BrokerSettings(BaseModel):
     task_soft_time_limit: int = Field(default=600, ge=1, description="seconds per task")
     prefetch_multiplier: int = Field(default=1, ge=1)
     sync_timeout: float = Field(default=3600.0, description="seconds `freshindex sync` waits for a distributed run")
+    visibility_timeout: int = Field(
+        default=0, ge=0,
+        description="seconds before a Redis/SQS broker redelivers an unacknowledged task of a dead worker; "
+        "0 = the task hard time limit plus 60 s. Must exceed the longest task and any retry countdown",
+    )
+    task_max_retries: int = Field(default=5, ge=0, description="retries of a retryable task error before the "
+                                  "document is recorded as failed")
+    retry_backoff_max: int = Field(default=60, ge=1, description="cap on the exponential retry delay, seconds")
+
+
+class SyncSettings(BaseModel):
+    """How runs are guarded, fenced and recovered."""
+
+    run_lease_s: float = Field(
+        default=120.0, gt=0,
+        description="a running sync run (or its pending build) whose heartbeat is older than this is presumed "
+        "dead and is resumed or closed by the reaper",
+    )
+    heartbeat_interval_s: float = Field(default=10.0, gt=0, description="how often a working process renews its run's heartbeat")
+    max_deletion_share: float = Field(
+        default=0.3, ge=0, le=1,
+        description="a sync that would tombstone more than this share of a source's documents (or all of them) is "
+        "held until confirmed with `freshindex sources confirm-deletions`",
+    )
+    min_held_deletions: int = Field(
+        default=3, ge=1,
+        description="the share limit applies only from this many deletions in one sync (so deleting 1 of 2 "
+        "documents is not held); a listing that comes back empty is held whatever the count",
+    )
+    fetch_retries: int = Field(default=3, ge=0, description="retries of a transient fetch error, per document")
+    fetch_backoff_s: float = Field(default=0.5, ge=0, description="first fetch retry delay (doubles, with jitter)")
+    fetch_backoff_max_s: float = Field(default=10.0, ge=0, description="cap on one fetch retry delay")
 
 
 class VectorStoreSettings(BaseModel):
@@ -125,6 +157,20 @@ class SourcesSettings(BaseModel):
     max_render_megapixels: float = Field(
         default=100.0, gt=0, description="pixels of one page rendered for OCR (the DPI is lowered to fit)",
     )
+    max_image_megapixels: float = Field(
+        default=100.0, gt=0, description="declared pixels of one image in a document; a larger image fails the "
+        "document as too_large before it is decoded",
+    )
+    max_chunks_per_document: int = Field(
+        default=10_000, ge=1, description="chunks one document may produce; more fail it as too_large",
+    )
+    max_tokens_per_document: int = Field(
+        default=2_000_000, ge=1, description="tokens one document may send to the embedder; more fail it as too_large",
+    )
+    max_decompressed_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=1,
+        description="bytes a document's compressed streams (PDF flate, archives) may inflate to; more fail it as too_large",
+    )
     s3: S3Settings = S3Settings()
 
 
@@ -162,6 +208,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     registry: RegistrySettings = RegistrySettings()
     broker: BrokerSettings = BrokerSettings()
+    sync: SyncSettings = SyncSettings()
     vector_store: VectorStoreSettings = VectorStoreSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     sources: SourcesSettings = SourcesSettings()

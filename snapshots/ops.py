@@ -64,7 +64,9 @@ class SnapshotOps:
     def verify(self, snapshot_id: str) -> dict[str, Any]:
         """Re-run the checks on a built snapshot.  The active snapshot gets the
         full comparison with the registry (counts, orphans both ways, a payload
-        sample, canaries); a retired one its recorded point count."""
+        sample, canaries) and ``stranded_pending``: no document may have
+        pending chunks that no open or staged changeset will apply (fix with
+        :meth:`reconcile`); a retired one its recorded point count."""
         snap = self.registry.get_snapshot(snapshot_id)
         if snap.status not in SERVING:
             raise ConfigError(f"{snapshot_id} is {snap.status}; only built snapshots can be verified")
@@ -74,6 +76,15 @@ class SnapshotOps:
                 sample = live[:: max(1, len(live) // max(1, self.builder.verify_sample))]
                 checks = self.builder.verify_collection(snap.kb, snap.collection, expected=len(live), written=sample,
                                                         full_scan=True)
+                stranded = self.registry.stranded_documents(snap.kb)
+                checks["stranded_pending"] = len(stranded)
+                if stranded:
+                    self.metrics.verification_failures.labels(snap.kb, "stranded_pending").inc()
+                    return {"snapshot_id": snapshot_id, "ok": False, "check": "stranded_pending",
+                            "reason": f"{len(stranded)} documents have pending chunks no build will apply "
+                                      f"(e.g. {[d['key'] for d in stranded[:3]]}); run `freshindex snapshots "
+                                      "reconcile`",
+                            "details": {**checks, "documents": [_stranded_row(d) for d in stranded]}}
             else:
                 count = self.store.count(snap.collection)
                 checks = {"point_count": count, "expected_count": snap.point_count}
@@ -86,6 +97,28 @@ class SnapshotOps:
             return {"snapshot_id": snapshot_id, "ok": False, "check": check, "reason": str(exc),
                     "details": getattr(exc, "checks", {})}
         return {"snapshot_id": snapshot_id, "ok": True, "checks": checks}
+
+    def reconcile(self, kb: str, *, repair: bool = True) -> dict[str, Any]:
+        """Find (and with ``repair`` re-stage) documents stranded with pending chunks.
+
+        A stranded document lost its served version: a task of a closed run
+        wrote it into a changeset that was already applied (before tasks were
+        fenced).  Repair stages its chunks again and makes the next sync
+        re-check it against the source (:meth:`Registry.repair_stranded`); the
+        next build serves it.  Runs under the writer lock, like a build.
+        """
+        if not repair:
+            found = self.registry.stranded_documents(kb)
+            return {"kb": kb, "stranded": [_stranded_row(d) for d in found], "repaired": 0}
+        with self.builder.lock(kb):
+            fixed = self.registry.repair_stranded(kb)
+        for d in fixed:
+            log.warning("stranded document re-staged", extra={"event": "stranded_repaired", "kb": kb,
+                                                               "key": d["key"], "source": d["source_id"],
+                                                               "chunks": len(d["chunks"]),
+                                                               "changeset": d["changeset_id"]})
+        return {"kb": kb, "stranded": [_stranded_row(d) for d in fixed], "repaired": len(fixed),
+                "next": "build (or sync) to serve them" if fixed else None}
 
     # -- moving the alias -----------------------------------------------------------
 
@@ -123,7 +156,7 @@ class SnapshotOps:
             started = time.perf_counter()
             previous = self.store.swap_alias(self.naming.alias(kb), target.collection)
             swap_ms = (time.perf_counter() - started) * 1000
-            self.registry.realign_to_snapshot(
+            withheld = self.registry.realign_to_snapshot(
                 target.id, present=present, touched=touched,
                 changesets_reverted=changesets if backwards else [],
                 changesets_reapplied=[] if backwards else changesets, actor=actor, reason=reason,
@@ -133,7 +166,7 @@ class SnapshotOps:
                                               "previous_collection": previous, "actor": actor, "reason": reason})
             return {"kb": kb, "status": "swapped", "snapshot_id": target.id,
                     "previous_id": active.id if active else None, "direction": "back" if backwards else "forward",
-                    "chunks_realigned": len(touched), "documents_to_recheck": "next sync",
+                    "chunks_realigned": len(touched), "chunks_withheld": withheld, "documents_to_recheck": "next sync",
                     "swap_ms": round(swap_ms, 3)}
 
     def rollback(self, kb: str, *, to: str | None = None, actor: str, reason: str) -> dict[str, Any]:
@@ -246,6 +279,14 @@ class SnapshotOps:
                 p.payload["content_hash"]: np.asarray(p.vector, dtype=np.float32)
                 for p in points if p.vector is not None and p.payload.get("content_hash")
             })
+
+
+def _stranded_row(d: dict[str, Any]) -> dict[str, Any]:
+    row = {"source": d["source_id"], "key": d["key"], "document_id": d["document_id"],
+           "pending_chunks": len(d["chunks"])}
+    if "changeset_id" in d:
+        row["changeset_id"] = d["changeset_id"]
+    return row
 
 
 def _manifest(snap: SnapshotInfo) -> dict[str, Any]:

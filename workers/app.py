@@ -33,12 +33,14 @@ class TaskName(StrEnum):
     FINISH_SYNC = "freshindex.finish_sync"
     BUILD_SNAPSHOT = "freshindex.build_snapshot"
     POLL_SOURCES = "freshindex.poll_sources"
+    REAP_RUNS = "freshindex.reap_runs"
 
 
 ROUTES = {
     TaskName.SYNC_SOURCE: Queue.SYNC,
     TaskName.FINISH_SYNC: Queue.SYNC,
     TaskName.POLL_SOURCES: Queue.SYNC,
+    TaskName.REAP_RUNS: Queue.SYNC,
     TaskName.PROCESS_DOCUMENT: Queue.PARSE,
     TaskName.BUILD_SNAPSHOT: Queue.BUILD,
 }
@@ -46,6 +48,24 @@ ROUTES = {
 
 def queue_name(settings: Settings, queue: Queue) -> str:
     return f"{settings.broker.queue_prefix}.{queue.value}"
+
+
+def visibility_timeout(settings: Settings) -> int:
+    """Seconds a Redis/SQS broker waits before redelivering a task a worker took and never acknowledged.
+
+    With ``task_acks_late`` a task's message stays unacknowledged while it
+    runs, so a worker killed mid-task leaves it invisible for this long.  It
+    must exceed the longest task (the hard time limit) and the longest retry
+    countdown, or a healthy slow task is delivered twice (harmless, tasks are
+    idempotent, but wasted work).  RabbitMQ ignores it: it redelivers as soon
+    as the dead consumer's connection closes.
+    """
+    return settings.broker.visibility_timeout or task_time_limit(settings) + 60
+
+
+def task_time_limit(settings: Settings) -> int:
+    """The hard limit: the soft limit plus a minute for the task to clean up."""
+    return settings.broker.task_soft_time_limit + 60
 
 
 def create_app(settings: Settings) -> Celery:
@@ -70,13 +90,20 @@ def create_app(settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=settings.broker.prefetch_multiplier,
         task_soft_time_limit=settings.broker.task_soft_time_limit,
-        task_time_limit=settings.broker.task_soft_time_limit + 60,
+        task_time_limit=task_time_limit(settings),
         broker_connection_retry_on_startup=True,
+        # Redis and SQS honour these; RabbitMQ has no visibility timeout.
+        broker_transport_options={"visibility_timeout": visibility_timeout(settings)},
+        # Task events let `celery events` / Flower (and tests) see what each worker is doing.
+        worker_send_task_events=True,
+        task_send_sent_event=True,
         worker_hijack_root_logger=False,
         enable_utc=True,
     )
+    from workers.probe import install_heartbeat
     from workers.tasks import register
 
     app.freshindex_settings = settings  # type: ignore[attr-defined]
     register(app)
+    install_heartbeat(app, settings)  # liveness files for the k8s probes (workers/probe.py)
     return app

@@ -5,7 +5,8 @@ ids as arguments, so a Celery task is a thin shell around it and a test calls
 it directly.  Each is idempotent under redelivery:
 
 * :func:`plan_sync` opens a run and lists the source; documents that vanished
-  are tombstoned here (registry-only work).
+  are tombstoned here (registry-only work), unless the deletion guard
+  (:func:`deletion_hold`) holds them for a person to confirm.
 * :func:`process_document` fetches, parses, chunks, diffs against the
   registry, embeds only what is new to the vector cache, and stages the diff
   in one transaction.  Run twice, the second run finds the content hash
@@ -21,13 +22,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.errors import DocumentError, SourceError
+from core.errors import DocumentError, RetryableError, StaleTaskError
 from core.ids import content_hash, document_id
 from core.types import Embedder, ObjectRef
 from health.metrics import Metrics
 from registry import TRANSIENT_REASONS, DocumentOutcome, DocumentState, Registry, SourceInfo, SyncRunInfo
+from settings.model import SyncSettings
 from workers.chunking import CHUNKER_VERSION, Chunker
 from workers.connectors import Connector, check_key
+from workers.connectors.retry import RetryPolicy, fetch_with_retry
 from workers.embedding import embed_with_cache
 from workers.parsing import PARSER_SET_VERSION, Parsers
 
@@ -46,6 +49,13 @@ class PipelineContext:
     chunker: Chunker
     metrics: Metrics
     max_file_bytes: int
+    #: Deletion guard and fetch retry settings (defaults when not passed).
+    sync: SyncSettings = field(default_factory=SyncSettings)
+
+    @property
+    def fetch_policy(self) -> RetryPolicy:
+        return RetryPolicy(retries=self.sync.fetch_retries, backoff_s=self.sync.fetch_backoff_s,
+                           backoff_max_s=self.sync.fetch_backoff_max_s)
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,9 @@ class SyncPlan:
     documents: tuple[PlannedDocument, ...] = field(default_factory=tuple)
     deleted: int = 0
     listed: int = 0
+    #: A live run of the source was already running: this plan joined it and
+    #: planned nothing (``run_id`` is that run; follow it, do not process).
+    joined: bool = False
 
 
 def _needs_processing(known: DocumentState | None, ref: ObjectRef) -> bool:
@@ -76,33 +89,93 @@ def _needs_processing(known: DocumentState | None, ref: ObjectRef) -> bool:
     return known.etag is None or known.etag != ref.etag
 
 
+def deletion_hold(*, deleting: int, live: int, listed: int, max_share: float, min_held: int) -> str | None:
+    """Why deleting ``deleting`` of a source's ``live`` documents must wait, or None.
+
+    An empty listing (a prefix emptied, a bucket re-created, a mount gone)
+    looks exactly like "every document was deleted", so it is always held
+    when the source has a live document.  Otherwise deleting more than
+    ``max_share`` of the live documents is held, but only from ``min_held``
+    deletions on: a small source losing one of two documents (or renaming
+    its only one) is ordinary.
+    """
+    if deleting <= 0 or live <= 0:
+        return None
+    share = deleting / live
+    if listed == 0 or (deleting >= min_held and share > max_share):
+        return (f"would delete {deleting} of {live} documents ({share:.0%}, limit {max_share:.0%})"
+                .replace("%", " %") + ("; the source listed nothing" if listed == 0 else ""))
+    return None
+
+
 def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> SyncPlan:
-    """Open a sync run, list the source and decide what to process."""
+    """Open a sync run, list the source and decide what to process.
+
+    A listing that fails closes the run as ``failed`` (changeset dropped)
+    before the error propagates, so no run is left ``running``.  Deletions
+    the guard holds are not staged: the documents keep serving, the run
+    finishes as ``held`` and its other changes are processed as usual.
+    """
     source = ctx.registry.get_source(source_id)
-    run_id, changeset_id = ctx.registry.start_sync_run(source_id, trigger)
+    # One sync per source at a time: the same decision for the inline runner
+    # and the sync_source task (a live running run is joined, never doubled).
+    claim = ctx.registry.open_or_join_run(source_id, trigger, lease_s=ctx.sync.run_lease_s)
+    if claim.joined:
+        log.info("sync joined", extra={"event": "sync_joined", "source": source_id, "run": claim.run_id})
+        return SyncPlan(claim.run_id, claim.changeset_id or 0, source_id, source.kb, joined=True)
+    run_id, changeset_id = claim.run_id, claim.changeset_id or 0
     log.info("sync started", extra={"event": "sync_started", "source": source_id, "run": run_id})
     try:
         refs = list(ctx.connector_for(source).list())
-    except SourceError as exc:
-        ctx.registry.finish_sync_run(run_id, error=str(exc))
+    except Exception as exc:
+        # Any listing failure (not only SourceError: a bug, a bad location)
+        # must close the run, or the source looks busy until its lease ends.
+        ctx.registry.finish_sync_run(run_id, error=f"cannot list the source: {exc}")
         ctx.registry.set_run_build(run_id, status="failed", snapshot_id=None, error=str(exc))
         ctx.metrics.sync_runs.labels(source_id, "failed").inc()
+        log.warning("sync failed", extra={"event": "sync_list_failed", "source": source_id, "run": run_id,
+                                          "error": str(exc)})
         raise
     known = ctx.registry.documents_for_source(source_id)
     listed = {ref.key for ref in refs}
     planned = tuple(PlannedDocument(r.key, r.etag, r.size) for r in refs if _needs_processing(known.get(r.key), r))
+    gone = [doc for key, doc in known.items() if key not in listed and doc.state in ("active", "error")]
+    live = sum(1 for doc in known.values() if doc.state == "active")
+    deleting = sum(1 for doc in gone if doc.state == "active")
+    guard = ctx.sync
+    held = deletion_hold(deleting=deleting, live=live, listed=len(refs), max_share=guard.max_deletion_share,
+                         min_held=guard.min_held_deletions)
+    if held is not None:
+        confirmed = ctx.registry.take_deletion_confirmation(source_id)  # one shot: used or not, it is gone
+        if confirmed is not None and deleting <= confirmed:
+            log.warning("deletions confirmed", extra={"event": "deletions_confirmed", "source": source_id,
+                                                      "run": run_id, "deleting": deleting, "confirmed": confirmed})
+            held = None
+        elif confirmed is not None:
+            held += f"; the confirmation covered only {confirmed}"
+    ctx.registry.set_run_planned(run_id, listed=len(refs), planned=len(planned),
+                                 documents=[(d.key, d.etag, d.size) for d in planned])  # lets the reaper resume
     deleted = 0
-    for key, doc in known.items():
-        if key not in listed and doc.state in ("active", "error"):
+    if held is not None:
+        reason = f"{held}; confirm with `freshindex sources confirm-deletions {source_id}`"
+        ctx.registry.hold_deletions(run_id, reason=reason, held={
+            "deletions": deleting, "live": live, "listed": len(refs), "limit": guard.max_deletion_share,
+            "keys": sorted(doc.key for doc in gone)[:20],
+        })
+        ctx.metrics.deletions_held.labels(source_id).inc()
+        log.warning("deletions held", extra={"event": "deletions_held", "source": source_id, "run": run_id,
+                                             "deleting": deleting, "live": live, "listed": len(refs),
+                                             "reason": reason})
+    else:
+        for doc in gone:
             n = ctx.registry.stage_deletion(run_id, changeset_id, doc.id)
             ctx.metrics.tombstones.labels(source.kb, "deleted").inc(n)
             ctx.metrics.documents.labels(source_id, "deleted").inc()
             deleted += 1
-    ctx.registry.set_run_planned(run_id, listed=len(refs), planned=len(planned))
     log.info(
         "sync planned",
         extra={"event": "sync_planned", "source": source_id, "run": run_id, "listed": len(refs),
-               "planned": len(planned), "deleted": deleted},
+               "planned": len(planned), "deleted": deleted, "deletions_held": deleting if held else 0},
     )
     return SyncPlan(run_id, changeset_id, source_id, source.kb, planned, deleted, len(refs))
 
@@ -111,6 +184,45 @@ def process_document(
     ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int
 ) -> DocumentOutcome:
     """Bring one document's chunks in the registry up to date with the source.
+
+    A task of a run that no longer takes writes (finished, or adopted by a
+    later run after its worker died or while it waited for a retry) changes
+    nothing and returns outcome ``stale``, counted and logged
+    (:func:`record_stale`).  It is checked before the fetch, so a stale
+    redelivery usually costs no embedding; the check that decides is the one
+    inside the staging transaction (:class:`core.errors.StaleTaskError`).
+    """
+    try:
+        why = ctx.registry.run_refusal(run_id, changeset_id)
+        if why is not None:
+            raise StaleTaskError(run_id, changeset_id, why)
+        return _process_document(ctx, run_id, changeset_id, source_id, key, etag, size)
+    except StaleTaskError as exc:
+        record_stale(ctx, "process_document", exc, source=source_id, key=key)
+        return DocumentOutcome(document_id=document_id(source_id, key), key=key, outcome="stale",
+                               error_detail=exc.why)
+
+
+def record_stale(ctx: PipelineContext, task: str, exc: StaleTaskError, **context: object) -> None:
+    """Count and log a task fenced off by :class:`core.errors.StaleTaskError`.
+
+    The metric ``freshindex_stale_tasks_total{task}`` and the stale run's
+    ``stale_tasks`` column both count it; the registry was not changed.
+    """
+    ctx.metrics.stale_tasks.labels(task).inc()
+    try:
+        total = ctx.registry.count_stale_task(exc.run_id)
+    except RetryableError:  # counting is best effort; the fence already held
+        total = -1
+    log.warning("stale task fenced off", extra={"event": "stale_task", "task": task, "run": exc.run_id,
+                                                "changeset": exc.changeset_id, "why": exc.why,
+                                                "stale_tasks": total, **context})
+
+
+def _process_document(
+    ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int
+) -> DocumentOutcome:
+    """The work of :func:`process_document` once the run was seen open.
 
     Bad input raises nothing: it is recorded against the document (and a
     metric counted) and the outcome says ``failed``.  Infrastructure errors
@@ -123,7 +235,12 @@ def process_document(
         check_key(key)
         if size > ctx.max_file_bytes:
             raise DocumentError(DocumentError.TOO_LARGE, f"{size} bytes, limit {ctx.max_file_bytes}")
-        data = ctx.connector_for(source).fetch(key)
+        # Retried here through a source outage, then recorded as fetch_failed
+        # (transient): one retry loop for both runners (connectors/retry.py).
+        data = fetch_with_retry(
+            ctx.connector_for(source).fetch, key, ctx.fetch_policy, source_id=source_id,
+            on_retry=lambda _attempt, _exc: ctx.metrics.fetch_retries.labels(source_id).inc(),
+        )
         digest = content_hash(data)
         known = ctx.registry.get_document(doc_id)
         if (
@@ -133,7 +250,7 @@ def process_document(
             and known.parser_version == PIPELINE_VERSION
         ):
             ctx.registry.touch_document(run_id, doc_id, etag=etag, size=len(data),
-                                        seconds=time.perf_counter() - started)
+                                        seconds=time.perf_counter() - started, changeset_id=changeset_id)
             ctx.metrics.documents.labels(source_id, "unchanged").inc()
             return DocumentOutcome(document_id=doc_id, key=key, outcome="unchanged")
         parsed = ctx.parsers.parse(data, key)
@@ -144,7 +261,7 @@ def process_document(
         seconds = time.perf_counter() - started
         ctx.registry.record_failure(
             run_id, source_id=source_id, document_id=doc_id, key=key, reason=exc.reason, detail=exc.detail,
-            etag=etag, size=size, seconds=seconds,
+            etag=etag, size=size, seconds=seconds, changeset_id=changeset_id,
         )
         ctx.metrics.document_errors.labels(source_id, exc.reason).inc()
         ctx.metrics.documents.labels(source_id, "failed").inc()

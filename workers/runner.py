@@ -11,14 +11,16 @@ Two dispatchers run the same pipeline functions:
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import FreshIndexError, LockHeldError
+from core.errors import FreshIndexError, LockHeldError, RetryableError
 from registry import DocumentErrorInfo, SnapshotInfo, SyncRunInfo
+from schedules.reaper import Heartbeat
 from snapshots import BuildResult
 from workers import pipeline
 from workers.services import Services
@@ -28,6 +30,8 @@ log = logging.getLogger("freshindex.runner")
 Progress = Callable[[int, int, str], None]
 
 EXIT_OK, EXIT_NOTHING_INDEXED, EXIT_BUILD_HELD = 0, 1, 3
+#: The deletion guard held the run's deletions (``freshindex sources confirm-deletions``).
+EXIT_DELETIONS_HELD = 4
 
 
 @dataclass(frozen=True)
@@ -39,11 +43,16 @@ class SyncReport:
     build_reason: str | None
     errors: tuple[DocumentErrorInfo, ...] = field(default_factory=tuple)
     seconds: float = 0.0
+    #: This request found a live run of the source and followed it instead
+    #: of opening its own: ``run`` (and the exit code) is that run's.
+    joined: bool = False
 
     @property
     def exit_code(self) -> int:
         if self.run.status == "failed":
             return EXIT_NOTHING_INDEXED
+        if self.run.status == "held":
+            return EXIT_DELETIONS_HELD
         if self.build_status == "failed":
             return EXIT_BUILD_HELD
         return EXIT_OK
@@ -54,6 +63,7 @@ class SyncReport:
         return {
             "source": self.source_id,
             "run_id": self.run.id,
+            "joined": self.joined,
             "status": self.run.status,
             "documents": s.get("documents", {}),
             "documents_changed": s.get("documents_changed", 0),
@@ -76,29 +86,118 @@ class SyncReport:
             ],
             "seconds": round(self.seconds, 3),
             "error": self.run.error,
+            "ended": describe_end(self.run),
+            "held_reason": self.run.held_reason,
         }
 
 
 def sync_inline(svc: Services, source_id: str, *, trigger: str = "cli", progress: Progress | None = None,
-                build: bool = True) -> SyncReport:
+                build: bool = True, poll: float = 0.25) -> SyncReport:
+    """Sync ``source_id`` in this process, or follow the live run another sync opened.
+
+    One sync per source at a time (:meth:`registry.Registry.open_or_join_run`):
+    when a run of the source is running and renewing its lease, this call
+    opens nothing and waits for that run to end (build included), then
+    reports it with ``joined=True``.  If the joined run stops renewing its
+    lease before it ends, this call syncs the source itself.  While this
+    process works on its own run it renews the run's heartbeat.
+    """
     started = time.perf_counter()
     ctx = svc.pipeline
+    _reap(svc, None)  # close runs whose process died, build what they staged
     plan = pipeline.plan_sync(ctx, source_id, trigger=trigger)
+    if plan.joined:
+        joined = _follow_joined(svc, plan.run_id, progress=progress, poll=poll)
+        if joined is None:  # it died: do the work here (its changes are adopted)
+            return sync_inline(svc, source_id, trigger=trigger, progress=progress, build=build, poll=poll)
+        snapshot = (svc.registry.get_snapshot(joined.snapshot_id) if joined.snapshot_id
+                    else svc.registry.active_snapshot(joined.kb))
+        log.info("sync joined a running run", extra={"event": "sync_joined", "source": source_id,
+                                                      "run": joined.id, "status": joined.status})
+        return SyncReport(
+            source_id=source_id, run=joined, snapshot=snapshot, build_status=joined.build_status or "none",
+            build_reason=joined.build_error, errors=tuple(svc.registry.document_errors(run_id=joined.id)),
+            seconds=time.perf_counter() - started, joined=True,
+        )
     total = len(plan.documents)
-    for n, doc in enumerate(plan.documents, start=1):
-        pipeline.process_document(ctx, plan.run_id, plan.changeset_id, source_id, doc.key, doc.etag, doc.size)
-        if progress:
-            progress(n, total, doc.key)
-    run, _ = pipeline.finish_sync(ctx, plan.run_id)
     status, reason = "skipped", None
-    if build:
-        status, reason = _build(svc, plan.kb, plan.run_id)
+    with Heartbeat(svc.registry, plan.run_id, svc.settings.sync.heartbeat_interval_s):
+        stale = None
+        try:
+            for n, doc in enumerate(plan.documents, start=1):
+                outcome = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, source_id, doc.key,
+                                                    doc.etag, doc.size)
+                if outcome.outcome == "stale":
+                    # Another process closed this run (it looked dead to it):
+                    # every further write would be refused too.
+                    stale = outcome.error_detail
+                    break
+                if progress:
+                    progress(n, total, doc.key)
+        except BaseException as exc:
+            _close_aborted(svc, plan.run_id, exc)
+            raise
+        if stale is None:
+            run, _ = pipeline.finish_sync(ctx, plan.run_id)
+            if build:
+                status, reason = _build(svc, plan.kb, plan.run_id)
+            else:
+                # Settled on purpose: a joiner stops waiting, the reaper does not build it.
+                svc.registry.set_run_build(plan.run_id, status="skipped", snapshot_id=None)
+        else:
+            reason = f"not built here: {stale}"
     run = svc.registry.get_sync_run(plan.run_id)
     return SyncReport(
         source_id=source_id, run=run, snapshot=svc.registry.active_snapshot(plan.kb), build_status=status,
         build_reason=reason, errors=tuple(svc.registry.document_errors(run_id=plan.run_id)),
         seconds=time.perf_counter() - started,
     )
+
+
+def _follow_joined(svc: Services, run_id: int, *, progress: Progress | None, poll: float) -> SyncRunInfo | None:
+    """Wait for a run another process works on to end (its build settled).
+
+    Returns the ended run, or None once the run stopped renewing its lease
+    (heartbeat, or start/finish before the first beat, older than
+    ``sync.run_lease_s``) without ending.
+    """
+    lease = dt.timedelta(seconds=svc.settings.sync.run_lease_s)
+    last = -1
+    while True:
+        run = svc.registry.get_sync_run(run_id)
+        if run.done or run.status not in ("running", "succeeded", "partial", "failed"):
+            return run  # ended, or parked (held) for a person: report it as it is
+        done, planned = svc.registry.run_progress(run_id)
+        if progress and done != last:
+            progress(done, planned, "")
+            last = done
+        seen = run.heartbeat_at or (run.started_at if run.status == "running" else run.finished_at)
+        if seen is not None and seen.tzinfo is None:
+            seen = seen.replace(tzinfo=dt.UTC)
+        if seen is None or dt.datetime.now(dt.UTC) - seen > lease:
+            log.warning("joined run stopped renewing its lease", extra={"event": "joined_run_stalled",
+                                                                        "run": run_id, "worker": run.worker})
+            return None
+        time.sleep(poll)
+
+
+def _close_aborted(svc: Services, run_id: int, exc: BaseException) -> None:
+    """Close a run whose inline loop raised (registry down, a bug, Ctrl-C) as ``failed``.
+
+    Fetch errors never get here (they are recorded per document).  Without
+    this the run would stay ``running`` and its source would look busy until
+    its lease ran out.  Best effort: if the registry itself is down, the
+    lease (``sync.run_lease_s``) is what frees the source.
+    """
+    error = f"inline sync aborted: {type(exc).__name__}: {exc}"
+    try:
+        run, finished_now = svc.registry.finish_sync_run(run_id, error=error)
+        svc.registry.set_run_build(run_id, status="failed", snapshot_id=None, error=error)
+        if finished_now:
+            svc.metrics.sync_runs.labels(run.source_id, "failed").inc()
+    except Exception:
+        log.exception("could not close aborted run %s", run_id)
+    log.error("sync aborted", extra={"event": "sync_aborted", "run": run_id, "error": error})
 
 
 def _build(svc: Services, kb: str, run_id: int) -> tuple[str, str | None]:
@@ -116,34 +215,135 @@ def _build(svc: Services, kb: str, run_id: int) -> tuple[str, str | None]:
 
 def sync_distributed(svc: Services, app: Any, source_id: str, *, trigger: str = "cli", timeout: float = 3600.0,
                      progress: Progress | None = None, poll: float = 0.25) -> SyncReport:
-    """Enqueue a sync on the broker and wait for its build to settle."""
+    """Enqueue a sync on the broker and follow its run until it ends.
+
+    Returns as soon as the run ends, however it ends: finished with its
+    build settled (built, unchanged, failed), held, failed, closed by the
+    reaper ("worker lost") or abandoned (a later run adopted its changes);
+    ``SyncReport.as_dict()["ended"]`` says which.  While following, a run
+    whose lease (``sync.run_lease_s``) runs out is handed to the reaper from
+    here, so recovery from a dead worker does not wait for beat.  Raises
+    :class:`FreshIndexError` only if the run is still going after ``timeout``.
+    """
     from workers.app import TaskName
 
     started = time.perf_counter()
     svc.registry.get_source(source_id)  # fail fast on an unknown source
-    async_result = app.send_task(str(TaskName.SYNC_SOURCE), args=[source_id, trigger])
-    try:
-        run_id = int(async_result.get(timeout=timeout, propagate=True))
-    except FreshIndexError:
-        raise
-    except Exception as exc:
-        raise FreshIndexError(f"sync task failed: {exc}") from exc
+    lease = svc.settings.sync.run_lease_s
+    _reap(svc, app)
+    before = max((r.id for r in svc.registry.sync_runs(source_id, limit=1)), default=0)
+    # report=True: the result says whether the task joined a live run of the source.
+    async_result = app.send_task(str(TaskName.SYNC_SOURCE), args=[source_id, trigger], kwargs={"report": True})
     deadline = time.monotonic() + timeout
-    last = -1
+    run_id = _await_run(svc, async_result, source_id, before, deadline, poll)
+    last, next_check = -1, time.monotonic() + lease
     while True:
-        run = svc.registry.get_sync_run(run_id)
-        done, planned = svc.registry.run_progress(run_id)
+        try:
+            run = svc.registry.get_sync_run(run_id)
+            done, planned = svc.registry.run_progress(run_id)
+        except RetryableError as exc:  # the registry blinked: keep following
+            log.warning("cannot read run %s: %s", run_id, exc)
+            time.sleep(max(poll, 1.0))
+            continue
         if progress and done != last:
             progress(done, planned, "")
             last = done
-        if run.done:
+        if run.status != "running" and run.build_status != "pending":
             break
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now >= next_check:
+            next_check = now + max(1.0, lease / 4)
+            if _reap(svc, app, only=run_id):
+                log.warning("followed run stalled; reaped", extra={"event": "run_stalled", "run": run_id,
+                                                                   "source": source_id, "worker": run.worker})
+        if now > deadline:
             raise FreshIndexError(f"sync run {run_id} did not finish within {timeout:.0f}s (still {run.status})")
         time.sleep(poll)
     snapshot = svc.registry.get_snapshot(run.snapshot_id) if run.snapshot_id else svc.registry.active_snapshot(run.kb)
+    log.info("sync followed to its end", extra={"event": "sync_followed", "run": run_id, "source": source_id,
+                                                 "ended": describe_end(run)})
     return SyncReport(
-        source_id=source_id, run=run, snapshot=snapshot, build_status=run.build_status or "unknown",
+        source_id=source_id, run=run, snapshot=snapshot, build_status=run.build_status or "none",
         build_reason=run.build_error, errors=tuple(svc.registry.document_errors(run_id=run_id)),
-        seconds=time.perf_counter() - started,
+        seconds=time.perf_counter() - started, joined=_joined(async_result, run_id),
     )
+
+
+def _result_run_id(value: Any) -> int:
+    # sync_source(report=True) answers {"run_id", "joined"}; an older worker the bare id.
+    return int(value["run_id"]) if isinstance(value, dict) else int(value)
+
+
+def _joined(async_result: Any, run_id: int) -> bool:
+    """Whether our ``sync_source`` joined ``run_id`` instead of opening it.
+
+    Known only from the task's result; when the result backend cannot say
+    (an older worker, the backend away) the report says not joined.
+    """
+    try:
+        value = async_result.get(timeout=5, propagate=False)
+    except Exception:
+        return False
+    return isinstance(value, dict) and bool(value.get("joined")) and _result_run_id(value) == run_id
+
+
+def _await_run(svc: Services, async_result: Any, source_id: str, before: int, deadline: float,
+               poll: float) -> int:
+    """The id of the run our ``sync_source`` opened: from its result, or from
+    the registry as soon as the run appears (its worker may die before it
+    can return; the run is then recovered by lease like any other)."""
+    while True:
+        newer = [r.id for r in svc.registry.sync_runs(source_id, limit=1) if r.id > before]
+        if newer:
+            return newer[0]
+        try:
+            ready = async_result.ready()
+        except Exception as exc:  # the result backend is away: the registry still answers
+            log.warning("result backend unreachable: %s", exc)
+            ready = False
+        if ready:
+            try:
+                return _result_run_id(async_result.get(timeout=5, propagate=True))
+            except FreshIndexError:
+                raise
+            except Exception as exc:
+                raise FreshIndexError(f"sync task failed: {exc}") from exc
+        if time.monotonic() > deadline:
+            raise FreshIndexError(f"the sync of {source_id} did not start within the timeout")
+        time.sleep(poll)
+
+
+def _reap(svc: Services, app: Any | None, *, only: int | None = None) -> bool:
+    """Recover stalled runs before (or while) a sync runs; never fails the sync.
+
+    With ``only``, reap only if that run is among the stalled; returns
+    whether anything was reaped.  ``app`` None: embedded mode (build here,
+    close what cannot be resumed).
+    """
+    from schedules.reaper import ReapActions, celery_actions, reap
+
+    try:
+        lease = svc.settings.sync.run_lease_s
+        if only is not None and all(r.id != only for r in svc.registry.stalled_runs(lease)):
+            return False
+        def build_here(kb: str, run_id: int) -> None:
+            _build(svc, kb, run_id)
+
+        actions = celery_actions(app) if app is not None else ReapActions(build=build_here)
+        return bool(reap(svc.registry, actions, lease_s=lease, metrics=svc.metrics).reaped)
+    except Exception:  # a broker or registry blip: the next check (or beat) tries again
+        log.warning("reaping stalled runs failed", exc_info=True)
+        return False
+
+
+def describe_end(run: SyncRunInfo) -> str:
+    """How a run ended, in a few words (``succeeded``, ``failed: worker lost ...``)."""
+    if run.status == "running":
+        return "running"
+    how = run.status
+    if run.error and run.error.startswith("abandoned"):
+        how = "abandoned"
+    detail = run.held_reason or run.error
+    if run.status not in ("failed", "held") or not detail:
+        detail = f"build {run.build_status}" + (f": {run.build_error}" if run.build_error else "")
+    return f"{how}: {detail}"

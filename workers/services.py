@@ -65,19 +65,23 @@ class Services:
             PdfOptions(max_pages=src.max_pdf_pages, max_ocr_pages=src.max_ocr_pages, ocr_language=src.ocr_language,
                        ocr_dpi=src.ocr_dpi, ocr_low_confidence=src.ocr_low_confidence),
             Limits(time_limit_s=src.parse_time_limit_s, max_nesting_depth=src.max_nesting_depth,
-                   max_table_rows=src.max_table_rows, max_render_pixels=int(src.max_render_megapixels * 1_000_000)),
+                   max_table_rows=src.max_table_rows, max_render_pixels=int(src.max_render_megapixels * 1_000_000),
+                   max_image_pixels=int(src.max_image_megapixels * 1_000_000),
+                   max_decompressed_bytes=src.max_decompressed_bytes),
         )
 
     @functools.cached_property
     def chunker(self) -> Chunker:
         src = self.settings.sources
-        return Chunker(max_tokens=src.chunk_tokens, overlap_tokens=src.chunk_overlap_tokens)
+        return Chunker(max_tokens=src.chunk_tokens, overlap_tokens=src.chunk_overlap_tokens,
+                       max_chunks=src.max_chunks_per_document, max_document_tokens=src.max_tokens_per_document)
 
     @functools.cached_property
     def pipeline(self) -> PipelineContext:
         return PipelineContext(
             registry=self.registry, embedder=self.embedder, connector_for=self.connector_for, parsers=self.parsers,
             chunker=self.chunker, metrics=self.metrics, max_file_bytes=self.settings.sources.max_file_bytes,
+            sync=self.settings.sync,
         )
 
     @functools.cached_property

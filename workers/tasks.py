@@ -20,25 +20,34 @@ import socket
 from typing import Any
 
 from celery import Celery, Task
-from celery.signals import worker_process_shutdown
+from celery.signals import task_postrun, task_prerun, worker_process_shutdown
+from celery.utils.time import get_exponential_backoff_interval
 
-from core.errors import LockHeldError, PermanentError, RetryableError
+from core.errors import LockHeldError, PermanentError, RetryableError, StaleTaskError
 from core.ids import document_id
+from schedules.reaper import Heartbeat, celery_actions, reap
 from workers import pipeline
 from workers.app import TaskName
 from workers.services import Services
 
 log = logging.getLogger("freshindex.tasks")
 
-_MAX_RETRIES = 5
 
 
-def _backoff(retries: int) -> float:
-    return min(60.0, 2.0 ** retries)
+def retry_countdown(retries: int, maximum: float) -> float:
+    """Seconds before retry number ``retries + 1``: 1, 2, 4 ... capped at
+    ``maximum``, with full jitter so workers that failed together (a registry
+    blip) do not come back together.  Celery's own ``retry_backoff`` formula."""
+    return float(get_exponential_backoff_interval(factor=1, retries=retries, maximum=int(maximum), full_jitter=True))
 
 
 def register(app: Celery) -> None:
     state: dict[str, Services] = {}
+    broker = app.freshindex_settings.broker  # type: ignore[attr-defined]
+    max_retries = broker.task_max_retries
+
+    def backoff(retries: int) -> float:
+        return retry_countdown(retries, broker.retry_backoff_max)
 
     def services() -> Services:
         # Built on first use inside each worker process (after the fork), so
@@ -52,33 +61,85 @@ def register(app: Celery) -> None:
         if "svc" in state:
             state.pop("svc").close()
 
+    # Leases (see schedules/reaper.py): while a task works on a run, a thread
+    # renews the run's heartbeat, so a worker killed mid-task is noticed
+    # after ``sync.run_lease_s`` instead of the broker's visibility timeout.
+    beats: dict[str, Heartbeat] = {}
+
+    def _run_of(task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        if task.name in (TaskName.PROCESS_DOCUMENT, TaskName.FINISH_SYNC):
+            return kwargs.get("run_id", args[0] if args else None)
+        if task.name == TaskName.BUILD_SNAPSHOT:
+            return kwargs.get("run_id", args[1] if len(args) > 1 else None)
+        return None
+
+    @task_prerun.connect(weak=False)
+    def _beat_start(task_id: str = "", task: Task | None = None, args: tuple[Any, ...] = (),
+                    kwargs: dict[str, Any] | None = None, **_: Any) -> None:
+        if task is None or task.app is not app:
+            return
+        run_id = _run_of(task, tuple(args or ()), dict(kwargs or {}))
+        if run_id is not None:
+            interval = app.freshindex_settings.sync.heartbeat_interval_s  # type: ignore[attr-defined]
+            beats[task_id] = Heartbeat(services().registry, int(run_id), interval).start()
+
+    @task_postrun.connect(weak=False)
+    def _beat_stop(task_id: str = "", **_: Any) -> None:
+        beat = beats.pop(task_id, None)
+        if beat is not None:
+            beat.stop()
+
     def count(task: str, outcome: str) -> None:
         services().metrics.tasks.labels(task, outcome).inc()
 
-    @app.task(bind=True, name=str(TaskName.SYNC_SOURCE), max_retries=_MAX_RETRIES)
-    def sync_source(self: Task, source_id: str, trigger: str = "api") -> int:
+    @app.task(bind=True, name=str(TaskName.SYNC_SOURCE), max_retries=max_retries)
+    def sync_source(self: Task, source_id: str, trigger: str = "api",
+                    report: bool | None = None) -> int | dict[str, Any]:
+        """Plan a run of ``source_id`` and fan out its documents; returns the run id.
+
+        When a live run of the source is already running, no run is opened:
+        its id is returned (joined) and the caller follows it.  With
+        ``report`` the result is ``{"run_id": ..., "joined": ...}`` (older
+        callers get the bare id).
+        """
         svc = services()
+
+        def result(run_id: int, joined: bool) -> int | dict[str, Any]:
+            return {"run_id": run_id, "joined": joined} if report else run_id
+
         try:
             plan = pipeline.plan_sync(svc.pipeline, source_id, trigger=trigger)
         except RetryableError as exc:
             count("sync_source", "retry")
-            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+            raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+        except StaleTaskError as exc:  # a later run adopted this one while it planned
+            pipeline.record_stale(svc.pipeline, "sync_source", exc, source=source_id)
+            count("sync_source", "stale")
+            return result(exc.run_id, False)
+        if plan.joined:
+            count("sync_source", "joined")
+            return result(plan.run_id, True)
         if not plan.documents:
             finish_sync.delay(plan.run_id)
         for doc in plan.documents:
             process_document.delay(plan.run_id, plan.changeset_id, source_id, doc.key, doc.etag, doc.size)
         count("sync_source", "ok")
-        return plan.run_id
+        return result(plan.run_id, False)
 
-    @app.task(bind=True, name=str(TaskName.PROCESS_DOCUMENT), max_retries=_MAX_RETRIES)
+    @app.task(bind=True, name=str(TaskName.PROCESS_DOCUMENT), max_retries=max_retries)
     def process_document(self: Task, run_id: int, changeset_id: int, source_id: str, key: str,
                          etag: str | None = None, size: int = 0) -> str:
         svc = services()
 
         def failed(reason: str, detail: str) -> str:
             # The run must still complete: record the document as failed.
-            svc.registry.record_failure(run_id, source_id=source_id, document_id=document_id(source_id, key),
-                                        key=key, reason=reason, detail=detail, etag=None, size=size)
+            try:
+                svc.registry.record_failure(run_id, source_id=source_id, document_id=document_id(source_id, key),
+                                            key=key, reason=reason, detail=detail, etag=None, size=size,
+                                            changeset_id=changeset_id)
+            except StaleTaskError as exc:
+                pipeline.record_stale(svc.pipeline, "process_document", exc, source=source_id, key=key)
+                return "stale"
             return "failed"
 
         try:
@@ -87,7 +148,7 @@ def register(app: Celery) -> None:
         except RetryableError as exc:
             if self.request.retries < self.max_retries:
                 count("process_document", "retry")
-                raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+                raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
             result = failed("retries_exhausted", str(exc))
         except PermanentError as exc:
             result = failed("permanent_error", str(exc))
@@ -95,18 +156,22 @@ def register(app: Celery) -> None:
             log.exception("process_document crashed on %s/%s", source_id, key)
             result = failed("internal_error", f"{type(exc).__name__}: {exc}")
         count("process_document", result)
+        if result == "stale":
+            # The run is closed (finished, or adopted by a later run): it was
+            # finished and built by others; enqueueing finish_sync would only
+            # trigger a spurious build.
+            return result
         done, planned = svc.registry.run_progress(run_id)
         if done >= planned:
             finish_sync.delay(run_id)
         return result
 
-    @app.task(bind=True, name=str(TaskName.FINISH_SYNC), max_retries=_MAX_RETRIES)
+    # Celery's own retry options fit here: nothing to record when retries run out.
+    @app.task(bind=True, name=str(TaskName.FINISH_SYNC), max_retries=max_retries, autoretry_for=(RetryableError,),
+              retry_backoff=True, retry_backoff_max=broker.retry_backoff_max, retry_jitter=True)
     def finish_sync(self: Task, run_id: int) -> str:
         svc = services()
-        try:
-            run, finished_now = pipeline.finish_sync(svc.pipeline, run_id)
-        except RetryableError as exc:
-            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+        run, finished_now = pipeline.finish_sync(svc.pipeline, run_id)
         if finished_now:
             build_snapshot.delay(run.kb, run_id)
         count("finish_sync", "ok")
@@ -123,7 +188,7 @@ def register(app: Celery) -> None:
             raise self.retry(exc=exc, countdown=min(30.0, 1.0 + self.request.retries)) from exc
         except RetryableError as exc:
             count("build_snapshot", "retry")
-            raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+            raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
         finally:
             # Close what the build opened: a worker process lives long and builds many versions.
             svc.store.release()
@@ -140,7 +205,15 @@ def register(app: Celery) -> None:
         from schedules.plan import due_sources
 
         svc = services()
-        due = due_sources(svc.registry)
+        due = due_sources(svc.registry, lease_s=svc.settings.sync.run_lease_s)
         for source_id in due:
             sync_source.delay(source_id, "schedule")
         return due
+
+    @app.task(bind=True, name=str(TaskName.REAP_RUNS))
+    def reap_runs(self: Task) -> dict[str, Any]:
+        """Resume, close or rebuild runs whose worker died (on beat; idempotent)."""
+        svc = services()
+        report = reap(svc.registry, celery_actions(app), lease_s=svc.settings.sync.run_lease_s, metrics=svc.metrics)
+        count("reap_runs", "ok")
+        return report.as_dict()

@@ -48,7 +48,9 @@ def test_rollback_serves_the_previous_snapshot_and_the_next_sync_rechecks(svc: S
     assert svc.store.get_alias("fi_kb1") == "fi_kb1-v1"
     packet = svc.client.retrieve("deploy window", kb="kb1")
     assert packet.snapshot_id == "kb1-v1" and "tuesday" in packet.evidence[0].text
-    assert any("beta" in e.text for e in svc.client.retrieve("beta facts", kb="kb1").evidence)
+    # b.md was deleted after kb1-v1 was built: the rollback does not bring it back.
+    assert not any("beta" in e.text for e in svc.client.retrieve("beta facts", kb="kb1").evidence)
+    assert result["chunks_withheld"] >= 1
     assert svc.registry.get_document(document_id("s", "a.md")).etag is None  # re-checked next sync
     assert svc.snapshots.verify("kb1-v1")["ok"]
 
@@ -60,6 +62,42 @@ def test_rollback_serves_the_previous_snapshot_and_the_next_sync_rechecks(svc: S
     events = svc.registry.alias_events("kb1")
     assert [(e["to"], e["actor"]) for e in events[:2]] == [("kb1-v3", "cli"), ("kb1-v1", "test")]
     assert events[1]["reason"] == "bad release"
+
+
+def test_rollback_never_resurrects_a_deleted_document(svc: Services, tmp_path: Path) -> None:
+    # Given a document indexed in v1, edited in v2 (its old chunk superseded), then deleted in v3
+    src = tmp_path / "src"
+    _files(src, {"keep.md": "# Keep\n\nthe keeper stays", "gone.md": "# Gone\n\nprivate salary table v1"})
+    svc.registry.add_source("s", kind="folder", location=str(src), owner="t", kb="kb1")
+    sync_inline(svc, "s")
+    _files(src, {"gone.md": "# Gone\n\nprivate salary table v2"})
+    sync_inline(svc, "s")
+    _files(src, {"gone.md": None})
+    assert sync_inline(svc, "s").snapshot.id == "kb1-v3"
+    gone = document_id("s", "gone.md")
+
+    # When rolling back to v1, whose collection still holds gone.md's v1 text
+    result = svc.snapshots.rollback("kb1", to="kb1-v1", actor="test", reason="bad release")
+    assert result["snapshot_id"] == "kb1-v1" and result["chunks_withheld"] >= 1
+
+    # Then the deleted document is not served, stays deleted, and keeps its tombstone
+    def served() -> list[str]:
+        return [e.text for e in svc.client.retrieve("private salary table", kb="kb1", limit=10).evidence]
+
+    assert not any("salary" in t for t in served())
+    assert svc.registry.get_document(gone).state == "deleted"
+    assert svc.registry.tombstone_backlog("kb1") >= 1
+    assert any("keeper" in e.text for e in svc.client.retrieve("keeper stays", kb="kb1").evidence)
+    assert svc.snapshots.verify("kb1-v1")["ok"]
+
+    # And the next build removes the points physically; a later sync does not bring it back either
+    again = sync_inline(svc, "s")
+    assert again.snapshot.id == "kb1-v4" and again.snapshot.parent_id == "kb1-v1"
+    collection = svc.registry.get_snapshot("kb1-v4").collection
+    ids = svc.registry.changeset_chunk_ids(svc.registry.get_snapshot("kb1-v4").changeset_ids)
+    assert ids and not svc.store.retrieve(collection, sorted(ids))
+    assert not any("salary" in t for t in served())
+    assert svc.snapshots.verify("kb1-v4")["ok"]
 
 
 def test_swap_forward_again_after_a_rollback(svc: Services, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ def test_the_worker_app_registers_every_task_on_its_queue() -> None:
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["tasks"] == [
         "freshindex.build_snapshot", "freshindex.finish_sync", "freshindex.poll_sources",
-        "freshindex.process_document", "freshindex.sync_source",
+        "freshindex.process_document", "freshindex.reap_runs", "freshindex.sync_source",
     ]
     assert info["queues"] == ["freshindex.build", "freshindex.parse", "freshindex.sync"]
     assert info["routes"]["freshindex.process_document"] == {"queue": "freshindex.parse"}

@@ -1,0 +1,230 @@
+"""Recover sync runs whose worker died: resume them, close them, or build them.
+
+A run is leased, not owned: the process working on it renews
+``sync_runs.heartbeat_at`` (at plan time, while each document or build task
+runs, see :class:`Heartbeat`), and a run nobody renewed for
+``sync.run_lease_s`` is presumed dead (:meth:`registry.Registry.stalled_runs`).
+:func:`reap` then, per stalled run:
+
+* ``running``, distributed, with a recorded plan: re-enqueue
+  ``process_document`` for every planned document without an outcome (tasks
+  are idempotent, a copy the broker also redelivers changes nothing), or
+  ``finish_sync`` when every document has one (the finishing task died);
+* ``running`` without a plan, in embedded mode (nobody to hand documents
+  to), or resumed ``max_resumes`` times already: close it as failed
+  ("worker lost"), its unprocessed documents recorded as ``worker_lost`` so
+  the next sync retries them, and build what it staged;
+* finished with its build ``pending`` and no builder holding the lock:
+  build again (enqueue ``build_snapshot``, or build in this process), and
+  after ``max_resumes`` rebuilds mark the build failed (the alias stays).
+
+It runs on beat (``freshindex.reap_runs``), when a sync starts, and from a
+CLI following a run that stalls.  What it does not guarantee: that a worker
+which is only slow (renewing less often than the lease) is not reaped; its
+work is then done twice, never lost or duplicated in the index.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.ids import document_id
+from health.metrics import Metrics
+from registry import SyncRunInfo
+
+log = logging.getLogger("freshindex.reaper")
+
+#: (run, key, etag, size): put one planned document back on the queue.
+ResumeDocument = Callable[[SyncRunInfo, str, "str | None", int], None]
+
+
+class _Registry(Protocol):
+    def stalled_runs(self, lease_s: float) -> list[SyncRunInfo]: ...
+
+    def unprocessed_documents(self, run_id: int) -> list[tuple[str, str | None, int]] | None: ...
+
+    def record_reap(self, run_id: int, action: str, *, worker: str | None = None, **details: Any) -> int: ...
+
+    def record_failure(self, run_id: int, *, source_id: str, document_id: str, key: str, reason: str, detail: str,
+                       etag: str | None = None, size: int = 0, seconds: float = 0.0) -> None: ...
+
+    def finish_sync_run(self, run_id: int, *, error: str | None = None) -> tuple[SyncRunInfo, bool]: ...
+
+    def set_run_build(self, run_id: int, *, status: str, snapshot_id: str | None, error: str | None = None) -> None: ...
+
+    def heartbeat_run(self, run_id: int, worker: str | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class ReapActions:
+    """What the reaper may do with a run; the dispatcher decides how.
+
+    ``resume_document`` and ``finish`` are None in embedded mode: there is no
+    queue to hand a dead run's documents to, so such a run is closed (the next
+    sync adopts its staged changes and re-plans the rest).
+    """
+
+    build: Callable[[str, int], None]
+    resume_document: ResumeDocument | None = None
+    finish: Callable[[int], None] | None = None
+
+
+@dataclass(frozen=True)
+class Reaped:
+    run_id: int
+    source_id: str
+    kb: str
+    action: str  # resumed | finished | closed | rebuilt | build_failed
+    documents: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ReapReport:
+    reaped: tuple[Reaped, ...] = field(default_factory=tuple)
+
+    def count(self, action: str) -> int:
+        return sum(1 for r in self.reaped if r.action == action)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reaped": [r.__dict__ for r in self.reaped]}
+
+
+def celery_actions(app: Any) -> ReapActions:
+    """Actions that enqueue on ``app``'s broker (by task name, so any process can reap)."""
+    from workers.app import TaskName
+
+    def resume(run: SyncRunInfo, key: str, etag: str | None, size: int) -> None:
+        app.send_task(str(TaskName.PROCESS_DOCUMENT), args=[run.id, run.changeset_id, run.source_id, key, etag, size])
+
+    return ReapActions(
+        build=lambda kb, run_id: app.send_task(str(TaskName.BUILD_SNAPSHOT), args=[kb, run_id]),
+        resume_document=resume,
+        finish=lambda run_id: app.send_task(str(TaskName.FINISH_SYNC), args=[run_id]),
+    )
+
+
+def reap(registry: _Registry, actions: ReapActions, *, lease_s: float, metrics: Metrics | None = None,
+         max_resumes: int = 3) -> ReapReport:
+    """Resume, close or rebuild every run stalled for ``lease_s`` seconds."""
+    done: list[Reaped] = []
+    for run in registry.stalled_runs(lease_s):
+        try:
+            item = (_reap_running(registry, actions, run, lease_s, max_resumes) if run.status == "running"
+                    else _reap_build(registry, actions, run, max_resumes))
+        except Exception:  # one bad run must not stop the others being recovered
+            log.exception("could not reap run %s", run.id)
+            continue
+        done.append(item)
+        if metrics is not None:
+            metrics.reaped_runs.labels(item.action).inc()
+        log.warning(
+            "run reaped",
+            extra={"event": "run_reaped", "run": run.id, "source": run.source_id, "kb": run.kb,
+                   "action": item.action, "documents": item.documents, "worker": run.worker, "detail": item.detail},
+        )
+    return ReapReport(tuple(done))
+
+
+def _resumes_without_progress(run: SyncRunInfo, missing: int) -> int:
+    """Resumes in a row after which the run's missing documents did not shrink."""
+    n = 0
+    for r in reversed(run.summary.get("reaps", [])):
+        if r.get("action") not in ("resumed", "finished") or r.get("missing") != missing:
+            break
+        n += 1
+    return n
+
+
+def _reap_running(registry: _Registry, actions: ReapActions, run: SyncRunInfo, lease_s: float,
+                  max_resumes: int) -> Reaped:
+    missing = registry.unprocessed_documents(run.id)
+    lost = f"worker lost: no heartbeat from {run.worker or 'its worker'} for {lease_s:.0f}s"
+    stuck = _resumes_without_progress(run, len(missing)) if missing is not None else 0
+    if actions.resume_document is not None and actions.finish is not None and missing is not None \
+            and stuck < max_resumes:
+        # Enqueue first, record after: a resume the broker refused (it is
+        # down) is not counted against the run; the next check tries again.
+        if not missing:
+            actions.finish(run.id)
+        for key, etag, size in missing:
+            actions.resume_document(run, key, etag, size)
+        action = "resumed" if missing else "finished"
+        registry.record_reap(run.id, action, missing=len(missing))
+        return Reaped(run.id, run.source_id, run.kb, action, documents=len(missing), detail=lost)
+    if missing is None:
+        detail = f"{lost} (no plan recorded)"
+    elif stuck >= max_resumes:
+        detail = f"{lost} (resumed {stuck} times without progress)"
+    else:
+        detail = lost
+    registry.record_reap(run.id, "closed")
+    for key, _etag, size in missing or ():
+        # etag None: the next sync sees the document as changed and retries it.
+        registry.record_failure(run.id, source_id=run.source_id, document_id=document_id(run.source_id, key),
+                                key=key, reason="worker_lost", detail=detail, etag=None, size=size)
+    _, finished_now = registry.finish_sync_run(run.id, error=detail)
+    if finished_now:
+        actions.build(run.kb, run.id)  # what the run staged before its worker died
+    return Reaped(run.id, run.source_id, run.kb, "closed", documents=len(missing or ()), detail=detail)
+
+
+def _reap_build(registry: _Registry, actions: ReapActions, run: SyncRunInfo, max_resumes: int) -> Reaped:
+    rebuilds = sum(1 for r in run.summary.get("reaps", []) if r.get("action") == "rebuilt")
+    if rebuilds >= max_resumes:
+        detail = f"build lost {rebuilds} times; the changes stay staged for the next build"
+        registry.record_reap(run.id, "build_failed")
+        registry.set_run_build(run.id, status="failed", snapshot_id=None, error=detail)
+        return Reaped(run.id, run.source_id, run.kb, "build_failed", detail=detail)
+    actions.build(run.kb, run.id)
+    registry.record_reap(run.id, "rebuilt")
+    return Reaped(run.id, run.source_id, run.kb, "rebuilt", detail=f"build pending, no heartbeat from {run.worker}")
+
+
+class Heartbeat:
+    """Renew a run's lease from a background thread while work on it runs.
+
+    Beats on entry, every ``interval`` seconds, and on exit (so "after each
+    document" holds).  A failed beat (registry blip) is logged and retried
+    next period; it never fails the work.
+    """
+
+    def __init__(self, registry: _Registry, run_id: int, interval: float, worker: str | None = None) -> None:
+        self.registry, self.run_id, self.interval, self.worker = registry, run_id, interval, worker
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def beat(self) -> None:
+        try:
+            self.registry.heartbeat_run(self.run_id, self.worker)
+        except Exception:
+            log.warning("could not renew the lease of run %s", self.run_id, exc_info=True)
+
+    def start(self) -> Heartbeat:
+        self.beat()
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat run {self.run_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.beat()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.beat()
+
+    def __enter__(self) -> Heartbeat:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+__all__ = ["Heartbeat", "ReapActions", "ReapReport", "Reaped", "celery_actions", "reap"]
