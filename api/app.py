@@ -4,18 +4,27 @@
 (nothing is read from the environment here).  Endpoints:
 
 * ``GET /healthz``: the process is up;
-* ``GET /readyz``: registry reachable and every knowledge base has a snapshot;
+* ``GET /readyz``: this process can serve (registry reachable, vector store
+  open); each knowledge base's state is reported in the body, and one without
+  a snapshot yet does not make the process unready;
 * ``GET /metrics``: Prometheus exposition;
 * ``POST /v1/query``: question (+ principal) -> cited context packet;
 * ``GET /v1/kbs/{kb}/health``: freshness signals of one knowledge base;
 * ``GET /v1/snapshots``: snapshot manifests.
 
 When ``api.token`` is set, ``/v1`` endpoints need ``Authorization: Bearer``.
+
+A knowledge base named in a request must be known to the registry (a source
+or a snapshot of it): an unknown one is a 404 before anything is counted, so
+request input never becomes a metric label.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
+import threading
+import time
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException
@@ -25,6 +34,8 @@ from pydantic import BaseModel, Field
 from acl import Principal
 from core.errors import FreshIndexError, NotFoundError, RetryableError
 from workers.services import Services
+
+log = logging.getLogger("freshindex.api")
 
 
 class QueryRequest(BaseModel):
@@ -56,17 +67,51 @@ def create_app(services: Services) -> FastAPI:
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    known = _KnownKbs(lambda: services.registry.knowledge_bases())
+
+    def require_kb(kb: str, endpoint: str) -> str:
+        if not known.contains(kb):
+            services.metrics.unknown_kb_requests.labels(endpoint).inc()
+            raise NotFoundError(f"unknown knowledge base {kb!r}")
+        return kb
+
     @app.get("/readyz")
     def readyz() -> JSONResponse:
+        """Ready = this process can answer queries; per-kb state is information, not a verdict.
+
+        A knowledge base without a snapshot is answered with an
+        insufficient-evidence packet by any replica, so it must not take every
+        replica out of its Service (which it did when readiness required a
+        snapshot for every knowledge base). This does not prove that any
+        particular knowledge base answers well: see ``/v1/kbs/KB/health``.
+        """
         try:
             services.registry.ping()
             kbs = services.registry.knowledge_bases()
-            missing = [kb for kb in kbs if services.store.get_alias(services.naming.alias(kb)) is None]
-        except FreshIndexError as exc:
-            return JSONResponse(status_code=503, content={"status": "unavailable", "detail": str(exc)})
-        status = 200 if not missing else 503
-        return JSONResponse(status_code=status, content={"status": "ready" if not missing else "not_ready",
-                                                         "kbs": kbs, "without_snapshot": missing})
+        except Exception as exc:  # a probe answers 503, never 500
+            return _unready("registry", exc)
+        try:
+            services.store.list_collections()
+        except Exception as exc:
+            return _unready("vector_store", exc)
+        states: dict[str, str] = {}
+        for kb in kbs:
+            try:
+                collection = services.store.get_alias(services.naming.alias(kb))
+            except FreshIndexError as exc:
+                states[kb] = f"alias unreadable: {exc}"
+                continue
+            if collection is None:
+                states[kb] = "no snapshot yet"
+            else:
+                states[kb] = f"serving {services.naming.snapshot_of(collection) or collection}"
+        return JSONResponse(status_code=200, content={"ready": True, "kbs": states})
+
+    def _unready(dependency: str, exc: Exception) -> JSONResponse:
+        services.metrics.readiness_failures.labels(dependency).inc()
+        log.warning("not ready: %s: %s", dependency, exc,
+                    extra={"event": "readiness_failed", "dependency": dependency, "detail": str(exc)})
+        return JSONResponse(status_code=503, content={"ready": False, "dependency": dependency, "detail": str(exc)})
 
     @app.get("/metrics")
     def metrics() -> PlainTextResponse:
@@ -74,7 +119,7 @@ def create_app(services: Services) -> FastAPI:
 
     @app.post("/v1/query", dependencies=[Depends(authorize)])
     def query(req: QueryRequest) -> dict[str, Any]:
-        kb = req.kb or settings.default_kb
+        kb = require_kb(req.kb or settings.default_kb, "query")
         packet = services.client.retrieve(req.question, kb=kb, principal=Principal.of(req.principal, req.groups),
                                           limit=req.limit)
         services.metrics.queries.labels(kb, "insufficient" if packet.insufficient else "answered").inc()
@@ -84,13 +129,40 @@ def create_app(services: Services) -> FastAPI:
 
     @app.get("/v1/kbs/{kb}/health", dependencies=[Depends(authorize)])
     def kb_health(kb: str) -> dict[str, Any]:
-        return services.registry.health(kb)
+        return services.registry.health(require_kb(kb, "kb_health"))
 
     @app.get("/v1/snapshots", dependencies=[Depends(authorize)])
     def snapshots(kb: str | None = None) -> list[dict[str, Any]]:
         return [_snapshot_dict(s) for s in services.registry.list_snapshots(kb)]
 
     return app
+
+
+class _KnownKbs:
+    """The registry's knowledge bases, re-read at most every ``ttl`` seconds for names found in it.
+
+    A name not in the cached set triggers one re-read (rate limited to one
+    per ``miss_interval``), so a knowledge base registered a moment ago is
+    found without a restart. What it does not do: notice removals before the
+    ttl expires (a removed kb answers "no snapshot yet" until then).
+    """
+
+    def __init__(self, load: Any, *, ttl: float = 30.0, miss_interval: float = 1.0) -> None:
+        self._load, self._ttl, self._miss_interval = load, ttl, miss_interval
+        self._names: frozenset[str] = frozenset()
+        self._loaded_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def contains(self, kb: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            fresh = now - self._loaded_at < self._ttl
+            if kb in self._names and fresh:
+                return True
+            if now - self._loaded_at < self._miss_interval:
+                return kb in self._names
+            self._names, self._loaded_at = frozenset(self._load()), now
+            return kb in self._names
 
 
 def _snapshot_dict(s: Any) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def test_health_readiness_metrics_and_query(server: str) -> None:
     with httpx.Client(base_url=server, timeout=30) as http:
         assert http.get("/healthz").json() == {"status": "ok"}
         ready = http.get("/readyz")
-        assert ready.status_code == 200 and ready.json()["kbs"] == ["default"]
+        assert ready.status_code == 200 and ready.json()["kbs"] == {"default": "serving default-v1"}
         assert http.post("/v1/query", json={"question": "rollback"}).status_code == 401
         auth = {"Authorization": "Bearer t0ken"}
         r = http.post("/v1/query", json={"question": "How do I roll back a database migration?"}, headers=auth)
@@ -52,8 +52,8 @@ def test_health_readiness_metrics_and_query(server: str) -> None:
         assert r.status_code == 200 and body["snapshot_id"] == "default-v1"
         assert body["evidence"][0]["key"] == "guides/release.md"
         assert body["evidence"][0]["citation"].startswith("[1] guides/release.md#database-migration")
-        empty = http.post("/v1/query", json={"question": "x", "kb": "nothing-here"}, headers=auth).json()
-        assert empty["insufficient_evidence"] is True
+        unknown = http.post("/v1/query", json={"question": "x", "kb": "nothing-here"}, headers=auth)
+        assert unknown.status_code == 404
         metrics = http.get("/metrics").text
         assert 'freshindex_queries_total{kb="default",outcome="answered"} 1.0' in metrics
         assert 'freshindex_live_chunks{kb="default"}' in metrics
