@@ -3,18 +3,19 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench system-deps clean
+.PHONY: install run test lint bench system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# `pip install freshindex` alone is the thin HTTP client; the service needs the `server` extra.
 $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[server]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[server,test]'
 	touch $@ $(VENV)/.installed-run
 
 # OCR of the scanned sample PDF needs tesseract with English data; the tests
@@ -32,6 +33,9 @@ system-deps:
 	  sudo apt-get install -y -qq $(OCR_PACKAGES) >/dev/null \
 	  || echo "warning: could not install tesseract; scanned PDFs will be reported as errors"; \
 	else echo "note: tesseract data missing; scanned PDFs will be reported as errors (apt-get install $(OCR_PACKAGES))"; fi
+
+# The full service (workers, beat, serve and every command) in $(VENV), and tesseract when it can.
+install: $(VENV)/.installed-run system-deps
 
 run: $(VENV)/.installed-run system-deps
 	FRESHINDEX=$(BIN)/freshindex sh examples/demo.sh

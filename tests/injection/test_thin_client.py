@@ -1,0 +1,356 @@
+"""The thin HTTP client: request shape, errors, retries, and a real install without the server extra.
+
+Unit tests talk to ``httpx.MockTransport``; the slow test installs the
+repository without extras into a fresh virtualenv (so pip resolves only the
+base dependencies) and asks a real ``freshindex serve`` for a packet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core.errors import NotFoundError, RetryableError
+from injection.http import (
+    BadRequest,
+    BadResponse,
+    ClientError,
+    FreshIndexClient,
+    NotFound,
+    ServerError,
+    Unauthorized,
+    Unavailable,
+)
+from injection.types import ContextPacket, Evidence, render_context
+from tests.conftest import EXAMPLES, ROOT, free_port
+
+HEAVY = ("fitz", "pymupdf", "sqlalchemy", "celery", "alembic", "botocore", "qdrant_edge", "numpy", "onnxruntime")
+
+
+def _packet() -> ContextPacket:
+    ev = (
+        Evidence(n=1, chunk_id="c1", score=0.8125, text="Run `alembic downgrade -1`.", title="Release",
+                 key="guides/release.md", source_id="docs", heading_path=("Release", "Database migration"),
+                 anchor="database-migration", page=None, doc_version=2, snapshot_id="default-v3", written_in="default-v1"),
+        Evidence(n=2, chunk_id="c2", score=0.5, text="scanned text", title="Policy", key="pdf/policy.pdf",
+                 source_id="docs", heading_path=(), anchor="", page=3, doc_version=1, snapshot_id="default-v3",
+                 written_in="default-v3", ocr=True),
+    )
+    return ContextPacket("How do I roll back?", "default", "default-v3", ev, False, None,
+                         render_context("How do I roll back?", "default", "default-v3", ev), {"acl": 1})
+
+
+def _client(handler: Callable[[httpx.Request], httpx.Response], **kw) -> tuple[FreshIndexClient, list[float]]:
+    slept: list[float] = []
+    kw.setdefault("token", "t0ken")
+    client = FreshIndexClient("http://fi.test:8080/", http=httpx.Client(transport=httpx.MockTransport(handler)),
+                              sleep=slept.append, **kw)
+    return client, slept
+
+
+def test_retrieve_posts_the_question_with_the_token_and_rebuilds_the_packet() -> None:
+    # Given a server that answers with a packet's JSON
+    seen: list[httpx.Request] = []
+    packet = _packet()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=packet.as_dict())
+
+    client, _ = _client(handler)
+    # When the application asks
+    got = client.retrieve("How do I roll back?", kb="default", limit=3, principal="ana", groups=["eng", "eng", "ops"])
+    # Then one POST to /v1/query carries the question, the kb, the principal and the bearer token
+    (req,) = seen
+    assert (req.method, str(req.url)) == ("POST", "http://fi.test:8080/v1/query")
+    assert req.headers["authorization"] == "Bearer t0ken"
+    assert json.loads(req.content) == {"question": "How do I roll back?", "kb": "default", "limit": 3,
+                                       "principal": "ana", "groups": ["eng", "ops"]}
+    # and the packet is the same data type, equal field for field, with its rendering
+    assert got == packet
+    assert got.render() == packet.rendered and got.render().startswith('<context kb="default" snapshot="default-v3">')
+    assert got.citations == ["[1] guides/release.md#database-migration (v2, snapshot default-v3)",
+                             "[2] pdf/policy.pdf (v1, page 3, snapshot default-v3)"]
+    assert got.evidence[1].ocr is True and got.dropped == {"acl": 1}
+
+
+def test_a_principal_object_and_no_token() -> None:
+    from acl import Principal
+
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=ContextPacket("q", "kb", None, (), True, "no snapshot", "<context/>").as_dict())
+
+    client, _ = _client(handler, token=None)
+    got = client.retrieve("q", kb="kb", principal=Principal.of("bo", ["hr"]), groups=["legal"])
+    assert "authorization" not in seen[0].headers
+    assert json.loads(seen[0].content)["principal"] == "bo" and json.loads(seen[0].content)["groups"] == ["hr", "legal"]
+    assert got.insufficient is True and got.reason == "no snapshot" and got.evidence == () and got.snapshot_id is None
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind", "detail"),
+    [
+        (401, {"detail": "missing or wrong bearer token"}, Unauthorized, "missing or wrong bearer token"),
+        (404, {"error": "NotFoundError", "detail": "unknown knowledge base 'x'"}, NotFound,
+         "unknown knowledge base 'x'"),
+        (422, {"detail": [{"loc": ["body", "question"], "msg": "String should have at least 1 character"}]},
+         BadRequest, "question: String should have at least 1 character"),
+        (500, "Internal Server Error", ServerError, "Internal Server Error"),
+    ],
+)
+def test_errors_carry_the_status_and_the_servers_message_and_are_not_retried(status, body, kind, detail) -> None:
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if isinstance(body, str):
+            return httpx.Response(status, text=body)
+        return httpx.Response(status, json=body)
+
+    client, slept = _client(handler)
+    with pytest.raises(kind) as info:
+        client.retrieve("q", kb="x")
+    err = info.value
+    assert isinstance(err, ClientError) and err.status == status and err.detail == detail
+    assert detail in str(err) and len(calls) == 1 and slept == []
+    if kind is NotFound:
+        assert isinstance(err, NotFoundError) and err.error == "NotFoundError"
+
+
+def test_503_is_retried_with_backoff_then_succeeds() -> None:
+    answers = [httpx.Response(503, json={"error": "StoreBusyError", "detail": "busy"})] * 2 + [
+        httpx.Response(200, json=_packet().as_dict())]
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return answers[len(calls) - 1]
+
+    client, slept = _client(handler, retries=2, backoff=0.1)
+    assert client.retrieve("q", kb="default").snapshot_id == "default-v3"
+    assert len(calls) == 3 and slept == [0.1, 0.2]
+
+
+def test_503_every_time_gives_up_as_unavailable() -> None:
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return httpx.Response(503, json={"error": "StoreBusyError", "detail": "collection open elsewhere"})
+
+    client, slept = _client(handler, retries=3, backoff=1.0, backoff_max=2.5)
+    with pytest.raises(Unavailable) as info:
+        client.retrieve("q", kb="default")
+    assert isinstance(info.value, RetryableError) and info.value.status == 503
+    assert info.value.detail == "collection open elsewhere" and info.value.error == "StoreBusyError"
+    assert len(calls) == 4 and slept == [1.0, 2.0, 2.5]
+
+
+def test_connection_errors_are_retried_read_timeouts_are_not() -> None:
+    calls: list[str] = []
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        calls.append("refused")
+        raise httpx.ConnectError("connection refused", request=request)
+
+    client, slept = _client(refused, retries=1, backoff=0.05)
+    with pytest.raises(Unavailable) as info:
+        client.health("default")
+    assert info.value.status is None and "connection refused" in str(info.value)
+    assert isinstance(info.value.__cause__, httpx.ConnectError)
+    assert calls == ["refused", "refused"] and slept == [0.05]
+
+    def slow(request: httpx.Request) -> httpx.Response:
+        calls.append("slow")
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    client, slept = _client(slow, retries=3, timeout=1.5)
+    with pytest.raises(Unavailable, match=r"no answer within 1.5s"):
+        client.retrieve("q", kb="default")
+    assert calls.count("slow") == 1 and slept == []
+
+
+def test_a_body_that_is_not_a_packet_is_a_bad_response() -> None:
+    def html(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text="<html>proxy login</html>", headers={"content-type": "text/html"})
+
+    with pytest.raises(BadResponse, match="without JSON"):
+        _client(html)[0].retrieve("q", kb="default")
+
+    def other(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"status": "ok"})
+
+    with pytest.raises(BadResponse, match="not a context packet"):
+        _client(other)[0].retrieve("q", kb="default")
+
+
+def test_health_quotes_the_kb_name() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"kb": "a/b", "active_snapshot": None})
+
+    client, _ = _client(handler)
+    assert client.health("a/b") == {"kb": "a/b", "active_snapshot": None}
+    assert seen[0].method == "GET" and seen[0].url.raw_path == b"/v1/kbs/a%2Fb/health"
+    assert "t0ken" not in repr(client)
+
+
+def test_the_client_modules_load_no_server_dependency() -> None:
+    # In the full environment every heavy package is installed: importing the client must still not load one.
+    code = ("import sys, json; import injection; from injection.http import FreshIndexClient; "
+            "from injection import ContextPacket; print(json.dumps(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                         timeout=60).stdout
+    loaded = set(json.loads(out))
+    assert not loaded & {*HEAVY, "workers", "registry", "vectorstore", "acl", "snapshots", "api"}
+    assert "httpx" in loaded and "injection.types" in loaded
+
+
+# -- a real install without extras, against a real server ----------------------------------------------------------
+
+_SNIPPET = textwrap.dedent("""
+    import importlib.util, json, sys
+    try:
+        from freshindex.injection.http import FreshIndexClient, NotFound, Unauthorized
+    except ImportError:  # before the move under the freshindex namespace
+        from injection.http import FreshIndexClient, NotFound, Unauthorized
+    base, token = sys.argv[1], sys.argv[2]
+    client = FreshIndexClient(base, token=token)
+    packet = client.retrieve("How do I roll back a database migration?", kb="default")
+    errors = {}
+    try:
+        FreshIndexClient(base, token="wrong").retrieve("x", kb="default")
+    except Unauthorized as exc:
+        errors["wrong_token"] = exc.status
+    try:
+        client.retrieve("x", kb="nothing-here")
+    except NotFound as exc:
+        errors["unknown_kb"] = exc.status
+    heavy = HEAVY
+    loaded = [m for m in heavy if m in sys.modules]
+    installed = [m for m in heavy if importlib.util.find_spec(m) is not None]
+    assert not loaded, loaded
+    print(json.dumps({"packet": packet.as_dict(), "citations": packet.citations, "render": packet.render(),
+                      "health": client.health("default"), "errors": errors, "installed": installed}))
+""").replace("HEAVY", repr(HEAVY))
+
+
+def _source_copy(dst: Path) -> Path:
+    """The installable project without the virtualenv, tests, data, build output or git."""
+    skip_top = {"tests", "bench", "examples", "infra", "runbooks", "build", "dist"}  # and every .name
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        top = Path(folder) == ROOT
+        return {n for n in names if n == "__pycache__" or n.endswith(".egg-info") or n.startswith(".freshindex")
+                or (top and (n in skip_top or n.startswith(".")))}
+
+    shutil.copytree(ROOT, dst, ignore=ignore)
+    return dst
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    """``freshindex serve`` from this environment on a free port, over a synced copy of the sample kb."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
+    env.update(FRESHINDEX_DATA_DIR=str(tmp_path / "data"), FRESHINDEX_EMBEDDING__PROVIDER="hashing",
+               FRESHINDEX_API__TOKEN="t0ken")
+    kb = tmp_path / "kb"
+    shutil.copytree(EXAMPLES / "kb", kb)
+
+    def cli(*args: str) -> None:
+        subprocess.run([sys.executable, "-m", "freshindex", *args], cwd=ROOT, env=env, check=True,
+                       capture_output=True, timeout=120)
+
+    cli("sources", "add", "docs", "--kind", "folder", "--location", str(kb))
+    cli("sync", "docs")
+    port = free_port()
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "freshindex", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(base + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"serve did not become ready:\n{(tmp_path / 'serve.log').read_text()}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.mark.slow
+def test_a_base_install_gets_a_cited_packet_from_a_real_server(tmp_path: Path, served: str) -> None:
+    # Given the repository installed WITHOUT extras into a fresh virtualenv (pip resolves the base deps only)
+    t0 = time.monotonic()
+    venv = tmp_path / "thin-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    src = _source_copy(tmp_path / "src")
+    pip_env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    install = subprocess.run([str(py), "-m", "pip", "install", "--quiet", str(src)], capture_output=True, text=True,
+                             env=pip_env, timeout=300)
+    assert install.returncode == 0, install.stderr[-3000:]
+    t1 = time.monotonic()
+    print(f"fresh venv + base install: {t1 - t0:.1f}s")
+    # Then none of the server's dependencies came with it
+    listed = subprocess.run([str(py), "-m", "pip", "list", "--format=json"], capture_output=True, text=True,
+                            check=True, env=pip_env, timeout=60).stdout
+    names = {p["name"].lower().replace("_", "-") for p in json.loads(listed)}
+    assert "freshindex" in names and "httpx" in names
+    assert not names & {"pymupdf", "sqlalchemy", "celery", "alembic", "boto3", "botocore", "qdrant-edge-py",
+                        "numpy", "onnxruntime", "fastapi", "uvicorn"}
+    # When an application there asks the real server (run outside the source tree: only the install is importable)
+    out = subprocess.run([str(py), "-I", "-c", _SNIPPET, served, "t0ken"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr[-3000:]
+    print(f"query from the thin venv: {time.monotonic() - t1:.1f}s")
+    got = json.loads(out.stdout)
+    # Then it holds numbered citations from the sample knowledge base, on the active snapshot
+    packet = got["packet"]
+    assert packet["insufficient_evidence"] is False and packet["snapshot_id"] == "default-v1"
+    assert [e["n"] for e in packet["evidence"]] == list(range(1, len(packet["evidence"]) + 1))
+    assert any(c.startswith(("[1] guides/release.md#", "[2] guides/release.md#database-migration"))
+               for c in got["citations"])
+    assert "guides/release.md#database-migration" in got["render"] and "[1]" in got["render"]
+    assert got["health"]["active_snapshot"] == "default-v1"
+    assert got["errors"] == {"wrong_token": 401, "unknown_kb": 404}
+    assert got["installed"] == []
+    # And the console script of the thin install says what to install instead of a traceback
+    script = subprocess.run([str(venv / "bin" / "freshindex"), "sources", "list"], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=60, env={**os.environ, "FRESHINDEX_DATA_DIR": str(tmp_path / "x")})
+    assert script.returncode == 2 and "pip install 'freshindex[server]'" in script.stderr
+    assert "Traceback" not in script.stderr
+
+
+def test_the_package_exports_every_name_it_lists() -> None:
+    import injection
+
+    assert set(injection.__all__) == set(injection._WHERE)
+    assert all(getattr(injection, name) is not None for name in injection.__all__)
