@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vectorstore.base import FieldMatch, Filter
+from freshindex.vectorstore.base import FieldMatch, Filter
 
 PUBLIC = "public"
 

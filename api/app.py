@@ -29,11 +29,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException
 from fastapi.responses import JSONResponse, PlainTextResponse
+from freshindex.acl import Principal
+from freshindex.core.errors import FreshIndexError, NotFoundError, RetryableError
+from freshindex.workers.services import Services
 from pydantic import BaseModel, Field
-
-from acl import Principal
-from core.errors import FreshIndexError, NotFoundError, RetryableError
-from workers.services import Services
 
 log = logging.getLogger("freshindex.api")
 

@@ -19,11 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
+
 from bench.corpus import write_corpus
 from bench.report import table, write
-from settings import load_settings
-from workers.runner import sync_inline
-from workers.services import Services
 
 ROOT = Path(__file__).resolve().parent.parent
 

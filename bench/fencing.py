@@ -28,12 +28,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from freshindex.registry.store import Registry
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
+
 from bench.corpus import write_corpus
 from bench.report import table, write
-from registry.store import Registry
-from settings import load_settings
-from workers.runner import sync_inline
-from workers.services import Services
 
 
 @contextmanager
@@ -42,7 +43,7 @@ def fencing_disabled():
     fence, refusal = Registry._fence, Registry.run_refusal
 
     def no_fence(self: Registry, s: Any, run_id: int, changeset_id: int | None = None) -> Any:
-        from registry.schema import SyncRun
+        from freshindex.registry.schema import SyncRun
 
         self._write_lock(s)
         return s.get(SyncRun, run_id)

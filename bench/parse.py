@@ -30,15 +30,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from freshindex.settings import load_settings
+from freshindex.workers.chunking import Chunker
+from freshindex.workers.parsing import Parsers
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
+
 from bench.corpus import write_corpus
 from bench.report import table, write
 from examples.fixtures import manual as m
 from examples.fixtures.scans import RECEIPT, scanned_pdf
-from settings import load_settings
-from workers.chunking import Chunker
-from workers.parsing import Parsers
-from workers.runner import sync_inline
-from workers.services import Services
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("core", "settings", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules", "injection",

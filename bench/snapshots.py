@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
+from freshindex.core.types import ChunkDraft
+from freshindex.registry import DocumentOutcome
+from freshindex.settings import load_settings
+from freshindex.workers.services import Services
 
 from bench.report import table, write
-from core.ids import chunk_point_id, document_id, sha256_hex
-from core.types import ChunkDraft
-from registry import DocumentOutcome
-from settings import load_settings
-from workers.services import Services
 
 DIM = 384
 

@@ -54,7 +54,7 @@ def chunk_point_id(document: str, structural_path: Iterable[str], text_hash: str
 def validate_kb_name(name: str) -> str:
     """Knowledge base names become collection and alias names: keep them tame."""
     if not _KB_NAME.match(name):
-        from core.errors import ConfigError
+        from freshindex.core.errors import ConfigError
 
         raise ConfigError(
             f"invalid knowledge base name {name!r}: use 1-63 of a-z 0-9 _ -, starting with a letter or digit"
@@ -64,7 +64,7 @@ def validate_kb_name(name: str) -> str:
 
 def validate_source_id(source_id: str) -> str:
     if not _SOURCE_ID.match(source_id):
-        from core.errors import ConfigError
+        from freshindex.core.errors import ConfigError
 
         raise ConfigError(
             f"invalid source id {source_id!r}: use 1-128 of A-Z a-z 0-9 _ . -, starting with a letter or digit"

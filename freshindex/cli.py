@@ -18,9 +18,9 @@ from typing import Any
 
 import click
 
-from core.errors import ConfigError, FreshIndexError, NotFoundError
 from freshindex import __version__, logs, ops_commands
-from settings import Settings, load_settings
+from freshindex.core.errors import ConfigError, FreshIndexError, NotFoundError
+from freshindex.settings import Settings, load_settings
 
 log = logging.getLogger("freshindex.cli")
 progress_log = logging.getLogger("freshindex.progress")
@@ -42,7 +42,7 @@ class _State:
     @property
     def services(self) -> Any:
         if self._services is None:
-            from workers.services import Services
+            from freshindex.workers.services import Services
 
             self._services = Services(self.settings)
         return self._services
@@ -145,8 +145,8 @@ def db() -> None:
 @click.pass_obj
 def db_upgrade(state: _State, as_json: bool) -> None:
     """Upgrade the registry schema to this version's head."""
-    from registry import db as registry_db
-    from settings import redact_url
+    from freshindex.registry import db as registry_db
+    from freshindex.settings import redact_url
 
     engine = registry_db.make_engine(state.settings.registry_url)
     try:
@@ -267,7 +267,7 @@ def _source_dict(s: Any) -> dict[str, Any]:
 def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, no_build: bool,
          as_json: bool) -> None:
     """Sync SOURCE_ID (or --all): detect changes, re-embed only what changed, swap in a new snapshot."""
-    from workers.runner import sync_distributed, sync_inline
+    from freshindex.workers.runner import sync_distributed, sync_inline
 
     if bool(source_id) == all_sources:
         raise click.UsageError("give one SOURCE_ID or --all")
@@ -278,7 +278,7 @@ def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, 
     distributed = state.settings.distributed and not inline
     app = None
     if distributed:
-        from workers.app import create_app
+        from freshindex.workers.app import create_app
 
         app = create_app(state.settings)
     reports = []
@@ -386,7 +386,7 @@ def snapshots() -> None:
 @click.pass_obj
 def snapshots_list(state: _State, kb: str | None, as_json: bool) -> None:
     """List snapshots, newest first."""
-    from api.app import _snapshot_dict
+    from freshindex.api.app import _snapshot_dict
 
     data = [_snapshot_dict(s) for s in state.services.registry.list_snapshots(kb)]
 
@@ -588,7 +588,7 @@ def canaries_add(state: _State, question: str, expected: str, kb: str | None, to
     The key must name an indexed document of the knowledge base: a canary for
     a missing document fails every build's verification.
     """
-    from registry import ops
+    from freshindex.registry import ops
 
     kb = kb or state.settings.default_kb
     docs = ops.documents(state.services.registry, kb=kb, key=expected, limit=10)
@@ -639,7 +639,7 @@ def canaries_remove(state: _State, canary_id: int) -> None:
 def query(state: _State, question: str, kb: str | None, principal: str, groups: tuple[str, ...], limit: int,
           as_json: bool) -> None:
     """Answer QUESTION with a cited context block from the active snapshot."""
-    from acl import Principal
+    from freshindex.acl import Principal
 
     kb = kb or state.settings.default_kb
     packet = state.services.client.retrieve(question, kb=kb, principal=Principal.of(principal, groups), limit=limit)
@@ -664,8 +664,8 @@ def query(state: _State, question: str, kb: str | None, principal: str, groups: 
 @click.pass_obj
 def worker(state: _State, queues: str, concurrency: int, pool: str, hostname: str | None) -> None:
     """Start a Celery worker (needs a broker URL). Checks its dependencies first."""
-    from workers.app import Queue, create_app, queue_name
-    from workers.services import Services
+    from freshindex.workers.app import Queue, create_app, queue_name
+    from freshindex.workers.services import Services
 
     settings = state.settings
     app = create_app(settings)
@@ -696,8 +696,8 @@ def worker(state: _State, queues: str, concurrency: int, pool: str, hostname: st
 @click.pass_obj
 def beat(state: _State) -> None:
     """Start Celery beat with freshindex's schedule (source polls)."""
-    from schedules.beat import beat_schedule
-    from workers.app import create_app
+    from freshindex.schedules.beat import beat_schedule
+    from freshindex.workers.app import create_app
 
     app = create_app(state.settings)
     app.conf.beat_schedule = beat_schedule(state.settings)
@@ -714,7 +714,7 @@ def serve(state: _State, host: str | None, port: int | None) -> None:
     """Serve health, metrics and the query API over HTTP."""
     import uvicorn
 
-    from api.app import create_app
+    from freshindex.api.app import create_app
 
     svc = state.services
     svc.check()

@@ -68,7 +68,7 @@ def probe(state: Any, role: str, path: Path | None, max_age: float) -> None:
     connection). See workers/probe.py for what a fresh file does and does not
     prove.
     """
-    from workers.probe import age_s, heartbeat_path
+    from freshindex.workers.probe import age_s, heartbeat_path
 
     target = path or heartbeat_path(state.settings, role)
     age = age_s(target)
@@ -102,7 +102,7 @@ _RUN_COLUMNS = ("id", "source", "trigger", "status", "started_at", "finished_at"
 @click.pass_obj
 def runs_list(state: Any, source: str | None, kb: str | None, status: str | None, limit: int, as_json: bool) -> None:
     """Newest runs first; running ones with running_for_s and docs_done (a frozen docs_done: lost tasks)."""
-    from registry import ops
+    from freshindex.registry import ops
 
     rows = ops.sync_runs(_registry(state), source=source, kb=kb, status=status, limit=limit)
     _emit(rows, as_json, lambda rs: _table(rs, _RUN_COLUMNS, "no sync runs"))
@@ -114,7 +114,7 @@ def runs_list(state: Any, source: str | None, kb: str | None, status: str | None
 @click.pass_obj
 def runs_show(state: Any, run_id: int, as_json: bool) -> None:
     """One run: status, progress, per-outcome document counts, build, errors, heartbeat."""
-    from registry import ops
+    from freshindex.registry import ops
 
     row = ops.sync_run(_registry(state), run_id)
     _emit(row, as_json, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items() if v not in (None, {}, [])))
@@ -129,7 +129,7 @@ def runs_show(state: Any, run_id: int, as_json: bool) -> None:
 @click.pass_obj
 def sources_lag(state: Any, kb: str | None, as_json: bool) -> None:
     """Seconds since each source's last successful sync, with enabled and poll_interval_s (never synced first)."""
-    from registry import ops
+    from freshindex.registry import ops
 
     rows = ops.source_lag(_registry(state), kb)
     _emit(rows, as_json, lambda rs: _table(rs, ("source", "kb", "enabled", "poll_interval_s", "last_ok", "lag_s"),
@@ -159,7 +159,7 @@ _DOC_COLUMNS = ("source", "key", "state", "version", "chunk_count", "error_reaso
 def documents_list(state: Any, kb: str | None, source: str | None, key: str | None, doc_state: str | None,
                    reason: str | None, limit: int, as_json: bool) -> None:
     """Documents by knowledge base, source, key, state and error reason."""
-    from registry import ops
+    from freshindex.registry import ops
 
     rows = ops.documents(_registry(state), kb=kb, source=source, key=key, state=doc_state, reason=reason,
                          limit=limit)
@@ -173,7 +173,7 @@ def documents_list(state: Any, kb: str | None, source: str | None, key: str | No
 @click.pass_obj
 def documents_errors(state: Any, kb: str | None, source: str | None, as_json: bool) -> None:
     """Documents currently in error, counted per source, reason and state (what the metric counts)."""
-    from registry import ops
+    from freshindex.registry import ops
 
     rows = ops.documents_in_error(_registry(state), kb=kb, source=source)
     _emit(rows, as_json, lambda rs: _table(rs, ("kb", "source", "reason", "state", "documents", "last_updated"),
@@ -188,7 +188,7 @@ def documents_errors(state: Any, kb: str | None, source: str | None, as_json: bo
 @click.pass_obj
 def documents_failures(state: Any, source: str | None, since_s: float, as_json: bool) -> None:
     """Failed document results of recent runs, counted per source, run and reason."""
-    from registry import ops
+    from freshindex.registry import ops
 
     rows = ops.recent_failures(_registry(state), since_s=since_s, source=source)
     _emit(rows, as_json, lambda rs: _table(rs, ("source", "run", "reason", "documents", "last_seen"),
@@ -210,7 +210,7 @@ def documents_reprocess(state: Any, source_id: str, reason: str | None, keys: tu
     `freshindex sync SOURCE_ID` afterwards. For causes fixed outside the file:
     tesseract installed, a limit raised.
     """
-    from registry import ops
+    from freshindex.registry import ops
 
     if reason is None and not keys:
         raise click.UsageError("give --reason REASON or --key KEY (re-reading a whole source must be asked by name)")
@@ -238,7 +238,7 @@ def changesets() -> None:
 @click.pass_obj
 def changesets_list(state: Any, kb: str | None, statuses: tuple[str, ...], key: str | None, as_json: bool) -> None:
     """Changesets with their upsert and delete (chunk) counts, oldest first."""
-    from registry import ops
+    from freshindex.registry import ops
 
     rows = ops.changesets(_registry(state), kb=kb, statuses=statuses or ("open", "staged"), key=key)
     _emit(rows, as_json, lambda rs: _table(rs, ("id", "kb", "source", "run", "status", "created_at", "staged_at",
@@ -256,7 +256,7 @@ def tombstones() -> None:
 @click.pass_obj
 def tombstones_pending(state: Any, kb: str | None, as_json: bool) -> None:
     """Unapplied tombstones per changeset, its status and reason, oldest first (the tombstone backlog)."""
-    from registry import ops
+    from freshindex.registry import ops
 
     rows = ops.pending_tombstones(_registry(state), kb=kb)
     _emit(rows, as_json, lambda rs: _table(rs, ("kb", "changeset_id", "changeset_status", "source", "run", "reason",
@@ -273,7 +273,7 @@ def tombstones_pending(state: Any, kb: str | None, as_json: bool) -> None:
 @click.pass_obj
 def snapshots_held(state: Any, kb: str | None, limit: int, as_json: bool) -> None:
     """Held (failed) builds: counts per kb and failed check, and the newest ones with their numbers."""
-    from registry import ops
+    from freshindex.registry import ops
 
     data = ops.held_builds(_registry(state), kb=kb, limit=limit)
 
@@ -310,7 +310,7 @@ def kbs() -> None:
 def kbs_list(state: Any, as_json: bool) -> None:
     """Every knowledge base with its sources and its number of snapshots (sources with no snapshot, and
     snapshots whose sources are gone, both show)."""
-    from registry import ops
+    from freshindex.registry import ops
 
     rows = ops.knowledge_bases(_registry(state))
     _emit(rows, as_json, lambda rs: _table([{**r, "sources": ",".join(r["sources"])} for r in rs],
@@ -339,7 +339,7 @@ def locks() -> None:
 @click.pass_obj
 def locks_list(state: Any, name: str | None, as_json: bool) -> None:
     """Leases with owner, fencing token, expiry and whether they are held now."""
-    from registry import ops
+    from freshindex.registry import ops
 
     rows = ops.locks(_registry(state), name)
     _emit(rows, as_json, lambda rs: _table(rs, ("name", "owner", "token", "held", "expires_at", "expires_in_s"),

@@ -5,8 +5,8 @@ runs retrieval in-process (it needs the vector store, the embedder and
 numpy: the ``server`` install), :class:`FreshIndexClient` asks a running
 ``freshindex serve`` over HTTP (httpx only: the base install).
 
-Names are imported on first use (PEP 562), so ``import injection`` or
-``from injection.http import FreshIndexClient`` never loads the in-process
+Names are imported on first use (PEP 562), so ``from freshindex import injection`` or
+``from freshindex.injection.http import FreshIndexClient`` never loads the in-process
 engine or its dependencies.
 """
 
@@ -16,9 +16,9 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers and IDEs only; at run time see __getattr__
-    from injection.client import InjectionClient
-    from injection.http import ClientError, FreshIndexClient, NotFound, Unauthorized, Unavailable
-    from injection.types import ContextPacket, Evidence, render_context
+    from freshindex.injection.client import InjectionClient
+    from freshindex.injection.http import ClientError, FreshIndexClient, NotFound, Unauthorized, Unavailable
+    from freshindex.injection.types import ContextPacket, Evidence, render_context
 
 #: name -> submodule; relative, so it survives the move under the ``freshindex.`` namespace.
 _WHERE = {

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from acl import Principal, query_filter, visible
-from core.errors import NotFoundError
-from core.types import Embedder
-from injection.types import ContextPacket, Evidence, insufficient_context, render_context
-from snapshots.naming import Naming
-from vectorstore.base import ScoredHit, VectorStore
+from freshindex.acl import Principal, query_filter, visible
+from freshindex.core.errors import NotFoundError
+from freshindex.core.types import Embedder
+from freshindex.injection.types import ContextPacket, Evidence, insufficient_context, render_context
+from freshindex.snapshots.naming import Naming
+from freshindex.vectorstore.base import ScoredHit, VectorStore
 
 #: chunk id -> (state, tombstoned); ids missing from the mapping are orphans.
 Recheck = Callable[[Sequence[str]], Mapping[str, Any]]

@@ -4,7 +4,7 @@ An application that only needs evidence for its prompts installs the base
 package (``pip install freshindex``: httpx, no PyMuPDF, SQLAlchemy, Celery,
 vector store or model) and asks the service::
 
-    from injection.http import FreshIndexClient
+    from freshindex.injection.http import FreshIndexClient
     client = FreshIndexClient("http://127.0.0.1:8080", token="...")
     packet = client.retrieve("How do I rotate the signing key?", kb="default")
 
@@ -37,9 +37,8 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-
-from core.errors import FreshIndexError, NotFoundError, PermanentError, RetryableError
-from injection.types import ContextPacket
+from freshindex.core.errors import FreshIndexError, NotFoundError, PermanentError, RetryableError
+from freshindex.injection.types import ContextPacket
 
 log = logging.getLogger("freshindex.client")
 

@@ -1,6 +1,6 @@
 """The registry: the system of record (SQLite embedded, PostgreSQL at scale)."""
 
-from registry.records import (
+from freshindex.registry.records import (
     CanaryInfo,
     ChunkRow,
     ChunkStatus,
@@ -11,7 +11,7 @@ from registry.records import (
     SourceInfo,
     SyncRunInfo,
 )
-from registry.store import TRANSIENT_REASONS, Registry
+from freshindex.registry.store import TRANSIENT_REASONS, Registry
 
 __all__ = [
     "TRANSIENT_REASONS",

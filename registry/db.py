@@ -8,10 +8,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from freshindex.core.errors import ConfigError, RetryableError
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import SQLAlchemyError
-
-from core.errors import ConfigError, RetryableError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 

@@ -18,10 +18,8 @@ import datetime as dt
 import time
 from typing import Any
 
-from sqlalchemy import and_, func, select, update
-
-from core.errors import NotFoundError
-from registry.schema import (
+from freshindex.core.errors import NotFoundError
+from freshindex.registry.schema import (
     Changeset,
     ChangesetEntry,
     Document,
@@ -32,7 +30,8 @@ from registry.schema import (
     SyncRun,
     Tombstone,
 )
-from registry.store import Registry
+from freshindex.registry.store import Registry
+from sqlalchemy import and_, func, select, update
 
 #: Runs whose status counts as a successful sync (the sync-lag gauge uses the same).
 OK_STATUSES = ("succeeded", "partial")

@@ -21,16 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import DateTime, Engine, delete, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
-
-from core.errors import ConfigError, NotFoundError, RetryableError, StaleTaskError
-from core.ids import validate_kb_name, validate_source_id
-from core.types import ChunkDraft
-from registry import db
-from registry.records import (
+from freshindex.core.errors import ConfigError, NotFoundError, RetryableError, StaleTaskError
+from freshindex.core.ids import validate_kb_name, validate_source_id
+from freshindex.core.types import ChunkDraft
+from freshindex.registry import db
+from freshindex.registry.records import (
     CanaryInfo,
     ChunkRow,
     ChunkStatus,
@@ -41,7 +36,7 @@ from registry.records import (
     SourceInfo,
     SyncRunInfo,
 )
-from registry.schema import (
+from freshindex.registry.schema import (
     AliasEvent,
     Canary,
     Changeset,
@@ -57,6 +52,10 @@ from registry.schema import (
     Tombstone,
     utcnow,
 )
+from sqlalchemy import DateTime, Engine, delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
 
 #: Rows per IN (...) clause; SQLite allows 32766 parameters, PostgreSQL more.
 _BATCH = 500

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from settings import Settings
-from workers.app import Queue, TaskName, queue_name
+from freshindex.settings import Settings
+from freshindex.workers.app import Queue, TaskName, queue_name
 
 
 def beat_schedule(settings: Settings) -> dict[str, Any]:

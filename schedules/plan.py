@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Protocol
 
-from registry import SourceInfo, SyncRunInfo
+from freshindex.registry import SourceInfo, SyncRunInfo
 
 #: Default for ``lease_s`` (settings ``sync.run_lease_s``).
 DEFAULT_LEASE_S = 120.0

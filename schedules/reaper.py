@@ -32,9 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.ids import document_id
-from health.metrics import Metrics
-from registry import SyncRunInfo
+from freshindex.core.ids import document_id
+from freshindex.health.metrics import Metrics
+from freshindex.registry import SyncRunInfo
 
 log = logging.getLogger("freshindex.reaper")
 
@@ -96,7 +96,7 @@ class ReapReport:
 
 def celery_actions(app: Any) -> ReapActions:
     """Actions that enqueue on ``app``'s broker (by task name, so any process can reap)."""
-    from workers.app import TaskName
+    from freshindex.workers.app import TaskName
 
     def resume(run: SyncRunInfo, key: str, etag: str | None, size: int) -> None:
         app.send_task(str(TaskName.PROCESS_DOCUMENT), args=[run.id, run.changeset_id, run.source_id, key, etag, size])

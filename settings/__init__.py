@@ -4,7 +4,7 @@ Build it once at process start with :func:`load_settings` and pass the pieces
 down; nothing in freshindex reads the environment at import time.
 """
 
-from settings.model import (
+from freshindex.settings.model import (
     ApiSettings,
     BrokerSettings,
     EmbeddingSettings,

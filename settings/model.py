@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from freshindex.core.errors import ConfigError
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
@@ -22,8 +23,6 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
-
-from core.errors import ConfigError
 
 
 def redact_url(url: str | None) -> str | None:
@@ -241,7 +240,7 @@ class Settings(BaseSettings):
     def registry_url(self) -> str:
         if self.registry.url is not None:
             return self.registry.url.get_secret_value()
-        return f"sqlite:///{(self.data_dir / 'registry.db').resolve()}"
+        return f"sqlite:///{(self.data_dir / 'freshindex.registry.db').resolve()}"
 
     @property
     def vector_path(self) -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from core.errors import ConfigError, NotFoundError, StoreError
+from freshindex.core.errors import ConfigError, NotFoundError, StoreError
 
 
 class ArchiveTarget(Protocol):

@@ -33,14 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from core.errors import FreshIndexError, VerificationError
-from core.types import Embedder, embed_text
-from health.metrics import Metrics
-from registry import ChunkRow, Registry, SnapshotInfo
-from snapshots.lock import WriterLock
-from snapshots.naming import Naming
-from vectorstore.base import PointRecord, VectorStore
+from freshindex.core.errors import FreshIndexError, VerificationError
+from freshindex.core.types import Embedder, embed_text
+from freshindex.health.metrics import Metrics
+from freshindex.registry import ChunkRow, Registry, SnapshotInfo
+from freshindex.snapshots.lock import WriterLock
+from freshindex.snapshots.naming import Naming
+from freshindex.vectorstore.base import PointRecord, VectorStore
 
 log = logging.getLogger("freshindex.build")
 

@@ -16,8 +16,8 @@ import threading
 import time
 from types import TracebackType
 
-from core.errors import LockHeldError
-from registry import Registry
+from freshindex.core.errors import LockHeldError
+from freshindex.registry import Registry
 
 log = logging.getLogger("freshindex.lock")
 

@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from core.errors import ConfigError, NotFoundError, StoreError, VerificationError
-from health.metrics import Metrics
-from registry import Registry, SnapshotInfo
-from snapshots.archive import ArchiveTarget
-from snapshots.builder import Builder
-from snapshots.naming import Naming
-from vectorstore.base import VectorStore
+from freshindex.core.errors import ConfigError, NotFoundError, StoreError, VerificationError
+from freshindex.health.metrics import Metrics
+from freshindex.registry import Registry, SnapshotInfo
+from freshindex.snapshots.archive import ArchiveTarget
+from freshindex.snapshots.builder import Builder
+from freshindex.snapshots.naming import Naming
+from freshindex.vectorstore.base import VectorStore
 
 log = logging.getLogger("freshindex.snapshots")
 
@@ -198,17 +197,17 @@ class SnapshotOps:
             self.store.export_collection(snap.collection, work / "collection.bin")
             ids = list(self.store.iter_ids(snap.collection))
             registry = self.registry.export_snapshot(snapshot_id, ids, current=snap.status == "active")
-            (work / "registry.json").write_text(json.dumps(registry, default=str))
+            (work / "freshindex.registry.json").write_text(json.dumps(registry, default=str))
             manifest = {
                 "format": ARCHIVE_FORMAT, "snapshot": _manifest(snap), "store": self.store_kind,
                 "points": len(ids),
                 "files": {n: {"sha256": _sha256(work / n), "bytes": (work / n).stat().st_size}
-                          for n in ("collection.bin", "registry.json")},
+                          for n in ("collection.bin", "freshindex.registry.json")},
             }
             (work / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
             tar_path = work / f"{snapshot_id}.tar"
             with tarfile.open(tar_path, "w") as tar:
-                for n in ("manifest.json", "registry.json", "collection.bin"):
+                for n in ("manifest.json", "freshindex.registry.json", "collection.bin"):
                     tar.add(work / n, arcname=n)
             digest = _sha256(tar_path)
             manifest["archive"] = {"sha256": digest, "bytes": tar_path.stat().st_size}
@@ -239,7 +238,7 @@ class SnapshotOps:
                                  f"{outer['archive']['sha256']}")
             with tarfile.open(tar_path, "r") as tar:
                 names = {m.name for m in tar.getmembers() if m.isfile()}
-                if names != {"manifest.json", "registry.json", "collection.bin"}:
+                if names != {"manifest.json", "freshindex.registry.json", "collection.bin"}:
                     raise StoreError(f"unexpected archive members {sorted(names)}")
                 tar.extractall(work / "x", filter="data")
             inner = json.loads((work / "x" / "manifest.json").read_text())
@@ -252,7 +251,7 @@ class SnapshotOps:
                 raise ConfigError(f"the archive was made from a {inner['store']} store; this one is "
                                   f"{self.store_kind}")
             with self.builder.lock(kb):
-                snap = self.registry.import_snapshot(json.loads((work / "x" / "registry.json").read_text()))
+                snap = self.registry.import_snapshot(json.loads((work / "x" / "freshindex.registry.json").read_text()))
                 source: Path | str = work / "x" / "collection.bin"
                 if self.store_kind == "server":
                     # A Qdrant server fetches its native snapshot itself: give it a

@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from health.metrics import Metrics
-from registry import Registry
-from settings import Settings, load_settings
+from freshindex.health.metrics import Metrics
+from freshindex.registry import Registry
+from freshindex.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -68,7 +67,7 @@ def metrics() -> Metrics:
 @pytest.fixture(scope="session")
 def onnx_embedder():
     """The real default model, loaded once per test session."""
-    from workers.embedding.onnx import OnnxMiniLM
+    from freshindex.workers.embedding.onnx import OnnxMiniLM
 
     return OnnxMiniLM(batch_size=32)
 
@@ -108,14 +107,14 @@ def pg_url() -> Iterator[str]:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def registry_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'registry.db'}"
+        yield f"sqlite:///{tmp_path / 'freshindex.registry.db'}"
     else:
         yield request.getfixturevalue("pg_url")
 
 
 @pytest.fixture
 def registry(registry_url: str) -> Iterator[Registry]:
-    from registry import db
+    from freshindex.registry import db
 
     engine = db.make_engine(registry_url)
     db.upgrade(engine)
@@ -129,7 +128,7 @@ def registry(registry_url: str) -> Iterator[Registry]:
 
 @pytest.fixture
 def sqlite_registry(tmp_path: Path) -> Iterator[Registry]:
-    reg = Registry.open(f"sqlite:///{tmp_path / 'registry.db'}")
+    reg = Registry.open(f"sqlite:///{tmp_path / 'freshindex.registry.db'}")
     try:
         yield reg
     finally:

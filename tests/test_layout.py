@@ -12,6 +12,14 @@ PARTS = ["core", "settings", "registry", "vectorstore", "workers", "snapshots", 
          "health", "api", "freshindex"]
 
 
+def part_of(module: str) -> str:
+    """The part a ``freshindex.<part>...`` module belongs to (``freshindex`` for the CLI package itself)."""
+    names = module.split(".")
+    if names[0] != "freshindex":
+        return names[0]
+    return names[1] if len(names) > 1 and names[1] in PARTS else "freshindex"
+
+
 def imports_of(package: str) -> set[str]:
     found: set[str] = set()
     for path in (ROOT / package).rglob("*.py"):
@@ -19,9 +27,12 @@ def imports_of(package: str) -> set[str]:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
-                found.update(a.name.split(".")[0] for a in node.names)
+                found.update(part_of(a.name) for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module.split(".")[0])
+                if node.module == "freshindex":
+                    found.update(a.name if a.name in PARTS else "freshindex" for a in node.names)
+                else:
+                    found.add(part_of(node.module))
     return found
 
 

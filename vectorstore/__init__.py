@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vectorstore.base import DENSE, FieldMatch, Filter, PointRecord, ScoredHit, VectorStore
+from freshindex.vectorstore.base import DENSE, FieldMatch, Filter, PointRecord, ScoredHit, VectorStore
 
 __all__ = ["DENSE", "FieldMatch", "Filter", "PointRecord", "ScoredHit", "VectorStore", "open_store"]
 
@@ -10,16 +10,15 @@ __all__ = ["DENSE", "FieldMatch", "Filter", "PointRecord", "ScoredHit", "VectorS
 def open_store(kind: str, *, path=None, url: str | None = None, api_key: str | None = None,
                open_timeout: float = 30.0) -> VectorStore:
     """Build the configured store (``edge``, ``local`` or ``server``)."""
-    from core.errors import ConfigError
+    from freshindex.core.errors import ConfigError
 
     if kind == "edge":
-        from vectorstore.edge import EdgeStore
+        from freshindex.vectorstore.edge import EdgeStore
 
         return EdgeStore(path, open_timeout=open_timeout)
     if kind in ("local", "server"):
+        from freshindex.vectorstore.qdrant import QdrantStore
         from qdrant_client import QdrantClient
-
-        from vectorstore.qdrant import QdrantStore
 
         if kind == "local":
             return QdrantStore(QdrantClient(path=str(path)), local=True)

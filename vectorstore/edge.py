@@ -35,9 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import qdrant_edge as qe
-
-from core.errors import NotFoundError, StoreBusyError, StoreError
-from vectorstore.base import DENSE, Filter, PointRecord, ScoredHit
+from freshindex.core.errors import NotFoundError, StoreBusyError, StoreError
+from freshindex.vectorstore.base import DENSE, Filter, PointRecord, ScoredHit
 
 _UPSERT_BATCH = 512
 

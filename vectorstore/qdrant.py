@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from freshindex.core.errors import NotFoundError, StoreError
+from freshindex.vectorstore.base import DENSE, Filter, PointRecord, ScoredHit
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
-
-from core.errors import NotFoundError, StoreError
-from vectorstore.base import DENSE, Filter, PointRecord, ScoredHit
 
 _BATCH = 256
 #: Payload fields that filters use; indexed on servers.

@@ -15,10 +15,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 from celery import Celery
+from freshindex.core.errors import ConfigError
+from freshindex.settings import Settings
 from kombu import Queue as KombuQueue
-
-from core.errors import ConfigError
-from settings import Settings
 
 
 class Queue(StrEnum):
@@ -100,8 +99,8 @@ def create_app(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
         enable_utc=True,
     )
-    from workers.probe import install_heartbeat
-    from workers.tasks import register
+    from freshindex.workers.probe import install_heartbeat
+    from freshindex.workers.tasks import register
 
     app.freshindex_settings = settings  # type: ignore[attr-defined]
     register(app)

@@ -22,17 +22,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.errors import DocumentError, RetryableError, StaleTaskError
-from core.ids import content_hash, document_id
-from core.types import Embedder, ObjectRef
-from health.metrics import Metrics
-from registry import TRANSIENT_REASONS, DocumentOutcome, DocumentState, Registry, SourceInfo, SyncRunInfo
-from settings.model import SyncSettings
-from workers.chunking import CHUNKER_VERSION, Chunker
-from workers.connectors import Connector, check_key
-from workers.connectors.retry import RetryPolicy, fetch_with_retry
-from workers.embedding import embed_with_cache
-from workers.parsing import PARSER_SET_VERSION, Parsers
+from freshindex.core.errors import DocumentError, RetryableError, StaleTaskError
+from freshindex.core.ids import content_hash, document_id
+from freshindex.core.types import Embedder, ObjectRef
+from freshindex.health.metrics import Metrics
+from freshindex.registry import TRANSIENT_REASONS, DocumentOutcome, DocumentState, Registry, SourceInfo, SyncRunInfo
+from freshindex.settings.model import SyncSettings
+from freshindex.workers.chunking import CHUNKER_VERSION, Chunker
+from freshindex.workers.connectors import Connector, check_key
+from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
+from freshindex.workers.embedding import embed_with_cache
+from freshindex.workers.parsing import PARSER_SET_VERSION, Parsers
 
 log = logging.getLogger("freshindex.pipeline")
 

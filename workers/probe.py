@@ -31,8 +31,7 @@ from typing import Any, ClassVar
 
 from celery import Celery, bootsteps
 from celery.beat import PersistentScheduler
-
-from settings import Settings
+from freshindex.settings import Settings
 
 log = logging.getLogger("freshindex.probe")
 
@@ -108,7 +107,7 @@ def install_heartbeat(app: Celery, settings: Settings, *, interval: float = DEFA
     app.conf.freshindex_heartbeat_file = str(heartbeat_path(settings, "worker"))
     app.conf.freshindex_beat_heartbeat_file = str(heartbeat_path(settings, "beat"))
     app.conf.freshindex_heartbeat_interval = interval
-    app.conf.beat_scheduler = "workers.probe:HeartbeatScheduler"
+    app.conf.beat_scheduler = "freshindex.workers.probe:HeartbeatScheduler"
     app.steps["consumer"].add(HeartbeatStep)
 
 

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import FreshIndexError, LockHeldError, RetryableError
-from registry import DocumentErrorInfo, SnapshotInfo, SyncRunInfo
-from schedules.reaper import Heartbeat
-from snapshots import BuildResult
-from workers import pipeline
-from workers.services import Services
+from freshindex.core.errors import FreshIndexError, LockHeldError, RetryableError
+from freshindex.registry import DocumentErrorInfo, SnapshotInfo, SyncRunInfo
+from freshindex.schedules.reaper import Heartbeat
+from freshindex.snapshots import BuildResult
+from freshindex.workers import pipeline
+from freshindex.workers.services import Services
 
 log = logging.getLogger("freshindex.runner")
 
@@ -225,7 +225,7 @@ def sync_distributed(svc: Services, app: Any, source_id: str, *, trigger: str = 
     here, so recovery from a dead worker does not wait for beat.  Raises
     :class:`FreshIndexError` only if the run is still going after ``timeout``.
     """
-    from workers.app import TaskName
+    from freshindex.workers.app import TaskName
 
     started = time.perf_counter()
     svc.registry.get_source(source_id)  # fail fast on an unknown source
@@ -320,7 +320,7 @@ def _reap(svc: Services, app: Any | None, *, only: int | None = None) -> bool:
     whether anything was reaped.  ``app`` None: embedded mode (build here,
     close what cannot be resumed).
     """
-    from schedules.reaper import ReapActions, celery_actions, reap
+    from freshindex.schedules.reaper import ReapActions, celery_actions, reap
 
     try:
         lease = svc.settings.sync.run_lease_s

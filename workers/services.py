@@ -13,21 +13,21 @@ import functools
 import threading
 from typing import Any
 
-from core.types import Embedder
-from health.metrics import Metrics
-from injection import InjectionClient
-from registry import Registry, SourceInfo
-from settings import Settings
-from snapshots import Builder, Naming
-from snapshots.archive import ArchiveTarget, open_target
-from snapshots.ops import SnapshotOps
-from vectorstore import VectorStore, open_store
-from workers.chunking import Chunker
-from workers.connectors import Connector, build_connector
-from workers.connectors.s3 import s3_client
-from workers.embedding import build_embedder
-from workers.parsing import Limits, Parsers, PdfOptions
-from workers.pipeline import PIPELINE_VERSION, PipelineContext
+from freshindex.core.types import Embedder
+from freshindex.health.metrics import Metrics
+from freshindex.injection import InjectionClient
+from freshindex.registry import Registry, SourceInfo
+from freshindex.settings import Settings
+from freshindex.snapshots import Builder, Naming
+from freshindex.snapshots.archive import ArchiveTarget, open_target
+from freshindex.snapshots.ops import SnapshotOps
+from freshindex.vectorstore import VectorStore, open_store
+from freshindex.workers.chunking import Chunker
+from freshindex.workers.connectors import Connector, build_connector
+from freshindex.workers.connectors.s3 import s3_client
+from freshindex.workers.embedding import build_embedder
+from freshindex.workers.parsing import Limits, Parsers, PdfOptions
+from freshindex.workers.pipeline import PIPELINE_VERSION, PipelineContext
 
 
 class Services:

@@ -22,13 +22,12 @@ from typing import Any
 from celery import Celery, Task
 from celery.signals import task_postrun, task_prerun, worker_process_shutdown
 from celery.utils.time import get_exponential_backoff_interval
-
-from core.errors import LockHeldError, PermanentError, RetryableError, StaleTaskError
-from core.ids import document_id
-from schedules.reaper import Heartbeat, celery_actions, reap
-from workers import pipeline
-from workers.app import TaskName
-from workers.services import Services
+from freshindex.core.errors import LockHeldError, PermanentError, RetryableError, StaleTaskError
+from freshindex.core.ids import document_id
+from freshindex.schedules.reaper import Heartbeat, celery_actions, reap
+from freshindex.workers import pipeline
+from freshindex.workers.app import TaskName
+from freshindex.workers.services import Services
 
 log = logging.getLogger("freshindex.tasks")
 
@@ -202,7 +201,7 @@ def register(app: Celery) -> None:
 
     @app.task(bind=True, name=str(TaskName.POLL_SOURCES))
     def poll_sources(self: Task) -> list[str]:
-        from schedules.plan import due_sources
+        from freshindex.schedules.plan import due_sources
 
         svc = services()
         due = due_sources(svc.registry, lease_s=svc.settings.sync.run_lease_s)

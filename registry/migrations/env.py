@@ -5,8 +5,7 @@ script) mode is not supported.
 """
 
 from alembic import context
-
-from registry.schema import Base
+from freshindex.registry.schema import Base
 
 config = context.config
 connection = config.attributes["connection"]

@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from freshindex.api.app import create_app
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
 
-from api.app import create_app
-from settings import load_settings
 from tests.conftest import free_port
-from workers.runner import sync_inline
-from workers.services import Services
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from freshindex.api.app import create_app
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
 
-from api.app import create_app
-from settings import load_settings
 from tests.conftest import free_port
-from workers.runner import sync_inline
-from workers.services import Services
 
 
 def _serve(svc: Services) -> tuple[uvicorn.Server, threading.Thread, str]:
@@ -70,7 +70,7 @@ def test_new_kb_without_snapshot_is_reported_not_fatal(served: tuple[Services, s
 
 def test_unready_when_registry_unreachable(tmp_path: Path) -> None:
     # Given a registry URL nothing listens on (PostgreSQL on a closed port)
-    from registry import Registry, db
+    from freshindex.registry import Registry, db
 
     port = free_port()
     svc = Services(load_settings(data_dir=tmp_path / "data"))

@@ -3,9 +3,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
-from core.errors import ConfigError
-from core.ids import chunk_point_id, document_id, sha256_hex, validate_kb_name
+from freshindex.core.errors import ConfigError
+from freshindex.core.ids import chunk_point_id, document_id, sha256_hex, validate_kb_name
 
 
 def test_hash_parts_are_separated() -> None:

@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from freshindex.registry import Registry, db
+from freshindex.registry.schema import Chunk, DocumentResult, SyncRun
 from sqlalchemy import func, select
 
-from registry import Registry, db
-from registry.schema import Chunk, DocumentResult, SyncRun
 from tests.conftest import ROOT
 from tests.workers.test_concurrent_sync import _big_kb
 

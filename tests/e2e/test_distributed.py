@@ -18,13 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from freshindex.registry import db
+from freshindex.settings import load_settings
+from freshindex.workers.app import create_app
+from freshindex.workers.runner import sync_distributed
+from freshindex.workers.services import Services
 
-from registry import db
-from settings import load_settings
 from tests.conftest import EXAMPLES, ROOT, port_open
-from workers.app import create_app
-from workers.runner import sync_distributed
-from workers.services import Services
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -116,7 +116,7 @@ class Follower(threading.Thread):
         self.ended_at = 0.0
 
     def run(self) -> None:
-        from workers.runner import sync_distributed
+        from freshindex.workers.runner import sync_distributed
 
         try:
             self.report = sync_distributed(self.svc, self.app, self.source_id, timeout=240, poll=0.2)
@@ -133,7 +133,7 @@ class Follower(threading.Thread):
 
 
 def fault_env(tmp: Path, pg_url: str, broker_url: str, embedding: str = "hashing") -> dict[str, str]:
-    from registry import db
+    from freshindex.registry import db
 
     engine = db.make_engine(pg_url)
     db.upgrade(engine)
@@ -156,9 +156,9 @@ def fault_env(tmp: Path, pg_url: str, broker_url: str, embedding: str = "hashing
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A factory: cluster(env) -> (svc, app, workers); everything torn down after."""
-    from settings import load_settings
-    from workers.app import create_app
-    from workers.services import Services
+    from freshindex.settings import load_settings
+    from freshindex.workers.app import create_app
+    from freshindex.workers.services import Services
 
     made: list[tuple[Any, Any, Workers]] = []
 
@@ -355,7 +355,7 @@ def _wait_port(port: int, timeout: float = 10) -> None:
 
 def _slow_build_worker() -> None:
     """``freshindex worker`` whose builds stop after writing (see the module docstring)."""
-    from snapshots.builder import Builder
+    from freshindex.snapshots.builder import Builder
 
     marker = os.environ.get("FAULT_BUILD_MARKER")
     original = Builder._phase

@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from freshindex.core.errors import EmbeddingError, SourceError
+from freshindex.schedules.plan import due_sources
+from freshindex.settings import load_settings
+from freshindex.workers.connectors.retry import FETCH_FAILED
+from freshindex.workers.runner import EXIT_DELETIONS_HELD, EXIT_NOTHING_INDEXED, EXIT_OK, sync_inline
+from freshindex.workers.services import Services
 
-from core.errors import EmbeddingError, SourceError
-from schedules.plan import due_sources
-from settings import load_settings
 from tests.conftest import free_port
-from workers.connectors.retry import FETCH_FAILED
-from workers.runner import EXIT_DELETIONS_HELD, EXIT_NOTHING_INDEXED, EXIT_OK, sync_inline
-from workers.services import Services
 
 BUCKET = "outage-kb"
 
@@ -65,7 +65,7 @@ def _services(tmp_path: Path, endpoint: _Endpoint) -> Services:
 
 
 def _client(endpoint: _Endpoint):
-    from workers.connectors.s3 import s3_client
+    from freshindex.workers.connectors.s3 import s3_client
 
     return s3_client(endpoint_url=endpoint.url, region="us-east-1", access_key_id="k", secret_access_key="s")
 
@@ -199,8 +199,8 @@ def test_an_inline_sync_that_raises_mid_run_closes_its_run(tmp_path: Path, monke
 
 
 def test_fetch_retry_backs_off_with_jitter_and_never_retries_a_bad_document() -> None:
-    from core.errors import DocumentError
-    from workers.connectors.retry import RetryPolicy, fetch_with_retry
+    from freshindex.core.errors import DocumentError
+    from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 
     policy = RetryPolicy(retries=3, backoff_s=0.5, backoff_max_s=1.5)
     assert [policy.delay(n, rand=lambda: 1.0) for n in (1, 2, 3, 4)] == [0.5, 1.0, 1.5, 1.5]

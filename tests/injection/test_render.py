@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from injection import Evidence, render_context
+from freshindex.injection import Evidence, render_context
 
 
 def _ev(n: int, text: str) -> Evidence:

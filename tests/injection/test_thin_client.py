@@ -19,9 +19,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from core.errors import NotFoundError, RetryableError
-from injection.http import (
+from freshindex.core.errors import NotFoundError, RetryableError
+from freshindex.injection.http import (
     BadRequest,
     BadResponse,
     ClientError,
@@ -31,7 +30,8 @@ from injection.http import (
     Unauthorized,
     Unavailable,
 )
-from injection.types import ContextPacket, Evidence, render_context
+from freshindex.injection.types import ContextPacket, Evidence, render_context
+
 from tests.conftest import EXAMPLES, ROOT, free_port
 
 HEAVY = ("fitz", "pymupdf", "sqlalchemy", "celery", "alembic", "botocore", "qdrant_edge", "numpy", "onnxruntime")
@@ -85,7 +85,7 @@ def test_retrieve_posts_the_question_with_the_token_and_rebuilds_the_packet() ->
 
 
 def test_a_principal_object_and_no_token() -> None:
-    from acl import Principal
+    from freshindex.acl import Principal
 
     seen: list[httpx.Request] = []
 
@@ -212,23 +212,21 @@ def test_health_quotes_the_kb_name() -> None:
 
 def test_the_client_modules_load_no_server_dependency() -> None:
     # In the full environment every heavy package is installed: importing the client must still not load one.
-    code = ("import sys, json; import injection; from injection.http import FreshIndexClient; "
-            "from injection import ContextPacket; print(json.dumps(sorted(sys.modules)))")
+    code = ("import sys, json; from freshindex import injection; from freshindex.injection.http import FreshIndexClient; "
+            "from freshindex.injection import ContextPacket; print(json.dumps(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
                          timeout=60).stdout
     loaded = set(json.loads(out))
-    assert not loaded & {*HEAVY, "workers", "registry", "vectorstore", "acl", "snapshots", "api"}
-    assert "httpx" in loaded and "injection.types" in loaded
+    assert not loaded & {*HEAVY, *(f"freshindex.{p}" for p in ("workers", "registry", "vectorstore", "acl",
+                                                                  "snapshots", "api"))}
+    assert "httpx" in loaded and "freshindex.injection.types" in loaded
 
 
 # -- a real install without extras, against a real server ----------------------------------------------------------
 
 _SNIPPET = textwrap.dedent("""
     import importlib.util, json, sys
-    try:
-        from freshindex.injection.http import FreshIndexClient, NotFound, Unauthorized
-    except ImportError:  # before the move under the freshindex namespace
-        from injection.http import FreshIndexClient, NotFound, Unauthorized
+    from freshindex.injection.http import FreshIndexClient, NotFound, Unauthorized
     base, token = sys.argv[1], sys.argv[2]
     client = FreshIndexClient(base, token=token)
     packet = client.retrieve("How do I roll back a database migration?", kb="default")
@@ -350,7 +348,6 @@ def test_a_base_install_gets_a_cited_packet_from_a_real_server(tmp_path: Path, s
 
 
 def test_the_package_exports_every_name_it_lists() -> None:
-    import injection
-
+    from freshindex import injection
     assert set(injection.__all__) == set(injection._WHERE)
     assert all(getattr(injection, name) is not None for name in injection.__all__)

@@ -6,14 +6,13 @@ import time
 
 import numpy as np
 import pytest
+from freshindex.core.errors import ConfigError, NotFoundError
+from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
+from freshindex.core.types import ChunkDraft
+from freshindex.registry import DocumentOutcome, Registry
+from freshindex.registry import db as registry_db
+from freshindex.registry.schema import Base
 from sqlalchemy import inspect
-
-from core.errors import ConfigError, NotFoundError
-from core.ids import chunk_point_id, document_id, sha256_hex
-from core.types import ChunkDraft
-from registry import DocumentOutcome, Registry
-from registry import db as registry_db
-from registry.schema import Base
 
 
 def _draft(doc: str, n: int, text: str) -> ChunkDraft:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from schedules.plan import due_sources
+from freshindex.schedules.plan import due_sources
 
 
 def test_sources_are_due_by_interval_and_not_while_running(sqlite_registry, tmp_path: Path) -> None:

@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from core.errors import ConfigError
-from settings import load_settings, redact_url
+from freshindex.core.errors import ConfigError
+from freshindex.settings import load_settings, redact_url
 
 
 def test_defaults_are_the_embedded_mode(tmp_path: Path) -> None:
     s = load_settings(data_dir=tmp_path)
     assert not s.distributed
-    assert s.registry_url == f"sqlite:///{(tmp_path / 'registry.db').resolve()}"
+    assert s.registry_url == f"sqlite:///{(tmp_path / 'freshindex.registry.db').resolve()}"
     assert s.vector_store.kind == "edge" and s.vector_path == (tmp_path / "vectors").resolve()
 
 
@@ -63,9 +62,9 @@ def test_redact_url_keeps_everything_but_the_password() -> None:
 
 
 def test_the_readme_documents_every_setting() -> None:
+    from freshindex.settings import Settings
     from pydantic import BaseModel
 
-    from settings import Settings
     from tests.conftest import ROOT
 
     def names(model: type[BaseModel], prefix: str = "FRESHINDEX_"):

@@ -16,8 +16,8 @@ import time
 import traceback
 from pathlib import Path
 
-from settings import load_settings
-from workers.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.services import Services
 
 
 def build(data_dir: str, phase: str, marker: str) -> None:

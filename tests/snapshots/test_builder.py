@@ -6,12 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from core.errors import LockHeldError
-from settings import load_settings
-from snapshots import Builder, WriterLock
-from workers.runner import sync_inline
-from workers.services import Services
+from freshindex.core.errors import LockHeldError
+from freshindex.settings import load_settings
+from freshindex.snapshots import Builder, WriterLock
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
 
 
 class DropsPoints:
@@ -142,7 +141,7 @@ def test_retention_keeps_recent_versions_and_never_the_active_one(svc: Services,
 
 def test_held_builds_are_exported_from_the_registry(svc: Services, tmp_path: Path) -> None:
     """Builds run in workers; the service scraped by Prometheus reads their outcome from the registry."""
-    from health.metrics import Metrics
+    from freshindex.health.metrics import Metrics
 
     root = tmp_path / "src"
     _source(svc, root, {"a.md": "# A\n\nalpha text"})

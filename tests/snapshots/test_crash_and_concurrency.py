@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 
 import pytest
+from freshindex.core.errors import LockHeldError
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
 
-from core.errors import LockHeldError
-from settings import load_settings
 from tests.conftest import ROOT
-from workers.runner import sync_inline
-from workers.services import Services
 
 pytestmark = pytest.mark.slow
 LOCK_TTL = 2.0

@@ -6,12 +6,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-from core.errors import ConfigError
-from core.ids import document_id
-from settings import load_settings
-from workers.runner import sync_inline
-from workers.services import Services
+from freshindex.core.errors import ConfigError
+from freshindex.core.ids import document_id
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
 
 
 def _svc(data: Path, **overrides) -> Services:
@@ -128,7 +127,7 @@ def test_a_failing_canary_holds_the_swap(svc: Services, tmp_path: Path) -> None:
 
 
 def test_verify_finds_an_orphan_point(svc: Services, tmp_path: Path) -> None:
-    from vectorstore import PointRecord
+    from freshindex.vectorstore import PointRecord
 
     src = tmp_path / "src"
     _files(src, {"a.md": "# A\n\nalpha"})
@@ -193,7 +192,7 @@ def test_archive_to_s3_and_restore_into_a_fresh_data_dir(tmp_path: Path, s3_serv
 
 
 def test_a_corrupt_archive_is_refused(tmp_path: Path) -> None:
-    from core.errors import StoreError
+    from freshindex.core.errors import StoreError
 
     archives = tmp_path / "archives"
     svc = _svc(tmp_path / "data", snapshots={"archive_uri": str(archives)})

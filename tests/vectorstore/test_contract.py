@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from core.errors import NotFoundError, StoreError
-from vectorstore import FieldMatch, Filter, PointRecord, VectorStore, open_store
+from freshindex.core.errors import NotFoundError, StoreError
+from freshindex.vectorstore import FieldMatch, Filter, PointRecord, VectorStore, open_store
 
 DIM = 16
 

@@ -10,8 +10,8 @@ from tests.conftest import ROOT
 
 PROBE = """
 import json
-from settings import load_settings
-from workers.app import create_app
+from freshindex.settings import load_settings
+from freshindex.workers.app import create_app
 app = create_app(load_settings(broker={"url": "redis://127.0.0.1:6379/0"}))
 print(json.dumps({
     "tasks": sorted(t for t in app.tasks if t.startswith("freshindex.")),
@@ -36,8 +36,10 @@ def test_the_worker_app_registers_every_task_on_its_queue() -> None:
 
 
 def test_celery_dash_a_workers_finds_the_app_without_import_time_config() -> None:
-    probe = "import workers, sys; assert '_app' in vars(workers) and workers._app is None; print(workers.app.main)"
-    env_run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+    # `celery -A freshindex.workers` imports the package, then reads its `app` attribute.
+    probe = ("import freshindex.workers as workers, sys; assert '_app' in vars(workers) and workers._app is None; "
+             "print(workers.app.main)")
+    env_run = subprocess.run([sys.executable, "-c", probe], cwd="/", capture_output=True, text=True,
                              env={"PATH": "/usr/bin:/bin", "FRESHINDEX_BROKER__URL": "redis://127.0.0.1:6379/0"})
     assert env_run.returncode == 0, env_run.stderr
     assert env_run.stdout.strip() == "freshindex"

@@ -32,11 +32,11 @@ from pathlib import Path
 
 import pymupdf
 import pytest
+from freshindex.core.errors import DocumentError, SourceError
+from freshindex.workers.connectors.folder import FolderConnector
 
-from core.errors import DocumentError, SourceError
 from freshindex import logs
 from tests.conftest import ROOT
-from workers.connectors.folder import FolderConnector
 
 # -- the corpus ---------------------------------------------------------------------------------------------
 
@@ -258,9 +258,9 @@ def test_every_bad_input_fails_alone_with_its_reason_and_memory_stays_bounded(tm
 
 def test_an_unreadable_sub_folder_fails_the_listing_instead_of_deleting_its_documents(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from settings import load_settings
-    from workers.runner import sync_inline
-    from workers.services import Services
+    from freshindex.settings import load_settings
+    from freshindex.workers.runner import sync_inline
+    from freshindex.workers.services import Services
 
     root = tmp_path / "src"
     (root / "team").mkdir(parents=True)
@@ -334,10 +334,10 @@ def test_control_characters_in_keys_never_split_a_log_line(fmt: str) -> None:
 
 
 def test_limits_count_while_chunking_and_a_flate_stream_is_measured_in_bounded_steps() -> None:
-    from core.types import Block, ParsedDocument
-    from workers.chunking import Chunker
-    from workers.parsing import Limits, Parsers
-    from workers.parsing.streams import inflated_size
+    from freshindex.core.types import Block, ParsedDocument
+    from freshindex.workers.chunking import Chunker
+    from freshindex.workers.parsing import Limits, Parsers
+    from freshindex.workers.parsing.streams import inflated_size
 
     parsed = ParsedDocument("t", tuple(Block("paragraph", f"Paragraph {i} says something new. " * 30)
                                        for i in range(400)), "text", "t")
@@ -383,9 +383,9 @@ def _peak_rss_mb() -> int:
 
 
 def _sync(data_dir: str, src: str, out: str) -> None:
-    from settings import load_settings
-    from workers.runner import sync_inline
-    from workers.services import Services
+    from freshindex.settings import load_settings
+    from freshindex.workers.runner import sync_inline
+    from freshindex.workers.services import Services
 
     logs.configure("INFO", "text")
     svc = Services(load_settings(data_dir=data_dir))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 
+from freshindex.workers.chunking import Chunker, estimate_tokens
+from freshindex.workers.parsing import Parsers
+
 from tests.conftest import EXAMPLES
-from workers.chunking import Chunker, estimate_tokens
-from workers.parsing import Parsers
 
 KB = EXAMPLES / "kb"
 
@@ -88,8 +89,8 @@ def test_a_chinese_condition_stays_with_its_step() -> None:
 
 
 def test_conditions_warnings_and_lead_ins_join_their_step() -> None:
-    from core.types import Block
-    from workers.chunking.units import build_units, is_condition
+    from freshindex.core.types import Block
+    from freshindex.workers.chunking.units import build_units, is_condition
 
     for text in ("Only if the cluster is idle.", "Unless you hold the lock, skip this.", "- Except for archives.",
                  "This step does not apply to replicas.", "除非已经提交。", "不适用于归档副本。",
@@ -123,7 +124,7 @@ def test_table_chunks_carry_caption_headers_and_units() -> None:
 
 
 def test_code_is_chunked_by_symbol_in_python_typescript_javascript_and_go() -> None:
-    from workers.parsing.code import git_blob_id
+    from freshindex.workers.parsing.code import git_blob_id
 
     expected = {
         "kb/code/retry.py": ("python", {"retry": "def retry(call, attempts=5, retry_on=(ConnectionError, TimeoutError))",
@@ -188,7 +189,7 @@ def test_an_edit_in_a_long_section_changes_at_most_two_chunks() -> None:
 
 
 def test_identity_ignores_the_page_and_the_banner_but_not_the_text() -> None:
-    from core.types import Block, ParsedDocument
+    from freshindex.core.types import Block, ParsedDocument
 
     def doc(blocks):
         return ParsedDocument("t", tuple(blocks), "pdf", "pdf-x")
@@ -206,8 +207,7 @@ def test_identity_ignores_the_page_and_the_banner_but_not_the_text() -> None:
 
 
 def test_the_chunker_version_enters_the_hash(monkeypatch) -> None:
-    import workers.chunking as chunking
-
+    import freshindex.workers.chunking as chunking
     before = chunks_of("guides/release.md")
     monkeypatch.setattr(chunking, "CHUNKER_VERSION", "c-next")
     after = chunks_of("guides/release.md")

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
+from freshindex.registry import Registry
+from freshindex.registry.schema import Chunk, DocumentResult, SyncRun
 from sqlalchemy import func, select
 
-from registry import Registry
-from registry.schema import Chunk, DocumentResult, SyncRun
 from tests.conftest import ROOT
 
 SECTION = """## Section {n}
@@ -113,7 +113,7 @@ def test_two_inline_syncs_at_once_embed_each_document_once(sample_kb: Path, tmp_
                           capture_output=True, text=True, timeout=300)
     assert text.returncode == 0 and "joined" not in text.stdout  # nothing running now: a run of its own
 
-    reg = Registry.open(f"sqlite:///{tmp_path / 'data' / 'registry.db'}")
+    reg = Registry.open(f"sqlite:///{tmp_path / 'data' / 'freshindex.registry.db'}")
     try:
         with reg.session() as s:
             embedded = s.scalar(select(func.sum(DocumentResult.chunks_embedded))) or 0

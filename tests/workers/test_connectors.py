@@ -6,11 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
-
-from core.errors import DocumentError, SourceError
-from workers.connectors import check_key
-from workers.connectors.folder import FolderConnector
-from workers.connectors.s3 import S3Connector, s3_client
+from freshindex.core.errors import DocumentError, SourceError
+from freshindex.workers.connectors import check_key
+from freshindex.workers.connectors.folder import FolderConnector
+from freshindex.workers.connectors.s3 import S3Connector, s3_client
 
 
 def test_folder_lists_files_with_etags_and_skips_hidden(tmp_path: Path) -> None:

@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from freshindex.settings import load_settings
+from freshindex.workers.pipeline import deletion_hold
+from freshindex.workers.runner import EXIT_DELETIONS_HELD, EXIT_OK, sync_inline
+from freshindex.workers.services import Services
 
-from settings import load_settings
 from tests.conftest import ROOT
-from workers.pipeline import deletion_hold
-from workers.runner import EXIT_DELETIONS_HELD, EXIT_OK, sync_inline
-from workers.services import Services
 
 
 def _write_docs(folder: Path, n: int = 10) -> None:

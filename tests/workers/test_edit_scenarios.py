@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from freshindex.core.ids import document_id
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
 
-from core.ids import document_id
 from examples.fixtures import manual as m
-from settings import load_settings
-from workers.runner import sync_inline
-from workers.services import Services
 
 Writer = Callable[[Path, list, str, str], None]
 

@@ -20,18 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from freshindex.core.errors import StaleTaskError
+from freshindex.core.ids import document_id
+from freshindex.registry import Registry
+from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, DocumentResult, Snapshot, SyncRun
+from freshindex.settings import load_settings
+from freshindex.workers import pipeline
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
 from sqlalchemy import select, update
 
-from core.errors import StaleTaskError
-from core.ids import document_id
-from registry import Registry
-from registry.schema import Changeset, ChangesetEntry, Chunk, Document, DocumentResult, Snapshot, SyncRun
-from settings import load_settings
 from tests.conftest import ROOT
 from tests.registry.test_registry import _stage
-from workers import pipeline
-from workers.runner import sync_inline
-from workers.services import Services
 
 KEY = "guides/release.md"
 
@@ -211,7 +211,7 @@ def test_a_stranded_document_is_found_by_verify_and_repaired_by_reconcile(
 
 @pytest.fixture
 def worker_env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, str]:
-    from registry import db
+    from freshindex.registry import db
 
     engine = db.make_engine(pg_url)
     db.upgrade(engine)
@@ -250,8 +250,8 @@ def test_a_stale_task_sent_to_a_real_worker_changes_nothing_and_is_counted(
     worker_env: dict[str, str], worker: subprocess.Popen, sample_kb: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from workers.app import TaskName, create_app
-    from workers.runner import sync_distributed
+    from freshindex.workers.app import TaskName, create_app
+    from freshindex.workers.runner import sync_distributed
 
     for k, v in worker_env.items():
         monkeypatch.setenv(k, v)

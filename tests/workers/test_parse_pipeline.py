@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
+from freshindex.workers.services import Services
 
 from examples.fixtures.scans import scanned_pdf
-from settings import load_settings
 from tests.conftest import EXAMPLES
-from workers.runner import sync_inline
-from workers.services import Services
 
 FIXTURES = EXAMPLES / "fixtures"
 
@@ -97,15 +97,14 @@ def test_slow_and_hostile_documents_fail_alone_with_a_reason_and_a_metric(hashin
 
 def test_a_chunker_upgrade_re_chunks_deliberately_and_says_why(hashing_svc: Services, folder: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import workers.chunking
-    import workers.pipeline
+    from freshindex.workers import chunking, pipeline
 
     svc = hashing_svc
     svc.registry.add_source("docs", kind="folder", location=str(folder), owner="t", kb="default")
     first = sync_inline(svc, "docs")
-    old = workers.pipeline.PIPELINE_VERSION
-    monkeypatch.setattr(workers.chunking, "CHUNKER_VERSION", "c-next")
-    monkeypatch.setattr(workers.pipeline, "PIPELINE_VERSION", f"{old}-next")
+    old = pipeline.PIPELINE_VERSION
+    monkeypatch.setattr(chunking, "CHUNKER_VERSION", "c-next")
+    monkeypatch.setattr(pipeline, "PIPELINE_VERSION", f"{old}-next")
     again = sync_inline(svc, "docs")
     assert again.run.summary["rechunked"] == {f"pipeline {old} -> {old}-next": 4}
     assert again.run.summary["chunks_embedded"] == first.run.summary["chunks_embedded"]

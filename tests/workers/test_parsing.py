@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pymupdf
 import pytest
+from freshindex.core.errors import DocumentError
+from freshindex.workers.parsing import Parsers
+from freshindex.workers.parsing.decode import decode_text
 
-from core.errors import DocumentError
 from tests.conftest import EXAMPLES
-from workers.parsing import Parsers
-from workers.parsing.decode import decode_text
 
 KB = EXAMPLES / "kb"
 
@@ -261,7 +261,7 @@ def test_pdf_unruled_table_and_two_column_reading_order() -> None:
 
 
 def test_pathologically_nested_html_and_markdown_are_too_complex() -> None:
-    from workers.parsing import Limits
+    from freshindex.workers.parsing import Limits
 
     html = b"<html><body>" + b"<div>" * 5000 + b"deep" + b"</div>" * 5000 + b"</body></html>"
     with pytest.raises(DocumentError) as err:
@@ -274,7 +274,7 @@ def test_pathologically_nested_html_and_markdown_are_too_complex() -> None:
 
 
 def test_huge_tables_and_slow_documents_fail_with_a_reason(small_manual) -> None:
-    from workers.parsing import Limits
+    from freshindex.workers.parsing import Limits
 
     csv = b"a,b\n" + b"1,2\n" * 2000
     with pytest.raises(DocumentError) as err:
@@ -320,7 +320,7 @@ def test_a_binary_with_a_text_extension_and_a_pdf_that_is_not_one() -> None:
     ],
 )
 def test_volatile_furniture_is_told_from_content(line: str, volatile: bool) -> None:
-    from workers.parsing.boilerplate import is_volatile
+    from freshindex.workers.parsing.boilerplate import is_volatile
 
     assert is_volatile(line) is volatile
 

@@ -7,14 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from freshindex.acl import Principal
+from freshindex.core.ids import document_id
+from freshindex.settings import load_settings
+from freshindex.workers import pipeline
+from freshindex.workers.runner import EXIT_NOTHING_INDEXED, EXIT_OK, sync_inline
+from freshindex.workers.services import Services
 
-from acl import Principal
-from core.ids import document_id
-from settings import load_settings
 from tests.conftest import EXAMPLES
-from workers import pipeline
-from workers.runner import EXIT_NOTHING_INDEXED, EXIT_OK, sync_inline
-from workers.services import Services
 
 
 @pytest.fixture
@@ -34,9 +34,8 @@ def _apply_change_set(kb: Path) -> None:
 
 
 def _embedded_per_doc(svc: Services, run_id: int) -> dict[str, int]:
+    from freshindex.registry.schema import DocumentResult
     from sqlalchemy import select
-
-    from registry.schema import DocumentResult
 
     with svc.registry.session() as s:
         rows = s.scalars(select(DocumentResult).where(DocumentResult.sync_run_id == run_id)).all()
@@ -143,7 +142,7 @@ def test_acl_filters_inside_the_query(svc: Services, sample_kb: Path, tmp_path: 
 
 
 def test_an_s3_source_syncs_through_the_pipeline(tmp_path: Path, s3_server: str) -> None:
-    from workers.connectors.s3 import s3_client
+    from freshindex.workers.connectors.s3 import s3_client
 
     client = s3_client(endpoint_url=s3_server, region="us-east-1", access_key_id="k", secret_access_key="s")
     client.create_bucket(Bucket="kb-sync")

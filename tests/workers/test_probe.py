@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from freshindex.workers.probe import age_s
 
 from tests.conftest import ROOT
-from workers.probe import age_s
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -34,13 +34,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import DocumentError
-from core.ids import chunk_point_id, sha256_hex
-from core.types import Block, ChunkDraft, ParsedDocument
-from workers.chunking.code import code_pieces
-from workers.chunking.pack import Piece, estimate_tokens, is_anchor, pack, split_lines, split_prose
-from workers.chunking.tables import table_pieces
-from workers.chunking.units import Unit, build_units, merged_meta, render
+from freshindex.core.errors import DocumentError
+from freshindex.core.ids import chunk_point_id, sha256_hex
+from freshindex.core.types import Block, ChunkDraft, ParsedDocument
+from freshindex.workers.chunking.code import code_pieces
+from freshindex.workers.chunking.pack import Piece, estimate_tokens, is_anchor, pack, split_lines, split_prose
+from freshindex.workers.chunking.tables import table_pieces
+from freshindex.workers.chunking.units import Unit, build_units, merged_meta, render
 
 #: Enters every content hash: bump it when chunk boundaries or text may change.
 CHUNKER_VERSION = "c2"

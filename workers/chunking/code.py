@@ -15,8 +15,8 @@ import textwrap
 from collections.abc import Iterator
 from typing import Any
 
-from core.types import Block
-from workers.chunking.pack import Piece, estimate_tokens, split_lines
+from freshindex.core.types import Block
+from freshindex.workers.chunking.pack import Piece, estimate_tokens, split_lines
 
 _PROVENANCE = ("path", "language", "source_version")
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.chunking.pack import estimate_tokens, is_anchor, pack
-from workers.parsing.table import caption_line, markdown_header, markdown_row
+from freshindex.workers.chunking.pack import estimate_tokens, is_anchor, pack
+from freshindex.workers.parsing.table import caption_line, markdown_header, markdown_row
 
 MAX_ROWS = 8
 

@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.types import Block
-from workers.chunking.pack import estimate_tokens
+from freshindex.core.types import Block
+from freshindex.workers.chunking.pack import estimate_tokens
 
 _CONDITION_START = re.compile(
     r"^\W{0,3}(only (if|when|after|before|for)|unless|except|excluding|this (step |rule |procedure |section )?"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from core.errors import ConfigError, DocumentError
-from core.types import ObjectRef
+from freshindex.core.errors import ConfigError, DocumentError
+from freshindex.core.types import ObjectRef
 
 KINDS = ("folder", "s3")
 
@@ -36,11 +36,11 @@ def check_key(key: str) -> str:
 def build_connector(kind: str, location: str, options: dict[str, Any], *, max_bytes: int, s3: Any = None) -> Connector:
     """A connector for a registered source; ``s3`` is the S3 settings block."""
     if kind == "folder":
-        from workers.connectors.folder import FolderConnector
+        from freshindex.workers.connectors.folder import FolderConnector
 
         return FolderConnector(location, max_bytes=max_bytes)
     if kind == "s3":
-        from workers.connectors.s3 import S3Connector, s3_client
+        from freshindex.workers.connectors.s3 import S3Connector, s3_client
 
         def secret(value: Any) -> str | None:
             return value.get_secret_value() if hasattr(value, "get_secret_value") else value

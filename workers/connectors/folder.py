@@ -22,8 +22,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from core.errors import DocumentError, SourceError
-from core.types import ObjectRef
+from freshindex.core.errors import DocumentError, SourceError
+from freshindex.core.types import ObjectRef
 
 
 class FolderConnector:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.errors import DocumentError, RetryableError
+from freshindex.core.errors import DocumentError, RetryableError
 
 log = logging.getLogger("freshindex.connectors")
 

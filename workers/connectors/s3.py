@@ -19,9 +19,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
-
-from core.errors import ConfigError, DocumentError, SourceError
-from core.types import ObjectRef
+from freshindex.core.errors import ConfigError, DocumentError, SourceError
+from freshindex.core.types import ObjectRef
 
 #: Error codes that concern one object, not the endpoint or the bucket.
 _VANISHED = frozenset({"NoSuchKey", "404"})

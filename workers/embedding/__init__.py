@@ -8,24 +8,23 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-
-from core.types import ChunkDraft, Embedder
+from freshindex.core.types import ChunkDraft, Embedder
 
 
 def build_embedder(provider: str, *, model: str = "", batch_size: int = 32, threads: int = 0) -> Embedder:
     if provider == "onnx":
-        from workers.embedding.onnx import OnnxMiniLM
+        from freshindex.workers.embedding.onnx import OnnxMiniLM
 
         return OnnxMiniLM(batch_size=batch_size, threads=threads)
     if provider == "hashing":
-        from workers.embedding.hashing import HashingEmbedder
+        from freshindex.workers.embedding.hashing import HashingEmbedder
 
         return HashingEmbedder()
     if provider == "sentence-transformers":
-        from workers.embedding.sentence_transformers import SentenceTransformerEmbedder
+        from freshindex.workers.embedding.sentence_transformers import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(model, batch_size=batch_size)
-    from core.errors import ConfigError
+    from freshindex.core.errors import ConfigError
 
     raise ConfigError(f"unknown embedding provider {provider!r}")
 

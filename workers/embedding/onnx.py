@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
-from core.errors import ConfigError, EmbeddingError
+from freshindex.core.errors import ConfigError, EmbeddingError
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSION = 384

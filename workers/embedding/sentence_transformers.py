@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from core.errors import ConfigError
+from freshindex.core.errors import ConfigError
 
 
 class SentenceTransformerEmbedder:

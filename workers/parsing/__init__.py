@@ -12,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.errors import DocumentError
-from core.types import ParsedDocument
-from workers.parsing import limits as _limits
-from workers.parsing.code import LANGUAGES, parse_code
-from workers.parsing.html import parse_html
-from workers.parsing.limits import Limits
-from workers.parsing.markdown import parse_markdown
-from workers.parsing.pdf import PdfOptions, parse_pdf
-from workers.parsing.plain import parse_plain
-from workers.parsing.table import parse_table
+from freshindex.core.errors import DocumentError
+from freshindex.core.types import ParsedDocument
+from freshindex.workers.parsing import limits as _limits
+from freshindex.workers.parsing.code import LANGUAGES, parse_code
+from freshindex.workers.parsing.html import parse_html
+from freshindex.workers.parsing.limits import Limits
+from freshindex.workers.parsing.markdown import parse_markdown
+from freshindex.workers.parsing.pdf import PdfOptions, parse_pdf
+from freshindex.workers.parsing.plain import parse_plain
+from freshindex.workers.parsing.table import parse_table
 
 ParserFn = Callable[[bytes, str], ParsedDocument]
 

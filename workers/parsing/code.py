@@ -26,9 +26,9 @@ import hashlib
 import re
 from typing import Any
 
-from core.types import Block, ParsedDocument
-from workers.parsing import limits
-from workers.parsing.decode import decode_text
+from freshindex.core.types import Block, ParsedDocument
+from freshindex.workers.parsing import limits
+from freshindex.workers.parsing.decode import decode_text
 
 VERSION = "code-2"
 

@@ -7,7 +7,7 @@ corrupts every chunk of it.
 
 from __future__ import annotations
 
-from core.errors import DocumentError
+from freshindex.core.errors import DocumentError
 
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32))
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 import re
 
 from bs4 import BeautifulSoup, CData, NavigableString, Tag
-
-from core.types import Block, ParsedDocument
-from workers.parsing import limits
-from workers.parsing.boilerplate import is_prev_next, is_volatile
-from workers.parsing.decode import decode_text
-from workers.parsing.table import clean_cell, table_block
+from freshindex.core.types import Block, ParsedDocument
+from freshindex.workers.parsing import limits
+from freshindex.workers.parsing.boilerplate import is_prev_next, is_volatile
+from freshindex.workers.parsing.decode import decode_text
+from freshindex.workers.parsing.table import clean_cell, table_block
 
 VERSION = "html-2"
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from core.errors import DocumentError
+from freshindex.core.errors import DocumentError
 
 
 @dataclass(frozen=True)

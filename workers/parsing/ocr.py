@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pymupdf
-
-from core.errors import DocumentError
-from workers.parsing import limits
+from freshindex.core.errors import DocumentError
+from freshindex.workers.parsing import limits
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef\u3040-\u30ff"
 _CJK_GAP = re.compile(rf"(?<=[{_CJK}])\s+(?=[{_CJK}])")

@@ -40,14 +40,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pymupdf
-
-from core.errors import DocumentError
-from core.types import Block, ParsedDocument
-from workers.parsing import limits
-from workers.parsing.boilerplate import is_volatile, shape
-from workers.parsing.ocr import OcrPage, fix_cjk_spaces, low_confidence_tokens, ocr_available, ocr_page
-from workers.parsing.streams import check_pdf_streams
-from workers.parsing.table import table_block
+from freshindex.core.errors import DocumentError
+from freshindex.core.types import Block, ParsedDocument
+from freshindex.workers.parsing import limits
+from freshindex.workers.parsing.boilerplate import is_volatile, shape
+from freshindex.workers.parsing.ocr import OcrPage, fix_cjk_spaces, low_confidence_tokens, ocr_available, ocr_page
+from freshindex.workers.parsing.streams import check_pdf_streams
+from freshindex.workers.parsing.table import table_block
 
 VERSION = "pdf-2"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from core.types import Block, ParsedDocument
-from workers.parsing.decode import decode_text
+from freshindex.core.types import Block, ParsedDocument
+from freshindex.workers.parsing.decode import decode_text
 
 VERSION = "txt-1"
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from core.errors import DocumentError
-from workers.parsing import limits
+from freshindex.core.errors import DocumentError
+from freshindex.workers.parsing import limits
 
 #: Deflate's best case: a 258-byte match in about two bits.
 FLATE_MAX_RATIO = 1032

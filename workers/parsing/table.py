@@ -24,10 +24,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from core.errors import DocumentError
-from core.types import Block, ParsedDocument
-from workers.parsing import limits
-from workers.parsing.decode import decode_text
+from freshindex.core.errors import DocumentError
+from freshindex.core.types import Block, ParsedDocument
+from freshindex.workers.parsing import limits
+from freshindex.workers.parsing.decode import decode_text
 
 VERSION = "table-2"
 
