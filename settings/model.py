@@ -240,7 +240,7 @@ class Settings(BaseSettings):
     def registry_url(self) -> str:
         if self.registry.url is not None:
             return self.registry.url.get_secret_value()
-        return f"sqlite:///{(self.data_dir / 'freshindex.registry.db').resolve()}"
+        return f"sqlite:///{(self.data_dir / 'registry.db').resolve()}"
 
     @property
     def vector_path(self) -> Path:

@@ -197,17 +197,17 @@ class SnapshotOps:
             self.store.export_collection(snap.collection, work / "collection.bin")
             ids = list(self.store.iter_ids(snap.collection))
             registry = self.registry.export_snapshot(snapshot_id, ids, current=snap.status == "active")
-            (work / "freshindex.registry.json").write_text(json.dumps(registry, default=str))
+            (work / "registry.json").write_text(json.dumps(registry, default=str))
             manifest = {
                 "format": ARCHIVE_FORMAT, "snapshot": _manifest(snap), "store": self.store_kind,
                 "points": len(ids),
                 "files": {n: {"sha256": _sha256(work / n), "bytes": (work / n).stat().st_size}
-                          for n in ("collection.bin", "freshindex.registry.json")},
+                          for n in ("collection.bin", "registry.json")},
             }
             (work / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
             tar_path = work / f"{snapshot_id}.tar"
             with tarfile.open(tar_path, "w") as tar:
-                for n in ("manifest.json", "freshindex.registry.json", "collection.bin"):
+                for n in ("manifest.json", "registry.json", "collection.bin"):
                     tar.add(work / n, arcname=n)
             digest = _sha256(tar_path)
             manifest["archive"] = {"sha256": digest, "bytes": tar_path.stat().st_size}
@@ -238,7 +238,7 @@ class SnapshotOps:
                                  f"{outer['archive']['sha256']}")
             with tarfile.open(tar_path, "r") as tar:
                 names = {m.name for m in tar.getmembers() if m.isfile()}
-                if names != {"manifest.json", "freshindex.registry.json", "collection.bin"}:
+                if names != {"manifest.json", "registry.json", "collection.bin"}:
                     raise StoreError(f"unexpected archive members {sorted(names)}")
                 tar.extractall(work / "x", filter="data")
             inner = json.loads((work / "x" / "manifest.json").read_text())
@@ -251,7 +251,7 @@ class SnapshotOps:
                 raise ConfigError(f"the archive was made from a {inner['store']} store; this one is "
                                   f"{self.store_kind}")
             with self.builder.lock(kb):
-                snap = self.registry.import_snapshot(json.loads((work / "x" / "freshindex.registry.json").read_text()))
+                snap = self.registry.import_snapshot(json.loads((work / "x" / "registry.json").read_text()))
                 source: Path | str = work / "x" / "collection.bin"
                 if self.store_kind == "server":
                     # A Qdrant server fetches its native snapshot itself: give it a

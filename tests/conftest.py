@@ -107,7 +107,7 @@ def pg_url() -> Iterator[str]:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def registry_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'freshindex.registry.db'}"
+        yield f"sqlite:///{tmp_path / 'registry.db'}"
     else:
         yield request.getfixturevalue("pg_url")
 
@@ -128,7 +128,7 @@ def registry(registry_url: str) -> Iterator[Registry]:
 
 @pytest.fixture
 def sqlite_registry(tmp_path: Path) -> Iterator[Registry]:
-    reg = Registry.open(f"sqlite:///{tmp_path / 'freshindex.registry.db'}")
+    reg = Registry.open(f"sqlite:///{tmp_path / 'registry.db'}")
     try:
         yield reg
     finally:

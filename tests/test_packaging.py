@@ -7,6 +7,7 @@ client next to its own ``settings`` or ``api`` module breaks nothing.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -23,11 +24,15 @@ PARTS = ["core", "settings", "registry", "vectorstore", "workers", "snapshots", 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     out = tmp_path_factory.mktemp("wheel")
-    build = tmp_path_factory.mktemp("build")
+    # Built from a copy: setuptools writes build/ and *.egg-info into the source tree, and a stale
+    # build/ of the checkout could smuggle deleted modules into the wheel.
+    src = tmp_path_factory.mktemp("src") / "freshindex"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info",
+                                                                "__pycache__", ".freshindex*", ".pytest_cache"))
     # --no-build-isolation: the venv already has setuptools; no download needed.
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
-        capture_output=True, text=True, timeout=300, cwd=build,
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(src)],
+        capture_output=True, text=True, timeout=300, cwd=out,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = out.glob("freshindex-*.whl")

@@ -159,9 +159,9 @@ def _plant(tmp_path: Path, file: str, mutate) -> Path:
      "no readinessProbe"),
     ("beat.yaml", lambda d: d["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(
         privileged=True, allowPrivilegeEscalation=True), "privileged"),
-    ("freshindex.api.yaml", lambda d: d["spec"]["template"]["spec"]["securityContext"].pop("seccompProfile"),
+    ("api.yaml", lambda d: d["spec"]["template"]["spec"]["securityContext"].pop("seccompProfile"),
      "seccompProfile"),
-    ("freshindex.api.yaml", lambda d: d["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(
+    ("api.yaml", lambda d: d["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(
         readOnlyRootFilesystem=False), "readOnlyRootFilesystem"),
     ("migrate-job.yaml", lambda d: d["spec"]["template"]["spec"]["containers"][0]["securityContext"][
         "capabilities"].update(drop=[]), "drop ALL"),

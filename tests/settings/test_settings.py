@@ -12,7 +12,7 @@ from freshindex.settings import load_settings, redact_url
 def test_defaults_are_the_embedded_mode(tmp_path: Path) -> None:
     s = load_settings(data_dir=tmp_path)
     assert not s.distributed
-    assert s.registry_url == f"sqlite:///{(tmp_path / 'freshindex.registry.db').resolve()}"
+    assert s.registry_url == f"sqlite:///{(tmp_path / 'registry.db').resolve()}"
     assert s.vector_store.kind == "edge" and s.vector_path == (tmp_path / "vectors").resolve()
 
 

@@ -113,7 +113,7 @@ def test_two_inline_syncs_at_once_embed_each_document_once(sample_kb: Path, tmp_
                           capture_output=True, text=True, timeout=300)
     assert text.returncode == 0 and "joined" not in text.stdout  # nothing running now: a run of its own
 
-    reg = Registry.open(f"sqlite:///{tmp_path / 'data' / 'freshindex.registry.db'}")
+    reg = Registry.open(f"sqlite:///{tmp_path / 'data' / 'registry.db'}")
     try:
         with reg.session() as s:
             embedded = s.scalar(select(func.sum(DocumentResult.chunks_embedded))) or 0
