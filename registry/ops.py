@@ -18,6 +18,7 @@ import datetime as dt
 import time
 from typing import Any
 
+from freshindex.core.enums import SUCCESSFUL_RUNS, ChangesetStatus, DocumentOutcomeKind, RunStatus, SnapshotStatus
 from freshindex.core.errors import NotFoundError
 from freshindex.registry.schema import (
     Changeset,
@@ -34,7 +35,7 @@ from freshindex.registry.store import Registry
 from sqlalchemy import and_, func, select, update
 
 #: Runs whose status counts as a successful sync (the sync-lag gauge uses the same).
-OK_STATUSES = ("succeeded", "partial")
+OK_STATUSES = SUCCESSFUL_RUNS
 
 
 def _iso(v: dt.datetime | None) -> str | None:
@@ -75,7 +76,7 @@ def _run_dict(r: SyncRun, now: dt.datetime, docs_done: int | None = None) -> dic
     return {
         "id": r.id, "source": r.source_id, "kb": r.kb, "trigger": r.trigger, "status": r.status,
         "started_at": _iso(r.started_at), "finished_at": _iso(r.finished_at),
-        "running_for_s": _age_s(r.started_at, now) if r.status == "running" else None,
+        "running_for_s": _age_s(r.started_at, now) if r.status == RunStatus.RUNNING else None,
         "docs_listed": r.docs_listed, "docs_planned": r.docs_planned, "docs_done": docs_done,
         "changeset_id": r.changeset_id, "build_status": r.build_status, "snapshot_id": r.snapshot_id,
         "documents": (r.summary or {}).get("documents"), "error": r.error, "build_error": r.build_error,
@@ -97,14 +98,14 @@ def sync_runs(reg: Registry, *, source: str | None = None, kb: str | None = None
         q = q.where(SyncRun.status == status)
     with reg.session() as s:
         runs = list(s.scalars(q))
-        running = [r.id for r in runs if r.status == "running"]
+        running = [r.id for r in runs if r.status == RunStatus.RUNNING]
         done: dict[int, int] = {}
         if running:
             done = dict(s.execute(
                 select(DocumentResult.sync_run_id, func.count())
-                .where(DocumentResult.sync_run_id.in_(running), DocumentResult.outcome != "deleted")
+                .where(DocumentResult.sync_run_id.in_(running), DocumentResult.outcome != DocumentOutcomeKind.DELETED)
                 .group_by(DocumentResult.sync_run_id)).all())
-        return [_run_dict(r, now, done.get(r.id, 0) if r.status == "running" else None) for r in runs]
+        return [_run_dict(r, now, done.get(r.id, 0) if r.status == RunStatus.RUNNING else None) for r in runs]
 
 
 def sync_run(reg: Registry, run_id: int) -> dict[str, Any]:
@@ -117,7 +118,7 @@ def sync_run(reg: Registry, run_id: int) -> dict[str, Any]:
         outcomes = dict(s.execute(select(DocumentResult.outcome, func.count())
                                   .where(DocumentResult.sync_run_id == run_id)
                                   .group_by(DocumentResult.outcome)).all())
-        out = _run_dict(r, now, sum(n for o, n in outcomes.items() if o != "deleted"))
+        out = _run_dict(r, now, sum(n for o, n in outcomes.items() if o != DocumentOutcomeKind.DELETED))
         out["outcomes"] = outcomes
         out["summary"] = dict(r.summary or {})
         return out
@@ -174,7 +175,7 @@ def recent_failures(reg: Registry, *, since_s: float = 3600, source: str | None 
     q = (select(SyncRun.source_id, DocumentResult.sync_run_id, DocumentResult.error_reason, func.count(),
                 func.max(DocumentResult.at))
          .join(SyncRun, SyncRun.id == DocumentResult.sync_run_id)
-         .where(DocumentResult.outcome == "failed", DocumentResult.at > cutoff)
+         .where(DocumentResult.outcome == DocumentOutcomeKind.FAILED, DocumentResult.at > cutoff)
          .group_by(SyncRun.source_id, DocumentResult.sync_run_id, DocumentResult.error_reason))
     if source is not None:
         q = q.where(SyncRun.source_id == source)
@@ -211,7 +212,8 @@ def forget_etags(reg: Registry, source: str, *, reason: str | None = None, keys:
 # -- changesets, tombstones, snapshots, locks ---------------------------------------------
 
 
-def changesets(reg: Registry, *, kb: str | None = None, statuses: tuple[str, ...] = ("open", "staged"),
+def changesets(reg: Registry, *, kb: str | None = None,
+               statuses: tuple[str, ...] = (ChangesetStatus.OPEN, ChangesetStatus.STAGED),
                key: str | None = None) -> list[dict[str, Any]]:
     """Changesets with their upsert and delete counts; ``key`` counts only entries of that document."""
     q = (select(Changeset.id, Changeset.kb, Changeset.source_id, Changeset.sync_run_id, Changeset.status,
@@ -262,7 +264,7 @@ def pending_tombstones(reg: Registry, *, kb: str | None = None) -> list[dict[str
 def held_builds(reg: Registry, *, kb: str | None = None, limit: int = 20) -> dict[str, Any]:
     """Failed (held) snapshots, newest first, with the failed check and its numbers, and their count per
     (kb, check): what ``freshindex_held_builds_total`` exports."""
-    q = select(Snapshot).where(Snapshot.status == "failed").order_by(Snapshot.created_at.desc(),
+    q = select(Snapshot).where(Snapshot.status == SnapshotStatus.FAILED).order_by(Snapshot.created_at.desc(),
                                                                       Snapshot.version.desc())
     if kb is not None:
         q = q.where(Snapshot.kb == kb)

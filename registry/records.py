@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from freshindex.core.enums import BuildStatus, RunStatus
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,32 @@ class SnapshotInfo:
     created_at: dt.datetime
     activated_at: dt.datetime | None
 
+    def as_dict(self, *, full: bool = False) -> dict[str, Any]:
+        """The snapshot as JSON-ready data: the one serialisation the API, CLI and archive use.
+
+        By default the summary a listing shows (``GET /v1/snapshots``,
+        ``freshindex snapshots list``); with ``full`` every field (the archive
+        manifest and ``snapshots show``).  Times are ISO strings.  It is a
+        view, not a round trip: nothing here parses it back.
+        """
+        if full:
+            data = asdict(self)
+            data["created_at"] = _iso(self.created_at)
+            data["activated_at"] = _iso(self.activated_at)
+            data["changeset_ids"] = list(self.changeset_ids)
+            return data
+        return {
+            "id": self.id, "kb": self.kb, "version": self.version, "parent_id": self.parent_id,
+            "status": self.status, "strategy": self.strategy, "point_count": self.point_count,
+            "embedding_model": self.embedding_model, "upserts": self.upserts, "deletes": self.deletes,
+            "created_at": _iso(self.created_at), "activated_at": _iso(self.activated_at),
+            "failure_reason": self.failure_reason,
+        }
+
+
+def _iso(t: dt.datetime | None) -> str | None:
+    return t.isoformat() if t is not None else None
+
 
 @dataclass(frozen=True)
 class CanaryInfo:
@@ -128,7 +156,7 @@ class SyncRunInfo:
     @property
     def done(self) -> bool:
         """Finished, and the build after it (if any) has settled."""
-        return self.status != "running" and self.build_status not in (None, "pending")
+        return self.status != RunStatus.RUNNING and self.build_status not in (None, BuildStatus.PENDING)
 
 
 @dataclass(frozen=True)
