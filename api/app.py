@@ -1,7 +1,10 @@
 """FastAPI application factory.
 
-``create_app(services)`` takes the process's :class:`workers.services.Services`
-(nothing is read from the environment here).  Endpoints:
+``create_app(services)`` takes the process's services: anything with the
+attributes of :class:`ApiServices` (in a process, the composition root
+:class:`freshindex.services.Services`; nothing is read from the environment
+here, and nothing of the workers is imported, so the HTTP process never
+loads the parsers or Celery).  Endpoints:
 
 * ``GET /healthz``: the process is up;
 * ``GET /readyz``: this process can serve (registry reachable, vector store
@@ -25,14 +28,21 @@ import hmac
 import logging
 import threading
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, Header, HTTPException
 from fastapi.responses import JSONResponse, PlainTextResponse
 from freshindex.acl import Principal
 from freshindex.core.errors import FreshIndexError, NotFoundError, RetryableError
-from freshindex.workers.services import Services
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from freshindex.core.naming import Naming
+    from freshindex.health.metrics import Metrics
+    from freshindex.injection import InjectionClient
+    from freshindex.registry import Registry
+    from freshindex.settings import Settings
+    from freshindex.vectorstore import VectorStore
 
 log = logging.getLogger("freshindex.api")
 
@@ -45,7 +55,29 @@ class QueryRequest(BaseModel):
     limit: int = Field(default=5, ge=1, le=50)
 
 
-def create_app(services: Services) -> FastAPI:
+class ApiServices(Protocol):
+    """What the HTTP app uses; building each on first use is the caller's choice."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def store(self) -> VectorStore: ...
+
+    @property
+    def naming(self) -> Naming: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def client(self) -> InjectionClient: ...
+
+
+def create_app(services: ApiServices) -> FastAPI:
     settings = services.settings
     app = FastAPI(title="freshindex", version="0.1.0")
     token = settings.api.token.get_secret_value() if settings.api.token else None
@@ -132,7 +164,7 @@ def create_app(services: Services) -> FastAPI:
 
     @app.get("/v1/snapshots", dependencies=[Depends(authorize)])
     def snapshots(kb: str | None = None) -> list[dict[str, Any]]:
-        return [_snapshot_dict(s) for s in services.registry.list_snapshots(kb)]
+        return [s.as_dict() for s in services.registry.list_snapshots(kb)]
 
     return app
 
@@ -162,12 +194,3 @@ class _KnownKbs:
                 return kb in self._names
             self._names, self._loaded_at = frozenset(self._load()), now
             return kb in self._names
-
-
-def _snapshot_dict(s: Any) -> dict[str, Any]:
-    return {
-        "id": s.id, "kb": s.kb, "version": s.version, "parent_id": s.parent_id, "status": s.status,
-        "strategy": s.strategy, "point_count": s.point_count, "embedding_model": s.embedding_model,
-        "upserts": s.upserts, "deletes": s.deletes, "created_at": s.created_at.isoformat() if s.created_at else None,
-        "activated_at": s.activated_at.isoformat() if s.activated_at else None, "failure_reason": s.failure_reason,
-    }

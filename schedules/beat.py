@@ -1,26 +1,45 @@
-"""The Celery beat schedule."""
+"""The beat cadence: which periodic jobs run, how often, and how long a tick stays useful.
+
+Schedules decide *when*; the workers decide *what runs where*.  So this
+module names jobs by :class:`Job` and takes the task name and queue of each
+from its caller (:func:`workers.app.create_app` maps them from
+``workers/names.py``): schedules import nothing of the workers, and the
+inline runner, which has no Celery at all, can use the reaper and the due
+list without pulling the Celery app in.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
 
 from freshindex.settings import Settings
-from freshindex.workers.app import Queue, TaskName, queue_name
 
 
-def beat_schedule(settings: Settings) -> dict[str, Any]:
-    """Entries for ``app.conf.beat_schedule`` (installed by ``freshindex beat``)."""
+class Job(StrEnum):
+    POLL_SOURCES = "poll-due-sources"
+    REAP_RUNS = "reap-stalled-runs"
+
+
+def beat_schedule(settings: Settings, *, task_for: Callable[[Job], str], queue: str) -> dict[str, Any]:
+    """Entries for ``app.conf.beat_schedule``, keyed by :class:`Job`.
+
+    ``task_for`` maps a job to the task name beat sends; ``queue`` is where it
+    goes.  Each entry expires before its next tick, so a backlog of missed
+    ticks (beat ran while no worker did) collapses into one.
+    """
     return {
-        "poll-due-sources": {
-            "task": str(TaskName.POLL_SOURCES),
+        str(Job.POLL_SOURCES): {
+            "task": task_for(Job.POLL_SOURCES),
             "schedule": 60.0,
-            "options": {"queue": queue_name(settings, Queue.SYNC), "expires": 55},
+            "options": {"queue": queue, "expires": 55},
         },
         # Twice per lease, so a dead worker's run is picked up within about 1.5 leases.
-        "reap-stalled-runs": {
-            "task": str(TaskName.REAP_RUNS),
+        str(Job.REAP_RUNS): {
+            "task": task_for(Job.REAP_RUNS),
             "schedule": reap_interval(settings),
-            "options": {"queue": queue_name(settings, Queue.SYNC), "expires": reap_interval(settings)},
+            "options": {"queue": queue, "expires": reap_interval(settings)},
         },
     }
 

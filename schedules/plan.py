@@ -21,20 +21,13 @@ at once; the registry's run handling, not this function, keeps that safe.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Protocol
 
+from freshindex.core.enums import RunStatus
 from freshindex.registry import SourceInfo, SyncRunInfo
+from freshindex.registry.protocols import RunHistory
 
 #: Default for ``lease_s`` (settings ``sync.run_lease_s``).
 DEFAULT_LEASE_S = 120.0
-
-
-class _RegistryView(Protocol):
-    def list_sources(self, kb: str | None = None) -> list[SourceInfo]: ...
-
-    def last_successful_sync(self, source_id: str) -> dt.datetime | None: ...
-
-    def sync_runs(self, source_id: str | None = None, limit: int = 20) -> list[SyncRunInfo]: ...
 
 
 def _aware(t: dt.datetime | None) -> dt.datetime | None:
@@ -45,7 +38,7 @@ def _aware(t: dt.datetime | None) -> dt.datetime | None:
 
 def run_blocks(run: SyncRunInfo, now: dt.datetime, lease_s: float) -> bool:
     """True while ``run`` is running and its lease has not run out."""
-    if run.status != "running":
+    if run.status != RunStatus.RUNNING:
         return False
     seen = _aware(run.heartbeat_at or run.started_at)
     return seen is None or (now - seen).total_seconds() < lease_s
@@ -61,7 +54,7 @@ def is_due(source: SourceInfo, last_ok: dt.datetime | None, running: bool, now: 
     return (now - last_ok).total_seconds() >= source.poll_interval_s
 
 
-def due_sources(registry: _RegistryView, now: dt.datetime | None = None, *,
+def due_sources(registry: RunHistory, now: dt.datetime | None = None, *,
                 lease_s: float = DEFAULT_LEASE_S) -> list[str]:
     now = now or dt.datetime.now(dt.UTC)
     due = []
@@ -72,7 +65,7 @@ def due_sources(registry: _RegistryView, now: dt.datetime | None = None, *,
         latest = runs[0] if runs else None
         running = latest is not None and run_blocks(latest, now, lease_s)
         last = _aware(registry.last_successful_sync(source.id))
-        if latest is not None and latest.status == "held" and latest.finished_at is not None:
+        if latest is not None and latest.status == RunStatus.HELD and latest.finished_at is not None:
             held_at = _aware(latest.finished_at)
             last = held_at if last is None or (held_at is not None and held_at > last) else last
         if is_due(source, last, running, now):

@@ -30,11 +30,14 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from freshindex.core.enums import BuildStatus, RunStatus
+from freshindex.core.errors import DocumentError
 from freshindex.core.ids import document_id
 from freshindex.health.metrics import Metrics
 from freshindex.registry import SyncRunInfo
+from freshindex.registry.protocols import ReaperRegistry
 
 log = logging.getLogger("freshindex.reaper")
 
@@ -42,26 +45,13 @@ log = logging.getLogger("freshindex.reaper")
 ResumeDocument = Callable[[SyncRunInfo, str, "str | None", int], None]
 
 
-class _Registry(Protocol):
-    def stalled_runs(self, lease_s: float) -> list[SyncRunInfo]: ...
-
-    def unprocessed_documents(self, run_id: int) -> list[tuple[str, str | None, int]] | None: ...
-
-    def record_reap(self, run_id: int, action: str, *, worker: str | None = None, **details: Any) -> int: ...
-
-    def record_failure(self, run_id: int, *, source_id: str, document_id: str, key: str, reason: str, detail: str,
-                       etag: str | None = None, size: int = 0, seconds: float = 0.0) -> None: ...
-
-    def finish_sync_run(self, run_id: int, *, error: str | None = None) -> tuple[SyncRunInfo, bool]: ...
-
-    def set_run_build(self, run_id: int, *, status: str, snapshot_id: str | None, error: str | None = None) -> None: ...
-
-    def heartbeat_run(self, run_id: int, worker: str | None = None) -> None: ...
-
-
 @dataclass(frozen=True)
 class ReapActions:
-    """What the reaper may do with a run; the dispatcher decides how.
+    """What the reaper may do with a run; the dispatcher decides how (injected).
+
+    The Celery dispatcher's actions enqueue by task name
+    (:func:`workers.names.enqueue_actions`); the inline runner builds in its
+    own process.  The reaper itself imports no dispatcher.
 
     ``resume_document`` and ``finish`` are None in embedded mode: there is no
     queue to hand a dead run's documents to, so such a run is closed (the next
@@ -94,27 +84,13 @@ class ReapReport:
         return {"reaped": [r.__dict__ for r in self.reaped]}
 
 
-def celery_actions(app: Any) -> ReapActions:
-    """Actions that enqueue on ``app``'s broker (by task name, so any process can reap)."""
-    from freshindex.workers.app import TaskName
-
-    def resume(run: SyncRunInfo, key: str, etag: str | None, size: int) -> None:
-        app.send_task(str(TaskName.PROCESS_DOCUMENT), args=[run.id, run.changeset_id, run.source_id, key, etag, size])
-
-    return ReapActions(
-        build=lambda kb, run_id: app.send_task(str(TaskName.BUILD_SNAPSHOT), args=[kb, run_id]),
-        resume_document=resume,
-        finish=lambda run_id: app.send_task(str(TaskName.FINISH_SYNC), args=[run_id]),
-    )
-
-
-def reap(registry: _Registry, actions: ReapActions, *, lease_s: float, metrics: Metrics | None = None,
+def reap(registry: ReaperRegistry, actions: ReapActions, *, lease_s: float, metrics: Metrics | None = None,
          max_resumes: int = 3) -> ReapReport:
     """Resume, close or rebuild every run stalled for ``lease_s`` seconds."""
     done: list[Reaped] = []
     for run in registry.stalled_runs(lease_s):
         try:
-            item = (_reap_running(registry, actions, run, lease_s, max_resumes) if run.status == "running"
+            item = (_reap_running(registry, actions, run, lease_s, max_resumes) if run.status == RunStatus.RUNNING
                     else _reap_build(registry, actions, run, max_resumes))
         except Exception:  # one bad run must not stop the others being recovered
             log.exception("could not reap run %s", run.id)
@@ -140,7 +116,7 @@ def _resumes_without_progress(run: SyncRunInfo, missing: int) -> int:
     return n
 
 
-def _reap_running(registry: _Registry, actions: ReapActions, run: SyncRunInfo, lease_s: float,
+def _reap_running(registry: ReaperRegistry, actions: ReapActions, run: SyncRunInfo, lease_s: float,
                   max_resumes: int) -> Reaped:
     missing = registry.unprocessed_documents(run.id)
     lost = f"worker lost: no heartbeat from {run.worker or 'its worker'} for {lease_s:.0f}s"
@@ -166,19 +142,19 @@ def _reap_running(registry: _Registry, actions: ReapActions, run: SyncRunInfo, l
     for key, _etag, size in missing or ():
         # etag None: the next sync sees the document as changed and retries it.
         registry.record_failure(run.id, source_id=run.source_id, document_id=document_id(run.source_id, key),
-                                key=key, reason="worker_lost", detail=detail, etag=None, size=size)
+                                key=key, reason=DocumentError.WORKER_LOST, detail=detail, etag=None, size=size)
     _, finished_now = registry.finish_sync_run(run.id, error=detail)
     if finished_now:
         actions.build(run.kb, run.id)  # what the run staged before its worker died
     return Reaped(run.id, run.source_id, run.kb, "closed", documents=len(missing or ()), detail=detail)
 
 
-def _reap_build(registry: _Registry, actions: ReapActions, run: SyncRunInfo, max_resumes: int) -> Reaped:
+def _reap_build(registry: ReaperRegistry, actions: ReapActions, run: SyncRunInfo, max_resumes: int) -> Reaped:
     rebuilds = sum(1 for r in run.summary.get("reaps", []) if r.get("action") == "rebuilt")
     if rebuilds >= max_resumes:
         detail = f"build lost {rebuilds} times; the changes stay staged for the next build"
         registry.record_reap(run.id, "build_failed")
-        registry.set_run_build(run.id, status="failed", snapshot_id=None, error=detail)
+        registry.set_run_build(run.id, status=BuildStatus.FAILED, snapshot_id=None, error=detail)
         return Reaped(run.id, run.source_id, run.kb, "build_failed", detail=detail)
     actions.build(run.kb, run.id)
     registry.record_reap(run.id, "rebuilt")
@@ -193,7 +169,7 @@ class Heartbeat:
     next period; it never fails the work.
     """
 
-    def __init__(self, registry: _Registry, run_id: int, interval: float, worker: str | None = None) -> None:
+    def __init__(self, registry: ReaperRegistry, run_id: int, interval: float, worker: str | None = None) -> None:
         self.registry, self.run_id, self.interval, self.worker = registry, run_id, interval, worker
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -227,4 +203,4 @@ class Heartbeat:
         self.stop()
 
 
-__all__ = ["Heartbeat", "ReapActions", "ReapReport", "Reaped", "celery_actions", "reap"]
+__all__ = ["Heartbeat", "ReapActions", "ReapReport", "Reaped", "reap"]

@@ -1,8 +1,21 @@
-"""The repository follows the design card: real top-level parts, imports one way."""
+"""The repository follows the design card: real top-level parts, imports one way.
+
+:data:`ARROWS` is the one statement of which part may import which; the
+README's parts table says the same and a test compares them.  The check is
+transitive: every ``freshindex.*`` import of every module (module level and
+inside functions, package ``__init__`` files included, ``TYPE_CHECKING``
+blocks excluded because they never run) is followed through the other parts,
+and what a part reaches must stay within its arrows.  What it does not see:
+imports built from strings at run time (``importlib.import_module(name)``).
+"""
 
 from __future__ import annotations
 
 import ast
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
@@ -11,29 +24,124 @@ from tests.conftest import ROOT
 PARTS = ["core", "settings", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules", "injection",
          "health", "api", "freshindex"]
 
+#: part -> the parts it may import, directly or through any chain of imports.
+ARROWS: dict[str, frozenset[str]] = {
+    "core": frozenset(),
+    "settings": frozenset({"core"}),
+    "registry": frozenset({"core", "settings"}),
+    "vectorstore": frozenset({"core"}),
+    "health": frozenset({"core"}),
+    "acl": frozenset({"core", "vectorstore"}),
+    "injection": frozenset({"core", "acl", "vectorstore"}),
+    "snapshots": frozenset({"core", "settings", "registry", "vectorstore", "health"}),
+    "schedules": frozenset({"core", "settings", "registry", "health"}),
+    "workers": frozenset({"core", "settings", "registry", "vectorstore", "health", "snapshots", "schedules"}),
+    "api": frozenset({"core", "settings", "registry", "vectorstore", "health", "acl", "injection"}),
+    "freshindex": frozenset(PARTS) - {"freshindex"},
+}
+
 
 def part_of(module: str) -> str:
     """The part a ``freshindex.<part>...`` module belongs to (``freshindex`` for the CLI package itself)."""
     names = module.split(".")
-    if names[0] != "freshindex":
-        return names[0]
-    return names[1] if len(names) > 1 and names[1] in PARTS else "freshindex"
+    return names[1] if len(names) > 1 and names[1] in PARTS and names[1] != "freshindex" else "freshindex"
 
 
-def imports_of(package: str) -> set[str]:
-    found: set[str] = set()
-    for path in (ROOT / package).rglob("*.py"):
-        if "migrations" in path.parts:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                found.update(part_of(a.name) for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                if node.module == "freshindex":
-                    found.update(a.name if a.name in PARTS else "freshindex" for a in node.names)
-                else:
-                    found.add(part_of(node.module))
+def module_files(root: Path) -> dict[str, Path]:
+    """``freshindex.<part>.x.y`` -> its file, for every part folder under ``root`` (migrations left out)."""
+    found: dict[str, Path] = {}
+    for part in PARTS:
+        for path in (root / part).rglob("*.py"):
+            rel = path.relative_to(root / part).with_suffix("").parts
+            if "migrations" in rel:
+                continue
+            if rel[-1] == "__init__":
+                rel = rel[:-1]
+            prefix = ["freshindex"] if part == "freshindex" else ["freshindex", part]
+            found[".".join([*prefix, *rel])] = path
     return found
+
+
+def _runtime_nodes(tree: ast.AST) -> Iterable[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:`` (imports for annotations never run)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _with_parents(module: str, known: dict[str, Path]) -> set[str]:
+    """``module`` and every package ``__init__`` importing it runs (``a.b.c`` runs ``a.b``).
+
+    The namespace package ``freshindex`` itself is left out as a parent: its
+    ``__init__`` only extends ``__path__`` and imports nothing, and every
+    import runs it.  Importing it by name (``from freshindex import __version__``)
+    is still an arrow to the root.
+    """
+    names = module.split(".")
+    return {".".join(names[:i]) for i in range(2, len(names) + 1)} & known.keys()
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the ``freshindex.*`` modules importing it runs directly (package ``__init__`` files included)."""
+    files = module_files(root)
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        edges: set[str] = set()
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in _runtime_nodes(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    edges |= _with_parents(alias.name, files) | ({"freshindex"} & {alias.name})
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    target = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    target = node.module or ""
+                edges |= _with_parents(target, files)
+                for alias in node.names:  # `from freshindex.x import y` where y is a submodule
+                    submodule = f"{target}.{alias.name}"
+                    if submodule in files:
+                        edges |= _with_parents(submodule, files)
+                    elif target == "freshindex":  # a name of the root package itself
+                        edges.add(target)
+        graph[module] = edges - {module}
+    return graph
+
+
+def reach(graph: dict[str, set[str]], start: Iterable[str]) -> dict[str, list[str]]:
+    """Every module reachable from ``start``, each with one import chain that gets there."""
+    paths = {m: [m] for m in start}
+    todo = list(paths)
+    while todo:
+        module = todo.pop()
+        for dep in sorted(graph.get(module, ())):
+            if dep not in paths:
+                paths[dep] = [*paths[module], dep]
+                todo.append(dep)
+    return paths
+
+
+def violations(graph: dict[str, set[str]], arrows: dict[str, frozenset[str]]) -> dict[str, list[str]]:
+    """part -> the import chains by which it reaches a part its arrows do not allow."""
+    bad: dict[str, list[str]] = {}
+    for part, allowed in arrows.items():
+        own = [m for m in graph if part_of(m) == part]
+        for module, chain in sorted(reach(graph, own).items()):
+            if part_of(module) not in allowed | {part}:
+                bad.setdefault(part, []).append(" -> ".join(chain))
+    return bad
+
+
+def _copy_tree(dest: Path) -> Path:
+    for part in PARTS:
+        shutil.copytree(ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__", "migrations"))
+    return dest
 
 
 @pytest.mark.parametrize("part", PARTS)
@@ -43,20 +151,62 @@ def test_every_part_holds_real_code(part: str) -> None:
     assert sum(len(p.read_text().splitlines()) for p in code) > 30
 
 
-@pytest.mark.parametrize(
-    ("part", "forbidden"),
-    [
-        ("core", set(PARTS) - {"core"}),
-        ("injection", {"workers", "freshindex", "api", "registry"}),
-        ("workers", {"freshindex", "api"}),
-        ("snapshots", {"workers", "freshindex", "api", "injection"}),
-        ("registry", {"workers", "snapshots", "injection", "api", "freshindex", "vectorstore"}),
-        ("vectorstore", {"workers", "snapshots", "registry", "injection", "api", "freshindex"}),
-        ("acl", {"workers", "freshindex", "api", "registry"}),
-    ],
-)
-def test_imports_flow_one_way(part: str, forbidden: set[str]) -> None:
-    assert not (imports_of(part) & forbidden)
+def test_the_arrows_name_every_part_and_only_parts() -> None:
+    assert set(ARROWS) == set(PARTS)
+    assert all(allowed <= set(PARTS) - {part} for part, allowed in ARROWS.items())
+
+
+def test_imports_flow_one_way_transitively() -> None:
+    # Given the real tree's import graph, When each part's reach is followed, Then it stays within its arrows
+    graph = import_graph(ROOT)
+    assert len(graph) > 50  # the walk found the tree
+    assert violations(graph, ARROWS) == {}
+
+
+def test_a_planted_function_level_import_is_caught_where_it_is_and_by_who_imports_it(tmp_path: Path) -> None:
+    # Given a copy of the tree where acl (which injection imports) reaches into the workers inside a function
+    tree = _copy_tree(tmp_path)
+    principal = tree / "acl" / "principal.py"
+    principal.write_text(principal.read_text() + "\n\ndef _planted():\n    from freshindex.workers import pipeline\n")
+    # When the checker runs, Then both acl and, through it, injection are reported with the chain
+    bad = violations(import_graph(tree), ARROWS)
+    assert "acl" in bad and "injection" in bad
+    assert any("freshindex.acl.principal -> freshindex.workers" in chain for chain in bad["injection"])
+    assert "api" in bad  # api imports acl too
+
+
+def test_a_planted_import_in_a_package_init_is_caught(tmp_path: Path) -> None:
+    # Given a copy where vectorstore's package __init__ imports the registry
+    tree = _copy_tree(tmp_path)
+    init = tree / "vectorstore" / "__init__.py"
+    init.write_text(init.read_text() + "\nfrom freshindex.registry import Registry  # noqa\n")
+    bad = violations(import_graph(tree), ARROWS)
+    # Then the injection client is caught, although it imports only freshindex.vectorstore.base
+    assert "vectorstore" in bad and "injection" in bad and "acl" in bad
+    assert "snapshots" not in bad  # snapshots may import the registry
+
+
+def _readme_arrows() -> dict[str, frozenset[str]]:
+    """The ``imports`` column of the README's parts table (Architecture section)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Architecture", 1)[1].split("\n## ", 1)[0]
+    header = next(line for line in section.splitlines() if line.startswith("| part |"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    col = next(i for i, c in enumerate(columns) if c.startswith("imports"))
+    table: dict[str, frozenset[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        name = re.fullmatch(r"`(\w+)/`", cells[0]) if line.startswith("| `") else None
+        if name is None or name.group(1) not in PARTS:
+            continue
+        cell = cells[col]
+        names = frozenset(re.findall(r"`(\w+)`", cell))
+        table[name.group(1)] = frozenset(PARTS) - {name.group(1)} if "every part" in cell else names
+    return table
+
+
+def test_the_readme_parts_table_states_the_same_arrows() -> None:
+    assert _readme_arrows() == ARROWS
 
 
 def test_top_level_layout_matches_the_design_card() -> None:

@@ -7,46 +7,23 @@ Queues (prefixed with ``broker.queue_prefix``):
 * ``build``: build, verify and swap a snapshot (one writer per kb by lock).
 
 Without a broker URL there is no Celery at all: :mod:`workers.runner` calls
-the same pipeline functions in-process (see the README for why).
+the same pipeline functions in-process (see the README for why).  Names and
+queues live in :mod:`workers.names`; this module imports the task shells
+(to register them), the shells never import this module.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from celery import Celery
 from freshindex.core.errors import ConfigError
+from freshindex.schedules.beat import Job, beat_schedule
 from freshindex.settings import Settings
+from freshindex.workers.names import ROUTES, Queue, TaskName, queue_name
+from freshindex.workers.ports import ServicesFactory
 from kombu import Queue as KombuQueue
 
-
-class Queue(StrEnum):
-    SYNC = "sync"
-    PARSE = "parse"
-    BUILD = "build"
-
-
-class TaskName(StrEnum):
-    SYNC_SOURCE = "freshindex.sync_source"
-    PROCESS_DOCUMENT = "freshindex.process_document"
-    FINISH_SYNC = "freshindex.finish_sync"
-    BUILD_SNAPSHOT = "freshindex.build_snapshot"
-    POLL_SOURCES = "freshindex.poll_sources"
-    REAP_RUNS = "freshindex.reap_runs"
-
-
-ROUTES = {
-    TaskName.SYNC_SOURCE: Queue.SYNC,
-    TaskName.FINISH_SYNC: Queue.SYNC,
-    TaskName.POLL_SOURCES: Queue.SYNC,
-    TaskName.REAP_RUNS: Queue.SYNC,
-    TaskName.PROCESS_DOCUMENT: Queue.PARSE,
-    TaskName.BUILD_SNAPSHOT: Queue.BUILD,
-}
-
-
-def queue_name(settings: Settings, queue: Queue) -> str:
-    return f"{settings.broker.queue_prefix}.{queue.value}"
+#: The task beat sends for each periodic job (schedules/beat.py owns the cadence).
+BEAT_TASKS = {Job.POLL_SOURCES: TaskName.POLL_SOURCES, Job.REAP_RUNS: TaskName.REAP_RUNS}
 
 
 def visibility_timeout(settings: Settings) -> int:
@@ -67,8 +44,15 @@ def task_time_limit(settings: Settings) -> int:
     return settings.broker.task_soft_time_limit + 60
 
 
-def create_app(settings: Settings) -> Celery:
-    """A Celery app for ``settings`` with every freshindex task registered."""
+def create_app(settings: Settings, services_factory: ServicesFactory | None = None) -> Celery:
+    """A Celery app for ``settings`` with every freshindex task registered and beat's schedule installed.
+
+    ``services_factory`` builds the services the tasks run with, once per
+    worker process on first use; the application edge passes it
+    (``freshindex/celery.py``: ``celery -A freshindex.celery``, ``freshindex
+    worker``).  Without one the app can enqueue, inspect and beat, but a
+    task that runs in it raises :class:`ConfigError`.
+    """
     if settings.broker.url is None:
         raise ConfigError("no broker configured (FRESHINDEX_BROKER__URL); embedded mode runs tasks in-process")
     broker = settings.broker.url.get_secret_value()
@@ -99,10 +83,13 @@ def create_app(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
         enable_utc=True,
     )
+    # Installed here, not by whoever starts beat: `celery -A freshindex.celery beat` needs no extra step.
+    app.conf.beat_schedule = beat_schedule(settings, task_for=lambda job: str(BEAT_TASKS[job]),
+                                           queue=names[Queue.SYNC])
     from freshindex.workers.probe import install_heartbeat
     from freshindex.workers.tasks import register
 
     app.freshindex_settings = settings  # type: ignore[attr-defined]
-    register(app)
+    register(app, services_factory)
     install_heartbeat(app, settings)  # liveness files for the k8s probes (workers/probe.py)
     return app

@@ -1,6 +1,8 @@
 """Celery task shells around the pipeline functions.
 
-A shell does four things and no more: find the process's :class:`Services`,
+A shell does four things and no more: find the process's services (built by
+the factory the application edge passed to :func:`register`, see
+:mod:`workers.ports`),
 call one plain function with ids, translate the error tree into Celery's
 retry-or-record, and chain to the next step.  Arguments are ids, keys and
 etags (JSON); the payload lives in the registry.  New arguments must default
@@ -22,12 +24,13 @@ from typing import Any
 from celery import Celery, Task
 from celery.signals import task_postrun, task_prerun, worker_process_shutdown
 from celery.utils.time import get_exponential_backoff_interval
-from freshindex.core.errors import LockHeldError, PermanentError, RetryableError, StaleTaskError
+from freshindex.core.errors import ConfigError, LockHeldError, PermanentError, RetryableError, StaleTaskError
 from freshindex.core.ids import document_id
-from freshindex.schedules.reaper import Heartbeat, celery_actions, reap
+from freshindex.schedules.plan import due_sources
+from freshindex.schedules.reaper import Heartbeat, reap
 from freshindex.workers import pipeline
-from freshindex.workers.app import TaskName
-from freshindex.workers.services import Services
+from freshindex.workers.names import TaskName, enqueue_actions
+from freshindex.workers.ports import ServicesFactory, TaskServices
 
 log = logging.getLogger("freshindex.tasks")
 
@@ -40,19 +43,32 @@ def retry_countdown(retries: int, maximum: float) -> float:
     return float(get_exponential_backoff_interval(factor=1, retries=retries, maximum=int(maximum), full_jitter=True))
 
 
-def register(app: Celery) -> None:
-    state: dict[str, Services] = {}
-    broker = app.freshindex_settings.broker  # type: ignore[attr-defined]
+def register(app: Celery, services_factory: ServicesFactory | None = None) -> None:
+    """Register every task shell on ``app``; each worker process calls ``services_factory`` once.
+
+    Without a factory the shells are registered (so the app can route and
+    inspect them) but running one raises :class:`ConfigError`: this module
+    builds no services of its own.
+    """
+    # Tasks are registered with shared=False: Celery's default adds every
+    # shared task to each app created later in the process, so a second app
+    # (a test, a CLI that only sends) would run the first app's shells and services.
+    state: dict[str, TaskServices] = {}
+    settings = app.freshindex_settings  # type: ignore[attr-defined]
+    broker = settings.broker
     max_retries = broker.task_max_retries
 
     def backoff(retries: int) -> float:
         return retry_countdown(retries, broker.retry_backoff_max)
 
-    def services() -> Services:
+    def services() -> TaskServices:
         # Built on first use inside each worker process (after the fork), so
         # no database connection or model crosses a fork.
         if "svc" not in state:
-            state["svc"] = Services(app.freshindex_settings)  # type: ignore[attr-defined]
+            if services_factory is None:
+                raise ConfigError("this Celery app was built without services; start workers with "
+                                  "`freshindex worker` or `celery -A freshindex.celery worker`")
+            state["svc"] = services_factory()
         return state["svc"]
 
     @worker_process_shutdown.connect(weak=False)
@@ -79,7 +95,7 @@ def register(app: Celery) -> None:
             return
         run_id = _run_of(task, tuple(args or ()), dict(kwargs or {}))
         if run_id is not None:
-            interval = app.freshindex_settings.sync.heartbeat_interval_s  # type: ignore[attr-defined]
+            interval = settings.sync.heartbeat_interval_s
             beats[task_id] = Heartbeat(services().registry, int(run_id), interval).start()
 
     @task_postrun.connect(weak=False)
@@ -91,7 +107,7 @@ def register(app: Celery) -> None:
     def count(task: str, outcome: str) -> None:
         services().metrics.tasks.labels(task, outcome).inc()
 
-    @app.task(bind=True, name=str(TaskName.SYNC_SOURCE), max_retries=max_retries)
+    @app.task(bind=True, shared=False, name=str(TaskName.SYNC_SOURCE), max_retries=max_retries)
     def sync_source(self: Task, source_id: str, trigger: str = "api",
                     report: bool | None = None) -> int | dict[str, Any]:
         """Plan a run of ``source_id`` and fan out its documents; returns the run id.
@@ -125,7 +141,7 @@ def register(app: Celery) -> None:
         count("sync_source", "ok")
         return result(plan.run_id, False)
 
-    @app.task(bind=True, name=str(TaskName.PROCESS_DOCUMENT), max_retries=max_retries)
+    @app.task(bind=True, shared=False, name=str(TaskName.PROCESS_DOCUMENT), max_retries=max_retries)
     def process_document(self: Task, run_id: int, changeset_id: int, source_id: str, key: str,
                          etag: str | None = None, size: int = 0) -> str:
         svc = services()
@@ -166,7 +182,7 @@ def register(app: Celery) -> None:
         return result
 
     # Celery's own retry options fit here: nothing to record when retries run out.
-    @app.task(bind=True, name=str(TaskName.FINISH_SYNC), max_retries=max_retries, autoretry_for=(RetryableError,),
+    @app.task(bind=True, shared=False, name=str(TaskName.FINISH_SYNC), max_retries=max_retries, autoretry_for=(RetryableError,),
               retry_backoff=True, retry_backoff_max=broker.retry_backoff_max, retry_jitter=True)
     def finish_sync(self: Task, run_id: int) -> str:
         svc = services()
@@ -176,43 +192,38 @@ def register(app: Celery) -> None:
         count("finish_sync", "ok")
         return run.status
 
-    @app.task(bind=True, name=str(TaskName.BUILD_SNAPSHOT), max_retries=30)
+    @app.task(bind=True, shared=False, name=str(TaskName.BUILD_SNAPSHOT), max_retries=30)
     def build_snapshot(self: Task, kb: str, run_id: int | None = None, full: bool = False) -> str:
         svc = services()
         try:
             result = svc.builder.build(kb, actor=f"worker:{socket.gethostname()}",
                                        reason=f"sync run {run_id}" if run_id else "requested", full=bool(full))
         except LockHeldError as exc:
+            pipeline.record_build(svc.registry, run_id, exc)  # queued: the run stays pending
             count("build_snapshot", "retry")
-            raise self.retry(exc=exc, countdown=min(30.0, 1.0 + self.request.retries)) from exc
+            raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
         except RetryableError as exc:
             count("build_snapshot", "retry")
             raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
         finally:
             # Close what the build opened: a worker process lives long and builds many versions.
             svc.store.release()
-        if run_id is not None:
-            status = result.status
-            if status == "unchanged" and svc.registry.run_changeset_applied(run_id):
-                status = "built"  # an earlier build already took this run's changes
-            svc.registry.set_run_build(run_id, status=status, snapshot_id=result.snapshot_id, error=result.reason)
+        pipeline.record_build(svc.registry, run_id, result)
         count("build_snapshot", result.status)
         return result.status
 
-    @app.task(bind=True, name=str(TaskName.POLL_SOURCES))
+    @app.task(bind=True, shared=False, name=str(TaskName.POLL_SOURCES))
     def poll_sources(self: Task) -> list[str]:
-        from freshindex.schedules.plan import due_sources
-
         svc = services()
-        due = due_sources(svc.registry, lease_s=svc.settings.sync.run_lease_s)
+        due = due_sources(svc.registry, lease_s=settings.sync.run_lease_s)
         for source_id in due:
             sync_source.delay(source_id, "schedule")
         return due
 
-    @app.task(bind=True, name=str(TaskName.REAP_RUNS))
+    @app.task(bind=True, shared=False, name=str(TaskName.REAP_RUNS))
     def reap_runs(self: Task) -> dict[str, Any]:
         """Resume, close or rebuild runs whose worker died (on beat; idempotent)."""
         svc = services()
-        report = reap(svc.registry, celery_actions(app), lease_s=svc.settings.sync.run_lease_s, metrics=svc.metrics)
+        report = reap(svc.registry, enqueue_actions(app), lease_s=settings.sync.run_lease_s, metrics=svc.metrics)
         count("reap_runs", "ok")
         return report.as_dict()

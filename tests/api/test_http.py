@@ -13,15 +13,14 @@ import uvicorn
 from freshindex.api.app import create_app
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
 
+from freshindex.services import Services
 from tests.conftest import free_port
 
 
 @pytest.fixture
 def server(tmp_path: Path, onnx_embedder, sample_kb: Path) -> Iterator[str]:
-    svc = Services(load_settings(data_dir=tmp_path / "data", api={"token": "t0ken"}))
-    svc.__dict__["embedder"] = onnx_embedder
+    svc = Services(load_settings(data_dir=tmp_path / "data", api={"token": "t0ken"}), embedder=onnx_embedder)
     svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
     sync_inline(svc, "docs")
     port = free_port()

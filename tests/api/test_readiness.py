@@ -19,8 +19,8 @@ import uvicorn
 from freshindex.api.app import create_app
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
 
+from freshindex.services import Services
 from tests.conftest import free_port
 
 
@@ -37,8 +37,7 @@ def _serve(svc: Services) -> tuple[uvicorn.Server, threading.Thread, str]:
 
 @pytest.fixture
 def served(tmp_path: Path, onnx_embedder, sample_kb: Path) -> Iterator[tuple[Services, str]]:
-    svc = Services(load_settings(data_dir=tmp_path / "data"))
-    svc.__dict__["embedder"] = onnx_embedder
+    svc = Services(load_settings(data_dir=tmp_path / "data"), embedder=onnx_embedder)
     svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
     sync_inline(svc, "docs")
     srv, thread, url = _serve(svc)
@@ -73,9 +72,9 @@ def test_unready_when_registry_unreachable(tmp_path: Path) -> None:
     from freshindex.registry import Registry, db
 
     port = free_port()
-    svc = Services(load_settings(data_dir=tmp_path / "data"))
     # Registry.open would refuse at once; an unopened engine lets only the probe touch it
-    svc.__dict__["registry"] = Registry(db.make_engine(f"postgresql+psycopg://u@127.0.0.1:{port}/x"))
+    svc = Services(load_settings(data_dir=tmp_path / "data"),
+                   registry=Registry(db.make_engine(f"postgresql+psycopg://u@127.0.0.1:{port}/x")))
     srv, thread, url = _serve(svc)
     try:
         with httpx.Client(base_url=url, timeout=30) as http:

@@ -6,6 +6,9 @@ import json
 import subprocess
 import sys
 
+import pytest
+from freshindex.workers.app import create_app
+
 from tests.conftest import ROOT
 
 PROBE = """
@@ -35,11 +38,64 @@ def test_the_worker_app_registers_every_task_on_its_queue() -> None:
     assert info["acks_late"] is True
 
 
-def test_celery_dash_a_workers_finds_the_app_without_import_time_config() -> None:
-    # `celery -A freshindex.workers` imports the package, then reads its `app` attribute.
-    probe = ("import freshindex.workers as workers, sys; assert '_app' in vars(workers) and workers._app is None; "
-             "print(workers.app.main)")
+def test_celery_dash_a_finds_the_wired_app_without_import_time_config() -> None:
+    # `celery -A freshindex.celery` imports the module, then reads its `app` attribute; beat's
+    # schedule must already be there (plain `celery beat` runs no freshindex code of its own).
+    probe = ("import json, freshindex.celery as entry; assert entry._app is None; app = entry.app; "
+             "print(json.dumps({'main': app.main, 'beat': sorted(e['task'] for e in app.conf.beat_schedule.values()),"
+             " 'queues': sorted({e['options']['queue'] for e in app.conf.beat_schedule.values()})}))")
     env_run = subprocess.run([sys.executable, "-c", probe], cwd="/", capture_output=True, text=True,
                              env={"PATH": "/usr/bin:/bin", "FRESHINDEX_BROKER__URL": "redis://127.0.0.1:6379/0"})
     assert env_run.returncode == 0, env_run.stderr
-    assert env_run.stdout.strip() == "freshindex"
+    info = json.loads(env_run.stdout.strip().splitlines()[-1])
+    assert info == {"main": "freshindex", "beat": ["freshindex.poll_sources", "freshindex.reap_runs"],
+                    "queues": ["freshindex.sync"]}
+
+
+def test_an_app_built_without_services_refuses_to_run_a_task() -> None:
+    # Given the bare app factory (no services factory: the workers build no services of their own)
+    from freshindex.core.errors import ConfigError
+    from freshindex.settings import load_settings
+
+    app = create_app(load_settings(broker={"url": "memory://"}))
+    # When a task runs in it, Then it says how to start a wired worker instead of building anything
+    with pytest.raises(ConfigError, match=r"freshindex\.celery"):
+        app.tasks["freshindex.finish_sync"].run(1)
+    app.close()
+
+
+def test_the_tasks_run_with_the_services_the_factory_builds() -> None:
+    # Given an app whose factory hands out a stand-in (any object with the TaskServices attributes)
+    from freshindex.settings import load_settings
+
+    built: list[object] = []
+
+    class Registry:
+        def stalled_runs(self, lease_s: float) -> list:
+            return []
+
+    class Metrics:
+        class tasks:
+            @staticmethod
+            def labels(*_: str):
+                return Metrics.tasks
+
+            @staticmethod
+            def inc() -> None:
+                built.append("counted")
+
+    class Stub:
+        registry, metrics = Registry(), Metrics()
+
+        def close(self) -> None: ...
+
+    def factory() -> Stub:
+        built.append("factory")
+        return Stub()
+
+    app = create_app(load_settings(broker={"url": "memory://"}), services_factory=factory)
+    # When the reaper task runs twice, Then the factory ran once and the task used what it built
+    assert app.tasks["freshindex.reap_runs"].run() == {"reaped": []}
+    assert app.tasks["freshindex.reap_runs"].run() == {"reaped": []}
+    assert built == ["factory", "counted", "counted"]
+    app.close()

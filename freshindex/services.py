@@ -1,45 +1,77 @@
 """The composition root of a freshindex process.
 
-:class:`Services` turns one :class:`settings.Settings` into the objects the
-pipeline needs, each built on first use and shared for the life of the
-process (one registry engine, one vector store, one embedding model, one
-client per source).  The CLI, the HTTP app and each Celery worker process
-build exactly one.
+:class:`Services` turns one :class:`freshindex.settings.Settings` into the
+objects the parts need, each built on first use and shared for the life of
+the process (one registry engine, one vector store, one embedding model, one
+connector per source).  It sits above workers, snapshots and injection, where
+the CLI, the HTTP app and the Celery app meet; none of those parts imports
+it (the workers see it through :mod:`freshindex.workers.ports`).
+
+A process builds only what it touches: ``freshindex serve`` builds the
+registry, the store, the embedder and the injection client, and never
+imports the parsers (PyMuPDF), the connectors or Celery.  Every import of a
+heavy part happens inside the property that needs it.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from freshindex.core.types import Embedder
+from freshindex.core.naming import Naming
 from freshindex.health.metrics import Metrics
-from freshindex.injection import InjectionClient
-from freshindex.registry import Registry, SourceInfo
 from freshindex.settings import Settings
-from freshindex.snapshots import Builder, Naming
-from freshindex.snapshots.archive import ArchiveTarget, open_target
-from freshindex.snapshots.ops import SnapshotOps
-from freshindex.vectorstore import VectorStore, open_store
-from freshindex.workers.chunking import Chunker
-from freshindex.workers.connectors import Connector, build_connector
-from freshindex.workers.connectors.s3 import s3_client
-from freshindex.workers.embedding import build_embedder
-from freshindex.workers.parsing import Limits, Parsers, PdfOptions
-from freshindex.workers.pipeline import PIPELINE_VERSION, PipelineContext
+
+if TYPE_CHECKING:
+    from freshindex.core.types import Embedder
+    from freshindex.injection import InjectionClient
+    from freshindex.registry import Registry, SourceInfo
+    from freshindex.snapshots import Builder
+    from freshindex.snapshots.ops import SnapshotOps
+    from freshindex.vectorstore import VectorStore
+    from freshindex.workers.chunking import Chunker
+    from freshindex.workers.connectors import Connector
+    from freshindex.workers.parsing import Parsers
+    from freshindex.workers.pipeline import PipelineContext
 
 
 class Services:
-    def __init__(self, settings: Settings, *, metrics: Metrics | None = None) -> None:
+    """One process's components, built lazily from ``settings``.
+
+    ``overrides`` replace components by name (``registry``, ``store``,
+    ``embedder``, ``metrics``, ``naming``, ``parsers``, ``chunker``,
+    ``pipeline``, ``builder``, ``snapshots``, ``client``, ``connector_for``):
+    a given component is used as is, and what is built from it (the builder
+    from a given store) uses it.  Unknown names are a :class:`TypeError`.
+    What it does not do: check that an override fits the settings (a given
+    embedder's model is what the vector cache is keyed by, whatever
+    ``embedding.model`` says).  :meth:`close` closes the store and the
+    registry whether built here or given.
+    """
+
+    def __init__(self, settings: Settings, **overrides: Any) -> None:
+        unknown = set(overrides) - _COMPONENTS
+        if unknown:
+            raise TypeError(f"Services() got unknown components {sorted(unknown)}; known: {sorted(_COMPONENTS)}")
         self.settings = settings
-        self.metrics = metrics or Metrics()
-        self.naming = Naming(settings.vector_store.collection_prefix)
         self._lock = threading.RLock()
         self._connectors: dict[tuple[str, str], Connector] = {}
+        # A cached_property reads the instance dict first, so a given component is never built.
+        self.__dict__.update(overrides)
+
+    @functools.cached_property
+    def metrics(self) -> Metrics:
+        return Metrics()
+
+    @functools.cached_property
+    def naming(self) -> Naming:
+        return Naming(self.settings.vector_store.collection_prefix)
 
     @functools.cached_property
     def registry(self) -> Registry:
+        from freshindex.registry import Registry
+
         s = self.settings
         registry = Registry.open(s.registry_url, auto_migrate=s.registry.auto_migrate, pool_size=s.registry.pool_size)
         self.metrics.add_health_collector(registry.knowledge_bases, registry.health)
@@ -47,6 +79,8 @@ class Services:
 
     @functools.cached_property
     def store(self) -> VectorStore:
+        from freshindex.vectorstore import open_store
+
         vs = self.settings.vector_store
         return open_store(
             vs.kind, path=self.settings.vector_path, url=vs.url,
@@ -55,11 +89,15 @@ class Services:
 
     @functools.cached_property
     def embedder(self) -> Embedder:
+        from freshindex.workers.embedding import build_embedder
+
         e = self.settings.embedding
         return build_embedder(e.provider, model=e.model, batch_size=e.batch_size, threads=e.threads)
 
     @functools.cached_property
     def parsers(self) -> Parsers:
+        from freshindex.workers.parsing import Limits, Parsers, PdfOptions
+
         src = self.settings.sources
         return Parsers(
             PdfOptions(max_pages=src.max_pdf_pages, max_ocr_pages=src.max_ocr_pages, ocr_language=src.ocr_language,
@@ -72,12 +110,16 @@ class Services:
 
     @functools.cached_property
     def chunker(self) -> Chunker:
+        from freshindex.workers.chunking import Chunker
+
         src = self.settings.sources
         return Chunker(max_tokens=src.chunk_tokens, overlap_tokens=src.chunk_overlap_tokens,
                        max_chunks=src.max_chunks_per_document, max_document_tokens=src.max_tokens_per_document)
 
     @functools.cached_property
     def pipeline(self) -> PipelineContext:
+        from freshindex.workers.pipeline import PipelineContext
+
         return PipelineContext(
             registry=self.registry, embedder=self.embedder, connector_for=self.connector_for, parsers=self.parsers,
             chunker=self.chunker, metrics=self.metrics, max_file_bytes=self.settings.sources.max_file_bytes,
@@ -86,6 +128,9 @@ class Services:
 
     @functools.cached_property
     def builder(self) -> Builder:
+        from freshindex.snapshots import Builder
+        from freshindex.workers.pipeline import PIPELINE_VERSION
+
         snap = self.settings.snapshots
         return Builder(self.registry, self.store, self.embedder, self.metrics, naming=self.naming,
                        pipeline_version=PIPELINE_VERSION, lock_ttl=snap.lock_ttl, lock_wait=snap.lock_wait,
@@ -93,19 +138,13 @@ class Services:
 
     @functools.cached_property
     def snapshots(self) -> SnapshotOps:
+        from freshindex.snapshots.archive import ArchiveTarget, open_target
+        from freshindex.snapshots.ops import SnapshotOps
+
         snap = self.settings.snapshots
 
         def target() -> ArchiveTarget:
-            def client() -> Any:
-                return s3_client(
-                    endpoint_url=snap.s3.endpoint_url, region=snap.s3.region,
-                    access_key_id=snap.s3.access_key_id.get_secret_value() if snap.s3.access_key_id else None,
-                    secret_access_key=(snap.s3.secret_access_key.get_secret_value()
-                                       if snap.s3.secret_access_key else None),
-                    path_style=snap.s3.path_style,
-                )
-
-            return open_target(snap.archive_uri, client)
+            return open_target(snap.archive_uri, snap.s3)
 
         return SnapshotOps(self.registry, self.store, self.builder, self.metrics, naming=self.naming,
                            archive_target=target, store_kind=self.settings.vector_store.kind,
@@ -113,9 +152,14 @@ class Services:
 
     @functools.cached_property
     def client(self) -> InjectionClient:
+        from freshindex.injection import InjectionClient
+
         return InjectionClient(self.store, self.embedder, naming=self.naming, recheck=self.registry.chunk_status)
 
     def connector_for(self, source: SourceInfo) -> Connector:
+        """The one connector of ``source`` (by id and location) in this process."""
+        from freshindex.workers.connectors import build_connector
+
         key = (source.id, source.location)
         with self._lock:
             conn = self._connectors.get(key)
@@ -125,6 +169,10 @@ class Services:
                 self._connectors[key] = conn
             return conn
 
+    def built(self, name: str) -> bool:
+        """Whether component ``name`` exists in this process (built or given); never builds it."""
+        return name in self.__dict__
+
     def check(self) -> dict[str, Any]:
         """Touch every dependency once; raises on the first that is down."""
         self.registry.ping()
@@ -133,7 +181,15 @@ class Services:
                 "embedding_model": self.embedder.model_id}
 
     def close(self) -> None:
-        if "store" in self.__dict__:
+        if self.built("store"):
             self.store.close()
-        if "registry" in self.__dict__:
+        if self.built("registry"):
             self.registry.close()
+
+
+#: What ``Services(settings, **overrides)`` accepts: every component, plus the connector lookup.
+_COMPONENTS = frozenset(
+    name for name, value in vars(Services).items() if isinstance(value, functools.cached_property)
+) | {"connector_for"}
+
+__all__ = ["Services"]

@@ -1,0 +1,69 @@
+"""What the task shells and the runners need of the process's services.
+
+The composition root (:class:`freshindex.services.Services`) sits above the
+workers and satisfies these protocols; the workers only ever see the
+protocols, so they import nothing of the root and a test can hand them any
+object with these attributes.  The protocols describe shape, not lifetime:
+whether an attribute is built on first use or given up front is the root's
+business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # annotations only: importing this module loads no engine
+    from freshindex.health.metrics import Metrics
+    from freshindex.registry import Registry
+    from freshindex.settings import Settings
+    from freshindex.snapshots import Builder
+    from freshindex.vectorstore import VectorStore
+    from freshindex.workers.pipeline import PipelineContext
+
+
+class TaskServices(Protocol):
+    """What :mod:`workers.tasks` uses: one per worker process, closed at its shutdown."""
+
+    @property
+    def pipeline(self) -> PipelineContext: ...
+
+    @property
+    def builder(self) -> Builder: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def store(self) -> VectorStore: ...
+
+    def close(self) -> None: ...
+
+
+#: Builds the worker process's services on first use (after the fork).
+ServicesFactory = Callable[[], "TaskServices"]
+
+
+class RunnerServices(Protocol):
+    """What :mod:`workers.runner` uses to run or follow a sync from one process."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def pipeline(self) -> PipelineContext: ...
+
+    @property
+    def builder(self) -> Builder: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+
+__all__ = ["RunnerServices", "ServicesFactory", "TaskServices"]
