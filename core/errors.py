@@ -45,7 +45,8 @@ class DocumentError(PermanentError):
     fails only that document: the sync records it and carries on.
     """
 
-    #: Reason codes used across connectors and parsers.
+    #: Reason codes used across connectors, parsers, the fetch retry and the
+    #: reaper: the one list of them (they are metric labels and stored rows).
     UNREADABLE = "unreadable"
     BINARY = "binary_content"
     ENCODING = "invalid_encoding"
@@ -62,6 +63,14 @@ class DocumentError(PermanentError):
     #: A folder source's symbolic link (to a file or a folder) that leads out
     #: of the source: never followed, listed so that it is seen.
     SYMLINK_OUTSIDE = "symlink_outside"
+    #: The fetch failed through every retry (``workers.connectors.retry``).
+    FETCH_FAILED = "fetch_failed"
+    #: The worker processing the document died; the reaper recorded it.
+    WORKER_LOST = "worker_lost"
+
+    #: Reasons that say nothing about the document's content: the next sync
+    #: fetches such a document again even if its etag did not change.
+    TRANSIENT = frozenset({UNREADABLE, VANISHED, FETCH_FAILED})
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from freshindex.core.enums import BlockKind
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,12 @@ class FetchedObject:
 class Block:
     """A node of a parsed document, flattened in reading order.
 
-    ``kind`` is one of heading, paragraph, list, table, code, admonition.
+    ``kind`` is a :class:`core.enums.BlockKind` (heading, paragraph, list,
+    table, table_row, code, admonition); the chunker depends on it.
     ``heading_path`` is the chain of headings above the block, outermost first.
     """
 
-    kind: str
+    kind: BlockKind
     text: str
     heading_path: tuple[str, ...] = ()
     page: int | None = None

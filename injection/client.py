@@ -13,17 +13,66 @@ recheck are passed in, so it runs next to the service or inside an app.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
 
 from freshindex.acl import Principal, query_filter, visible
 from freshindex.core.errors import NotFoundError
+from freshindex.core.naming import Naming
+from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
 from freshindex.injection.types import ContextPacket, Evidence, insufficient_context, render_context
-from freshindex.snapshots.naming import Naming
 from freshindex.vectorstore.base import ScoredHit, VectorStore
 
-#: chunk id -> (state, tombstoned); ids missing from the mapping are orphans.
-Recheck = Callable[[Sequence[str]], Mapping[str, Any]]
+
+class ChunkStatusLike(Protocol):
+    """What the recheck says of one chunk (the registry's ``ChunkStatus`` is one)."""
+
+    @property
+    def tombstoned(self) -> bool: ...
+
+
+#: chunk ids -> their status; ids missing from the mapping are orphans.
+Recheck = Callable[[Sequence[str]], Mapping[str, ChunkStatusLike]]
+
+
+class RecheckReason(StrEnum):
+    """Why the recheck keeps or drops a hit (the drop reasons are ``ContextPacket.dropped`` keys)."""
+
+    SERVABLE = "servable"
+    TOMBSTONED = "tombstoned"  # the registry has retired the chunk since the snapshot was built
+    ORPHAN = "orphan"  # the registry has no row for the point at all
+
+
+@dataclass(frozen=True)
+class RecheckVerdict:
+    """The recheck's answer for one hit.
+
+    It does not prove the chunk is current at its source: only that the
+    registry, at the moment of the query, still serves it.
+    """
+
+    chunk_id: str
+    reason: RecheckReason
+
+    @property
+    def servable(self) -> bool:
+        return self.reason is RecheckReason.SERVABLE
+
+    @classmethod
+    def of(cls, chunk_id: str, status: ChunkStatusLike | None) -> RecheckVerdict:
+        if status is None:
+            return cls(chunk_id, RecheckReason.ORPHAN)
+        if status.tombstoned:
+            return cls(chunk_id, RecheckReason.TOMBSTONED)
+        return cls(chunk_id, RecheckReason.SERVABLE)
+
+
+def recheck_hits(recheck: Recheck, ids: Sequence[str]) -> dict[str, RecheckVerdict]:
+    """One registry round trip for ``ids``: a verdict for each."""
+    statuses = recheck(ids)
+    return {cid: RecheckVerdict.of(cid, statuses.get(cid)) for cid in ids}
 
 
 class InjectionClient:
@@ -66,47 +115,45 @@ class InjectionClient:
         assert target is not None
         _collection, snapshot_id = target
         dropped: dict[str, int] = {}
-        statuses = self.recheck([h.id for h in hits]) if (self.recheck and hits) else None
-        kept: list[ScoredHit] = []
+        verdicts = recheck_hits(self.recheck, [h.id for h in hits]) if (self.recheck and hits) else None
+        kept: list[tuple[ScoredHit, PointPayload]] = []
         per_doc: dict[str, int] = {}
         for h in hits:
             if not visible(principal, h.payload):
                 dropped["acl"] = dropped.get("acl", 0) + 1
                 continue
-            if statuses is not None:
-                st = statuses.get(h.id)
-                if st is None:
-                    dropped["orphan"] = dropped.get("orphan", 0) + 1
-                    continue
-                if getattr(st, "tombstoned", False):
-                    dropped["tombstoned"] = dropped.get("tombstoned", 0) + 1
-                    continue
+            if verdicts is not None and not verdicts[h.id].servable:
+                why = str(verdicts[h.id].reason)
+                dropped[why] = dropped.get(why, 0) + 1
+                continue
             if h.score < self.min_score:
                 dropped["low_score"] = dropped.get("low_score", 0) + 1
                 continue
-            doc = h.payload.get("document_id", "")
-            if per_doc.get(doc, 0) >= self.per_document:
+            try:
+                p = PointPayload.from_dict(h.payload)
+            except PayloadError:
+                # Not a point the builder wrote: nothing to cite it by.
+                dropped["bad_payload"] = dropped.get("bad_payload", 0) + 1
+                continue
+            if per_doc.get(p.document_id, 0) >= self.per_document:
                 dropped["per_document"] = dropped.get("per_document", 0) + 1
                 continue
-            per_doc[doc] = per_doc.get(doc, 0) + 1
-            kept.append(h)
+            per_doc[p.document_id] = per_doc.get(p.document_id, 0) + 1
+            kept.append((h, p))
             if len(kept) >= limit:
                 break
         evidence: list[Evidence] = []
         used = 0
-        for h in kept:
-            text = h.payload.get("text", "")
-            if evidence and used + len(text) > self.max_chars:
+        for h, p in kept:
+            if evidence and used + len(p.text) > self.max_chars:
                 dropped["budget"] = dropped.get("budget", 0) + 1
                 continue
-            used += len(text)
-            p = h.payload
+            used += len(p.text)
             evidence.append(
                 Evidence(
-                    n=len(evidence) + 1, chunk_id=h.id, score=h.score, text=text, title=p.get("title") or "",
-                    key=p.get("key", ""), source_id=p.get("source_id", ""), heading_path=tuple(p.get("heading_path") or ()),
-                    anchor=p.get("anchor", ""), page=p.get("page"), doc_version=int(p.get("doc_version") or 0),
-                    snapshot_id=snapshot_id, written_in=p.get("snapshot_id", ""), ocr=bool((p.get("meta") or {}).get("ocr")),
+                    n=len(evidence) + 1, chunk_id=h.id, score=h.score, text=p.text, title=p.title or "",
+                    key=p.key, source_id=p.source_id, heading_path=p.heading_path, anchor=p.anchor, page=p.page,
+                    doc_version=p.doc_version, snapshot_id=snapshot_id, written_in=p.snapshot_id, ocr=p.ocr,
                 )
             )
         if not evidence:
@@ -121,4 +168,5 @@ class InjectionClient:
 
 
 #: The evidence types live in :mod:`injection.types` (importable by the thin HTTP client); re-exported here.
-__all__ = ["ContextPacket", "Evidence", "InjectionClient", "Recheck", "render_context"]
+__all__ = ["ChunkStatusLike", "ContextPacket", "Evidence", "InjectionClient", "Recheck", "RecheckReason",
+           "RecheckVerdict", "recheck_hits", "render_context"]

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from freshindex.core.errors import ConfigError, NotFoundError, StoreError
+from freshindex.settings.model import S3Settings
+from freshindex.settings.s3 import s3_client_from
 
 
 class ArchiveTarget(Protocol):
@@ -100,16 +102,17 @@ class S3Target:
         )
 
 
-def open_target(uri: str | None, s3_client: Callable[[], Any] | None = None) -> ArchiveTarget:
+def open_target(uri: str | None, s3: S3Settings | Callable[[], Any] | None = None) -> ArchiveTarget:
     """The archive target for ``uri`` (``s3://bucket/prefix`` or a folder).
 
-    ``s3_client`` builds the boto3 client (the composition root passes one
-    configured from settings).
+    ``s3`` is the snapshots' S3 settings block (the client comes from
+    :func:`settings.s3.s3_client_from`, the factory source connectors use
+    too), or a function returning a ready client (tests).
     """
     if not uri:
         raise ConfigError("no archive location: set FRESHINDEX_SNAPSHOTS__ARCHIVE_URI (s3://bucket/prefix or a folder)")
     if uri.startswith("s3://"):
-        if s3_client is None:
+        if s3 is None:
             raise ConfigError("an s3:// archive location needs S3 settings")
-        return S3Target(s3_client(), uri)
+        return S3Target(s3() if callable(s3) else s3_client_from(s3), uri)
     return LocalTarget(uri)

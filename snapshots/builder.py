@@ -33,12 +33,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from freshindex.core.enums import SERVING_SNAPSHOTS, BuildStatus, SnapshotStatus
 from freshindex.core.errors import FreshIndexError, VerificationError
+from freshindex.core.naming import Naming
+from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder, embed_text
+from freshindex.core.vector_cache import vectors_for
 from freshindex.health.metrics import Metrics
-from freshindex.registry import ChunkRow, Registry, SnapshotInfo
+from freshindex.registry import ChunkRow, SnapshotInfo
+from freshindex.registry.protocols import BuilderRegistry
 from freshindex.snapshots.lock import WriterLock
-from freshindex.snapshots.naming import Naming
 from freshindex.vectorstore.base import PointRecord, VectorStore
 
 log = logging.getLogger("freshindex.build")
@@ -50,7 +54,7 @@ PhaseHook = Callable[[str], None]
 @dataclass(frozen=True)
 class BuildResult:
     kb: str
-    status: str  # built | unchanged | failed
+    status: BuildStatus  # built | unchanged | failed
     snapshot_id: str | None  # the snapshot serving after this call
     previous_id: str | None = None
     strategy: str | None = None
@@ -68,7 +72,7 @@ class Builder:
 
     def __init__(
         self,
-        registry: Registry,
+        registry: BuilderRegistry,
         store: VectorStore,
         embedder: Embedder,
         metrics: Metrics,
@@ -104,7 +108,7 @@ class Builder:
             active = self.registry.active_snapshot(kb)
             changesets = self.registry.staged_changesets(kb)
             if not changesets and active is not None and not full:
-                return BuildResult(kb=kb, status="unchanged", snapshot_id=active.id, previous_id=active.id)
+                return BuildResult(kb=kb, status=BuildStatus.UNCHANGED, snapshot_id=active.id, previous_id=active.id)
             ops = self.registry.changeset_ops(changesets)
             strategy = "incremental"
             if (full or active is None or active.embedding_model != self.embedder.model_id
@@ -142,13 +146,13 @@ class Builder:
             self.registry.activate_snapshot(snapshot_id, ops=ops, actor=actor, reason=reason,
                                             lock=(lock.name, lock.token or 0))
             self.metrics.alias_swaps.labels(kb).inc()
-            self.metrics.builds.labels(kb, "built").inc()
+            self.metrics.builds.labels(kb, BuildStatus.BUILT).inc()
             self.metrics.build_seconds.labels(kb).observe(seconds)
             self.retain(kb)
             log.info("snapshot active", extra={"event": "snapshot_active", "kb": kb, "snapshot": snapshot_id,
                                                "previous_collection": previous, "seconds": round(seconds, 3)})
             return BuildResult(
-                kb=kb, status="built", snapshot_id=snapshot_id, previous_id=active.id if active else None,
+                kb=kb, status=BuildStatus.BUILT, snapshot_id=snapshot_id, previous_id=active.id if active else None,
                 strategy=strategy, upserts=len(upserts), deletes=len(deletes),
                 point_count=verification["point_count"], vectors_embedded=embedded, seconds=seconds,
                 verification=verification,
@@ -182,20 +186,15 @@ class Builder:
         embedded = 0
         for i in range(0, len(ids), batch):
             rows = self.registry.chunk_rows(ids[i : i + batch])
-            vectors = self.registry.cached_vectors(self.embedder.model_id, [r.content_hash for r in rows])
-            missing = [r for r in rows if r.content_hash not in vectors]
-            if missing:
-                # Only a model change (or a wiped cache) gets here: fill the
-                # cache so the next build reuses these vectors.
-                fresh = self.embedder.embed([embed_text(r.heading_path, r.text) for r in missing])
-                new = {r.content_hash: fresh[n] for n, r in enumerate(missing)}
-                self.registry.cache_vectors(self.embedder.model_id, new)
-                vectors.update(new)
-                embedded += len(missing)
+            # Only a model change (or a wiped cache) embeds here: the pipeline
+            # filled the cache; the same rule refills it for the next build.
+            result = vectors_for({r.content_hash: embed_text(r.heading_path, r.text) for r in rows},
+                                 self.embedder, self.registry)
+            embedded += result.embedded
             self.store.upsert(
                 collection,
-                [PointRecord(id=r.id, vector=np.asarray(vectors[r.content_hash]).tolist(),
-                             payload=point_payload(r, snapshot_id)) for r in rows],
+                [PointRecord(id=r.id, vector=np.asarray(result.vectors[r.content_hash]).tolist(),
+                             payload=point_payload(r, snapshot_id).to_dict()) for r in rows],
             )
         self.store.flush(collection)
         return embedded
@@ -231,8 +230,9 @@ class Builder:
             for i in range(0, len(written), 1000):
                 points.update({p.id: p for p in self.store.retrieve(collection, written[i : i + 1000])})
             missing = [cid for cid in written if cid not in points]
+            payloads = {cid: _read_payload(p.payload) for cid, p in points.items()}
             wrong = [cid for cid in written if cid in points and cid in rows
-                     and points[cid].payload.get("content_hash") != rows[cid].content_hash]
+                     and (payloads[cid] is None or payloads[cid].content_hash != rows[cid].content_hash)]
             checks["written_checked"] = len(written)
             if missing or wrong:
                 raise _Held("written", f"{len(missing)} written points missing and {len(wrong)} with the wrong "
@@ -241,14 +241,16 @@ class Builder:
             sample = rng.sample(list(written), min(self.verify_sample, len(written)))
             bad = []
             for cid in sample:
-                p, r = points[cid].payload, rows.get(cid)
+                p, r = payloads[cid], rows.get(cid)
                 if r is None:
                     bad.append((cid, "no registry row"))
-                elif list(p.get("acl", [])) != list(r.acl):
+                elif p is None:
+                    bad.append((cid, "payload"))
+                elif p.acl != tuple(r.acl):
                     bad.append((cid, "acl"))
-                elif p.get("source_id") != r.source_id or p.get("document_id") != r.document_id:
+                elif p.source_id != r.source_id or p.document_id != r.document_id:
                     bad.append((cid, "source"))
-                elif not p.get("snapshot_id"):
+                elif not p.snapshot_id:
                     bad.append((cid, "snapshot_id"))
             checks["sampled"] = len(sample)
             if bad:
@@ -281,7 +283,7 @@ class Builder:
         failed = []
         for canary, vector in zip(canaries, vectors, strict=True):
             hits = self.store.search(collection, vector.tolist(), limit=canary.top_k)
-            if not any(h.payload.get("key") == canary.expected_key for h in hits):
+            if not any((p := _read_payload(h.payload)) is not None and p.key == canary.expected_key for h in hits):
                 failed.append(canary.question)
         checks["canaries"] = {"run": len(canaries), "failed": failed}
         if failed:
@@ -293,7 +295,7 @@ class Builder:
         check = exc.check if isinstance(exc, _Held) else type(exc).__name__
         details = exc.checks if isinstance(exc, _Held) else {"reason": str(exc)}
         self.registry.fail_snapshot(snapshot_id, str(exc), details)
-        self.metrics.builds.labels(kb, "failed").inc()
+        self.metrics.builds.labels(kb, BuildStatus.FAILED).inc()
         self.metrics.verification_failures.labels(kb, check).inc()
         try:
             self.store.drop_collection(collection)
@@ -302,7 +304,7 @@ class Builder:
         log.error("build held", extra={"event": "build_failed", "kb": kb, "snapshot": snapshot_id,
                                        "check": check, "reason": str(exc)})
         return BuildResult(
-            kb=kb, status="failed", snapshot_id=active.id if active else None, previous_id=active.id if active else None,
+            kb=kb, status=BuildStatus.FAILED, snapshot_id=active.id if active else None, previous_id=active.id if active else None,
             seconds=time.perf_counter() - started, reason=str(exc), verification=details,
         )
 
@@ -316,7 +318,7 @@ class Builder:
         """
         target = self.store.get_alias(self.naming.alias(kb))
         for snap in self.registry.abandoned_snapshots(kb):
-            if snap.collection == target and snap.status == "verified":
+            if snap.collection == target and snap.status == SnapshotStatus.VERIFIED:
                 ops = self.registry.changeset_ops(list(snap.changeset_ids))
                 self.registry.activate_snapshot(snap.id, ops=ops, actor="reconcile",
                                                 reason="alias already swapped; completing the record")
@@ -331,8 +333,8 @@ class Builder:
     def retain(self, kb: str) -> list[str]:
         """Keep the newest ``keep_versions`` built versions; never the active one
         or its parent.  Returns the pruned snapshot ids."""
-        snaps = [s for s in self.registry.list_snapshots(kb) if s.status in ("active", "retired")]
-        active = next((s for s in snaps if s.status == "active"), None)
+        snaps = [s for s in self.registry.list_snapshots(kb) if s.status in SERVING_SNAPSHOTS]
+        active = next((s for s in snaps if s.status == SnapshotStatus.ACTIVE), None)
         protected = {active.id, active.parent_id} if active else set()
         keep = [s.id for s in snaps if s.id in protected]
         for s in snaps:
@@ -345,7 +347,7 @@ class Builder:
             if s.id in keep:
                 continue
             self.store.drop_collection(s.collection)
-            self.registry.set_snapshot_status(s.id, "pruned")
+            self.registry.set_snapshot_status(s.id, SnapshotStatus.PRUNED)
             pruned.append(s.id)
         return pruned
 
@@ -357,30 +359,22 @@ class _Held(VerificationError):
         self.checks = {**checks, "failed_check": check, "reason": message}
 
 
-def point_payload(row: ChunkRow, snapshot_id: str) -> dict[str, Any]:
-    """The payload of a point: enough to cite and filter without the registry.
+def _read_payload(payload: dict[str, Any]) -> PointPayload | None:
+    """A stored payload read back, or None when it is not one the builder wrote."""
+    try:
+        return PointPayload.from_dict(payload)
+    except PayloadError:
+        return None
 
-    ``snapshot_id`` is the build that wrote the point; a query result also
-    names the snapshot that served it (the alias target).
-    """
-    return {
-        "chunk_id": row.id,
-        "document_id": row.document_id,
-        "source_id": row.source_id,
-        "kb": row.kb,
-        "key": row.key,
-        "title": row.title,
-        "heading_path": list(row.heading_path),
-        "anchor": row.anchor,
-        "page": row.page,
-        "kind": row.kind,
-        "text": row.text,
-        "content_hash": row.content_hash,
-        "doc_version": row.doc_version,
-        "acl": list(row.acl),
-        "snapshot_id": snapshot_id,
-        "meta": row.meta,
-    }
+
+def point_payload(row: ChunkRow, snapshot_id: str) -> PointPayload:
+    """The payload of the point for ``row`` as written by ``snapshot_id`` (see :class:`core.payload.PointPayload`)."""
+    return PointPayload(
+        chunk_id=row.id, document_id=row.document_id, source_id=row.source_id, kb=row.kb, key=row.key,
+        title=row.title, heading_path=tuple(row.heading_path), anchor=row.anchor, page=row.page, kind=row.kind,
+        text=row.text, content_hash=row.content_hash, doc_version=row.doc_version, acl=tuple(row.acl),
+        snapshot_id=snapshot_id, meta=row.meta,
+    )
 
 
 __all__ = ["BuildResult", "Builder", "PhaseHook", "point_payload"]

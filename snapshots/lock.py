@@ -17,7 +17,7 @@ import time
 from types import TracebackType
 
 from freshindex.core.errors import LockHeldError
-from freshindex.registry import Registry
+from freshindex.registry.protocols import Locks
 
 log = logging.getLogger("freshindex.lock")
 
@@ -27,7 +27,7 @@ def default_owner() -> str:
 
 
 class WriterLock:
-    def __init__(self, registry: Registry, name: str, *, ttl: float = 120.0, wait: float = 0.0,
+    def __init__(self, registry: Locks, name: str, *, ttl: float = 120.0, wait: float = 0.0,
                  owner: str | None = None) -> None:
         self.registry, self.name, self.ttl, self.wait = registry, name, ttl, wait
         self.owner = owner or default_owner()

@@ -13,17 +13,18 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from freshindex.core.enums import SnapshotStatus
 from freshindex.core.errors import ConfigError, NotFoundError, StoreError, VerificationError
+from freshindex.core.naming import Naming
 from freshindex.health.metrics import Metrics
-from freshindex.registry import Registry, SnapshotInfo
+from freshindex.registry import SnapshotInfo
+from freshindex.registry.protocols import SnapshotOpsRegistry
 from freshindex.snapshots.archive import ArchiveTarget
 from freshindex.snapshots.builder import Builder
-from freshindex.snapshots.naming import Naming
 from freshindex.vectorstore.base import VectorStore
 
 log = logging.getLogger("freshindex.snapshots")
@@ -41,7 +42,7 @@ def _sha256(path: Path) -> str:
 
 
 class SnapshotOps:
-    def __init__(self, registry: Registry, store: VectorStore, builder: Builder, metrics: Metrics, *,
+    def __init__(self, registry: SnapshotOpsRegistry, store: VectorStore, builder: Builder, metrics: Metrics, *,
                  naming: Naming, archive_target: Callable[[], ArchiveTarget], store_kind: str = "edge",
                  presign_seconds: int = 3600) -> None:
         self.registry, self.store, self.builder, self.metrics = registry, store, builder, metrics
@@ -54,7 +55,7 @@ class SnapshotOps:
 
     def show(self, snapshot_id: str) -> dict[str, Any]:
         snap = self.registry.get_snapshot(snapshot_id)
-        data = _manifest(snap)
+        data = snap.as_dict(full=True)
         data["serving"] = self.store.get_alias(self.naming.alias(snap.kb)) == snap.collection
         data["collection_exists"] = snap.collection in self.store.list_collections()
         data["alias_history"] = self.registry.alias_events(snap.kb, limit=10)
@@ -70,7 +71,7 @@ class SnapshotOps:
         if snap.status not in SERVING:
             raise ConfigError(f"{snapshot_id} is {snap.status}; only built snapshots can be verified")
         try:
-            if snap.status == "active":
+            if snap.status == SnapshotStatus.ACTIVE:
                 live = self.registry.live_chunk_ids_for_kb(snap.kb)
                 sample = live[:: max(1, len(live) // max(1, self.builder.verify_sample))]
                 checks = self.builder.verify_collection(snap.kb, snap.collection, expected=len(live), written=sample,
@@ -143,7 +144,7 @@ class SnapshotOps:
                 raise VerificationError(f"{target.collection} holds {count} points, its manifest says "
                                         f"{target.point_count}; not swapping to it")
             between = [s for s in self.registry.list_snapshots(kb)
-                       if s.status not in ("failed", "building", "verified") and active is not None
+                       if s.status not in (SnapshotStatus.FAILED, SnapshotStatus.BUILDING, SnapshotStatus.VERIFIED) and active is not None
                        and min(active.version, target.version) < s.version <= max(active.version, target.version)]
             changesets = sorted({c for s in between for c in s.changeset_ids})
             backwards = active is not None and target.version < active.version
@@ -175,7 +176,7 @@ class SnapshotOps:
             raise NotFoundError(f"knowledge base {kb} has no active snapshot")
         if to is None:
             older = [s for s in self.registry.list_snapshots(kb)
-                     if s.status == "retired" and s.version < active.version]
+                     if s.status == SnapshotStatus.RETIRED and s.version < active.version]
             if not older:
                 raise NotFoundError(f"{active.id} has no retained predecessor to roll back to")
             to = older[0].id
@@ -196,10 +197,10 @@ class SnapshotOps:
             work = Path(tmp)
             self.store.export_collection(snap.collection, work / "collection.bin")
             ids = list(self.store.iter_ids(snap.collection))
-            registry = self.registry.export_snapshot(snapshot_id, ids, current=snap.status == "active")
+            registry = self.registry.export_snapshot(snapshot_id, ids, current=snap.status == SnapshotStatus.ACTIVE)
             (work / "registry.json").write_text(json.dumps(registry, default=str))
             manifest = {
-                "format": ARCHIVE_FORMAT, "snapshot": _manifest(snap), "store": self.store_kind,
+                "format": ARCHIVE_FORMAT, "snapshot": snap.as_dict(full=True), "store": self.store_kind,
                 "points": len(ids),
                 "files": {n: {"sha256": _sha256(work / n), "bytes": (work / n).stat().st_size}
                           for n in ("collection.bin", "registry.json")},
@@ -286,12 +287,3 @@ def _stranded_row(d: dict[str, Any]) -> dict[str, Any]:
     if "changeset_id" in d:
         row["changeset_id"] = d["changeset_id"]
     return row
-
-
-def _manifest(snap: SnapshotInfo) -> dict[str, Any]:
-    data = asdict(snap)
-    for k in ("created_at", "activated_at"):
-        if data.get(k) is not None:
-            data[k] = data[k].isoformat()
-    data["changeset_ids"] = list(snap.changeset_ids)
-    return data

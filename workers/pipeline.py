@@ -22,12 +22,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from freshindex.core.errors import DocumentError, RetryableError, StaleTaskError
+from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeKind
+from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.errors import DocumentError, LockHeldError, RetryableError, StaleTaskError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import Embedder, ObjectRef
 from freshindex.health.metrics import Metrics
 from freshindex.registry import TRANSIENT_REASONS, DocumentOutcome, DocumentState, Registry, SourceInfo, SyncRunInfo
+from freshindex.registry.protocols import RunLedger
 from freshindex.settings.model import SyncSettings
+from freshindex.snapshots import BuildResult
 from freshindex.workers.chunking import CHUNKER_VERSION, Chunker
 from freshindex.workers.connectors import Connector, check_key
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
@@ -80,9 +84,9 @@ class SyncPlan:
 
 
 def _needs_processing(known: DocumentState | None, ref: ObjectRef) -> bool:
-    if known is None or known.state == "deleted":
+    if known is None or known.state == DocState.DELETED:
         return True
-    if known.state == "error":
+    if known.state == DocState.ERROR:
         return known.etag != ref.etag or known.error_reason in TRANSIENT_REASONS
     if known.parser_version != PIPELINE_VERSION:
         return True
@@ -131,7 +135,7 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
         # Any listing failure (not only SourceError: a bug, a bad location)
         # must close the run, or the source looks busy until its lease ends.
         ctx.registry.finish_sync_run(run_id, error=f"cannot list the source: {exc}")
-        ctx.registry.set_run_build(run_id, status="failed", snapshot_id=None, error=str(exc))
+        ctx.registry.set_run_build(run_id, status=BuildStatus.FAILED, snapshot_id=None, error=str(exc))
         ctx.metrics.sync_runs.labels(source_id, "failed").inc()
         log.warning("sync failed", extra={"event": "sync_list_failed", "source": source_id, "run": run_id,
                                           "error": str(exc)})
@@ -139,9 +143,9 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
     known = ctx.registry.documents_for_source(source_id)
     listed = {ref.key for ref in refs}
     planned = tuple(PlannedDocument(r.key, r.etag, r.size) for r in refs if _needs_processing(known.get(r.key), r))
-    gone = [doc for key, doc in known.items() if key not in listed and doc.state in ("active", "error")]
-    live = sum(1 for doc in known.values() if doc.state == "active")
-    deleting = sum(1 for doc in gone if doc.state == "active")
+    gone = [doc for key, doc in known.items() if key not in listed and doc.state in (DocState.ACTIVE, DocState.ERROR)]
+    live = sum(1 for doc in known.values() if doc.state == DocState.ACTIVE)
+    deleting = sum(1 for doc in gone if doc.state == DocState.ACTIVE)
     guard = ctx.sync
     held = deletion_hold(deleting=deleting, live=live, listed=len(refs), max_share=guard.max_deletion_share,
                          min_held=guard.min_held_deletions)
@@ -199,7 +203,7 @@ def process_document(
         return _process_document(ctx, run_id, changeset_id, source_id, key, etag, size)
     except StaleTaskError as exc:
         record_stale(ctx, "process_document", exc, source=source_id, key=key)
-        return DocumentOutcome(document_id=document_id(source_id, key), key=key, outcome="stale",
+        return DocumentOutcome(document_id=document_id(source_id, key), key=key, outcome=DocumentOutcomeKind.STALE,
                                error_detail=exc.why)
 
 
@@ -245,14 +249,14 @@ def _process_document(
         known = ctx.registry.get_document(doc_id)
         if (
             known is not None
-            and known.state == "active"
+            and known.state == DocState.ACTIVE
             and known.content_hash == digest
             and known.parser_version == PIPELINE_VERSION
         ):
             ctx.registry.touch_document(run_id, doc_id, etag=etag, size=len(data),
                                         seconds=time.perf_counter() - started, changeset_id=changeset_id)
             ctx.metrics.documents.labels(source_id, "unchanged").inc()
-            return DocumentOutcome(document_id=doc_id, key=key, outcome="unchanged")
+            return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.UNCHANGED)
         parsed = ctx.parsers.parse(data, key)
         chunks = ctx.chunker.chunk(doc_id, parsed)
         if not chunks:
@@ -270,7 +274,7 @@ def _process_document(
             extra={"event": "document_failed", "source": source_id, "key": key, "reason": exc.reason,
                    "detail": exc.detail},
         )
-        return DocumentOutcome(document_id=doc_id, key=key, outcome="failed", error_reason=exc.reason,
+        return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.FAILED, error_reason=exc.reason,
                                error_detail=exc.detail, seconds=seconds)
 
     old_ids = ctx.registry.live_chunk_ids(doc_id)
@@ -286,7 +290,7 @@ def _process_document(
     if known is not None and known.content_hash == digest and known.parser_version != PIPELINE_VERSION:
         rechunk_reason = f"pipeline {known.parser_version} -> {PIPELINE_VERSION}"
     outcome = DocumentOutcome(
-        document_id=doc_id, key=key, outcome="modified" if known is not None and known.version else "added",
+        document_id=doc_id, key=key, outcome=DocumentOutcomeKind.MODIFIED if known is not None and known.version else DocumentOutcomeKind.ADDED,
         chunks_embedded=result.embedded, chunks_reused=result.reused, chunks_kept=len(new_ids & old_ids),
         chunks_added=len(added_ids), chunks_moved=moved, tombstones=len(removed_ids),
         seconds=time.perf_counter() - started, rechunk_reason=rechunk_reason,
@@ -316,8 +320,50 @@ def finish_sync(ctx: PipelineContext, run_id: int) -> tuple[SyncRunInfo, bool]:
     if not finished_now:
         return run, False
     ctx.metrics.sync_runs.labels(run.source_id, run.status).inc()
-    if run.status in ("succeeded", "partial") and run.finished_at is not None:
+    if run.status in SUCCESSFUL_RUNS and run.finished_at is not None:
         ctx.metrics.last_sync.labels(run.source_id).set(run.finished_at.timestamp())
     log.info("sync finished", extra={"event": "sync_finished", "source": run.source_id, "run": run_id,
                                       "status": run.status, **run.summary.get("documents", {})})
     return run, True
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """What the build after a run did, as recorded on the run."""
+
+    status: BuildStatus
+    reason: str | None
+    snapshot_id: str | None
+
+
+def record_build(registry: RunLedger, run_id: int | None, outcome: BuildResult | LockHeldError) -> BuildRecord:
+    """Decide, and record on the run, what a build attempt means for it.
+
+    The one rule the inline runner and the Celery ``build_snapshot`` task
+    both follow:
+
+    * the builder ran: its status, except that ``unchanged`` counts as
+      ``built`` when an earlier build already applied this run's changeset;
+    * another builder held the lock (after ``snapshots.lock_wait``): the
+      build is *queued*: the run stays ``pending`` with the reason, its
+      changeset stays staged, and the next build (the lock holder's
+      successor, the reaper, or ``freshindex snapshots build``) applies it.
+      It is not a verification failure.  The Celery shell also retries the
+      task; the inline runner reports it and exits 0.
+
+    With ``run_id`` None (a build asked for directly) nothing is recorded.
+    What it does not guarantee: that a queued build is picked up before the
+    run's lease (``sync.run_lease_s``) lets the reaper see it.
+    """
+    if isinstance(outcome, LockHeldError):
+        record = BuildRecord(BuildStatus.PENDING, f"queued behind another builder: {outcome}", None)
+        if run_id is not None:
+            registry.set_run_build(run_id, status=record.status, snapshot_id=None, error=record.reason)
+        return record
+    status = BuildStatus(outcome.status)
+    if run_id is not None and status is BuildStatus.UNCHANGED and registry.run_changeset_applied(run_id):
+        status = BuildStatus.BUILT  # an earlier build already took this run's changes
+    record = BuildRecord(status, outcome.reason, outcome.snapshot_id)
+    if run_id is not None:
+        registry.set_run_build(run_id, status=status, snapshot_id=outcome.snapshot_id, error=outcome.reason)
+    return record

@@ -18,20 +18,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeKind, RunStatus
 from freshindex.core.errors import FreshIndexError, LockHeldError, RetryableError
+from freshindex.core.exit_codes import ExitCode
 from freshindex.registry import DocumentErrorInfo, SnapshotInfo, SyncRunInfo
 from freshindex.schedules.reaper import Heartbeat
 from freshindex.snapshots import BuildResult
 from freshindex.workers import pipeline
-from freshindex.workers.services import Services
+from freshindex.workers.ports import RunnerServices
 
 log = logging.getLogger("freshindex.runner")
 
 Progress = Callable[[int, int, str], None]
 
-EXIT_OK, EXIT_NOTHING_INDEXED, EXIT_BUILD_HELD = 0, 1, 3
-#: The deletion guard held the run's deletions (``freshindex sources confirm-deletions``).
-EXIT_DELETIONS_HELD = 4
+#: Kept for callers that import the names; the codes live in :class:`core.exit_codes.ExitCode`.
+EXIT_OK, EXIT_NOTHING_INDEXED, EXIT_BUILD_HELD = ExitCode.OK, ExitCode.FAILED, ExitCode.VERIFICATION_HELD
+EXIT_DELETIONS_HELD = ExitCode.DELETIONS_HELD
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,15 @@ class SyncReport:
     joined: bool = False
 
     @property
-    def exit_code(self) -> int:
-        if self.run.status == "failed":
-            return EXIT_NOTHING_INDEXED
-        if self.run.status == "held":
-            return EXIT_DELETIONS_HELD
-        if self.build_status == "failed":
-            return EXIT_BUILD_HELD
-        return EXIT_OK
+    def exit_code(self) -> ExitCode:
+        """The process exit code for this sync (a queued build, ``pending``, is OK)."""
+        if self.run.status == RunStatus.FAILED:
+            return ExitCode.FAILED
+        if self.run.status == RunStatus.HELD:
+            return ExitCode.DELETIONS_HELD
+        if self.build_status == BuildStatus.FAILED:
+            return ExitCode.VERIFICATION_HELD
+        return ExitCode.OK
 
     def as_dict(self) -> dict[str, Any]:
         s = self.run.summary
@@ -77,7 +80,7 @@ class SyncReport:
                 "status": self.build_status,
                 "reason": self.build_reason,
                 "snapshot_id": snap.id if snap else None,
-                "strategy": snap.strategy if snap and self.build_status == "built" else None,
+                "strategy": snap.strategy if snap and self.build_status == BuildStatus.BUILT else None,
                 "point_count": snap.point_count if snap else 0,
             },
             "active_snapshot": snap.id if snap else None,
@@ -91,7 +94,7 @@ class SyncReport:
         }
 
 
-def sync_inline(svc: Services, source_id: str, *, trigger: str = "cli", progress: Progress | None = None,
+def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", progress: Progress | None = None,
                 build: bool = True, poll: float = 0.25) -> SyncReport:
     """Sync ``source_id`` in this process, or follow the live run another sync opened.
 
@@ -120,14 +123,14 @@ def sync_inline(svc: Services, source_id: str, *, trigger: str = "cli", progress
             seconds=time.perf_counter() - started, joined=True,
         )
     total = len(plan.documents)
-    status, reason = "skipped", None
+    status, reason = BuildStatus.SKIPPED, None
     with Heartbeat(svc.registry, plan.run_id, svc.settings.sync.heartbeat_interval_s):
         stale = None
         try:
             for n, doc in enumerate(plan.documents, start=1):
                 outcome = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, source_id, doc.key,
                                                     doc.etag, doc.size)
-                if outcome.outcome == "stale":
+                if outcome.outcome == DocumentOutcomeKind.STALE:
                     # Another process closed this run (it looked dead to it):
                     # every further write would be refused too.
                     stale = outcome.error_detail
@@ -143,7 +146,7 @@ def sync_inline(svc: Services, source_id: str, *, trigger: str = "cli", progress
                 status, reason = _build(svc, plan.kb, plan.run_id)
             else:
                 # Settled on purpose: a joiner stops waiting, the reaper does not build it.
-                svc.registry.set_run_build(plan.run_id, status="skipped", snapshot_id=None)
+                svc.registry.set_run_build(plan.run_id, status=BuildStatus.SKIPPED, snapshot_id=None)
         else:
             reason = f"not built here: {stale}"
     run = svc.registry.get_sync_run(plan.run_id)
@@ -154,7 +157,7 @@ def sync_inline(svc: Services, source_id: str, *, trigger: str = "cli", progress
     )
 
 
-def _follow_joined(svc: Services, run_id: int, *, progress: Progress | None, poll: float) -> SyncRunInfo | None:
+def _follow_joined(svc: RunnerServices, run_id: int, *, progress: Progress | None, poll: float) -> SyncRunInfo | None:
     """Wait for a run another process works on to end (its build settled).
 
     Returns the ended run, or None once the run stopped renewing its lease
@@ -165,13 +168,13 @@ def _follow_joined(svc: Services, run_id: int, *, progress: Progress | None, pol
     last = -1
     while True:
         run = svc.registry.get_sync_run(run_id)
-        if run.done or run.status not in ("running", "succeeded", "partial", "failed"):
+        if run.done or run.status not in (RunStatus.RUNNING, *SUCCESSFUL_RUNS, RunStatus.FAILED):
             return run  # ended, or parked (held) for a person: report it as it is
         done, planned = svc.registry.run_progress(run_id)
         if progress and done != last:
             progress(done, planned, "")
             last = done
-        seen = run.heartbeat_at or (run.started_at if run.status == "running" else run.finished_at)
+        seen = run.heartbeat_at or (run.started_at if run.status == RunStatus.RUNNING else run.finished_at)
         if seen is not None and seen.tzinfo is None:
             seen = seen.replace(tzinfo=dt.UTC)
         if seen is None or dt.datetime.now(dt.UTC) - seen > lease:
@@ -181,7 +184,7 @@ def _follow_joined(svc: Services, run_id: int, *, progress: Progress | None, pol
         time.sleep(poll)
 
 
-def _close_aborted(svc: Services, run_id: int, exc: BaseException) -> None:
+def _close_aborted(svc: RunnerServices, run_id: int, exc: BaseException) -> None:
     """Close a run whose inline loop raised (registry down, a bug, Ctrl-C) as ``failed``.
 
     Fetch errors never get here (they are recorded per document).  Without
@@ -192,7 +195,7 @@ def _close_aborted(svc: Services, run_id: int, exc: BaseException) -> None:
     error = f"inline sync aborted: {type(exc).__name__}: {exc}"
     try:
         run, finished_now = svc.registry.finish_sync_run(run_id, error=error)
-        svc.registry.set_run_build(run_id, status="failed", snapshot_id=None, error=error)
+        svc.registry.set_run_build(run_id, status=BuildStatus.FAILED, snapshot_id=None, error=error)
         if finished_now:
             svc.metrics.sync_runs.labels(run.source_id, "failed").inc()
     except Exception:
@@ -200,20 +203,24 @@ def _close_aborted(svc: Services, run_id: int, exc: BaseException) -> None:
     log.error("sync aborted", extra={"event": "sync_aborted", "run": run_id, "error": error})
 
 
-def _build(svc: Services, kb: str, run_id: int) -> tuple[str, str | None]:
+def _build(svc: RunnerServices, kb: str, run_id: int) -> tuple[str, str | None]:
+    """Build after an inline run and record it (:func:`pipeline.record_build` decides what it means).
+
+    A lock held by another builder (after ``snapshots.lock_wait``) queues
+    the build instead of failing it: the report says ``pending`` with the
+    reason and the sync exits 0; exit 3 stays reserved for verification.
+    """
     try:
-        result: BuildResult = svc.builder.build(kb, actor="cli", reason=f"sync run {run_id}")
+        outcome: BuildResult | LockHeldError = svc.builder.build(kb, actor="cli", reason=f"sync run {run_id}")
     except LockHeldError as exc:
-        svc.registry.set_run_build(run_id, status="failed", snapshot_id=None, error=str(exc))
-        return "failed", str(exc)
-    status = result.status
-    if status == "unchanged" and svc.registry.run_changeset_applied(run_id):
-        status = "built"
-    svc.registry.set_run_build(run_id, status=status, snapshot_id=result.snapshot_id, error=result.reason)
-    return status, result.reason
+        outcome = exc
+        log.warning("build queued behind another builder", extra={"event": "build_queued", "kb": kb,
+                                                                  "run": run_id, "reason": str(exc)})
+    record = pipeline.record_build(svc.registry, run_id, outcome)
+    return record.status, record.reason
 
 
-def sync_distributed(svc: Services, app: Any, source_id: str, *, trigger: str = "cli", timeout: float = 3600.0,
+def sync_distributed(svc: RunnerServices, app: Any, source_id: str, *, trigger: str = "cli", timeout: float = 3600.0,
                      progress: Progress | None = None, poll: float = 0.25) -> SyncReport:
     """Enqueue a sync on the broker and follow its run until it ends.
 
@@ -225,7 +232,7 @@ def sync_distributed(svc: Services, app: Any, source_id: str, *, trigger: str = 
     here, so recovery from a dead worker does not wait for beat.  Raises
     :class:`FreshIndexError` only if the run is still going after ``timeout``.
     """
-    from freshindex.workers.app import TaskName
+    from freshindex.workers.names import TaskName
 
     started = time.perf_counter()
     svc.registry.get_source(source_id)  # fail fast on an unknown source
@@ -248,7 +255,7 @@ def sync_distributed(svc: Services, app: Any, source_id: str, *, trigger: str = 
         if progress and done != last:
             progress(done, planned, "")
             last = done
-        if run.status != "running" and run.build_status != "pending":
+        if run.status != RunStatus.RUNNING and run.build_status != BuildStatus.PENDING:
             break
         now = time.monotonic()
         if now >= next_check:
@@ -287,7 +294,7 @@ def _joined(async_result: Any, run_id: int) -> bool:
     return isinstance(value, dict) and bool(value.get("joined")) and _result_run_id(value) == run_id
 
 
-def _await_run(svc: Services, async_result: Any, source_id: str, before: int, deadline: float,
+def _await_run(svc: RunnerServices, async_result: Any, source_id: str, before: int, deadline: float,
                poll: float) -> int:
     """The id of the run our ``sync_source`` opened: from its result, or from
     the registry as soon as the run appears (its worker may die before it
@@ -313,14 +320,15 @@ def _await_run(svc: Services, async_result: Any, source_id: str, before: int, de
         time.sleep(poll)
 
 
-def _reap(svc: Services, app: Any | None, *, only: int | None = None) -> bool:
+def _reap(svc: RunnerServices, app: Any | None, *, only: int | None = None) -> bool:
     """Recover stalled runs before (or while) a sync runs; never fails the sync.
 
     With ``only``, reap only if that run is among the stalled; returns
     whether anything was reaped.  ``app`` None: embedded mode (build here,
     close what cannot be resumed).
     """
-    from freshindex.schedules.reaper import ReapActions, celery_actions, reap
+    from freshindex.schedules.reaper import ReapActions, reap
+    from freshindex.workers.names import enqueue_actions
 
     try:
         lease = svc.settings.sync.run_lease_s
@@ -329,7 +337,7 @@ def _reap(svc: Services, app: Any | None, *, only: int | None = None) -> bool:
         def build_here(kb: str, run_id: int) -> None:
             _build(svc, kb, run_id)
 
-        actions = celery_actions(app) if app is not None else ReapActions(build=build_here)
+        actions = enqueue_actions(app) if app is not None else ReapActions(build=build_here)
         return bool(reap(svc.registry, actions, lease_s=lease, metrics=svc.metrics).reaped)
     except Exception:  # a broker or registry blip: the next check (or beat) tries again
         log.warning("reaping stalled runs failed", exc_info=True)
@@ -338,12 +346,12 @@ def _reap(svc: Services, app: Any | None, *, only: int | None = None) -> bool:
 
 def describe_end(run: SyncRunInfo) -> str:
     """How a run ended, in a few words (``succeeded``, ``failed: worker lost ...``)."""
-    if run.status == "running":
-        return "running"
+    if run.status == RunStatus.RUNNING:
+        return str(RunStatus.RUNNING)
     how = run.status
     if run.error and run.error.startswith("abandoned"):
         how = "abandoned"
     detail = run.held_reason or run.error
-    if run.status not in ("failed", "held") or not detail:
+    if run.status not in (RunStatus.FAILED, RunStatus.HELD) or not detail:
         detail = f"build {run.build_status}" + (f": {run.build_error}" if run.build_error else "")
     return f"{how}: {detail}"

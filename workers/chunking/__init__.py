@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.ids import chunk_point_id, sha256_hex
 from freshindex.core.types import Block, ChunkDraft, ParsedDocument
@@ -104,15 +105,15 @@ class Chunker:
     # -- documents ------------------------------------------------------------
 
     def _document_pieces(self, parsed: ParsedDocument) -> Iterator[Piece]:
-        rows = [b for b in parsed.blocks if b.kind == "table_row"]
+        rows = [b for b in parsed.blocks if b.kind == BlockKind.TABLE_ROW]
         if rows:
             yield from self._csv(rows, parsed)
-        for heading_path, blocks in _sections(b for b in parsed.blocks if b.kind != "table_row"):
+        for heading_path, blocks in _sections(b for b in parsed.blocks if b.kind != BlockKind.TABLE_ROW):
             run: list[Block] = []
             for block in blocks:
-                if block.kind == "heading":
+                if block.kind == BlockKind.HEADING:
                     continue
-                if block.kind == "table" and "rows" in block.meta:
+                if block.kind == BlockKind.TABLE and "rows" in block.meta:
                     yield from self._prose(heading_path, run)
                     run = []
                     yield from self._table(heading_path, block)
@@ -128,14 +129,14 @@ class Chunker:
         for piece in table_pieces(columns, cells, self.max_tokens, units=parsed.meta.get("units")):
             first, last = piece.meta["rows"]
             piece.meta["rows"] = [rows[first - 1].meta.get("row", first), rows[last - 1].meta.get("row", last)]
-            yield Piece(piece.text, "table", path, None, piece.meta)
+            yield Piece(piece.text, BlockKind.TABLE, path, None, piece.meta)
 
     def _table(self, heading_path: tuple[str, ...], block: Block) -> Iterator[Piece]:
         m = block.meta
         extra = {k: m[k] for k in ("pages",) if k in m}
         for piece in table_pieces(m["columns"], m["rows"], self.max_tokens, caption=m.get("caption"),
                                   units=m.get("units"), extra=extra):
-            yield Piece(piece.text, "table", heading_path, block.page, piece.meta)
+            yield Piece(piece.text, BlockKind.TABLE, heading_path, block.page, piece.meta)
 
     def _prose(self, heading_path: tuple[str, ...], blocks: list[Block]) -> Iterator[Piece]:
         if not blocks:
@@ -153,7 +154,7 @@ class Chunker:
 
     def _split(self, heading_path: tuple[str, ...], unit: Unit) -> Iterator[Piece]:
         kinds = {b.kind for b in unit.parts}
-        if "code" in kinds or kinds == {"list"} or kinds == {"table"}:
+        if BlockKind.CODE in kinds or kinds == {BlockKind.LIST} or kinds == {BlockKind.TABLE}:
             texts = split_lines(unit.text, self.max_tokens)
         else:
             texts = split_prose(unit.text, self.max_tokens, self.overlap_tokens)
@@ -219,9 +220,13 @@ def _identify(document_id: str, parsed: ParsedDocument, pieces: Iterable[Piece],
     return drafts
 
 
+#: A chunk's kind when it packs blocks of several kinds (otherwise its blocks' :class:`BlockKind`).
+MIXED_KIND = "mixed"
+
+
 def _kind(blocks: list[Block]) -> str:
     kinds = {b.kind for b in blocks}
-    return kinds.pop() if len(kinds) == 1 else "mixed"
+    return kinds.pop() if len(kinds) == 1 else MIXED_KIND
 
 
 def _first_page(blocks: list[Block]) -> int | None:
@@ -246,7 +251,7 @@ def _anchor(heading_path: tuple[str, ...], piece: Piece) -> str:
     if lines:
         return f"L{lines[0]}-L{lines[1]}"
     rows = piece.meta.get("rows")
-    if rows and piece.kind == "table":
+    if rows and piece.kind == BlockKind.TABLE:
         return f"rows-{rows[0]}-{rows[1]}"
     base = slug(heading_path[-1]) if heading_path else ""
     if piece.page:

@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Iterator
 from typing import Any
 
+from freshindex.core.enums import BlockKind
 from freshindex.core.types import Block
 from freshindex.workers.chunking.pack import Piece, estimate_tokens, split_lines
 
@@ -58,14 +59,14 @@ def _symbol(text: str, heading_path: tuple[str, ...], base: dict[str, Any], info
     if not text.strip():
         return
     if estimate_tokens(text) <= budget:
-        yield Piece(text, "code", heading_path, None, meta)
+        yield Piece(text, BlockKind.CODE, heading_path, None, meta)
         return
     signature = meta.get("signature")
     head = [f"{_comment(meta.get('language'))} {signature} (continued)"] if signature else []
     parts = split_lines(text, budget - (estimate_tokens(head[0]) if head else 0))
     for n, part in enumerate(parts):
         body = part if n == 0 or not head else "\n".join([*head, part])
-        yield Piece(body, "code", heading_path, None, dict(meta), group=f"{'/'.join(heading_path)}")
+        yield Piece(body, BlockKind.CODE, heading_path, None, dict(meta), group=f"{'/'.join(heading_path)}")
 
 
 def _comment(language: str | None) -> str:

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from freshindex.core.enums import BlockKind
 from freshindex.core.types import Block
 from freshindex.workers.chunking.pack import estimate_tokens
 
@@ -66,7 +67,7 @@ class Unit:
 
     @property
     def ends_with_lead_in(self) -> bool:
-        return bool(self.texts) and self.texts[-1].rstrip().endswith(_LEAD_IN) and self.last_kind != "code"
+        return bool(self.texts) and self.texts[-1].rstrip().endswith(_LEAD_IN) and self.last_kind != BlockKind.CODE
 
 
 def render(units: list[Unit]) -> str:
@@ -77,7 +78,7 @@ def render(units: list[Unit]) -> str:
     for unit in units:
         for block, text in zip(unit.parts, unit.texts, strict=True):
             if out:
-                out.append("\n" if block is prev and block.kind == "list" else "\n\n")
+                out.append("\n" if block is prev and block.kind == BlockKind.LIST else "\n\n")
             out.append(text)
             prev = block
     return "".join(out)
@@ -114,7 +115,7 @@ def build_units(blocks: list[Block], budget: int) -> list[Unit]:
     """The units of one section's prose blocks, in order (headings and tables excluded)."""
     atoms: list[tuple[Block, str]] = []
     for b in blocks:
-        if b.kind == "list" and estimate_tokens(b.text) > budget:
+        if b.kind == BlockKind.LIST and estimate_tokens(b.text) > budget:
             atoms.extend((b, item) for item in list_items(b.text))
         else:
             atoms.append((b, b.text))
@@ -125,13 +126,13 @@ def build_units(blocks: list[Block], budget: int) -> list[Unit]:
         if prev is not None:
             if prev.ends_with_lead_in:
                 glue = True
-            elif block.kind == "admonition":
+            elif block.kind == BlockKind.ADMONITION:
                 glue = True
-            elif block.kind == "code" and prev.last_kind in ("paragraph", "list"):
+            elif block.kind == BlockKind.CODE and prev.last_kind in (BlockKind.PARAGRAPH, BlockKind.LIST):
                 glue = True
-            elif prev.last_kind == "code" and block.kind == "paragraph" and _EXPLAINS_CODE.match(text):
+            elif prev.last_kind == BlockKind.CODE and block.kind == BlockKind.PARAGRAPH and _EXPLAINS_CODE.match(text):
                 glue = True
-            elif block.kind in ("paragraph", "list") and is_condition(text):
+            elif block.kind in (BlockKind.PARAGRAPH, BlockKind.LIST) and is_condition(text):
                 glue = True
         if glue and prev is not None:
             prev.add(block, text)

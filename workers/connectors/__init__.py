@@ -40,17 +40,8 @@ def build_connector(kind: str, location: str, options: dict[str, Any], *, max_by
 
         return FolderConnector(location, max_bytes=max_bytes)
     if kind == "s3":
-        from freshindex.workers.connectors.s3 import S3Connector, s3_client
+        from freshindex.workers.connectors.s3 import S3Connector, s3_client_from
 
-        def secret(value: Any) -> str | None:
-            return value.get_secret_value() if hasattr(value, "get_secret_value") else value
-
-        client = s3_client(
-            endpoint_url=options.get("endpoint_url") or (s3.endpoint_url if s3 else None),
-            region=options.get("region") or (s3.region if s3 else "us-east-1"),
-            access_key_id=secret(s3.access_key_id) if s3 else None,
-            secret_access_key=secret(s3.secret_access_key) if s3 else None,
-            path_style=s3.path_style if s3 else True,
-        )
+        client = s3_client_from(s3, endpoint_url=options.get("endpoint_url"), region=options.get("region"))
         return S3Connector(client, location, max_bytes=max_bytes)
     raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(KINDS)}")

@@ -32,9 +32,10 @@ from freshindex.core.errors import DocumentError, RetryableError
 
 log = logging.getLogger("freshindex.connectors")
 
-#: Reason code of a document whose fetch failed through every retry.  It is
-#: transient (``registry.TRANSIENT_REASONS``): the next sync fetches it again.
-FETCH_FAILED = "fetch_failed"
+#: Reason code of a document whose fetch failed through every retry; it lives
+#: with the other reasons (:attr:`DocumentError.FETCH_FAILED`) and is
+#: transient (:attr:`DocumentError.TRANSIENT`): the next sync fetches it again.
+FETCH_FAILED = DocumentError.FETCH_FAILED
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def fetch_with_retry(
                     extra={"event": "fetch_failed", "source": source_id, "key": key, "attempts": attempt,
                            "error": str(exc)},
                 )
-                raise DocumentError(FETCH_FAILED, f"{attempt} attempts, last: {exc}") from exc
+                raise DocumentError(DocumentError.FETCH_FAILED, f"{attempt} attempts, last: {exc}") from exc
             wait = policy.delay(attempt)
             if on_retry is not None:
                 on_retry(attempt, exc)

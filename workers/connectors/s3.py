@@ -1,7 +1,8 @@
 """An S3 bucket and prefix as a source, through boto3.
 
 Keys are the object keys below the prefix.  The client is passed in (built by
-:func:`s3_client` from settings), so tests point it at a local S3 endpoint.
+:func:`settings.s3.s3_client_from`, the one factory, re-exported here), so
+tests point it at a local S3 endpoint.
 
 Errors are converted here, one rule for listing and fetching: a problem of
 one object (gone, access denied, archived) is a :class:`DocumentError`; a
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
+from freshindex.settings.s3 import s3_client, s3_client_from
 
 #: Error codes that concern one object, not the endpoint or the bucket.
 _VANISHED = frozenset({"NoSuchKey", "404"})
@@ -36,22 +38,6 @@ def parse_location(location: str) -> tuple[str, str]:
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     return parts.netloc, prefix
-
-
-def s3_client(*, endpoint_url: str | None, region: str, access_key_id: str | None, secret_access_key: str | None,
-              path_style: bool = True) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint_url,
-        region_name=region,
-        aws_access_key_id=access_key_id,
-        aws_secret_access_key=secret_access_key,
-        config=Config(s3={"addressing_style": "path" if path_style else "auto"},
-                      retries={"max_attempts": 3, "mode": "standard"}),
-    )
 
 
 class S3Connector:
@@ -102,3 +88,6 @@ class S3Connector:
         if len(data) > self.max_bytes:
             raise DocumentError(DocumentError.TOO_LARGE, f"more than {self.max_bytes} bytes")
         return data
+
+
+__all__ = ["S3Connector", "parse_location", "s3_client", "s3_client_from"]

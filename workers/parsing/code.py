@@ -26,6 +26,7 @@ import hashlib
 import re
 from typing import Any
 
+from freshindex.core.enums import BlockKind
 from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.decode import decode_text
@@ -92,7 +93,7 @@ def _block(key: str, lang: str, symbol: str, kind: str, lines: list[str], start:
         meta["docstring"] = doc
     if members:
         meta["members"] = members
-    return Block("code", "\n".join(lines[start - 1 : end]).rstrip(), (key, symbol), meta=meta)
+    return Block(BlockKind.CODE, "\n".join(lines[start - 1 : end]).rstrip(), (key, symbol), meta=meta)
 
 
 def _module_block(key: str, lang: str, lines: list[str], covered: set[int], doc: str | None = None) -> Block | None:
@@ -103,7 +104,7 @@ def _module_block(key: str, lang: str, lines: list[str], covered: set[int], doc:
                             "lines": [rest[0], rest[-1]], "path": key}
     if doc:
         meta["docstring"] = doc
-    return Block("code", "\n".join(lines[i - 1] for i in rest), (key, "<module>"), meta=meta)
+    return Block(BlockKind.CODE, "\n".join(lines[i - 1] for i in rest), (key, "<module>"), meta=meta)
 
 
 def _comments_above(lines: list[str], start: int, markers: tuple[str, ...]) -> int:
@@ -314,14 +315,14 @@ def _pattern_blocks(text: str, key: str, lang: str) -> list[Block]:
             kind = "class" if group in ("cls", "go_type", "rs_type", "java_cls", "rs_impl") else "function"
             starts.append((n, m.group(group).strip(), kind))
     if not starts:
-        return [Block("code", text.rstrip(), (key,), meta={"language": lang, "symbol": "<file>", "path": key,
+        return [Block(BlockKind.CODE, text.rstrip(), (key,), meta={"language": lang, "symbol": "<file>", "path": key,
                                                           "symbol_kind": "file", "lines": [1, len(lines)]})]
     blocks: list[Block] = []
     bounds = [(_comments_above(lines, n, ("//", "#", "/*", "*", "///")), n, name, kind) for n, name, kind in starts]
     if bounds[0][0] > 1:
         pre = list(lines[: bounds[0][0] - 1])
         if any(line.strip() for line in pre):
-            blocks.append(Block("code", "\n".join(pre).rstrip(), (key, "<module>"),
+            blocks.append(Block(BlockKind.CODE, "\n".join(pre).rstrip(), (key, "<module>"),
                                 meta={"language": lang, "symbol": "<module>", "symbol_kind": "module",
                                       "lines": [1, bounds[0][0] - 1], "path": key}))
     for idx, (start, decl, name, kind) in enumerate(bounds):

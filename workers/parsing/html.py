@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from bs4 import BeautifulSoup, CData, NavigableString, Tag
+from freshindex.core.enums import BlockKind
 from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.boilerplate import is_prev_next, is_volatile
@@ -201,7 +202,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
     def add(kind: str, content: str, node: Tag | None = None, **meta) -> None:
         if not content:
             return
-        if node is not None and kind in ("paragraph", "list", "admonition"):
+        if node is not None and kind in (BlockKind.PARAGRAPH, BlockKind.LIST, BlockKind.ADMONITION):
             links = _links(node)
             if links:
                 meta["links"] = links
@@ -218,7 +219,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
             joined = _WS.sub(" ", "".join(loose)).strip()
             if joined:
                 holder = loose_nodes[0] if len(loose_nodes) == 1 else None
-                add("paragraph", joined, holder)
+                add(BlockKind.PARAGRAPH, joined, holder)
             loose.clear()
             loose_nodes.clear()
 
@@ -240,7 +241,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
                 while path and path[-1][0] >= level:
                     path.pop()
                 path.append((level, content))
-                blocks.append(Block("heading", content, hp(), meta={"level": level}))
+                blocks.append(Block(BlockKind.HEADING, content, hp(), meta={"level": level}))
             elif name == "pre":
                 flush_loose()
                 code = child.find("code")
@@ -250,11 +251,11 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
                 lang = lang or child.get("data-lang") or (code.get("data-lang") if code else None)
                 body = child.get_text().strip("\n")
                 if body.strip():
-                    blocks.append(Block("code", body, hp(), meta={"language": lang} if lang else {}))
+                    blocks.append(Block(BlockKind.CODE, body, hp(), meta={"language": lang} if lang else {}))
             elif name == "table":
                 flush_loose()
                 hint = None
-                if blocks and blocks[-1].kind == "paragraph" and _CAPTION_HINT.match(blocks[-1].text) \
+                if blocks and blocks[-1].kind == BlockKind.PARAGRAPH and _CAPTION_HINT.match(blocks[-1].text) \
                         and len(blocks[-1].text) < 200:
                     hint = blocks.pop().text
                 block = _table(child, hp(), hint)
@@ -266,18 +267,18 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
                 lines = _list_text(child, "1." if name == "ol" else "-")
                 if lines:
                     items = [ln for ln in lines if not ln.startswith(" ")]
-                    add("list", "\n".join(lines), None, items=items, **({"links": links} if links else {}))
+                    add(BlockKind.LIST, "\n".join(lines), None, items=items, **({"links": links} if links else {}))
             elif name in ("p", "dt", "dd", "address", "figcaption", "caption"):
                 flush_loose()
-                add("paragraph", _text(child).replace("\n", " "), child)
+                add(BlockKind.PARAGRAPH, _text(child).replace("\n", " "), child)
             elif name == "blockquote":
                 flush_loose()
-                add("admonition", _text(child), child, admonition="quote")
+                add(BlockKind.ADMONITION, _text(child), child, admonition="quote")
             elif name in _CONTAINERS:
                 cls = " ".join(child.get("class") or [])
                 if name != "a" and _ADMONITION.search(cls):
                     flush_loose()
-                    add("admonition", _text(child), child, admonition=_admonition_kind(cls))
+                    add(BlockKind.ADMONITION, _text(child), child, admonition=_admonition_kind(cls))
                     continue
                 if name in ("span", "font", "a") or (name == "div" and not child.find(list(_BLOCKISH))):
                     loose.append(child.get_text())
@@ -296,10 +297,10 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
 
     walk(root)
     blocks = _drop_volatile(blocks)
-    h1 = next((b.text for b in blocks if b.kind == "heading" and b.meta.get("level") == 1), None)
+    h1 = next((b.text for b in blocks if b.kind == BlockKind.HEADING and b.meta.get("level") == 1), None)
     if not title or (h1 and title.startswith(h1)):
         # "Page — Site 4.2" names the site and its version too; the page's own h1 does not.
-        title = h1 or next((b.text for b in blocks if b.kind == "heading"), key.rsplit("/", 1)[-1])
+        title = h1 or next((b.text for b in blocks if b.kind == BlockKind.HEADING), key.rsplit("/", 1)[-1])
     return ParsedDocument(title=title, blocks=tuple(blocks), parser="html", parser_version=VERSION)
 
 
@@ -308,14 +309,14 @@ def _drop_volatile(blocks: list[Block]) -> list[Block]:
     either end of the page, and previous/next link blocks anywhere."""
     out = [
         b for b in blocks
-        if not (b.kind == "paragraph" and is_prev_next([x["text"] for x in b.meta.get("links", [])], b.text))
+        if not (b.kind == BlockKind.PARAGRAPH and is_prev_next([x["text"] for x in b.meta.get("links", [])], b.text))
     ]
     for _ in range(3):
-        if out and out[0].kind != "heading" and is_volatile(out[0].text):
+        if out and out[0].kind != BlockKind.HEADING and is_volatile(out[0].text):
             out.pop(0)
-        if out and out[-1].kind != "heading" and is_volatile(out[-1].text):
+        if out and out[-1].kind != BlockKind.HEADING and is_volatile(out[-1].text):
             out.pop()
     # A banner right under the page title ("Version 4.2 | updated 2026-11-01").
-    if len(out) > 1 and out[0].kind == "heading" and out[1].kind == "paragraph" and is_volatile(out[1].text):
+    if len(out) > 1 and out[0].kind == BlockKind.HEADING and out[1].kind == BlockKind.PARAGRAPH and is_volatile(out[1].text):
         out.pop(1)
     return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
@@ -169,13 +170,13 @@ def parse_markdown(data: bytes, key: str) -> ParsedDocument:
             path.append((level, content))
             if not title and level == 1:
                 title = content
-            blocks.append(Block("heading", content, heading_path(), meta={"level": level}))
+            blocks.append(Block(BlockKind.HEADING, content, heading_path(), meta={"level": level}))
             i = _closing(tokens, i) + 1
             continue
         if tok.type in ("fence", "code_block"):
             lang = (tok.info or "").strip().split(" ")[0] or None
             if tok.content.strip():
-                blocks.append(Block("code", tok.content.rstrip("\n"), heading_path(),
+                blocks.append(Block(BlockKind.CODE, tok.content.rstrip("\n"), heading_path(),
                                     meta={"language": lang} if lang else {}))
         elif tok.type in ("bullet_list_open", "ordered_list_open"):
             end = _closing(tokens, i)
@@ -184,14 +185,14 @@ def parse_markdown(data: bytes, key: str) -> ParsedDocument:
             block_meta: dict = {"items": items}
             if links:
                 block_meta["links"] = links
-            blocks.append(Block("list", source(tok), heading_path(), meta=block_meta))
+            blocks.append(Block(BlockKind.LIST, source(tok), heading_path(), meta=block_meta))
             i = end + 1
             continue
         elif tok.type == "table_open":
             end = _closing(tokens, i)
             header, rows = _table(tokens, i, end)
             caption = None
-            if blocks and blocks[-1].kind == "paragraph" and _CAPTION.match(blocks[-1].text) \
+            if blocks and blocks[-1].kind == BlockKind.PARAGRAPH and _CAPTION.match(blocks[-1].text) \
                     and len(blocks[-1].text) < 200 and blocks[-1].heading_path == heading_path():
                 caption = blocks.pop().text
             block = table_block(header, rows, heading_path(), caption=caption)
@@ -211,7 +212,7 @@ def parse_markdown(data: bytes, key: str) -> ParsedDocument:
             if links:
                 block_meta["links"] = links
             if content:
-                blocks.append(Block("admonition", content, heading_path(), meta=block_meta))
+                blocks.append(Block(BlockKind.ADMONITION, content, heading_path(), meta=block_meta))
             i = end + 1
             continue
         elif tok.type == "paragraph_open":
@@ -219,7 +220,7 @@ def parse_markdown(data: bytes, key: str) -> ParsedDocument:
             content = inline.content.strip()
             if content:
                 links = _inline_links(inline)
-                blocks.append(Block("paragraph", content, heading_path(), meta={"links": links} if links else {}))
+                blocks.append(Block(BlockKind.PARAGRAPH, content, heading_path(), meta={"links": links} if links else {}))
             i = _closing(tokens, i) + 1
             continue
         elif tok.type == "html_block":
@@ -227,7 +228,7 @@ def parse_markdown(data: bytes, key: str) -> ParsedDocument:
             content = re.sub(r"<[^>]+>", " ", content)
             content = " ".join(content.split())
             if content:
-                blocks.append(Block("paragraph", content, heading_path()))
+                blocks.append(Block(BlockKind.PARAGRAPH, content, heading_path()))
         i += 1
     if not title:
         title = key.rsplit("/", 1)[-1]

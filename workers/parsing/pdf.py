@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pymupdf
+from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
@@ -155,7 +156,7 @@ def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> Parse
         if not blocks and damage:
             raise DocumentError(DocumentError.PARSE_FAILED, f"no text could be read from the PDF{damage}")
         if not title:
-            title = next((b.text for b in blocks if b.kind == "heading"), key.rsplit("/", 1)[-1])
+            title = next((b.text for b in blocks if b.kind == BlockKind.HEADING), key.rsplit("/", 1)[-1])
         meta: dict[str, Any] = {"pages": doc.page_count, "ocr_pages": ocr_pages}
         conf = {p.number: p.ocr.confidence for p in pages if p.ocr is not None}
         if conf:
@@ -415,18 +416,18 @@ class _Assembler:
         self.open = None
         if o is None:
             return
-        if o.kind == "code":
-            self.emit("code", "\n".join(o.parts), o.page, **o.meta)
+        if o.kind == BlockKind.CODE:
+            self.emit(BlockKind.CODE, "\n".join(o.parts), o.page, **o.meta)
             return
-        if o.kind == "list":
-            self.emit("list", "\n".join(o.parts), o.page, items=list(o.parts), **o.meta)
+        if o.kind == BlockKind.LIST:
+            self.emit(BlockKind.LIST, "\n".join(o.parts), o.page, items=list(o.parts), **o.meta)
             return
         text = _dehyphenate(o.parts)
         m = _ADMONITION.match(text)
         if m:
-            self.emit("admonition", text, o.page, admonition=m.group(1).lower(), **o.meta)
+            self.emit(BlockKind.ADMONITION, text, o.page, admonition=m.group(1).lower(), **o.meta)
         else:
-            self.emit("paragraph", text, o.page, **o.meta)
+            self.emit(BlockKind.PARAGRAPH, text, o.page, **o.meta)
 
     def blocks(self) -> list[Block]:
         for page in self.pages:
@@ -471,30 +472,30 @@ class _Assembler:
                 else:
                     self.close()
                     self._set_heading(line.text, level)
-                    self.out.append(Block("heading", line.text, self.hp(), page=page.number, meta={"level": level}))
+                    self.out.append(Block(BlockKind.HEADING, line.text, self.hp(), page=page.number, meta={"level": level}))
                 heading = prev = line
                 continue
             heading = None
             gap = line.y0 - prev.y1 if prev is not None else None
             near = gap is not None and -line.size < gap < line.size * 0.5
             if line.mono:
-                if not (self.open and self.open.kind == "code"):
+                if not (self.open and self.open.kind == BlockKind.CODE):
                     self.close()
-                    self.open = _Open("code", [], page.number, room)
+                    self.open = _Open(BlockKind.CODE, [], page.number, room)
                 indent = max(0, round((line.x0 - left) / (line.size * 0.6)))
                 self.open.parts.append(" " * indent + line.text)
             elif _BULLET.match(line.text):
-                if not (self.open and self.open.kind == "list"):
+                if not (self.open and self.open.kind == BlockKind.LIST):
                     self.close()
-                    self.open = _Open("list", [], page.number, room)
+                    self.open = _Open(BlockKind.LIST, [], page.number, room)
                 self.open.parts.append(line.text)
-            elif self.open and self.open.kind == "list" and near and line.x0 > left + 4:
+            elif self.open and self.open.kind == BlockKind.LIST and near and line.x0 > left + 4:
                 self.open.parts[-1] += " " + line.text  # the next line of a list item
-            elif self.open and self.open.kind == "paragraph" and near and not _CAPTION.match(line.text):
+            elif self.open and self.open.kind == BlockKind.PARAGRAPH and near and not _CAPTION.match(line.text):
                 self.open.parts.append(line.text)
             else:
                 self.close()
-                self.open = _Open("paragraph", [line.text], page.number, room)
+                self.open = _Open(BlockKind.PARAGRAPH, [line.text], page.number, room)
             self.open.room = room
             if self.open.page != page.number:  # a list or code block going on from the page before
                 pages = self.open.meta.setdefault("pages", [self.open.page])
@@ -507,7 +508,7 @@ class _Assembler:
     def _continues(self, line: _Line) -> bool:
         """Does ``line`` (first on a page or column) go on with the open block?"""
         o = self.open
-        if o is None or o.kind not in ("paragraph", "list") or not o.parts:
+        if o is None or o.kind not in (BlockKind.PARAGRAPH, BlockKind.LIST) or not o.parts:
             return False
         if self._heading_level(line) or line.mono or _BULLET.match(line.text) or _CAPTION.match(line.text):
             return False
@@ -525,7 +526,7 @@ class _Assembler:
     def _append(self, line: _Line, page: int) -> None:
         o = self.open
         assert o is not None
-        if o.kind == "list":
+        if o.kind == BlockKind.LIST:
             o.parts[-1] += " " + line.text
         else:
             o.parts.append(line.text)
@@ -540,7 +541,7 @@ class _Assembler:
         level, text = self.path[-1]
         self.path[-1] = (level, f"{text} {more}")
         last = self.out.pop()
-        self.out.append(Block("heading", self.path[-1][1], self.hp(), page=last.page, meta=last.meta))
+        self.out.append(Block(BlockKind.HEADING, self.path[-1][1], self.hp(), page=last.page, meta=last.meta))
 
     def _heading_level(self, line: _Line) -> int:
         if len(line.text) > 150 or line.mono or _CAPTION.match(line.text):
@@ -580,7 +581,7 @@ class _Assembler:
             self.last_table = block
 
     def _pending_caption(self) -> str | None:
-        if self.out and self.out[-1].kind == "paragraph" and _CAPTION.match(self.out[-1].text) \
+        if self.out and self.out[-1].kind == BlockKind.PARAGRAPH and _CAPTION.match(self.out[-1].text) \
                 and len(self.out[-1].text) < 200:
             return self.out.pop().text
         return None
@@ -616,14 +617,14 @@ class _Assembler:
             if len(group) <= 2 and group[0].height >= body * 1.3 and len(text.split()) <= 14:
                 level = 1 if group[0].height >= body * 1.8 else 2
                 self._set_heading(text, level)
-                self.out.append(Block("heading", text, self.hp(), page=page.number, meta={**meta, "level": level}))
+                self.out.append(Block(BlockKind.HEADING, text, self.hp(), page=page.number, meta={**meta, "level": level}))
                 continue
             if _BULLET.match(text):
-                kind = "list"
+                kind = BlockKind.LIST
             elif _ADMONITION.match(text):
-                kind = "admonition"
+                kind = BlockKind.ADMONITION
             else:
-                kind = "paragraph"
+                kind = BlockKind.PARAGRAPH
             self.out.append(Block(kind, text, self.hp(), page=page.number, meta=meta))
 
 

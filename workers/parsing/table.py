@@ -1,6 +1,6 @@
 """Tables: CSV and TSV files, and the table block every parser emits.
 
-A table block (``kind="table"``) carries its structure in ``meta`` so the
+A table block (``kind=BlockKind.TABLE``) carries its structure in ``meta`` so the
 chunker can cut it into groups of rows that each repeat the caption, the
 column headers and the units:
 
@@ -24,6 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
@@ -128,7 +129,7 @@ def table_block(header_rows: list[list[str]], rows: list[list[str]], heading_pat
     meta.update(extra)
     lines = ([caption_line(caption)] if caption else []) + markdown_header(meta["columns"])
     lines += [markdown_row(r) for r in meta["rows"]]
-    return Block("table", "\n".join(lines), heading_path, page=page, meta=meta)
+    return Block(BlockKind.TABLE, "\n".join(lines), heading_path, page=page, meta=meta)
 
 
 def parse_table(data: bytes, key: str) -> ParsedDocument:
@@ -157,7 +158,7 @@ def parse_table(data: bytes, key: str) -> ParsedDocument:
     name = key.rsplit("/", 1)[-1]
     title = re.sub(r"[-_]+", " ", name.rsplit(".", 1)[0]).strip().capitalize() or name
     blocks = tuple(
-        Block("table_row", " | ".join(row), (title,), meta={"row": n, "cells": row + [""] * (width - len(row))})
+        Block(BlockKind.TABLE_ROW, " | ".join(row), (title,), meta={"row": n, "cells": row + [""] * (width - len(row))})
         for n, row in enumerate(body, start=1)
     )
     return ParsedDocument(

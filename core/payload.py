@@ -1,0 +1,104 @@
+"""The payload every point carries in the vector store: one type owns its fields.
+
+The builder writes it (:meth:`PointPayload.to_dict`) and everything that
+reads a point back (the injection client, the build's verification, the
+vector-cache refill after a restore) reads it through
+:meth:`PointPayload.from_dict`, so the field names live here and nowhere
+else.  The stored JSON is exactly what the builder wrote before this type
+existed, so shards built earlier read back unchanged.
+
+What it does not guarantee: that a payload read back agrees with the
+registry (that is verification's job), or that fields a newer writer added
+survive a round trip through an older reader (unknown keys are ignored).
+This module imports only the standard library: the thin client can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from freshindex.core.errors import PermanentError
+
+
+class PayloadError(PermanentError):
+    """A point's payload lacks a field every point written by the builder has."""
+
+
+@dataclass(frozen=True)
+class PointPayload:
+    """What a point says about its chunk: enough to cite and filter without the registry.
+
+    ``snapshot_id`` is the build that wrote the point; a query result also
+    names the snapshot that served it (the alias target).  ``acl`` is what the
+    query filter matches (see :func:`acl.query_filter`).
+    """
+
+    chunk_id: str
+    document_id: str
+    source_id: str
+    kb: str
+    key: str
+    text: str
+    content_hash: str
+    snapshot_id: str
+    title: str | None = None  # a document without a title stores null
+    heading_path: tuple[str, ...] = ()
+    anchor: str = ""
+    page: int | None = None
+    kind: str = ""
+    doc_version: int = 0
+    acl: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    #: Keys a payload must have to be read back (the rest default).
+    REQUIRED = ("chunk_id", "document_id", "source_id", "kb", "key", "text", "content_hash", "snapshot_id")
+
+    @property
+    def ocr(self) -> bool:
+        """Whether the text came from OCR (the parser records it in ``meta``)."""
+        return bool(self.meta.get("ocr"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON stored with the point (key order and types as the builder always wrote them)."""
+        return {
+            "chunk_id": self.chunk_id,
+            "document_id": self.document_id,
+            "source_id": self.source_id,
+            "kb": self.kb,
+            "key": self.key,
+            "title": self.title,
+            "heading_path": list(self.heading_path),
+            "anchor": self.anchor,
+            "page": self.page,
+            "kind": self.kind,
+            "text": self.text,
+            "content_hash": self.content_hash,
+            "doc_version": self.doc_version,
+            "acl": list(self.acl),
+            "snapshot_id": self.snapshot_id,
+            "meta": self.meta,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PointPayload:
+        """Read a stored payload back.
+
+        Unknown keys are ignored (a newer writer may add fields); a missing
+        required key raises :class:`PayloadError` naming it; optional keys
+        that are missing or null take their defaults.
+        """
+        missing = [k for k in cls.REQUIRED if d.get(k) is None]
+        if missing:
+            raise PayloadError(f"point payload lacks {', '.join(missing)} (has {sorted(d)[:12]})")
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in known and v is not None}
+        values["heading_path"] = tuple(values.get("heading_path") or ())
+        values["acl"] = tuple(values.get("acl") or ())
+        values["meta"] = dict(values.get("meta") or {})
+        values["doc_version"] = int(values.get("doc_version") or 0)
+        return cls(**values)
+
+
+__all__ = ["PayloadError", "PointPayload"]
