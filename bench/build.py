@@ -21,10 +21,10 @@ from pathlib import Path
 
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
 
 from bench.corpus import write_corpus
 from bench.report import table, write
+from freshindex.services import Services
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -31,10 +31,10 @@ from typing import Any
 from freshindex.registry.store import Registry
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
 
 from bench.corpus import write_corpus
 from bench.report import table, write
+from freshindex.services import Services
 
 
 @contextmanager

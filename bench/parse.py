@@ -34,12 +34,12 @@ from freshindex.settings import load_settings
 from freshindex.workers.chunking import Chunker
 from freshindex.workers.parsing import Parsers
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
 
 from bench.corpus import write_corpus
 from bench.report import table, write
 from examples.fixtures import manual as m
 from examples.fixtures.scans import RECEIPT, scanned_pdf
+from freshindex.services import Services
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("core", "settings", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules", "injection",

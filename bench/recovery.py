@@ -31,7 +31,8 @@ from tests.e2e.test_faults import BIG_KEY, Follower, Workers, active_tasks, faul
 def one_round(lease: float, visibility: int, sections: int) -> dict:
     from freshindex.settings import load_settings
     from freshindex.workers.app import create_app
-    from freshindex.workers.services import Services
+
+    from freshindex.services import Services
 
     work = Path(tempfile.mkdtemp(prefix="fi-recovery-"))
     name, pg_url = _create_pg_database()

@@ -23,9 +23,9 @@ from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
 from freshindex.core.types import ChunkDraft
 from freshindex.registry import DocumentOutcome
 from freshindex.settings import load_settings
-from freshindex.workers.services import Services
 
 from bench.report import table, write
+from freshindex.services import Services
 
 DIM = 384
 
@@ -109,8 +109,7 @@ def du(path: Path) -> int:
 def measure(chunks: int, swaps: int) -> dict:
     work = Path(tempfile.mkdtemp(prefix="fi-snap-bench-"))
     try:
-        svc = Services(load_settings(data_dir=work / "data"))
-        svc.__dict__["embedder"] = RandomEmbedder()
+        svc = Services(load_settings(data_dir=work / "data"), embedder=RandomEmbedder())
         source = svc.registry.add_source("bench", kind="folder", location=str(work), owner="bench", kb="bench")
         n_docs = chunks // 10
         t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """``freshindex``: register sources, sync them, inspect snapshots, query, run services.
 
-Every command that a script may read takes ``--json``.  Exit codes: 0 done
+Every command that a script may read takes ``--json``.  Exit codes (:class:`core.exit_codes.ExitCode`): 0 done
 (a sync with some failed documents is still 0), 1 nothing could be indexed
 or a command failed, 2 bad usage or configuration, 3 a build was held by
 verification (the previous snapshot keeps serving), 4 the deletion guard held
@@ -19,7 +19,9 @@ from typing import Any
 import click
 
 from freshindex import __version__, logs, ops_commands
+from freshindex.core.enums import BuildStatus, DocumentState, RunStatus
 from freshindex.core.errors import ConfigError, FreshIndexError, NotFoundError
+from freshindex.core.exit_codes import ExitCode
 from freshindex.settings import Settings, load_settings
 
 log = logging.getLogger("freshindex.cli")
@@ -42,7 +44,7 @@ class _State:
     @property
     def services(self) -> Any:
         if self._services is None:
-            from freshindex.workers.services import Services
+            from freshindex.services import Services
 
             self._services = Services(self.settings)
         return self._services
@@ -87,7 +89,7 @@ def main() -> None:
         cli.main(standalone_mode=False, prog_name="freshindex")
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -95,16 +97,16 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(ExitCode.USAGE)
     except FreshIndexError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
     except ModuleNotFoundError as exc:
         # The base install is the thin HTTP client; every service command imports the
         # server dependencies when it runs, so a missing one means the wrong install.
         click.echo(f"error: this command needs the freshindex service ({exc.name or exc} is not installed): "
                    "pip install 'freshindex[server]'", err=True)
-        sys.exit(2)
+        sys.exit(ExitCode.USAGE)
 
 
 # -- config and db ---------------------------------------------------------------
@@ -230,9 +232,9 @@ def sources_confirm_deletions(state: _State, source_id: str, count: int | None, 
     """
     registry = state.services.registry
     registry.get_source(source_id)
-    finished = [r for r in registry.sync_runs(source_id, limit=20) if r.status != "running"]
+    finished = [r for r in registry.sync_runs(source_id, limit=20) if r.status != RunStatus.RUNNING]
     latest = finished[0] if finished else None
-    held = (latest.summary.get("held") or {}) if latest is not None and latest.status == "held" else {}
+    held = (latest.summary.get("held") or {}) if latest is not None and latest.status == RunStatus.HELD else {}
     if count is None:
         if not held:
             raise click.UsageError(f"the latest sync of {source_id} held no deletions; "
@@ -278,12 +280,12 @@ def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, 
     distributed = state.settings.distributed and not inline
     app = None
     if distributed:
-        from freshindex.workers.app import create_app
+        from freshindex.celery import build_app
 
-        app = create_app(state.settings)
+        app = build_app(state.settings)
     reports = []
     for sid in ids:
-        with _Progress(f"sync {sid}", enabled=not as_json) as progress:
+        with _Progress(f"sync {sid}", json_lines=as_json, source=sid) as progress:
             if distributed:
                 report = sync_distributed(svc, app, sid, timeout=state.settings.broker.sync_timeout,
                                           progress=progress)
@@ -301,11 +303,17 @@ def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, 
 
 
 class _Progress:
-    """A progress bar on a terminal; structured progress lines in logs otherwise."""
+    """A progress bar on a terminal; structured progress lines in logs otherwise.
 
-    def __init__(self, label: str, enabled: bool = True) -> None:
-        self.label, self.enabled = label, enabled
-        self.tty = sys.stderr.isatty()
+    With ``--json`` (``json_lines``), standard output is kept for the one
+    report and progress goes to standard error as one JSON object per line
+    (``{"event": "sync_progress", "source": ..., "done": ..., "total": ...,
+    "percent": ...}``), at most about 20 lines per sync, the last at 100 %.
+    """
+
+    def __init__(self, label: str, enabled: bool = True, *, json_lines: bool = False, source: str = "") -> None:
+        self.label, self.enabled, self.json_lines, self.source = label, enabled, json_lines, source
+        self.tty = sys.stderr.isatty() and not json_lines
         self.bar: Any = None
         self.last_logged = -1
 
@@ -314,6 +322,14 @@ class _Progress:
 
     def __call__(self, done: int, total: int, key: str) -> None:
         if not self.enabled or total <= 0:
+            return
+        if self.json_lines:
+            step = max(1, total // 20)
+            if done == total or done - self.last_logged >= step:
+                self.last_logged = done
+                sys.stderr.write(json.dumps({"event": "sync_progress", "source": self.source, "done": done,
+                                             "total": total, "percent": round(100 * done / total, 1)}) + "\n")
+                sys.stderr.flush()
             return
         if self.tty:
             if self.bar is None:
@@ -349,12 +365,12 @@ def _sync_text(d: dict[str, Any]) -> str:
     for why, n in (d.get("rechunked") or {}).items():
         lines.append(f"  re-chunked without a content change ({why}): {n} documents")
     b = d["build"]
-    if b["status"] == "built":
+    if b["status"] == BuildStatus.BUILT:
         lines.append(f"  snapshot: {b['snapshot_id']} now active ({b['strategy'] or 'incremental'} build, "
                      f"{b['point_count']} points)")
-    elif b["status"] == "unchanged":
+    elif b["status"] == BuildStatus.UNCHANGED:
         lines.append(f"  snapshot: {d['active_snapshot'] or 'none'} stays active (nothing to build)")
-    elif b["status"] == "failed":
+    elif b["status"] == BuildStatus.FAILED:
         lines.append(f"  snapshot: build HELD ({b['reason']}); {d['active_snapshot'] or 'nothing'} keeps serving")
     else:
         lines.append(f"  snapshot: not built ({b['status']}); active: {d['active_snapshot'] or 'none'}")
@@ -386,9 +402,7 @@ def snapshots() -> None:
 @click.pass_obj
 def snapshots_list(state: _State, kb: str | None, as_json: bool) -> None:
     """List snapshots, newest first."""
-    from freshindex.api.app import _snapshot_dict
-
-    data = [_snapshot_dict(s) for s in state.services.registry.list_snapshots(kb)]
+    data = [s.as_dict() for s in state.services.registry.list_snapshots(kb)]
 
     def human(rows: list[dict[str, Any]]) -> str:
         if not rows:
@@ -416,8 +430,8 @@ def snapshots_build(state: _State, kb: str | None, full: bool, as_json: bool) ->
             "seconds": round(result.seconds, 3), "reason": result.reason}
     _emit(data, as_json, lambda d: f"{d['kb']}: {d['status']} -> {d['snapshot_id']}" +
           (f" ({d['reason']})" if d["reason"] else ""))
-    if result.status == "failed":
-        sys.exit(3)
+    if result.status == BuildStatus.FAILED:
+        sys.exit(ExitCode.VERIFICATION_HELD)
 
 
 def _actor() -> str:
@@ -470,7 +484,7 @@ def snapshots_verify(state: _State, snapshot_id: str | None, kb: str | None, as_
     data = state.services.snapshots.verify(_snapshot_or_active(state, snapshot_id, kb))
     _emit(data, as_json, lambda d: f"{d['snapshot_id']}: " + ("ok" if d["ok"] else f"FAILED {d['check']}: {d['reason']}"))
     if not data["ok"]:
-        sys.exit(3)
+        sys.exit(ExitCode.VERIFICATION_HELD)
 
 
 @snapshots.command("reconcile")
@@ -499,7 +513,7 @@ def snapshots_reconcile(state: _State, kb: str | None, dry_run: bool, as_json: b
 
     _emit(data, as_json, human)
     if dry_run and data["stranded"]:
-        sys.exit(3)
+        sys.exit(ExitCode.VERIFICATION_HELD)
 
 
 @snapshots.command("swap")
@@ -528,7 +542,7 @@ def snapshots_rollback(state: _State, kb: str | None, to: str | None, reason: st
 
 
 def _swap_text(d: dict[str, Any]) -> str:
-    if d["status"] == "unchanged":
+    if d["status"] == "unchanged":  # a swap's outcome, not a build's
         return f"{d['kb']}: {d['snapshot_id']} already serves"
     return (f"{d['kb']}: now serving {d['snapshot_id']} (was {d['previous_id']}, moved {d['direction']}; "
             f"{d['chunks_realigned']} chunks realigned; their documents are re-checked on the next sync)")
@@ -592,7 +606,7 @@ def canaries_add(state: _State, question: str, expected: str, kb: str | None, to
 
     kb = kb or state.settings.default_kb
     docs = ops.documents(state.services.registry, kb=kb, key=expected, limit=10)
-    if not any(d["state"] == "active" for d in docs):
+    if not any(d["state"] == DocumentState.ACTIVE for d in docs):
         why = (f"its documents are {', '.join(sorted({d['state'] for d in docs}))}" if docs
                else "no source of the knowledge base has it")
         problem = (f"knowledge base {kb!r} has no indexed document with key {expected!r} ({why}); a canary for it "
@@ -664,11 +678,21 @@ def query(state: _State, question: str, kb: str | None, principal: str, groups: 
 @click.pass_obj
 def worker(state: _State, queues: str, concurrency: int, pool: str, hostname: str | None) -> None:
     """Start a Celery worker (needs a broker URL). Checks its dependencies first."""
-    from freshindex.workers.app import Queue, create_app, queue_name
-    from freshindex.workers.services import Services
+    import os
+
+    from freshindex.workers import exporter
 
     settings = state.settings
-    app = create_app(settings)
+    metrics_port = settings.broker.worker_metrics_port
+    if metrics_port:
+        # Before anything imports prometheus-client: its multiprocess mode is chosen at import.
+        exporter.prepare(settings.data_dir / "worker-metrics" / str(os.getpid()))
+
+    from freshindex.celery import build_app
+    from freshindex.services import Services
+    from freshindex.workers.names import Queue, queue_name
+
+    app = build_app(settings)
     names = []
     for q in queues.split(","):
         try:
@@ -685,6 +709,8 @@ def worker(state: _State, queues: str, concurrency: int, pool: str, hostname: st
             conn.ensure_connection(max_retries=3)
     except Exception as exc:
         raise FreshIndexError(f"broker unreachable: {exc}") from exc
+    if metrics_port:
+        exporter.install(app, port=metrics_port, queues=[queue_name(settings, q) for q in Queue])
     log.warning("worker starting", extra={"event": "worker_starting", "queues": names, **info})
     argv = ["worker", "-Q", ",".join(names), "-c", str(concurrency), "-P", pool,
             "--loglevel", settings.log_level, "-n", hostname or "freshindex@%h", "--without-gossip",
@@ -696,11 +722,9 @@ def worker(state: _State, queues: str, concurrency: int, pool: str, hostname: st
 @click.pass_obj
 def beat(state: _State) -> None:
     """Start Celery beat with freshindex's schedule (source polls)."""
-    from freshindex.schedules.beat import beat_schedule
-    from freshindex.workers.app import create_app
+    from freshindex.celery import build_app
 
-    app = create_app(state.settings)
-    app.conf.beat_schedule = beat_schedule(state.settings)
+    app = build_app(state.settings)  # the app factory installs beat's schedule
     state.settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file lives there
     app.Beat(loglevel=state.settings.log_level,
              schedule=str(state.settings.data_dir / "celerybeat-schedule")).run()

@@ -76,6 +76,11 @@ class BrokerSettings(BaseModel):
     task_max_retries: int = Field(default=5, ge=0, description="retries of a retryable task error before the "
                                   "document is recorded as failed")
     retry_backoff_max: int = Field(default=60, ge=1, description="cap on the exponential retry delay, seconds")
+    worker_metrics_port: int = Field(
+        default=0, ge=0, le=65535,
+        description="port on which `freshindex worker` serves its pool's metrics, task latency and queue depth "
+        "(0 = off)",
+    )
 
 
 class SyncSettings(BaseModel):

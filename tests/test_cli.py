@@ -29,14 +29,20 @@ def run(tmp_path: Path):
 
 
 def test_register_sync_query_and_inspect(run, sample_kb: Path) -> None:
-    from freshindex.registry.db import head_revision
+    from registry.db import head_revision
 
     assert json.loads(run("db", "upgrade", "--json").stdout)["to"] == head_revision()
     run("sources", "add", "docs", "--kind", "folder", "--location", str(sample_kb), "--owner", "platform")
     listed = json.loads(run("sources", "list", "--json").stdout)
     assert [s["id"] for s in listed] == ["docs"] and listed[0]["acl"] == ["public"]
-    report = json.loads(run("sync", "docs", "--json").stdout)
+    proc = run("sync", "docs", "--json")
+    report = json.loads(proc.stdout)
     assert report["status"] == "succeeded" and report["active_snapshot"] == "default-v1"
+    # --json keeps stdout for the report; progress goes to stderr as JSON lines, ending at 100 %.
+    progress = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith('{"event": "sync_progress"')]
+    assert progress and progress[-1] == {"event": "sync_progress", "source": "docs", "done": 8, "total": 8,
+                                         "percent": 100.0}
+    assert [p["done"] for p in progress] == sorted(p["done"] for p in progress)
     assert report["documents"]["added"] == 8 and report["chunks_embedded"] > 0
     again = json.loads(run("sync", "--all", "--json").stdout)
     assert again["chunks_embedded"] == 0 and again["build"]["status"] == "unchanged"

@@ -22,8 +22,8 @@ from freshindex.registry import db
 from freshindex.settings import load_settings
 from freshindex.workers.app import create_app
 from freshindex.workers.runner import sync_distributed
-from freshindex.workers.services import Services
 
+from freshindex.services import Services
 from tests.conftest import EXAMPLES, ROOT, port_open
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]

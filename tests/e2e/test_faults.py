@@ -158,7 +158,8 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A factory: cluster(env) -> (svc, app, workers); everything torn down after."""
     from freshindex.settings import load_settings
     from freshindex.workers.app import create_app
-    from freshindex.workers.services import Services
+
+    from freshindex.services import Services
 
     made: list[tuple[Any, Any, Workers]] = []
 

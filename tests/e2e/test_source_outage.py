@@ -18,8 +18,8 @@ from freshindex.schedules.plan import due_sources
 from freshindex.settings import load_settings
 from freshindex.workers.connectors.retry import FETCH_FAILED
 from freshindex.workers.runner import EXIT_DELETIONS_HELD, EXIT_NOTHING_INDEXED, EXIT_OK, sync_inline
-from freshindex.workers.services import Services
 
+from freshindex.services import Services
 from tests.conftest import free_port
 
 BUCKET = "outage-kb"

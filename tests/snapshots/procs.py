@@ -17,7 +17,8 @@ import traceback
 from pathlib import Path
 
 from freshindex.settings import load_settings
-from freshindex.workers.services import Services
+
+from freshindex.services import Services
 
 
 def build(data_dir: str, phase: str, marker: str) -> None:

@@ -10,7 +10,8 @@ from freshindex.core.errors import LockHeldError
 from freshindex.settings import load_settings
 from freshindex.snapshots import Builder, WriterLock
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
+
+from freshindex.services import Services
 
 
 class DropsPoints:
@@ -35,6 +36,12 @@ def svc(tmp_path: Path):
     services.close()
 
 
+def _with(svc: Services, **components) -> Services:
+    """Another composition of the same process: ``svc``'s registry, store, embedder and metrics, some replaced."""
+    shared = {"registry": svc.registry, "store": svc.store, "embedder": svc.embedder, "metrics": svc.metrics}
+    return Services(svc.settings, **{**shared, **components})
+
+
 def _source(svc: Services, root: Path, files: dict[str, str]) -> None:
     root.mkdir(exist_ok=True)
     for name, text in files.items():
@@ -49,8 +56,7 @@ def test_a_lost_batch_fails_verification_and_holds_the_swap(svc: Services, tmp_p
     assert good.snapshot.id == "kb1-v1"
     (root / "c.md").write_text("# C\n\ngamma text")
     faulty = Builder(svc.registry, DropsPoints(svc.store), svc.embedder, svc.metrics, naming=svc.naming)
-    svc.__dict__["builder"] = faulty
-    held = sync_inline(svc, "s")
+    held = sync_inline(_with(svc, builder=faulty), "s")
     assert held.build_status == "failed" and held.exit_code == 3
     assert "registry expects" in (held.build_reason or "")
     assert svc.store.get_alias("fi_kb1") == "fi_kb1-v1"  # the last good snapshot keeps serving
@@ -58,7 +64,6 @@ def test_a_lost_batch_fails_verification_and_holds_the_swap(svc: Services, tmp_p
     assert svc.metrics.value("freshindex_verification_failures_total", kb="kb1", check="count") == 1
     assert "fi_kb1-v2" not in svc.store.list_collections()
     # The changes stay staged; a healthy builder picks them up.
-    svc.__dict__["builder"] = Builder(svc.registry, svc.store, svc.embedder, svc.metrics, naming=svc.naming)
     result = svc.builder.build("kb1")
     assert result.status == "built" and result.snapshot_id == "kb1-v3"
     assert svc.client.retrieve("gamma text", kb="kb1").evidence[0].key == "c.md"
@@ -147,9 +152,8 @@ def test_held_builds_are_exported_from_the_registry(svc: Services, tmp_path: Pat
     _source(svc, root, {"a.md": "# A\n\nalpha text"})
     sync_inline(svc, "s")
     (root / "b.md").write_text("# B\n\nbeta")
-    svc.__dict__["builder"] = Builder(svc.registry, DropsPoints(svc.store), svc.embedder, svc.metrics,
-                                      naming=svc.naming)
-    sync_inline(svc, "s")
+    sync_inline(_with(svc, builder=Builder(svc.registry, DropsPoints(svc.store), svc.embedder, svc.metrics,
+                                           naming=svc.naming)), "s")
     scraped = Metrics()  # another process: it saw none of the builds
     scraped.add_health_collector(svc.registry.knowledge_bases, svc.registry.health)
     assert scraped.value("freshindex_held_builds_total", kb="kb1", check="count") == 1

@@ -25,8 +25,8 @@ import pytest
 from freshindex.core.errors import LockHeldError
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
 
+from freshindex.services import Services
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

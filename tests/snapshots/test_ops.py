@@ -10,7 +10,8 @@ from freshindex.core.errors import ConfigError
 from freshindex.core.ids import document_id
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
+
+from freshindex.services import Services
 
 
 def _svc(data: Path, **overrides) -> Services:
@@ -167,8 +168,7 @@ def test_archive_to_s3_and_restore_into_a_fresh_data_dir(tmp_path: Path, s3_serv
                                                                  "secret_access_key": "s"}}
     questions = ["How do I roll back a database migration?", "price of the Team plan",
                  "hotel reimbursement per night", "token bucket rate limit", "who gets production access"]
-    first = Services(load_settings(data_dir=tmp_path / "one", snapshots=snapshots))
-    first.__dict__["embedder"] = onnx_embedder
+    first = Services(load_settings(data_dir=tmp_path / "one", snapshots=snapshots), embedder=onnx_embedder)
     first.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
     sync_inline(first, "docs")
     before = [first.client.retrieve(q, kb="default").as_dict() for q in questions]
@@ -178,8 +178,7 @@ def test_archive_to_s3_and_restore_into_a_fresh_data_dir(tmp_path: Path, s3_serv
     assert first.registry.get_snapshot("default-v1").archive_sha256 == archived["sha256"]
     first.close()
 
-    fresh = Services(load_settings(data_dir=tmp_path / "two", snapshots=snapshots))
-    fresh.__dict__["embedder"] = onnx_embedder
+    fresh = Services(load_settings(data_dir=tmp_path / "two", snapshots=snapshots), embedder=onnx_embedder)
     restored = fresh.snapshots.restore("default-v1", actor="test")
     assert restored["status"] == "active" and restored["points"] == points
     after = [fresh.client.retrieve(q, kb="default").as_dict() for q in questions]

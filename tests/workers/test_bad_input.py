@@ -260,7 +260,8 @@ def test_an_unreadable_sub_folder_fails_the_listing_instead_of_deleting_its_docu
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from freshindex.settings import load_settings
     from freshindex.workers.runner import sync_inline
-    from freshindex.workers.services import Services
+
+    from freshindex.services import Services
 
     root = tmp_path / "src"
     (root / "team").mkdir(parents=True)
@@ -385,7 +386,8 @@ def _peak_rss_mb() -> int:
 def _sync(data_dir: str, src: str, out: str) -> None:
     from freshindex.settings import load_settings
     from freshindex.workers.runner import sync_inline
-    from freshindex.workers.services import Services
+
+    from freshindex.services import Services
 
     logs.configure("INFO", "text")
     svc = Services(load_settings(data_dir=data_dir))

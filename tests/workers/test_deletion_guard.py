@@ -19,8 +19,8 @@ import pytest
 from freshindex.settings import load_settings
 from freshindex.workers.pipeline import deletion_hold
 from freshindex.workers.runner import EXIT_DELETIONS_HELD, EXIT_OK, sync_inline
-from freshindex.workers.services import Services
 
+from freshindex.services import Services
 from tests.conftest import ROOT
 
 

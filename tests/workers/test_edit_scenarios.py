@@ -23,9 +23,9 @@ import pytest
 from freshindex.core.ids import document_id
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
 
 from examples.fixtures import manual as m
+from freshindex.services import Services
 
 Writer = Callable[[Path, list, str, str], None]
 

@@ -27,9 +27,9 @@ from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Documen
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
 from sqlalchemy import select, update
 
+from freshindex.services import Services
 from tests.conftest import ROOT
 from tests.registry.test_registry import _stage
 
@@ -38,8 +38,7 @@ KEY = "guides/release.md"
 
 @pytest.fixture
 def svc(tmp_path: Path, onnx_embedder) -> Iterator[Services]:
-    services = Services(load_settings(data_dir=tmp_path / "data"))
-    services.__dict__["embedder"] = onnx_embedder
+    services = Services(load_settings(data_dir=tmp_path / "data"), embedder=onnx_embedder)
     yield services
     services.close()
 
@@ -250,7 +249,8 @@ def test_a_stale_task_sent_to_a_real_worker_changes_nothing_and_is_counted(
     worker_env: dict[str, str], worker: subprocess.Popen, sample_kb: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from freshindex.workers.app import TaskName, create_app
+    from freshindex.workers.app import create_app
+    from freshindex.workers.names import TaskName
     from freshindex.workers.runner import sync_distributed
 
     for k, v in worker_env.items():

@@ -16,24 +16,23 @@ from pathlib import Path
 import pytest
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-from freshindex.workers.services import Services
 
 from examples.fixtures.scans import scanned_pdf
+from freshindex.services import Services
 from tests.conftest import EXAMPLES
 
 FIXTURES = EXAMPLES / "fixtures"
 
 
-def _services(tmp_path: Path, **sources) -> Services:
+def _services(tmp_path: Path, components: dict | None = None, **sources) -> Services:
     settings = load_settings(data_dir=tmp_path / "data", sources=sources) if sources else \
         load_settings(data_dir=tmp_path / "data")
-    return Services(settings)
+    return Services(settings, **(components or {}))
 
 
 @pytest.fixture
 def svc(tmp_path: Path, onnx_embedder) -> Iterator[Services]:
-    services = _services(tmp_path)
-    services.__dict__["embedder"] = onnx_embedder
+    services = _services(tmp_path, {"embedder": onnx_embedder})
     yield services
     services.close()
 

@@ -12,15 +12,14 @@ from freshindex.core.ids import document_id
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline
 from freshindex.workers.runner import EXIT_NOTHING_INDEXED, EXIT_OK, sync_inline
-from freshindex.workers.services import Services
 
+from freshindex.services import Services
 from tests.conftest import EXAMPLES
 
 
 @pytest.fixture
 def svc(tmp_path: Path, onnx_embedder):
-    services = Services(load_settings(data_dir=tmp_path / "data"))
-    services.__dict__["embedder"] = onnx_embedder  # share the loaded model across tests
+    services = Services(load_settings(data_dir=tmp_path / "data"), embedder=onnx_embedder)  # one model for all tests
     yield services
     services.close()
 
