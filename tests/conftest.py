@@ -9,9 +9,13 @@ reason) unless QDRANT_URL is set.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,3 +158,46 @@ def s3_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+# -- separate worker processes (distributed tests) ------------------------------------------------------------------
+
+
+def distributed_env(tmp_path: Path, pg_url: str, broker_url: str, prefix: str, **extra: str) -> dict[str, str]:
+    """Environment variables for a distributed deployment on this machine: a migrated PostgreSQL
+    registry, a broker, queues of their own (``prefix``) and a data dir under ``tmp_path``."""
+    from freshindex.registry import db
+
+    engine = db.make_engine(pg_url)
+    db.upgrade(engine)
+    engine.dispose()
+    return {
+        "FRESHINDEX_DATA_DIR": str(tmp_path / "data"),
+        "FRESHINDEX_REGISTRY__URL": pg_url,
+        "FRESHINDEX_BROKER__URL": broker_url,
+        "FRESHINDEX_BROKER__QUEUE_PREFIX": f"{prefix}-{uuid.uuid4().hex[:8]}",
+        "FRESHINDEX_LOG_LEVEL": "INFO",
+        **extra,
+    }
+
+
+@contextlib.contextmanager
+def worker_process(env: dict[str, str], log_path: Path, name: str, *args: str) -> Iterator[subprocess.Popen]:
+    """A `freshindex worker` in its own process group (two pool processes unless ``args`` say otherwise),
+    stopped with SIGTERM (SIGKILL after 30 s) however the test ends; its output goes to ``log_path``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
+    log = open(log_path, "w")
+    cmd = [sys.executable, "-m", "freshindex", "worker", *(args or ("-c", "2")),
+           "--hostname", f"{name}-{uuid.uuid4().hex[:6]}@%h"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**base, **env}, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()

@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.registry import Registry, db
+from freshindex.registry import Registry
 from freshindex.registry.schema import Chunk, DocumentResult, SyncRun
 from sqlalchemy import func, select
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, distributed_env, worker_process
 from tests.workers.test_concurrent_sync import _big_kb
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -33,38 +31,15 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 @pytest.fixture
 def env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, str]:
-    engine = db.make_engine(pg_url)
-    db.upgrade(engine)
-    engine.dispose()
     base = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
-    return {
-        **base,
-        "FRESHINDEX_DATA_DIR": str(tmp_path / "data"),
-        "FRESHINDEX_REGISTRY__URL": pg_url,
-        "FRESHINDEX_BROKER__URL": redis_url + "/0",
-        "FRESHINDEX_BROKER__QUEUE_PREFIX": f"fi-join-{uuid.uuid4().hex[:8]}",
-        "FRESHINDEX_BROKER__SYNC_TIMEOUT": "240",
-        "FRESHINDEX_LOG_LEVEL": "INFO",
-    }
+    return {**base, **distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-join",
+                                      FRESHINDEX_BROKER__SYNC_TIMEOUT="240")}
 
 
 @pytest.fixture
 def worker(env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen]:
-    log = open(tmp_path / "worker.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "freshindex", "worker", "-c", "2", "--hostname", f"join-{uuid.uuid4().hex[:6]}@%h"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
+    with worker_process(env, tmp_path / "worker.log", "join") as proc:
         yield proc
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 def test_two_distributed_syncs_at_once_share_one_run(

@@ -8,23 +8,19 @@ stages, builds and swaps; the test then queries the new snapshot.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
-import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.registry import db
 from freshindex.settings import load_settings
 from freshindex.workers.app import create_app
 from freshindex.workers.runner import sync_distributed
 
 from freshindex.services import Services
-from tests.conftest import EXAMPLES, ROOT, port_open
+from tests.conftest import EXAMPLES, port_open, worker_process
+from tests.conftest import distributed_env as make_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -40,37 +36,14 @@ def broker_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def distributed_env(tmp_path: Path, pg_url: str, broker_url: str) -> dict[str, str]:
-    engine = db.make_engine(pg_url)
-    db.upgrade(engine)
-    engine.dispose()
-    return {
-        "FRESHINDEX_DATA_DIR": str(tmp_path / "data"),
-        "FRESHINDEX_REGISTRY__URL": pg_url,
-        "FRESHINDEX_BROKER__URL": broker_url,
-        "FRESHINDEX_BROKER__QUEUE_PREFIX": f"fi-test-{uuid.uuid4().hex[:8]}",
-        "FRESHINDEX_LOG_LEVEL": "INFO",
-    }
+    return make_env(tmp_path, pg_url, broker_url, "fi-test")
 
 
 @pytest.fixture
 def worker(distributed_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen]:
-    env = {**os.environ, **distributed_env}
-    log = open(tmp_path / "worker.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "freshindex", "worker", "-c", "2", "--hostname", f"e2e-{uuid.uuid4().hex[:6]}@%h"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
+    with worker_process(distributed_env, tmp_path / "worker.log", "e2e") as proc:
         yield proc
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-        if proc.returncode not in (0, -signal.SIGTERM, -signal.SIGKILL):
+        if proc.poll() not in (None, 0):
             print((tmp_path / "worker.log").read_text()[-5000:])
 
 

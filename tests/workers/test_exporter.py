@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -18,9 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from freshindex.registry import db
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, distributed_env, free_port, worker_process
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -38,26 +36,13 @@ def _value(text: str, name: str, **labels: str) -> float:
 def test_the_worker_exports_its_pool_metrics_task_latency_and_queue_depth(
     tmp_path: Path, pg_url: str, redis_url: str, sample_kb: Path
 ) -> None:
-    engine = db.make_engine(pg_url)
-    db.upgrade(engine)
-    engine.dispose()
     port = free_port()
-    prefix = f"fi-exp-{uuid.uuid4().hex[:8]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
-    env.update({
-        "FRESHINDEX_DATA_DIR": str(tmp_path / "data"),
-        "FRESHINDEX_REGISTRY__URL": pg_url,
-        "FRESHINDEX_BROKER__URL": redis_url + "/0",
-        "FRESHINDEX_BROKER__QUEUE_PREFIX": prefix,
-        "FRESHINDEX_BROKER__WORKER_METRICS_PORT": str(port),
-        "FRESHINDEX_EMBEDDING__PROVIDER": "hashing",
-    })
-    log = open(tmp_path / "worker.log", "w")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "freshindex", "worker", "-c", "2", "--hostname", f"exp-{uuid.uuid4().hex[:6]}@%h"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
+    env.update(distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-exp",
+                               FRESHINDEX_BROKER__WORKER_METRICS_PORT=str(port),
+                               FRESHINDEX_EMBEDDING__PROVIDER="hashing"))
+    prefix = env["FRESHINDEX_BROKER__QUEUE_PREFIX"]
+    with worker_process(env, tmp_path / "worker.log", "exp") as worker:
         # Given a worker whose exporter is up
         deadline = time.monotonic() + 90
         while True:
@@ -87,14 +72,7 @@ def test_the_worker_exports_its_pool_metrics_task_latency_and_queue_depth(
         depths = dict(re.findall(r'freshindex_queue_depth\{queue="([^"]+)"\} ([0-9.]+)', text))
         assert set(depths) == {f"{prefix}.sync", f"{prefix}.parse", f"{prefix}.build"}
         assert all(float(v) == 0 for v in depths.values())  # the run is done: nothing waits
-    finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
-        log.close()
+
 
 
 def test_queue_depth_counts_waiting_messages_on_redis_and_rabbitmq(redis_url: str) -> None:

@@ -10,11 +10,7 @@ and in ``freshindex_stale_tasks_total``, and no spurious finish or build runs.
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
 import subprocess
-import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +26,7 @@ from freshindex.workers.runner import sync_inline
 from sqlalchemy import select, update
 
 from freshindex.services import Services
-from tests.conftest import ROOT
+from tests.conftest import distributed_env, worker_process
 from tests.registry.test_registry import _stage
 
 KEY = "guides/release.md"
@@ -210,37 +206,13 @@ def test_a_stranded_document_is_found_by_verify_and_repaired_by_reconcile(
 
 @pytest.fixture
 def worker_env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, str]:
-    from freshindex.registry import db
-
-    engine = db.make_engine(pg_url)
-    db.upgrade(engine)
-    engine.dispose()
-    return {
-        "FRESHINDEX_DATA_DIR": str(tmp_path / "data"),
-        "FRESHINDEX_REGISTRY__URL": pg_url,
-        "FRESHINDEX_BROKER__URL": redis_url + "/0",
-        "FRESHINDEX_BROKER__QUEUE_PREFIX": f"fi-fence-{uuid.uuid4().hex[:8]}",
-        "FRESHINDEX_LOG_LEVEL": "INFO",
-    }
+    return distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-fence")
 
 
 @pytest.fixture
 def worker(worker_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen]:
-    log = open(tmp_path / "worker.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "freshindex", "worker", "-c", "2", "--hostname", f"fence-{uuid.uuid4().hex[:6]}@%h"],
-        cwd=ROOT, env={**os.environ, **worker_env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
+    with worker_process(worker_env, tmp_path / "worker.log", "fence") as proc:
         yield proc
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 @pytest.mark.services
