@@ -298,3 +298,24 @@ class Lock(Base):
     token: Mapped[int] = mapped_column(BigInteger, default=0)
     expires_at: Mapped[float] = mapped_column(Float, default=0.0)
     acquired_at: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class ApiKey(Base):
+    """An API key bound to a principal. Only a hash of the secret is stored.
+
+    The key a caller presents is ``fik_<key_id>_<secret>``: ``key_id`` finds
+    the row, the secret is checked against ``secret_hash`` (sha256 of a
+    32-byte random secret: no salt or stretching is needed for random keys).
+    """
+
+    __tablename__ = "api_keys"
+
+    key_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    principal: Mapped[str] = mapped_column(String(255))
+    groups: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    tenant: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
