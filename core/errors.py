@@ -82,6 +82,14 @@ class SourceError(RetryableError):
     """Listing or fetching from a source failed as a whole (network, auth)."""
 
 
+class WriteConflictError(RetryableError):
+    """A concurrent writer inserted the same row first (two deliveries of one task ran side by side).
+
+    Retrying is right: the retry reads what the winner wrote, and an
+    idempotent step then finds its work already done.
+    """
+
+
 class StoreError(RetryableError):
     """The vector store refused or failed an operation."""
 

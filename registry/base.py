@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any, Self
 
 from freshindex.core.enums import ChangesetStatus, RunStatus
-from freshindex.core.errors import ConfigError, RetryableError, StaleTaskError
+from freshindex.core.errors import ConfigError, RetryableError, StaleTaskError, WriteConflictError
 from freshindex.registry import db
 from freshindex.registry.records import ChunkRow, DocumentState, SnapshotInfo, SourceInfo, SyncRunInfo
 from freshindex.registry.schema import Changeset, Chunk, Document, Snapshot, Source, SyncRun
@@ -98,6 +98,22 @@ class _Base:
             raise
         finally:
             session.close()
+
+    @contextmanager
+    def staging_session(self) -> Iterator[Session]:
+        """:meth:`session` for the fenced staging writes, where a unique-key race is retryable.
+
+        Two deliveries of one document task can run at once (the first's
+        acknowledgement was lost with its broker connection); both insert the
+        same content-derived rows and the later commit fails on a unique key.
+        That is :class:`WriteConflictError`: the retry finds the document
+        staged and records it unchanged, instead of failing it.
+        """
+        try:
+            with self.session() as s:
+                yield s
+        except IntegrityError as exc:
+            raise WriteConflictError(f"a concurrent write won: {exc.orig}") from exc
 
     def ping(self) -> None:
         try:

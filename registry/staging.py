@@ -48,7 +48,7 @@ class StagingStore(_Base):
         ``error`` with its etag, so an unchanged bad file is not retried on
         every sync unless the reason is transient.
         """
-        with self.session() as s:
+        with self.staging_session() as s:
             self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             if doc is None:
@@ -71,7 +71,7 @@ class StagingStore(_Base):
     def touch_document(self, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float,
                        changeset_id: int | None = None) -> None:
         """The etag moved but the content did not: remember the new etag."""
-        with self.session() as s:
+        with self.staging_session() as s:
             self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             if doc is not None:
@@ -126,7 +126,7 @@ class StagingStore(_Base):
         the point's payload follows; their vector comes from the cache.
         """
         now = utcnow()
-        with self.session() as s:
+        with self.staging_session() as s:
             # A task of a closed run must not write into a changeset that was
             # staged or applied without it: its chunks would stay pending forever.
             self._fence(s, run_id, changeset_id)
@@ -177,7 +177,7 @@ class StagingStore(_Base):
 
     def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = TombstoneReason.DELETED) -> int:
         """The source no longer has this document: tombstone all its chunks."""
-        with self.session() as s:
+        with self.staging_session() as s:
             self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             if doc is None or doc.state == DocState.DELETED:
