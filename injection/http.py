@@ -24,8 +24,9 @@ What it does not guarantee: retries are few and short (``retries``
 attempts after the first, on connection errors and 503 only, with
 exponential backoff capped at ``backoff_max``); a read timeout is not
 retried, because a server that is slow to answer is not helped by a second
-copy of the question. The principal and groups are sent as the caller says:
-the server trusts whoever holds the bearer token to name them.
+copy of the question. Identity comes from the bearer credential (an API key
+or a JWT), never from the body: ``groups`` can only narrow what the
+credential grants, and a ``principal`` other than the credential's is 403.
 """
 
 from __future__ import annotations

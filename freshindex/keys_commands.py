@@ -1,0 +1,88 @@
+"""``freshindex keys``: issue, list and revoke the API keys of the query API.
+
+Registered into the ``freshindex`` click group by :func:`register` (one line
+at the end of ``freshindex/cli.py``). A key is bound to a principal (id,
+groups, tenant) when it is created; the request that presents it can narrow
+those groups, never widen them (``api.auth``). The full key is printed once,
+by ``keys create``; the registry keeps only its hash, so a lost key is
+revoked and replaced, not recovered. ``keys list`` never prints a secret.
+
+Like :mod:`freshindex.ops_commands`, this reaches ``ctx.obj`` (the CLI's
+state) and imports nothing from ``freshindex.cli``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+@click.group("keys")
+def keys() -> None:
+    """API keys of the query API (auth.mode keys or keys+jwt)."""
+
+
+@keys.command("create")
+@click.argument("principal")
+@click.option("--group", "groups", multiple=True, help="A group the key's principal belongs to (repeatable).")
+@click.option("--tenant", default=None, help="The principal's tenant (recorded; not yet a query filter).")
+@click.option("--description", default=None, help="What the key is for (shown by `keys list`).")
+@json_option
+@click.pass_obj
+def keys_create(state: Any, principal: str, groups: tuple[str, ...], tenant: str | None, description: str | None,
+                as_json: bool) -> None:
+    """Issue a key for PRINCIPAL; the key is printed once and cannot be shown again."""
+    new = state.services.registry.create_api_key(principal, groups, tenant=tenant, description=description)
+    if as_json:
+        click.echo(json.dumps({**new.info.as_dict(), "key": new.key}, indent=2, ensure_ascii=False))
+        return
+    click.echo(new.key)
+    click.echo(f"key {new.info.key_id} for {principal} (groups: {', '.join(new.info.groups) or 'none'}); "
+               "store it now: it is not shown again", err=True)
+
+
+@keys.command("list")
+@click.option("--active", is_flag=True, help="Leave revoked keys out.")
+@json_option
+@click.pass_obj
+def keys_list(state: Any, active: bool, as_json: bool) -> None:
+    """Every key: id, principal, groups, tenant, created, last used, revoked (never the secret)."""
+    rows = [k.as_dict() for k in state.services.registry.list_api_keys(include_revoked=not active)]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    if not rows:
+        click.echo("no API keys")
+        return
+    columns = ("key_id", "principal", "groups", "tenant", "created_at", "last_used_at", "revoked_at", "description")
+    cells = [[", ".join(r[c]) if c == "groups" else ("" if r[c] is None else str(r[c])) for c in columns]
+             for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@json_option
+@click.pass_obj
+def keys_revoke(state: Any, key_id: str, as_json: bool) -> None:
+    """Revoke KEY_ID: the next request that presents it is refused (401)."""
+    info = state.services.registry.revoke_api_key(key_id)
+    if as_json:
+        click.echo(json.dumps(info.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(f"revoked {info.key_id} ({info.principal}) at {info.revoked_at.isoformat()}")
+
+
+def register(cli: click.Group) -> None:
+    """Add the ``keys`` group to the ``freshindex`` group."""
+    cli.add_command(keys)
+
+
+__all__ = ["register"]
