@@ -14,8 +14,15 @@ loads the parsers or Celery).  Endpoints:
 * ``POST /v1/query``: question (+ principal) -> cited context packet;
 * ``GET /v1/kbs/{kb}/health``: freshness signals of one knowledge base;
 * ``GET /v1/snapshots``: snapshot manifests.
+* ``POST /v1/webhooks/{github,gitlab,s3,generic}/{source}``: signed change
+  events -> a coalesced sync ticket (:mod:`api.webhooks`).
 
-When ``api.token`` is set, ``/v1`` endpoints need ``Authorization: Bearer``.
+Who calls the query endpoints is decided by :mod:`api.auth` from the
+credential (API key, JWT, trusted gateway headers; ``auth.mode``), never
+from the body: a query's ``principal`` and ``groups`` can only narrow the
+credential's groups. With ``auth.mode=none`` every caller is anonymous
+(public sources only) and the legacy ``api.token``, when set, is required.
+Webhook routes are not under this: they check their own signatures.
 
 A knowledge base named in a request must be known to the registry (a source
 or a snapshot of it): an unknown one is a 404 before anything is counted, so
@@ -24,15 +31,15 @@ request input never becomes a metric label.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from fastapi import Depends, FastAPI, Header, HTTPException
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from freshindex.acl import Principal
+from freshindex.api import webhooks
+from freshindex.api.auth import Authenticator, AuthError, Identity, narrow
 from freshindex.core.errors import FreshIndexError, NotFoundError, RetryableError
 from pydantic import BaseModel, Field
 
@@ -50,7 +57,9 @@ log = logging.getLogger("freshindex.api")
 class QueryRequest(BaseModel):
     question: str = Field(min_length=1, max_length=4000)
     kb: str | None = None
-    principal: str = "anonymous"
+    # Narrow the credential's identity, never widen it (api.auth.narrow): the groups are intersected with
+    # the credential's, and a principal other than the credential's is a 403.
+    principal: str | None = None
     groups: list[str] = Field(default_factory=list)
     limit: int = Field(default=5, ge=1, le=50)
 
@@ -81,18 +90,27 @@ def create_app(services: ApiServices) -> FastAPI:
     settings = services.settings
     app = FastAPI(title="freshindex", version="0.1.0")
     token = settings.api.token.get_secret_value() if settings.api.token else None
+    authenticator = Authenticator(settings.auth, _RegistryKeys(services), static_token=token,
+                                  on_failure=lambda reason: services.metrics.auth_failures.labels(reason).inc())
 
-    def authorize(authorization: Annotated[str | None, Header()] = None) -> None:
-        if token is None:
-            return
-        given = (authorization or "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise HTTPException(status_code=401, detail="missing or wrong bearer token")
+    def authorize(request: Request) -> Identity:
+        # request.client is the TCP peer: `freshindex serve` runs uvicorn without proxy_headers, so no
+        # X-Forwarded-For rewrites it (gateway mode trusts the peer address, nothing else).
+        return authenticator.authenticate(request.headers, request.client.host if request.client else None)
+
+    @app.exception_handler(AuthError)
+    async def _refused(_request: Any, exc: AuthError) -> JSONResponse:
+        headers = {"WWW-Authenticate": exc.www_authenticate} if exc.status == 401 else None
+        error = {401: "unauthorized", 403: "forbidden"}.get(exc.status, "unavailable")
+        return JSONResponse(status_code=exc.status, content={"error": error, "detail": exc.detail}, headers=headers)
 
     @app.exception_handler(FreshIndexError)
     async def _errors(_request: Any, exc: FreshIndexError) -> JSONResponse:
         status = 404 if isinstance(exc, NotFoundError) else 503 if isinstance(exc, RetryableError) else 400
         return JSONResponse(status_code=status, content={"error": type(exc).__name__, "detail": str(exc)})
+
+    # Webhooks carry their own per-source signatures, not the query API's credentials.
+    app.include_router(webhooks.router(webhooks.WebhookIntake(settings.webhooks, services)))
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
@@ -148,11 +166,15 @@ def create_app(services: ApiServices) -> FastAPI:
     def metrics() -> PlainTextResponse:
         return PlainTextResponse(services.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    @app.post("/v1/query", dependencies=[Depends(authorize)])
-    def query(req: QueryRequest) -> dict[str, Any]:
+    @app.post("/v1/query")
+    def query(req: QueryRequest, identity: Identity = Depends(authorize)) -> dict[str, Any]:
+        # (a default, not Annotated[...]: the annotation is a string and `authorize` is local to create_app)
+        try:
+            principal = narrow(identity, req.principal, req.groups)
+        except AuthError as exc:
+            raise authenticator.refuse(exc) from None
         kb = require_kb(req.kb or settings.default_kb, "query")
-        packet = services.client.retrieve(req.question, kb=kb, principal=Principal.of(req.principal, req.groups),
-                                          limit=req.limit)
+        packet = services.client.retrieve(req.question, kb=kb, principal=principal, limit=req.limit)
         services.metrics.queries.labels(kb, "insufficient" if packet.insufficient else "answered").inc()
         for reason, n in packet.dropped.items():
             services.metrics.recheck_drops.labels(kb, reason).inc(n)
@@ -167,6 +189,16 @@ def create_app(services: ApiServices) -> FastAPI:
         return [s.as_dict() for s in services.registry.list_snapshots(kb)]
 
     return app
+
+
+class _RegistryKeys:
+    """The registry's key check, reached only when a key is presented (the registry is built on first use)."""
+
+    def __init__(self, services: ApiServices) -> None:
+        self._services = services
+
+    def verify_api_key(self, key: str) -> Any:
+        return self._services.registry.verify_api_key(key)
 
 
 class _KnownKbs:

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from freshindex import __version__, logs, ops_commands
+from freshindex import __version__, keys_commands, logs, ops_commands, sync_commands
 from freshindex.core.enums import BuildStatus, DocumentState, RunStatus
 from freshindex.core.errors import ConfigError, FreshIndexError, NotFoundError
 from freshindex.core.exit_codes import ExitCode
@@ -733,9 +733,16 @@ def beat(state: _State) -> None:
 @cli.command()
 @click.option("--host", default=None)
 @click.option("--port", default=None, type=int)
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback host with auth.mode=none (every caller "
+              "anonymous); same as auth.allow_insecure.")
 @click.pass_obj
-def serve(state: _State, host: str | None, port: int | None) -> None:
+def serve(state: _State, host: str | None, port: int | None, insecure: bool) -> None:
     """Serve health, metrics and the query API over HTTP."""
+    from freshindex.api.auth import insecure_bind_problem
+
+    problem = insecure_bind_problem(state.settings.auth, host or state.settings.api.host, insecure_flag=insecure)
+    if problem is not None:
+        raise click.UsageError(problem)
     import uvicorn
 
     from freshindex.api.app import create_app
@@ -743,8 +750,13 @@ def serve(state: _State, host: str | None, port: int | None) -> None:
     svc = state.services
     svc.check()
     app = create_app(svc)
-    uvicorn.run(app, host=host or state.settings.api.host, port=port or state.settings.api.port,
-                log_level=state.settings.log_level.lower(), access_log=False)
+    dispatcher = sync_commands.start_dispatcher(svc)  # webhook tickets -> syncs
+    try:
+        uvicorn.run(app, host=host or state.settings.api.host, port=port or state.settings.api.port,
+                    log_level=state.settings.log_level.lower(), access_log=False,
+                    proxy_headers=False)  # the TCP peer stays the client: gateway mode trusts it, not X-Forwarded-For
+    finally:
+        dispatcher.stop()
 
 
 @cli.command()
@@ -762,5 +774,7 @@ def errors(state: _State, source_id: str | None, run_id: int | None, as_json: bo
 
 
 ops_commands.register(cli)  # runs, documents, kbs, locks, probe, ... (freshindex/ops_commands.py)
+keys_commands.register(cli)  # keys create/list/revoke (freshindex/keys_commands.py)
+sync_commands.register(cli)  # syncs show (freshindex/sync_commands.py)
 
 __all__ = ["NotFoundError", "cli", "main"]

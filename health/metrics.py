@@ -65,6 +65,18 @@ class Metrics:
         self.unknown_kb_requests = Counter("freshindex_unknown_kb_requests_total",
                                            "Requests naming a knowledge base the registry does not know (404; "
                                            "the name itself is never a label)", ["endpoint"], registry=r)
+        self.auth_failures = Counter("freshindex_auth_failures_total",
+                                     "API requests refused (401/403) by reason (a fixed set: api/auth.py)",
+                                     ["reason"], registry=r)
+        self.webhook_rejections = Counter("freshindex_webhook_rejections_total",
+                                          "Webhook requests refused before anything was enqueued, by reason "
+                                          "(bad_signature, replayed, stale_timestamp, unknown_source, too_large, "
+                                          "malformed)", ["reason"], registry=r)
+        self.webhook_events = Counter("freshindex_webhook_events_total",
+                                      "Webhook requests taken, by provider and outcome (accepted, ignored)",
+                                      ["provider", "outcome"], registry=r)
+        self.webhook_tickets = Counter("freshindex_webhook_tickets_total",
+                                       "Sync tickets dispatched by outcome (done, failed)", ["outcome"], registry=r)
 
     def add_health_collector(self, kbs: Callable[[], Iterable[str]], health: Callable[[str], dict[str, Any]]) -> None:
         """Export registry-derived gauges (lag, backlog) computed at scrape time."""

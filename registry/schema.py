@@ -319,3 +319,43 @@ class ApiKey(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class WebhookDelivery(Base):
+    """A webhook delivery id seen for a source: a second one with the same id is a replay.
+
+    Rows older than ``webhooks.replay_window_s`` are pruned; a replay older
+    than that is not recognised (a signed timestamp bounds it for the generic
+    and S3 endpoints, nothing does for GitHub and GitLab).
+    """
+
+    __tablename__ = "webhook_deliveries"
+
+    source_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    received_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class SyncTicket(Base):
+    """A sync asked for by one or more webhook events of a source, coalesced.
+
+    ``queued`` while it collects events (at most one queued ticket per
+    source), then ``dispatched`` (a sync is running or enqueued for it), then
+    ``done`` or ``failed``.  ``paths`` is the union of the paths the events
+    named, or null for a full listing.
+    """
+
+    __tablename__ = "sync_tickets"
+    __table_args__ = (Index("ix_sync_tickets_source_status", "source_id", "status"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    source_id: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    paths: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    run_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    events: Mapped[int] = mapped_column(Integer, default=1)
+    dispatched_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    #: joined (the sync followed a run another trigger opened), or why it failed.
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -1,7 +1,7 @@
 """The registry: every read and write of the system of record.
 
 :class:`Registry` composes one store per concern (sources, runs, staging,
-chunks, vector cache, snapshots, archive, audit, locks, health signals),
+chunks, vector cache, snapshots, archive, audit, locks, health signals, API keys),
 each a mixin over :class:`registry.base._Base`, so one object still serves
 every caller; a consumer should type its dependency with the narrow protocol
 it uses (:mod:`registry.protocols`), not with this class.  Each public method
@@ -20,12 +20,14 @@ from freshindex.registry.audit import AuditStore
 from freshindex.registry.base import process_name
 from freshindex.registry.cache import VectorCacheStore
 from freshindex.registry.chunks import ChunkStore
+from freshindex.registry.keys import KeyStore
 from freshindex.registry.locks import LockStore
 from freshindex.registry.runs import RunClaim, RunsStore
 from freshindex.registry.signals import HealthStore
 from freshindex.registry.snapshots import SnapshotStore
 from freshindex.registry.sources import SourcesStore
 from freshindex.registry.staging import TRANSIENT_REASONS, StagingStore
+from freshindex.registry.webhooks import WebhookStore
 
 
 class Registry(
@@ -39,6 +41,8 @@ class Registry(
     AuditStore,
     LockStore,
     HealthStore,
+    KeyStore,
+    WebhookStore,
 ):
     """Facade over the registry database: every concern's store on one engine.
 

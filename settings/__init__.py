@@ -6,6 +6,7 @@ down; nothing in freshindex reads the environment at import time.
 
 from freshindex.settings.model import (
     ApiSettings,
+    AuthSettings,
     BrokerSettings,
     EmbeddingSettings,
     RegistrySettings,
@@ -14,12 +15,14 @@ from freshindex.settings.model import (
     SnapshotSettings,
     SourcesSettings,
     VectorStoreSettings,
+    WebhookSettings,
     load_settings,
     redact_url,
 )
 
 __all__ = [
     "ApiSettings",
+    "AuthSettings",
     "BrokerSettings",
     "EmbeddingSettings",
     "RegistrySettings",
@@ -28,6 +31,7 @@ __all__ = [
     "SnapshotSettings",
     "SourcesSettings",
     "VectorStoreSettings",
+    "WebhookSettings",
     "load_settings",
     "redact_url",
 ]

@@ -193,7 +193,110 @@ class SnapshotSettings(BaseModel):
 class ApiSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8080
-    token: SecretStr | None = Field(default=None, description="bearer token required on /v1 endpoints when set")
+    token: SecretStr | None = Field(
+        default=None, description="legacy static bearer token accepted on /v1 endpoints (required when auth.mode is none); it identifies the anonymous principal and grants no groups",
+    )
+
+
+class WebhookSettings(BaseModel):
+    """Signed webhooks that trigger syncs (``/v1/webhooks/...``): secrets, limits, coalescing.
+
+    Secrets are per source id; a source without one does not take webhooks
+    (404).  ``secrets_file`` is read once, when ``serve`` starts; its entries
+    yield to ``secrets`` given here.  Secrets are never logged or shown.
+    """
+
+    secrets: dict[str, SecretStr] = Field(
+        default_factory=dict, description="source id -> shared secret (HMAC key, or the GitLab token)",
+    )
+    secrets_file: Path | None = Field(
+        default=None, description="TOML or JSON file mapping source id -> secret, read at start",
+    )
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1, description="larger request bodies are refused (413)")
+    max_skew_s: float = Field(
+        default=300.0, gt=0, description="a signed timestamp further than this from now is refused (409)",
+    )
+    debounce_s: float = Field(
+        default=2.0, ge=0, description="events of one source within this many seconds become one sync",
+    )
+    replay_window_s: float = Field(
+        default=86400.0, gt=0, description="delivery ids are remembered this long to refuse replays (409)",
+    )
+
+    def resolved_secrets(self) -> dict[str, str]:
+        """Source id -> secret from ``secrets_file`` and ``secrets`` (these win); reads the file now."""
+        out: dict[str, str] = {}
+        if self.secrets_file is not None:
+            import json
+            import tomllib
+
+            path = self.secrets_file.expanduser()
+            try:
+                text = path.read_text()
+                data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+            except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+                raise ConfigError(f"webhooks.secrets_file {path}: {type(exc).__name__}") from exc
+            if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+                raise ConfigError(f"webhooks.secrets_file {path}: expected a mapping of source id -> secret")
+            out.update({str(k): v for k, v in data.items()})
+        out.update({k: v.get_secret_value() for k, v in self.secrets.items()})
+        return out
+
+
+#: Signature algorithms a JWT may use: asymmetric only, so a public JWKS can never verify a token signed
+#: with itself as an HMAC secret ("none" and HS* are refused, not merely left out of the default).
+JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+
+
+class AuthSettings(BaseModel):
+    """Who a caller of the ``/v1`` API is: from an API key, a JWT or a trusted gateway, never from the body.
+
+    Checked for consistency when the API is built (``api.auth``), not here,
+    so that ``freshindex config show`` still prints a half-written section.
+    """
+
+    mode: Literal["none", "keys", "jwt", "keys+jwt", "gateway"] = Field(
+        default="none",
+        description="none: no credential, every caller is anonymous (public sources only); keys: API keys "
+        "(`freshindex keys create`); jwt: JWT bearer tokens; keys+jwt: either; gateway: identity headers from a "
+        "trusted proxy",
+    )
+    jwt_issuer: str | None = Field(default=None, description="required `iss` of a JWT")
+    jwt_audience: str | None = Field(default=None, description="required `aud` of a JWT")
+    jwks_file: Path | None = Field(default=None, description="JWKS file with the issuer's public keys "
+                                   "(re-read when it changes)")
+    jwks_url: str | None = Field(default=None, description="JWKS URL of the issuer (fetched and cached)")
+    jwt_algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256"],
+                                      description="signature algorithms accepted (asymmetric only)")
+    groups_claim: str = Field(default="groups", description="claim holding the groups (a list or a "
+                              "space/comma separated string; dots reach into objects, e.g. realm_access.roles)")
+    tenant_claim: str = Field(default="tenant", description="claim holding the tenant")
+    leeway_s: float = Field(default=30.0, ge=0, le=600, description="clock skew allowed on exp/nbf/iat, seconds")
+    trusted_proxies: list[str] = Field(default_factory=list, description="CIDRs whose TCP peers may assert "
+                                       "identity by headers (gateway mode)")
+    gateway_user_header: str = Field(default="X-Forwarded-User", description="gateway: the principal id")
+    gateway_groups_header: str = Field(default="X-Forwarded-Groups", description="gateway: comma-separated groups")
+    gateway_tenant_header: str = Field(default="X-Forwarded-Tenant", description="gateway: the tenant")
+    allow_insecure: bool = Field(default=False, description="let `freshindex serve` bind a non-loopback address "
+                                 "with mode none (same as --insecure)")
+
+    @field_validator("jwt_algorithms")
+    @classmethod
+    def _asymmetric_only(cls, value: list[str]) -> list[str]:
+        bad = [a for a in value if a not in JWT_ALGORITHMS]
+        if bad or not value:
+            raise ValueError(f"jwt_algorithms {bad or value} not allowed: choose from {', '.join(JWT_ALGORITHMS)} "
+                             "(never none or HS*)")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for cidr in value:
+            ipaddress.ip_network(cidr, strict=False)  # ValueError names the bad entry
+        return value
 
 
 class Settings(BaseSettings):
@@ -218,6 +321,8 @@ class Settings(BaseSettings):
     sources: SourcesSettings = SourcesSettings()
     snapshots: SnapshotSettings = SnapshotSettings()
     api: ApiSettings = ApiSettings()
+    auth: AuthSettings = AuthSettings()
+    webhooks: WebhookSettings = WebhookSettings()
 
     @field_validator("data_dir")
     @classmethod

@@ -1,0 +1,453 @@
+"""Signed webhooks that ask for a sync, and the dispatcher that coalesces them.
+
+Four endpoints (``/v1/webhooks/{github,gitlab,s3,generic}/{source}``), each
+verified with the source's own secret (``webhooks.secrets``), never with the
+query API's credentials:
+
+* GitHub: ``X-Hub-Signature-256: sha256=<hmac(secret, raw body)>``,
+  ``X-GitHub-Delivery``, ``X-GitHub-Event`` (``push`` syncs, ``ping`` and
+  other events are answered 200 and enqueue nothing);
+* GitLab: ``X-Gitlab-Token`` (compared in constant time), delivery id from
+  ``X-Gitlab-Event-UUID`` or ``Idempotency-Key``;
+* S3 event notifications posted directly, and generic JSON
+  (``{"paths": [...]}``, no ``paths`` = full listing): ``X-Freshindex-Timestamp``,
+  ``X-Freshindex-Delivery``, ``X-Freshindex-Signature:
+  sha256=<hmac(secret, f"{timestamp}.{raw body}")>``.  (S3 signs nothing
+  itself: something in front of it must sign; polling an SQS queue is not
+  done here.)
+
+:class:`WebhookIntake` is the decision, a plain function of (provider,
+source, headers, body): it raises :class:`Rejected` with the HTTP status and
+a reason from :data:`REASONS` (the only label values of
+``freshindex_webhook_rejections_total``), or records the delivery and joins
+the source's queued ticket.  A rejected request writes nothing.
+:class:`Dispatcher` turns due tickets into syncs through a callable the
+composition root gives it (inline or Celery), one at a time per source.
+
+What it does not guarantee: that a GitHub/GitLab replay older than
+``webhooks.replay_window_s`` is caught (those carry no signed timestamp);
+that a sync reads only the named paths (today a ticket records their union
+and the sync lists the whole source, which the etag diff keeps cheap).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import unquote_plus
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from freshindex.core.errors import NotFoundError
+from freshindex.registry.webhooks import DuplicateDelivery, TicketInfo
+from starlette.concurrency import run_in_threadpool
+
+if TYPE_CHECKING:
+    from freshindex.health.metrics import Metrics
+    from freshindex.registry import Registry
+    from freshindex.settings import WebhookSettings
+
+log = logging.getLogger("freshindex.webhooks")
+
+PROVIDERS = ("github", "gitlab", "s3", "generic")
+#: Every rejection reason (a bounded label set: request input never becomes a label).
+REASONS = ("missing_signature", "bad_signature", "replayed", "stale_timestamp", "unknown_source", "too_large",
+           "malformed")
+
+#: What a dispatcher calls for a claimed ticket: (source id, ticket id) -> (run id, joined another run).
+RunSync = Callable[[str, int], tuple[int, bool]]
+
+
+class Rejected(Exception):
+    """A refused request: ``status`` and ``reason`` (one of :data:`REASONS`) go to the caller and the metric."""
+
+    def __init__(self, status: int, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.reason, self.detail = status, reason, detail
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A taken request: ``ticket_id`` None when the event was verified but asks for no sync (ping)."""
+
+    ticket_id: int | None
+    joined: bool = False
+    note: str | None = None
+
+
+# -- signatures and payloads (plain functions) ---------------------------------------------
+
+
+def hmac_hex(secret: str, message: bytes) -> str:
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def sign_generic(secret: str, timestamp: str, body: bytes) -> str:
+    """The ``X-Freshindex-Signature`` value for ``body`` sent at ``timestamp`` (unix seconds, as sent)."""
+    return "sha256=" + hmac_hex(secret, timestamp.encode() + b"." + body)
+
+
+def sign_github(secret: str, body: bytes) -> str:
+    """The ``X-Hub-Signature-256`` value GitHub sends for ``body`` (the raw bytes, never a re-serialisation)."""
+    return "sha256=" + hmac_hex(secret, body)
+
+
+def check_signature(expected: str, given: str | None) -> None:
+    if not given:
+        raise Rejected(401, "missing_signature", "signature header missing")
+    if not hmac.compare_digest(expected.encode(), given.strip().encode()):
+        raise Rejected(401, "bad_signature", "signature does not match")
+
+
+def check_timestamp(given: str | None, *, now: float, max_skew_s: float) -> None:
+    try:
+        ts = int((given or "").strip())
+    except ValueError:
+        raise Rejected(401, "missing_signature", "X-Freshindex-Timestamp missing or not unix seconds") from None
+    if abs(now - ts) > max_skew_s:
+        raise Rejected(409, "stale_timestamp", f"timestamp is {now - ts:+.0f} s from now (limit {max_skew_s:.0f})")
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise Rejected(400, "malformed", "body is not JSON") from None
+
+
+def _strings(value: Any, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise Rejected(400, "malformed", f"{what} must be a list of non-empty strings")
+    return value
+
+
+def push_paths(body: bytes) -> list[str] | None:
+    """Changed paths of a GitHub or GitLab push: added, modified and removed of every commit.
+
+    None (a full listing) when the payload lists no commits' files (a
+    force-push or a push of more commits than the payload carries).
+    """
+    data = _json(body)
+    if not isinstance(data, dict):
+        raise Rejected(400, "malformed", "push payload must be an object")
+    commits = data.get("commits")
+    if commits is None:
+        return None
+    if not isinstance(commits, list) or not all(isinstance(c, dict) for c in commits):
+        raise Rejected(400, "malformed", "commits must be a list of objects")
+    paths: set[str] = set()
+    for c in commits:
+        for k in ("added", "modified", "removed"):
+            paths.update(_strings(c.get(k, []), f"commits[].{k}"))
+    return sorted(paths) or None
+
+
+def s3_paths(body: bytes) -> list[str]:
+    """Object keys of an S3 event notification (URL-decoded), for ObjectCreated/ObjectRemoved records."""
+    data = _json(body)
+    records = data.get("Records") if isinstance(data, dict) else None
+    if not isinstance(records, list):
+        raise Rejected(400, "malformed", "an S3 notification has a Records list")
+    keys: set[str] = set()
+    for r in records:
+        try:
+            event, key = r["eventName"], r["s3"]["object"]["key"]
+        except (KeyError, TypeError):
+            raise Rejected(400, "malformed", "each record needs eventName and s3.object.key") from None
+        if not isinstance(event, str) or not isinstance(key, str):
+            raise Rejected(400, "malformed", "eventName and s3.object.key are strings")
+        if event.startswith(("ObjectCreated:", "ObjectRemoved:")):
+            keys.add(unquote_plus(key))  # S3 sends keys form-encoded ("a+b%2Fc" is "a b/c")
+    return sorted(keys)
+
+
+def generic_paths(body: bytes) -> list[str] | None:
+    data = _json(body)
+    if not isinstance(data, dict):
+        raise Rejected(400, "malformed", "body must be a JSON object")
+    if data.get("paths") is None:
+        return None
+    return sorted(set(_strings(data["paths"], "paths"))) or None
+
+
+# -- the intake ----------------------------------------------------------------------------
+
+
+class _IntakeServices(Protocol):
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+
+class WebhookIntake:
+    """Verify one webhook request and record it against its source's queued ticket.
+
+    Secrets are resolved once, here (``secrets_file`` is read now).  The
+    checks run in the order that leaks least: unknown source (no secret or
+    not in the registry) 404, size 413, signature 401, body 400, timestamp
+    409, replay 409.  Every refusal is counted by reason and writes nothing.
+    """
+
+    def __init__(self, settings: WebhookSettings, services: _IntakeServices, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.settings, self._services, self.clock = settings, services, clock
+        self._secrets = settings.resolved_secrets()
+
+    # Looked up per call: the HTTP app is built before the registry is (and a test's fake has none).
+    @property
+    def registry(self) -> Registry:
+        return self._services.registry
+
+    @property
+    def metrics(self) -> Metrics:
+        return self._services.metrics
+
+    def secret_for(self, source_id: str) -> str:
+        secret = self._secrets.get(source_id)
+        if not secret:
+            raise Rejected(404, "unknown_source", "no such webhook source")
+        try:
+            self.registry.get_source(source_id)
+        except NotFoundError:
+            raise Rejected(404, "unknown_source", "no such webhook source") from None
+        return secret
+
+    def reject(self, exc: Rejected) -> Rejected:
+        self.metrics.webhook_rejections.labels(exc.reason).inc()
+        return exc
+
+    def receive(self, provider: str, source_id: str, headers: Mapping[str, str], body: bytes) -> Accepted:
+        """The whole decision for one request; raises :class:`Rejected` (counted) or returns what was done."""
+        try:
+            outcome = self._receive(provider, source_id, {k.lower(): v for k, v in headers.items()}, body)
+        except Rejected as exc:
+            raise self.reject(exc) from None
+        self.metrics.webhook_events.labels(provider, "accepted" if outcome.ticket_id else "ignored").inc()
+        return outcome
+
+    def _receive(self, provider: str, source_id: str, h: Mapping[str, str], body: bytes) -> Accepted:
+        if provider not in PROVIDERS:
+            raise Rejected(404, "unknown_source", "no such webhook provider")
+        secret = self.secret_for(source_id)
+        if len(body) > self.settings.max_body_bytes:
+            raise Rejected(413, "too_large", f"body over {self.settings.max_body_bytes} bytes")
+        paths: list[str] | None
+        if provider == "github":
+            check_signature(sign_github(secret, body), h.get("x-hub-signature-256"))
+            event = h.get("x-github-event", "")
+            if event != "push":
+                return Accepted(None, note=f"{event or 'unnamed'} event: nothing to sync")
+            delivery = h.get("x-github-delivery")
+            paths = push_paths(body)
+        elif provider == "gitlab":
+            token = h.get("x-gitlab-token")
+            if not token:
+                raise Rejected(401, "missing_signature", "X-Gitlab-Token missing")
+            if not hmac.compare_digest(secret.encode(), token.encode()):
+                raise Rejected(401, "bad_signature", "token does not match")
+            event = h.get("x-gitlab-event", "")
+            if event not in ("Push Hook", "Tag Push Hook", "System Hook"):
+                return Accepted(None, note=f"{event or 'unnamed'} event: nothing to sync")
+            delivery = h.get("x-gitlab-event-uuid") or h.get("idempotency-key")
+            paths = push_paths(body)
+        else:
+            timestamp = h.get("x-freshindex-timestamp") or ""
+            check_signature(sign_generic(secret, timestamp, body), h.get("x-freshindex-signature"))
+            paths = s3_paths(body) if provider == "s3" else generic_paths(body)
+            check_timestamp(timestamp, now=self.clock(), max_skew_s=self.settings.max_skew_s)
+            delivery = h.get("x-freshindex-delivery")
+        if not delivery or len(delivery) > 255:
+            raise Rejected(400, "malformed", "a delivery id header (1-255 characters) is required")
+        if provider == "s3" and not paths:
+            return Accepted(None, note="no ObjectCreated/ObjectRemoved record: nothing to sync")
+        try:
+            join = self.registry.accept_delivery(source_id, delivery, paths)
+        except DuplicateDelivery:
+            raise Rejected(409, "replayed", "delivery id already received") from None
+        except NotFoundError:  # removed since the check above
+            raise Rejected(404, "unknown_source", "no such webhook source") from None
+        return Accepted(join.ticket_id, joined=join.joined)
+
+
+async def read_capped(request: Request, limit: int) -> bytes | None:
+    """The request body, or None as soon as it is over ``limit`` bytes (Content-Length or bytes read).
+
+    Never reads more than one chunk past the limit, whatever the client
+    declared or sends.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                return None
+        except ValueError:
+            return None
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def router(intake: WebhookIntake) -> APIRouter:
+    """The webhook routes; authenticated by their own signatures, never by the query API's credentials."""
+    r = APIRouter()
+
+    @r.post("/v1/webhooks/{provider}/{source_id}", status_code=202)
+    async def webhook(provider: str, source_id: str, request: Request) -> JSONResponse:
+        try:
+            # Before reading the body: an unknown source costs us no bytes.
+            if provider not in PROVIDERS:
+                raise Rejected(404, "unknown_source", "no such webhook provider")
+            await run_in_threadpool(intake.secret_for, source_id)
+            body = await read_capped(request, intake.settings.max_body_bytes)
+            if body is None:
+                raise Rejected(413, "too_large", f"body over {intake.settings.max_body_bytes} bytes")
+        except Rejected as exc:
+            intake.reject(exc)
+            return JSONResponse(status_code=exc.status, content={"error": exc.reason, "detail": exc.detail})
+        try:
+            out = await run_in_threadpool(intake.receive, provider, source_id, dict(request.headers), body)
+        except Rejected as exc:
+            return JSONResponse(status_code=exc.status, content={"error": exc.reason, "detail": exc.detail})
+        if out.ticket_id is None:
+            return JSONResponse(status_code=200, content={"ticket": None, "detail": out.note})
+        return JSONResponse(status_code=202, content={"ticket": out.ticket_id, "joined": out.joined})
+
+    return r
+
+
+# -- the dispatcher ------------------------------------------------------------------------
+
+
+class Dispatcher:
+    """Turn due tickets into syncs: a ticket is due once its first event is ``debounce_s`` old.
+
+    A thread wakes every ``interval`` seconds, claims due tickets (a source
+    whose previous ticket is still dispatched waits: its queued ticket is the
+    one follow-up) and runs ``run_sync`` for each in a thread of its own, so
+    one source never has two webhook syncs at once and a slow source does not
+    hold up the others.  It also prunes delivery ids older than
+    ``replay_window_s`` and fails tickets dispatched more than ``stuck_after_s``
+    ago that never finished (their process died).  What it does not do:
+    retry a failed sync (the next event, or the schedule, syncs again).
+    """
+
+    def __init__(self, registry: Registry, run_sync: RunSync, metrics: Metrics, *, debounce_s: float,
+                 replay_window_s: float = 86400.0, stuck_after_s: float = 3600.0, interval: float = 0.2) -> None:
+        self.registry, self.run_sync, self.metrics = registry, run_sync, metrics
+        self.debounce_s, self.replay_window_s, self.stuck_after_s = debounce_s, replay_window_s, stuck_after_s
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._workers: set[threading.Thread] = set()
+        self._lock = threading.Lock()
+        self._next_prune = 0.0
+
+    def tick(self) -> list[TicketInfo]:
+        """One pass: claim due tickets and start their syncs; returns the claimed tickets."""
+        now = dt.datetime.now(dt.UTC)
+        if time.monotonic() >= self._next_prune:
+            self._next_prune = time.monotonic() + 60.0
+            self.registry.prune_deliveries(now - dt.timedelta(seconds=self.replay_window_s))
+            self.registry.fail_stuck_tickets(now - dt.timedelta(seconds=self.stuck_after_s))
+        claimed = self.registry.claim_due_tickets(now - dt.timedelta(seconds=self.debounce_s))
+        for ticket in claimed:
+            t = threading.Thread(target=self._work, args=(ticket,), name=f"webhook-sync-{ticket.id}", daemon=True)
+            with self._lock:
+                self._workers.add(t)
+            t.start()
+        return claimed
+
+    def _work(self, ticket: TicketInfo) -> None:
+        try:
+            run_id, joined = self.run_sync(ticket.source_id, ticket.id)
+            self.registry.finish_ticket(ticket.id, run_id=run_id, detail="joined a running sync" if joined else None)
+            self.metrics.webhook_tickets.labels("done").inc()
+        except Exception as exc:  # the ticket must close whatever the sync did, or its source stays busy
+            log.warning("webhook sync of %s failed: %s", ticket.source_id, exc,
+                        extra={"event": "webhook_sync_failed", "source": ticket.source_id, "ticket": ticket.id})
+            try:
+                self.registry.finish_ticket(ticket.id, run_id=None, failed=True, detail=f"{type(exc).__name__}: {exc}")
+            except Exception:
+                log.exception("cannot close ticket %s", ticket.id)
+            self.metrics.webhook_tickets.labels("failed").inc()
+        finally:
+            with self._lock:
+                self._workers.discard(threading.current_thread())
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception as exc:  # the registry blinked: try again next tick
+                log.warning("webhook dispatcher tick failed: %s", exc, extra={"event": "webhook_dispatch_failed"})
+
+    def start(self) -> Dispatcher:
+        self._thread = threading.Thread(target=self._loop, name="webhook-dispatcher", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop claiming; wait up to ``timeout`` for running syncs (a sync still going is left to its lease)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            workers = list(self._workers)
+        for t in workers:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def idle(self) -> bool:
+        with self._lock:
+            return not self._workers
+
+
+def ticket_state(registry: Registry, ticket_id: int) -> dict[str, Any]:
+    """What ``freshindex syncs show`` prints: queued, running (run N), coalesced into run N, done, failed."""
+    t = registry.get_ticket(ticket_id)
+    run = None
+    run_id = t.run_id
+    if run_id is None and t.status == "dispatched":
+        # The inline runner's run is known by its trigger before the sync returns.
+        for r in registry.sync_runs(t.source_id, limit=5):
+            if r.trigger == f"webhook:{t.id}":
+                run_id = r.id
+                break
+    if run_id is not None:
+        run = registry.get_sync_run(run_id)
+    if t.status == "queued":
+        state = "queued"
+    elif t.status == "dispatched":
+        state = f"running (run {run_id})" if run_id is not None else "dispatched"
+    elif t.status == "failed":
+        state = "failed"
+    elif t.detail == "joined a running sync":
+        state = f"coalesced into run {run_id}"
+    else:
+        state = "done"
+    return {
+        "ticket": t.id, "source": t.source_id, "state": state, "status": t.status, "events": t.events,
+        "paths": None if t.paths is None else list(t.paths), "run_id": run_id,
+        "run_status": run.status if run else None, "build_status": run.build_status if run else None,
+        "created_at": t.created_at.isoformat(), "finished_at": t.finished_at.isoformat() if t.finished_at else None,
+        "detail": t.detail,
+    }
+
+
+__all__ = ["PROVIDERS", "REASONS", "Accepted", "Dispatcher", "Rejected", "WebhookIntake", "read_capped", "router",
+           "sign_generic", "sign_github", "ticket_state"]

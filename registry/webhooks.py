@@ -1,0 +1,182 @@
+"""Webhook deliveries and sync tickets: replay detection and coalescing, in the registry.
+
+A delivery is recorded and joined to its source's one ``queued`` ticket (or
+opens it) in one transaction, so a refused replay changes nothing and two
+concurrent events never open two tickets (the source row is locked first,
+as :meth:`registry.runs.RunsStore.open_or_join_run` does).  Dispatchers in
+several processes may claim tickets: a claim is a conditional update, so one
+ticket is dispatched once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from freshindex.core.errors import NotFoundError, PermanentError
+from freshindex.registry.base import _aware, _Base
+from freshindex.registry.schema import Source, SyncTicket, WebhookDelivery, utcnow
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+
+#: A ticket naming more paths than this becomes a full listing (paths=None): the
+#: union must stay a small JSON value, and a listing diff is cheap anyway.
+MAX_TICKET_PATHS = 10_000
+
+QUEUED, DISPATCHED, DONE, FAILED = "queued", "dispatched", "done", "failed"
+
+
+class DuplicateDelivery(PermanentError):
+    """This delivery id was already received for this source (a replay)."""
+
+
+@dataclass(frozen=True)
+class TicketInfo:
+    id: int
+    source_id: str
+    created_at: dt.datetime
+    paths: tuple[str, ...] | None
+    run_id: int | None
+    status: str
+    events: int
+    dispatched_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    detail: str | None
+
+
+@dataclass(frozen=True)
+class TicketJoin:
+    """What one accepted delivery did: joined ticket ``ticket_id`` or opened it."""
+
+    ticket_id: int
+    joined: bool
+
+
+def _ticket_info(t: SyncTicket) -> TicketInfo:
+    created = _aware(t.created_at)
+    assert created is not None
+    return TicketInfo(
+        id=t.id, source_id=t.source_id, created_at=created,
+        paths=None if t.paths is None else tuple(t.paths), run_id=t.run_id, status=t.status, events=t.events,
+        dispatched_at=_aware(t.dispatched_at), finished_at=_aware(t.finished_at), detail=t.detail,
+    )
+
+
+def _union(old: list[str] | None, new: list[str] | None) -> list[str] | None:
+    if old is None or new is None:
+        return None  # one event asked for a full listing: the sync lists everything
+    merged = sorted(set(old) | set(new))
+    return None if len(merged) > MAX_TICKET_PATHS else merged
+
+
+class WebhookStore(_Base):
+    """Record deliveries, coalesce them into tickets, claim and close tickets."""
+
+    def accept_delivery(self, source_id: str, delivery_id: str, paths: list[str] | None, *,
+                        now: dt.datetime | None = None) -> TicketJoin:
+        """Record ``delivery_id`` and join (or open) the source's queued ticket.
+
+        ``paths`` None asks for a full listing.  Raises
+        :class:`DuplicateDelivery` when the id was seen (within the pruning
+        window) and :class:`NotFoundError` for an unknown source; either way
+        nothing is written.
+        """
+        now = now or utcnow()
+        try:
+            with self.session() as s:
+                self._write_lock(s)
+                q = select(Source.id).where(Source.id == source_id)
+                if self._dialect == "postgresql":
+                    q = q.with_for_update()
+                if s.scalar(q) is None:
+                    raise NotFoundError(f"no source {source_id!r}")
+                s.add(WebhookDelivery(source_id=source_id, delivery_id=delivery_id, received_at=now))
+                s.flush()  # a replay fails here, before the ticket is touched
+                open_ticket = s.scalars(
+                    select(SyncTicket).where(SyncTicket.source_id == source_id, SyncTicket.status == QUEUED)
+                    .order_by(SyncTicket.id).limit(1)
+                ).first()
+                wanted = None if paths is None else sorted(set(paths))
+                if open_ticket is not None:
+                    open_ticket.paths = _union(open_ticket.paths, wanted)
+                    open_ticket.events += 1
+                    return TicketJoin(open_ticket.id, True)
+                if wanted is not None and len(wanted) > MAX_TICKET_PATHS:
+                    wanted = None
+                ticket = SyncTicket(source_id=source_id, created_at=now, paths=wanted, status=QUEUED, events=1)
+                s.add(ticket)
+                s.flush()
+                return TicketJoin(ticket.id, False)
+        except IntegrityError as exc:
+            raise DuplicateDelivery(f"delivery {delivery_id!r} of source {source_id!r} was already received") from exc
+
+    def claim_due_tickets(self, older_than: dt.datetime, *, limit: int = 100) -> list[TicketInfo]:
+        """Mark dispatched, and return, queued tickets created before ``older_than``.
+
+        A source with a ticket still ``dispatched`` is skipped: its queued
+        ticket is the one follow-up, collecting every event that arrives
+        while the sync runs.  What it does not do: notice a dispatched
+        ticket whose dispatcher died (see :meth:`fail_stuck_tickets`).
+        """
+        with self.session() as s:
+            self._write_lock(s)
+            busy = select(SyncTicket.source_id).where(SyncTicket.status == DISPATCHED)
+            due = s.scalars(
+                select(SyncTicket).where(SyncTicket.status == QUEUED, SyncTicket.created_at <= older_than,
+                                         SyncTicket.source_id.not_in(busy))
+                .order_by(SyncTicket.id).limit(limit)
+            ).all()
+            claimed: list[TicketInfo] = []
+            now = utcnow()
+            for t in due:
+                done = s.execute(
+                    update(SyncTicket).where(SyncTicket.id == t.id, SyncTicket.status == QUEUED)
+                    .values(status=DISPATCHED, dispatched_at=now)
+                ).rowcount
+                if done:  # another dispatcher (PostgreSQL) may have taken it meanwhile
+                    s.refresh(t)
+                    claimed.append(_ticket_info(t))
+            return claimed
+
+    def bind_ticket_run(self, ticket_id: int, run_id: int) -> None:
+        with self.session() as s:
+            s.execute(update(SyncTicket).where(SyncTicket.id == ticket_id).values(run_id=run_id))
+
+    def finish_ticket(self, ticket_id: int, *, run_id: int | None, failed: bool = False,
+                      detail: str | None = None) -> None:
+        """Close a dispatched ticket as done (its run's status says how the sync went) or failed."""
+        with self.session() as s:
+            s.execute(
+                update(SyncTicket).where(SyncTicket.id == ticket_id)
+                .values(status=FAILED if failed else DONE, run_id=run_id, finished_at=utcnow(), detail=detail)
+            )
+
+    def get_ticket(self, ticket_id: int) -> TicketInfo:
+        with self.session() as s:
+            t = s.get(SyncTicket, ticket_id)
+            if t is None:
+                raise NotFoundError(f"no sync ticket {ticket_id}")
+            return _ticket_info(t)
+
+    def sync_tickets(self, source_id: str | None = None, limit: int = 20) -> list[TicketInfo]:
+        with self.session() as s:
+            q = select(SyncTicket).order_by(SyncTicket.id.desc()).limit(limit)
+            if source_id is not None:
+                q = q.where(SyncTicket.source_id == source_id)
+            return [_ticket_info(t) for t in s.scalars(q)]
+
+    def fail_stuck_tickets(self, dispatched_before: dt.datetime) -> int:
+        """Close tickets dispatched before the cutoff and never finished (their dispatcher died)."""
+        with self.session() as s:
+            return s.execute(
+                update(SyncTicket).where(SyncTicket.status == DISPATCHED, SyncTicket.dispatched_at < dispatched_before)
+                .values(status=FAILED, finished_at=utcnow(), detail="dispatcher lost")
+            ).rowcount
+
+    def prune_deliveries(self, received_before: dt.datetime) -> int:
+        """Forget delivery ids older than the replay window; returns how many."""
+        with self.session() as s:
+            return s.execute(delete(WebhookDelivery).where(WebhookDelivery.received_at < received_before)).rowcount
+
+
+__all__ = ["MAX_TICKET_PATHS", "DuplicateDelivery", "TicketInfo", "TicketJoin", "WebhookStore"]
