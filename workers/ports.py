@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # annotations only: importing this module loads no engine
     from freshindex.workers.pipeline import PipelineContext
 
 
-class TaskServices(Protocol):
-    """What :mod:`workers.tasks` uses: one per worker process, closed at its shutdown."""
+class PipelineServices(Protocol):
+    """What every pipeline driver uses: the steps, the builder, the registry, the metrics."""
 
     @property
     def pipeline(self) -> PipelineContext: ...
@@ -36,6 +36,10 @@ class TaskServices(Protocol):
 
     @property
     def metrics(self) -> Metrics: ...
+
+
+class TaskServices(PipelineServices, Protocol):
+    """What :mod:`workers.tasks` uses: one per worker process, closed at its shutdown."""
 
     @property
     def store(self) -> VectorStore: ...
@@ -47,23 +51,11 @@ class TaskServices(Protocol):
 ServicesFactory = Callable[[], "TaskServices"]
 
 
-class RunnerServices(Protocol):
+class RunnerServices(PipelineServices, Protocol):
     """What :mod:`workers.runner` uses to run or follow a sync from one process."""
 
     @property
     def settings(self) -> Settings: ...
 
-    @property
-    def pipeline(self) -> PipelineContext: ...
 
-    @property
-    def builder(self) -> Builder: ...
-
-    @property
-    def registry(self) -> Registry: ...
-
-    @property
-    def metrics(self) -> Metrics: ...
-
-
-__all__ = ["RunnerServices", "ServicesFactory", "TaskServices"]
+__all__ = ["PipelineServices", "RunnerServices", "ServicesFactory", "TaskServices"]
