@@ -6,6 +6,7 @@ each step of the pipeline is a function from one of these to another.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -64,8 +65,13 @@ class ParsedDocument:
 class ChunkDraft:
     """A chunk as the chunker produced it, before it has a vector.
 
-    ``content_hash`` covers the normalized text plus its context (heading
-    path, table header) and the chunker version; it keys the vector cache.
+    ``content_hash`` covers exactly what the model sees (:func:`embed_text`:
+    the document title, the heading path without section numbers, the
+    normalized text) and the chunker version; it keys the vector cache.
+    Neither covers the file's path or key, so a moved file reuses its
+    vectors.  ``title`` is the document's title as parsed (the registry keeps
+    it as ``documents.title``); ``heading_path`` holds no section numbers
+    (``meta["numbered_heading_path"]`` has them, for citations).
     ``id`` is the stable point id (see :func:`core.ids.chunk_point_id`).
     """
 
@@ -78,17 +84,45 @@ class ChunkDraft:
     anchor: str
     page: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    title: str = ""
 
     @property
     def embed_text(self) -> str:
-        return embed_text(self.heading_path, self.text)
+        return embed_text(self.heading_path, self.text, title=self.title)
 
 
-def embed_text(heading_path: Sequence[str], text: str) -> str:
-    """What the model sees: the heading path gives a fragment its topic."""
-    if heading_path:
-        return " > ".join(heading_path) + "\n" + text
-    return text
+_FILE_NAME = re.compile(r"[^\s]*[/\\][^\s]*|[^\s/\\]+\.[A-Za-z][A-Za-z0-9]{0,7}")
+
+
+def embed_context(heading_path: Sequence[str], title: str | None = "") -> tuple[str, ...]:
+    """The context a chunk is embedded with: its document's title, then its heading path.
+
+    A title that is a file name or a path (what parsers fall back to when a
+    document names no title, and the key of a code file) is left out, and so
+    is a title the heading path already starts with, so that moving or
+    renaming a file changes nothing the model sees."""
+    parts = tuple(p for p in heading_path if p)
+    title = (title or "").strip()
+    if title and not _FILE_NAME.fullmatch(title) and not (parts and parts[0].strip().casefold() == title.casefold()):
+        return (title, *parts)
+    return parts
+
+
+def embed_header(heading_path: Sequence[str], title: str | None = "") -> str:
+    """The line :func:`embed_text` puts above a chunk's text ("" when it has no context)."""
+    return " > ".join(embed_context(heading_path, title))
+
+
+def embed_text(heading_path: Sequence[str], text: str, *, title: str | None = "") -> str:
+    """What the model sees: title and heading path (no section numbers, no
+    file path) give a fragment its topic, then the fragment.
+
+    The one rule for both the pipeline (from a :class:`ChunkDraft`) and the
+    snapshot builder (from a registry row: ``heading_path``, ``text`` and the
+    document's ``title``), so a vector is always computed from the same text
+    its content hash stands for."""
+    header = embed_header(heading_path, title)
+    return f"{header}\n{text}" if header else text
 
 
 @runtime_checkable

@@ -142,7 +142,7 @@ def test_code_is_chunked_by_symbol_in_python_typescript_javascript_and_go() -> N
         by_symbol = {c.meta["symbol"]: c for c in chunks}
         for symbol, signature in symbols.items():
             c = by_symbol[symbol]
-            assert c.kind == "code" and c.heading_path == (rel, symbol)
+            assert c.kind == "code" and c.heading_path == (symbol,)  # the qualified name, never the file path
             assert c.meta["path"] == rel and c.meta["language"] == language
             assert c.meta["signature"] == signature
             assert c.meta["source_version"] == f"git-blob:{git_blob_id(path.read_bytes())}"

@@ -12,10 +12,24 @@
   caption, the column headers and the units (:mod:`workers.chunking.tables`).
 * **Code** files are one chunk per symbol (:mod:`workers.chunking.code`).
 
+Sizes.  Every size is counted with the embedding model's own tokenizer
+(``count_tokens``, injected; MiniLM's tokenizer when none is given, or
+where that is missing :func:`workers.embedding.tokens.conservative_count`,
+an upper bound), and every chunk fits the model's input
+limit *with* the header it is embedded with: a chunk's text gets
+``min(max_tokens, max_input_tokens - [CLS]/[SEP] - header)`` tokens, and a
+piece still over it (a table cut by estimate, a huge line) is cut again, so
+the model never truncates a chunk.
+
 Identity.  ``content_hash`` covers the chunker version, the parser's
-version, the heading path and the normalized text (for a table that text
-holds the caption and header).  It is the vector cache key, so it covers
-exactly what the model sees (:attr:`core.types.ChunkDraft.embed_text`).
+version, and exactly what the model sees (:func:`core.types.embed_text`):
+the document title, the heading path *without section numbers*, the
+normalized text (for a table that text holds the caption and header).  It
+is the vector cache key.  It never covers the file's key or path (a code
+chunk's context is its qualified symbol name), so moving or renaming a file
+re-embeds nothing; renumbering sections ("3.2 Rollback" -> "3.3 Rollback")
+changes neither ids nor hashes (the numbered path is kept in
+``meta["numbered_heading_path"]`` for citations).
 Volatile furniture (version banners, footer dates, page numbers, generated
 heading anchors) never reaches a chunk: the parsers drop it, so it is in
 neither the text nor the hash.  The page a chunk sits on is metadata, not
@@ -27,30 +41,46 @@ section reordered among its siblings keeps its ids and vectors.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.ids import chunk_point_id, sha256_hex
-from freshindex.core.types import Block, ChunkDraft, ParsedDocument
+from freshindex.core.types import Block, ChunkDraft, ParsedDocument, embed_header
 from freshindex.workers.chunking.code import code_pieces
-from freshindex.workers.chunking.pack import Piece, estimate_tokens, is_anchor, pack, split_lines, split_prose
+from freshindex.workers.chunking.pack import (
+    Piece,
+    estimate_tokens,
+    hard_split,
+    is_anchor,
+    pack,
+    split_lines,
+    split_prose,
+)
 from freshindex.workers.chunking.tables import table_pieces
-from freshindex.workers.chunking.units import Unit, build_units, merged_meta, render
+from freshindex.workers.chunking.units import Unit, build_units, entry_of, merged_meta, render
+from freshindex.workers.embedding.tokens import minilm_count
 
 #: Enters every content hash: bump it when chunk boundaries or text may change.
-CHUNKER_VERSION = "c2"
+#: c3: sizes by the model's tokenizer, the title in the embedded context, no file path and no
+#: section numbers in it (a full re-embed once, on upgrade).
+CHUNKER_VERSION = "c3"
 
-__all__ = ["CHUNKER_VERSION", "Chunker", "estimate_tokens", "normalize", "slug"]
+__all__ = ["CHUNKER_VERSION", "Chunker", "estimate_tokens", "normalize", "slug", "strip_section_number"]
 
 _WS = re.compile(r"\s+")
 _INVISIBLE = re.compile(r"[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 _SLUG = re.compile(r"[^a-z0-9\u3400-\u9fff]+")
+# "3.2.1 Rollback", "12. Limits", "A.3 Glossary", "B. Terms", "IV. Scope", "§ 4 Fees": a number, then a word.
+_SECTION_NUMBER = re.compile(
+    r"\s*((?:§\s*)?(?:\d{1,3}(?:\.\d{1,3})+\.?|\d{1,2}\.?|[A-Z](?:\.\d{1,3})+\.?|[A-Z]\.|[IVXLC]{1,6}\.))"
+    r"[\s:)\u2013\u2014-]+(?=[^\W\d_])")
 
 
 def normalize(text: str) -> str:
@@ -62,32 +92,88 @@ def slug(text: str) -> str:
     return _SLUG.sub("-", text.lower()).strip("-")[:80] or "section"
 
 
+def strip_section_number(text: str) -> tuple[str, str]:
+    """``"3.2 Rollback"`` -> ``("3.2", "Rollback")``; a heading with no leading number -> ``("", text)``.
+
+    Years and quantities are left alone ("2024 roadmap", "3D printing"); a
+    bare one- or two-digit number followed by a word is taken as a number
+    ("10 Limits" -> "Limits"), which a heading such as "10 things to check"
+    pays for in its embedded text, not in its citation."""
+    m = _SECTION_NUMBER.match(text)
+    if not m:
+        return "", text
+    return m.group(1).rstrip("."), text[m.end() :]
+
+
+def _heading_paths(blocks: list[Block], path: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the path without section numbers, the path as the document numbers it)."""
+    numbers = next((b.meta["heading_numbers"] for b in blocks if b.meta.get("heading_numbers")), None)
+    if numbers and len(numbers) == len(path):  # the parser already took them out
+        numbered = tuple(f"{n} {h}" if n else h for n, h in zip(numbers, path, strict=True))
+        return tuple(strip_section_number(h)[1] for h in path), numbered
+    return tuple(strip_section_number(h)[1] for h in path), path
+
+
+#: Texts -> token counts as the embedding model sees them (special tokens included).
+TokenCounter = Callable[[Sequence[str]], list[int]]
+
+
 @dataclass(frozen=True)
 class Chunker:
     """Cuts one parsed document into chunks, within per-document bounds.
 
+    ``count_tokens`` is the embedding model's token counter (the embedder's
+    ``count_tokens``) and ``max_input_tokens`` its input limit, special
+    tokens included; every chunk, embedded with its header, fits it.  Without
+    one, sizes come from the default model's tokenizer, or where that is not
+    installed from an upper bound (:func:`workers.embedding.tokens.minilm_count`):
+    chunks are then smaller than they need be, never truncated.  ``max_tokens`` is the
+    target size of a chunk's text (``sources.chunk_tokens``), capped by what
+    the limit leaves.
+
     ``max_chunks`` and ``max_document_tokens`` bound what one document may
     cost the embedder (and the memory its chunks take).  A document over
     either fails as ``too_large`` as early as it can be seen: its blocks'
-    tokens are counted before any unit is built, and chunking stops at the
-    first chunk over a limit, so a 50 MB text file never becomes 46,000
-    chunks.  The token counts are :func:`estimate_tokens` estimates.
+    tokens are estimated before any unit is built (:func:`estimate_tokens`),
+    and chunking stops at the first chunk over a limit (counted), so a 50 MB
+    text file never becomes 46,000 chunks.
     """
 
     max_tokens: int = 200
     overlap_tokens: int = 24
     #: Chunks one document may produce.
     max_chunks: int = 10_000
-    #: Estimated tokens one document may send to the embedder.
+    #: Tokens one document may send to the embedder.
     max_document_tokens: int = 2_000_000
+    count_tokens: TokenCounter | None = None
+    max_input_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        counter = self.count_tokens or minilm_count
+        specials = counter([""])[0]
+
+        @functools.lru_cache(maxsize=65536)
+        def count(text: str) -> int:
+            return max(0, counter([text])[0] - specials)
+
+        object.__setattr__(self, "_specials", specials)
+        object.__setattr__(self, "_count", count)
+
+    def room(self, heading_path: Sequence[str], title: str = "") -> int:
+        """Tokens a chunk's text may hold under ``heading_path``: the target size, or what
+        the model's limit leaves after [CLS]/[SEP] and the header, whichever is smaller."""
+        header = embed_header(heading_path, title)
+        left = self.max_input_tokens - self._specials - (self._count(header) if header else 0)
+        return max(8, min(self.max_tokens, left))
 
     def chunk(self, document_id: str, parsed: ParsedDocument) -> list[ChunkDraft]:
         self._check_source_tokens(parsed.blocks)
+        title = parsed.title
         if parsed.parser == "code":
-            pieces: Iterable[Piece] = code_pieces(parsed.blocks, self.max_tokens)
+            pieces: Iterable[Piece] = code_pieces(parsed.blocks, lambda path: self.room(path, title), self._count)
         else:
             pieces = self._document_pieces(parsed)
-        return _identify(document_id, parsed, pieces, self)
+        return _identify(document_id, parsed, self._fitted(pieces, title), self)
 
     def _check_source_tokens(self, blocks: Iterable[Block]) -> None:
         # Counted block by block so a huge document stops after the limit's
@@ -102,66 +188,110 @@ class Chunker:
                     "split the document or raise sources.max_tokens_per_document",
                 )
 
+    def _fitted(self, pieces: Iterable[Piece], title: str) -> Iterator[Piece]:
+        """Every piece within its room: one still over it is cut again (never truncated by the model)."""
+        for piece in pieces:
+            text = piece.text.strip()
+            if not text:
+                continue
+            room = self.room(piece.heading_path, title)
+            if self._count(text) <= room:
+                yield piece
+                continue
+            if piece.kind == BlockKind.TABLE:
+                lines = text.split("\n")
+                n_head = 3 if piece.meta.get("caption") else 2
+                parts = split_lines("\n".join(lines[n_head:]), room, header=lines[:n_head], count=self._count)
+            elif "\n" in text:
+                parts = split_lines(text, room, count=self._count)
+            else:
+                parts = split_prose(text, room, 0, self._count)
+            group = piece.group or hashlib.blake2b(normalize(text).encode(), digest_size=8).hexdigest()
+            for part in parts:
+                for fit in [part] if self._count(part) <= room else hard_split(part, room, self._count):
+                    yield Piece(fit, piece.kind, piece.heading_path, piece.page, dict(piece.meta), group=group)
+
     # -- documents ------------------------------------------------------------
 
     def _document_pieces(self, parsed: ParsedDocument) -> Iterator[Piece]:
+        title = parsed.title
         rows = [b for b in parsed.blocks if b.kind == BlockKind.TABLE_ROW]
         if rows:
             yield from self._csv(rows, parsed)
-        for heading_path, blocks in _sections(b for b in parsed.blocks if b.kind != BlockKind.TABLE_ROW):
-            run: list[Block] = []
-            for block in blocks:
-                if block.kind == BlockKind.HEADING:
-                    continue
-                if block.kind == BlockKind.TABLE and "rows" in block.meta:
-                    yield from self._prose(heading_path, run)
-                    run = []
-                    yield from self._table(heading_path, block)
-                    continue
-                run.append(block)
-            yield from self._prose(heading_path, run)
+        for raw_path, blocks in _sections(b for b in parsed.blocks if b.kind != BlockKind.TABLE_ROW):
+            heading_path, numbered = _heading_paths(blocks, raw_path)
+            room = self.room(heading_path, title)
+            for piece in self._section(heading_path, blocks, room):
+                piece.meta.pop("heading_numbers", None)
+                if numbered != heading_path:
+                    piece.meta["numbered_heading_path"] = list(numbered)
+                yield piece
+
+    def _section(self, heading_path: tuple[str, ...], blocks: list[Block], room: int) -> Iterator[Piece]:
+        run: list[Block] = []
+        for block in blocks:
+            if block.kind == BlockKind.HEADING:
+                continue
+            if block.kind == BlockKind.TABLE and "rows" in block.meta:
+                yield from self._prose(heading_path, run, room)
+                run = []
+                yield from self._table(heading_path, block, room)
+                continue
+            run.append(block)
+        yield from self._prose(heading_path, run, room)
 
     def _csv(self, rows: list[Block], parsed: ParsedDocument) -> Iterator[Piece]:
         columns = parsed.meta.get("columns") or []
         cells = [r.meta.get("cells", [r.text]) for r in rows]
         path = rows[0].heading_path
         # The file's title is the heading path (the model sees it); no caption line.
-        for piece in table_pieces(columns, cells, self.max_tokens, units=parsed.meta.get("units")):
+        for piece in table_pieces(columns, cells, self.room(path, parsed.title), units=parsed.meta.get("units")):
             first, last = piece.meta["rows"]
             piece.meta["rows"] = [rows[first - 1].meta.get("row", first), rows[last - 1].meta.get("row", last)]
             yield Piece(piece.text, BlockKind.TABLE, path, None, piece.meta)
 
-    def _table(self, heading_path: tuple[str, ...], block: Block) -> Iterator[Piece]:
+    def _table(self, heading_path: tuple[str, ...], block: Block, room: int) -> Iterator[Piece]:
         m = block.meta
-        extra = {k: m[k] for k in ("pages",) if k in m}
-        for piece in table_pieces(m["columns"], m["rows"], self.max_tokens, caption=m.get("caption"),
+        extra = {k: m[k] for k in ("pages", "anchor_id", "ocr", "ocr_confidence", "low_confidence_tokens") if k in m}
+        for piece in table_pieces(m["columns"], m["rows"], room, caption=m.get("caption"),
                                   units=m.get("units"), extra=extra):
             yield Piece(piece.text, BlockKind.TABLE, heading_path, block.page, piece.meta)
 
-    def _prose(self, heading_path: tuple[str, ...], blocks: list[Block]) -> Iterator[Piece]:
+    def _prose(self, heading_path: tuple[str, ...], blocks: list[Block], room: int) -> Iterator[Piece]:
         if not blocks:
             return
-        units = build_units(blocks, self.max_tokens)
-        groups = pack([u.tokens for u in units], [is_anchor(normalize(u.text)) for u in units],
-                      self.max_tokens, min_fill=self.max_tokens // 2)
+        count = self._count
+        units = build_units(blocks, room, count)
+        sizes = [count(u.text) for u in units]
+        groups = pack(sizes, [is_anchor(normalize(u.text)) for u in units], room, min_fill=room // 2)
         for group in groups:
-            if len(group) == 1 and units[group[0]].tokens > self.max_tokens:
-                yield from self._split(heading_path, units[group[0]])
+            if len(group) == 1 and sizes[group[0]] > room:
+                yield from self._split(heading_path, units[group[0]], room)
                 continue
             parts = [b for i in group for b in units[i].parts]
             text = render([units[i] for i in group])
             yield Piece(text, _kind(parts), heading_path, _first_page(parts), merged_meta(parts))
 
-    def _split(self, heading_path: tuple[str, ...], unit: Unit) -> Iterator[Piece]:
+    def _split(self, heading_path: tuple[str, ...], unit: Unit, room: int) -> Iterator[Piece]:
         kinds = {b.kind for b in unit.parts}
+        entry = entry_of(unit.parts[0])
+        term = entry[1].strip() if entry else ""
+        budget = room - (self._count(term) if term else 0)
+        text = unit.text
+        if term and text.startswith(term):
+            text = text[len(term) :].lstrip(" :\u2014-\n")
         if BlockKind.CODE in kinds or kinds == {BlockKind.LIST} or kinds == {BlockKind.TABLE}:
-            texts = split_lines(unit.text, self.max_tokens)
+            texts = split_lines(text, budget, count=self._count)
         else:
-            texts = split_prose(unit.text, self.max_tokens, self.overlap_tokens)
+            texts = split_prose(text, budget, self.overlap_tokens, self._count)
         meta = merged_meta(unit.parts)
         group = hashlib.blake2b(normalize(unit.text).encode(), digest_size=8).hexdigest()
-        for text in texts:
-            yield Piece(text, _kind(unit.parts), heading_path, _first_page(unit.parts), dict(meta), group=group)
+        for part in texts:
+            # A definition split in parts: every part says what it defines.
+            body = f"{term}\n{part}" if term else part
+            first, pages = _page_range(unit.parts, part)
+            yield Piece(body, _kind(unit.parts), heading_path, first,
+                        {**{k: v for k, v in meta.items() if k != "pages"}, **pages}, group=group)
 
 
 def _identify(document_id: str, parsed: ParsedDocument, pieces: Iterable[Piece], bounds: Chunker) -> list[ChunkDraft]:
@@ -169,6 +299,7 @@ def _identify(document_id: str, parsed: ParsedDocument, pieces: Iterable[Piece],
     seen: dict[tuple[Any, ...], int] = {}
     groups: dict[str, list[int]] = {}
     tokens = 0
+    count = bounds._count
     for piece in pieces:
         text = piece.text.strip()
         if not text:
@@ -180,15 +311,16 @@ def _identify(document_id: str, parsed: ParsedDocument, pieces: Iterable[Piece],
                 f"more than {bounds.max_chunks} chunks (the per-document limit); "
                 "split the document or raise sources.max_chunks_per_document",
             )
-        # What the embedder sees: repeated table headers and overlaps count too.
-        tokens += estimate_tokens(text) + (estimate_tokens(" > ".join(path)) if path else 0)
+        header = embed_header(path, parsed.title)
+        # What the embedder sees: headers, repeated table headers and overlaps count too.
+        tokens += count(text) + (count(header) if header else 0)
         if tokens > bounds.max_document_tokens:
             raise DocumentError(
                 DocumentError.TOO_LARGE,
                 f"its chunks hold more than {bounds.max_document_tokens} tokens (the per-document limit); "
                 "split the document or raise sources.max_tokens_per_document",
             )
-        chash = sha256_hex(CHUNKER_VERSION, parsed.parser_version, "\x1f".join(path), normalize(text))
+        chash = sha256_hex(CHUNKER_VERSION, parsed.parser_version, header, normalize(text))
         occurrence = seen.get((path, piece.kind, chash), 0)
         seen[(path, piece.kind, chash)] = occurrence + 1
         structural = (*path, piece.kind, str(occurrence))
@@ -205,6 +337,7 @@ def _identify(document_id: str, parsed: ParsedDocument, pieces: Iterable[Piece],
                 anchor=_anchor(path, piece),
                 page=piece.page,
                 meta=dict(piece.meta),
+                title=parsed.title,
             )
         )
     for members in groups.values():
@@ -233,6 +366,36 @@ def _first_page(blocks: list[Block]) -> int | None:
     return next((b.page for b in blocks if b.page), None)
 
 
+def _page_range(blocks: list[Block], part: str) -> tuple[int | None, dict[str, Any]]:
+    """The first page of ``part`` (a piece cut from ``blocks``) and its ``{"pages": [...]}`` when it spans several.
+
+    A block that runs over a page break records where each page starts in
+    its text (``page_breaks``); a part is placed by finding its first and
+    last words in the blocks.  Without that record the block's pages stand.
+    """
+    flat = " ".join(part.split())
+    ends = (flat[:60], flat[-60:])
+    found: list[int] = []
+    for needle in ends:
+        for b in blocks:
+            text = " ".join(b.text.split())
+            at = text.find(needle)
+            if at < 0 or not b.page:
+                continue
+            at += len(needle) - 1 if needle is ends[1] else 0
+            page = b.page
+            for offset, pg in b.meta.get("page_breaks", ()):
+                if offset <= at:
+                    page = pg
+            found.append(page)
+            break
+    if len(found) < 2:
+        pages = merged_meta(blocks).get("pages")
+        return _first_page(blocks), ({"pages": pages} if pages else {})
+    first, last = min(found), max(found)
+    return first, ({"pages": list(range(first, last + 1))} if last > first else {})
+
+
 def _sections(blocks: Iterable[Block]) -> Iterator[tuple[tuple[str, ...], list[Block]]]:
     current: tuple[str, ...] | None = None
     acc: list[Block] = []
@@ -251,9 +414,10 @@ def _anchor(heading_path: tuple[str, ...], piece: Piece) -> str:
     if lines:
         return f"L{lines[0]}-L{lines[1]}"
     rows = piece.meta.get("rows")
-    if rows and piece.kind == BlockKind.TABLE:
+    anchor_id = piece.meta.get("anchor_id")
+    if rows and piece.kind == BlockKind.TABLE and not anchor_id:  # an HTML table cites its own id; rows stay in meta
         return f"rows-{rows[0]}-{rows[1]}"
-    base = slug(heading_path[-1]) if heading_path else ""
+    base = str(anchor_id) if anchor_id else (slug(heading_path[-1]) if heading_path else "")
     if piece.page:
         return f"page={piece.page}" + (f"&{base}" if base else "")
     return base or "top"

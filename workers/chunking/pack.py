@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +26,16 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=\S)|(?<=[。！？；])")
 ANCHOR_EVERY = 3
 
 
+#: Counts the tokens of one text as part of a longer input (no special tokens).
+Count = Callable[[str], int]
+
+
 def estimate_tokens(text: str) -> int:
-    """WordPiece-like count without loading a tokenizer (within ~20 %)."""
+    """WordPiece-like count without loading a tokenizer (within ~20 % for English prose).
+
+    Only an estimate: it under-counts identifiers, hashes and numbers badly, so
+    chunk sizes never rest on it (see :class:`workers.chunking.Chunker`'s
+    ``count_tokens``); it bounds what a document may cost before it is chunked."""
     return int(len(_TOKEN.findall(text)) * 1.15) + 1
 
 
@@ -75,55 +83,77 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
 
 
-def hard_split(text: str, budget: int) -> list[str]:
-    """Text with no sentence ends (or one huge sentence) cut by token count."""
-    tokens = list(_TOKEN.finditer(text))
-    per = max(1, int(budget / 1.15) - 1)
-    out = []
-    for start in range(0, len(tokens), per):
-        window = tokens[start : start + per]
-        end = tokens[start + per].start() if start + per < len(tokens) else len(text)
-        out.append(text[window[0].start() : end].strip())
-    return [p for p in out if p]
+def hard_split(text: str, budget: int, count: Count = estimate_tokens) -> list[str]:
+    """Text with no sentence ends (or one huge sentence) cut between words so
+    that each part counts at most ``budget`` tokens.
+
+    Words are counted one by one and summed (a WordPiece tokenizer splits at
+    whitespace and punctuation, so the sum is the count of the part), then
+    every part is counted whole; a part still over the budget (or one word
+    longer than it) is halved until it fits."""
+    budget = max(1, budget)
+    spans = [m.span() for m in _TOKEN.finditer(text)]
+    if not spans:
+        return [text.strip()] if text.strip() else []
+    parts: list[str] = []
+    start, used = 0, 0
+    for n, (a, b) in enumerate(spans):
+        size = count(text[a:b])
+        if n > start and used + size > budget:
+            parts.append(text[spans[start][0] : a].strip())
+            start, used = n, 0
+        used += size
+    parts.append(text[spans[start][0] :].strip())
+    return [q for p in parts if p for q in _fit(p, budget, count)]
 
 
-def split_prose(text: str, budget: int, overlap: int) -> list[str]:
+def _fit(text: str, budget: int, count: Count) -> list[str]:
+    if count(text) <= budget or len(text) <= 1:
+        return [text]
+    cut = text.rfind(" ", 0, len(text) // 2 + 1)
+    cut = cut if cut > 0 else len(text) // 2
+    return [q for half in (text[:cut].strip(), text[cut:].strip()) if half for q in _fit(half, budget, count)]
+
+
+def split_prose(text: str, budget: int, overlap: int, count: Count = estimate_tokens) -> list[str]:
     """Prose over the budget as parts cut at sentence ends, each part after the
     first starting with the last sentence(s) of the one before (up to ``overlap`` tokens)."""
+    overlap = min(overlap, budget // 4)
+    room = max(8, budget - overlap)
     units: list[str] = []
     for s in sentences(text):
-        units.extend(hard_split(s, max(16, budget - overlap)) if estimate_tokens(s) > budget - overlap else [s])
+        units.extend(hard_split(s, room, count) if count(s) > room else [s])
     if len(units) <= 1:
         return units or [text]
-    sizes = [estimate_tokens(u) for u in units]
-    groups = pack(sizes, [is_anchor(u) for u in units], max(16, budget - overlap), min_fill=budget // 2)
+    sizes = [count(u) for u in units]
+    groups = pack(sizes, [is_anchor(u) for u in units], room, min_fill=budget // 2)
     parts: list[str] = []
     for g, group in enumerate(groups):
         body = [units[i] for i in group]
         if g and overlap:
             tail: list[str] = []
             for i in reversed(groups[g - 1]):
-                if estimate_tokens(" ".join([units[i], *tail])) > overlap:
+                if count(" ".join([units[i], *tail])) > overlap:
                     break
                 tail.insert(0, units[i])
             body = tail + body
         parts.append(" ".join(body))
-    return parts
+    return [q for p in parts for q in _fit(p, budget, count)]
 
 
-def split_lines(text: str, budget: int, header: Sequence[str] = ()) -> list[str]:
+def split_lines(text: str, budget: int, header: Sequence[str] = (), count: Count = estimate_tokens) -> list[str]:
     """Code or other line-oriented text over the budget, cut between lines."""
     lines = text.split("\n")
     head = list(header)
-    room = max(16, budget - estimate_tokens("\n".join(head)))
+    room = max(8, budget - (count("\n".join(head)) if head else 0))
     units: list[str] = []
     for line in lines:
-        units.extend(hard_split(line, room) if estimate_tokens(line) > room else [line])
-    sizes = [estimate_tokens(u) for u in units]
+        units.extend(hard_split(line, room, count) if count(line) > room else [line])
+    sizes = [count(u) for u in units]
     # Blank lines (between functions, between logical steps) are the natural cuts.
     anchors = [not u.strip() or is_anchor(u) for u in units]
     groups = pack(sizes, anchors, room, min_fill=room // 2)
-    return ["\n".join(head + [units[i] for i in g]).strip("\n") for g in groups]
+    return [t for g in groups if (t := "\n".join(head + [units[i] for i in g]).strip("\n"))]
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any
 
 from freshindex.core.enums import BlockKind
 from freshindex.core.types import Block
-from freshindex.workers.chunking.pack import estimate_tokens
+from freshindex.workers.chunking.pack import Count, estimate_tokens
 
 _CONDITION_START = re.compile(
     r"^\W{0,3}(only (if|when|after|before|for)|unless|except|excluding|this (step |rule |procedure |section )?"
@@ -111,11 +111,21 @@ def list_items(text: str) -> list[str]:
     return items
 
 
-def build_units(blocks: list[Block], budget: int) -> list[Unit]:
-    """The units of one section's prose blocks, in order (headings and tables excluded)."""
+def entry_of(block: Block) -> tuple[Any, str] | None:
+    """The definition-list entry a block belongs to (``meta["entry"]``, ``meta["term"]``), if any."""
+    term = block.meta.get("term")
+    return (block.meta.get("entry"), str(term)) if term else None
+
+
+def build_units(blocks: list[Block], budget: int, count: Count = estimate_tokens) -> list[Unit]:
+    """The units of one section's prose blocks, in order (headings and tables excluded).
+
+    The blocks of one definition-list entry (same ``meta["entry"]`` and
+    ``meta["term"]``) are one unit, and an entry never joins the unit before
+    it, so a term always sits with its description."""
     atoms: list[tuple[Block, str]] = []
     for b in blocks:
-        if b.kind == BlockKind.LIST and estimate_tokens(b.text) > budget:
+        if b.kind == BlockKind.LIST and entry_of(b) is None and count(b.text) > budget:
             atoms.extend((b, item) for item in list_items(b.text))
         else:
             atoms.append((b, b.text))
@@ -123,7 +133,10 @@ def build_units(blocks: list[Block], budget: int) -> list[Unit]:
     for block, text in atoms:
         prev = units[-1] if units else None
         glue = False
-        if prev is not None:
+        entry = entry_of(block)
+        if prev is not None and (entry is not None or entry_of(prev.parts[-1]) is not None):
+            glue = entry is not None and entry == entry_of(prev.parts[-1])
+        elif prev is not None:
             if prev.ends_with_lead_in:
                 glue = True
             elif block.kind == BlockKind.ADMONITION:

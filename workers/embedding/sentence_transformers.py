@@ -37,6 +37,15 @@ class SentenceTransformerEmbedder:
     def dimension(self) -> int:
         return int(self._model.get_sentence_embedding_dimension())
 
+    @property
+    def max_input_tokens(self) -> int:
+        return int(self._model.max_seq_length)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """The model's own tokenizer, special tokens included, untruncated."""
+        encoded = self._model.tokenizer(list(texts), add_special_tokens=True, truncation=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         vectors = self._model.encode(list(texts), batch_size=self._batch, normalize_embeddings=True)
         return np.asarray(vectors, dtype=np.float32)

@@ -12,7 +12,9 @@
 Each top-level symbol is one ``code`` block; a class carries its members
 (``meta["members"]``) so the chunker can keep a small class whole and split
 a large one by method.  Comments directly above a declaration belong to it.
-Every block says where it comes from: ``path``, ``symbol``,
+A block's heading path is its qualified symbol name (``("Ledger.close",)``),
+never the file path, so the text a chunk is embedded with does not change
+when the file moves.  Every block says where it comes from: ``path``, ``symbol``,
 ``symbol_kind``, ``signature``, ``language``, ``lines`` and
 ``source_version`` (the git blob id of the file, the value
 ``git hash-object`` prints, so a chunk can be traced to a commit).
@@ -31,7 +33,7 @@ from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.decode import decode_text
 
-VERSION = "code-2"
+VERSION = "code-3"  # code-3: a block's heading path is its symbol, not the file path
 
 LANGUAGES = {
     ".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".ts": "typescript",
@@ -93,7 +95,7 @@ def _block(key: str, lang: str, symbol: str, kind: str, lines: list[str], start:
         meta["docstring"] = doc
     if members:
         meta["members"] = members
-    return Block(BlockKind.CODE, "\n".join(lines[start - 1 : end]).rstrip(), (key, symbol), meta=meta)
+    return Block(BlockKind.CODE, "\n".join(lines[start - 1 : end]).rstrip(), (symbol,), meta=meta)
 
 
 def _module_block(key: str, lang: str, lines: list[str], covered: set[int], doc: str | None = None) -> Block | None:
@@ -104,7 +106,7 @@ def _module_block(key: str, lang: str, lines: list[str], covered: set[int], doc:
                             "lines": [rest[0], rest[-1]], "path": key}
     if doc:
         meta["docstring"] = doc
-    return Block(BlockKind.CODE, "\n".join(lines[i - 1] for i in rest), (key, "<module>"), meta=meta)
+    return Block(BlockKind.CODE, "\n".join(lines[i - 1] for i in rest), (), meta=meta)
 
 
 def _comments_above(lines: list[str], start: int, markers: tuple[str, ...]) -> int:
@@ -315,14 +317,14 @@ def _pattern_blocks(text: str, key: str, lang: str) -> list[Block]:
             kind = "class" if group in ("cls", "go_type", "rs_type", "java_cls", "rs_impl") else "function"
             starts.append((n, m.group(group).strip(), kind))
     if not starts:
-        return [Block(BlockKind.CODE, text.rstrip(), (key,), meta={"language": lang, "symbol": "<file>", "path": key,
+        return [Block(BlockKind.CODE, text.rstrip(), (), meta={"language": lang, "symbol": "<file>", "path": key,
                                                           "symbol_kind": "file", "lines": [1, len(lines)]})]
     blocks: list[Block] = []
     bounds = [(_comments_above(lines, n, ("//", "#", "/*", "*", "///")), n, name, kind) for n, name, kind in starts]
     if bounds[0][0] > 1:
         pre = list(lines[: bounds[0][0] - 1])
         if any(line.strip() for line in pre):
-            blocks.append(Block(BlockKind.CODE, "\n".join(pre).rstrip(), (key, "<module>"),
+            blocks.append(Block(BlockKind.CODE, "\n".join(pre).rstrip(), (),
                                 meta={"language": lang, "symbol": "<module>", "symbol_kind": "module",
                                       "lines": [1, bounds[0][0] - 1], "path": key}))
     for idx, (start, decl, name, kind) in enumerate(bounds):

@@ -1,0 +1,64 @@
+"""Commands that neither parse nor embed start without the heavy libraries.
+
+Given a fresh data folder, when ``freshindex --help``, ``sources list`` and
+``snapshots list`` run in a new interpreter, then none of PyMuPDF,
+onnxruntime, the tokenizer, tree-sitter or botocore was imported (each costs
+from tenths of a second to seconds of start-up).  Behaviour, not wall clock:
+the start-up times are measured with ``python -X importtime`` or hyperfine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("fitz", "pymupdf", "onnxruntime", "tokenizers", "botocore", "boto3", "tree_sitter", "celery")
+
+PROBE = """
+import json, sys
+args, names = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+from freshindex.cli import main
+sys.argv = ["freshindex", *args]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in names)
+print("\\nPROBE " + json.dumps({"code": code, "heavy": heavy}))
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["sources", "list"], ["snapshots", "list"]])
+def test_light_commands_import_no_parser_model_or_cloud_sdk(args: list[str], tmp_path: Path) -> None:
+    env = {**os.environ, "FRESHINDEX_DATA_DIR": str(tmp_path / "data")}
+    out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args), json.dumps(HEAVY)], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=120)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("PROBE "))
+    probe = json.loads(line[len("PROBE ") :])
+    assert probe["code"] in (0, None), out.stderr
+    assert probe["heavy"] == [], f"{' '.join(args)} imported {probe['heavy']}"
+
+
+def test_reading_a_current_registry_does_not_import_alembic(tmp_path: Path) -> None:
+    from freshindex.registry import db
+
+    env = {**os.environ, "FRESHINDEX_DATA_DIR": str(tmp_path / "data")}
+
+    def probe(args: list[str]) -> dict:
+        out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args), json.dumps(["alembic"])],
+                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        return json.loads(next(x for x in out.stdout.splitlines() if x.startswith("PROBE "))[len("PROBE "):])
+
+    # The first command creates the registry: that upgrade needs Alembic
+    assert probe(["sources", "list"])["heavy"]
+    # every later one reads the revision row and the migration files' revision lines only
+    assert probe(["sources", "list"]) == {"code": 0, "heavy": []}
+    # and that reading agrees with Alembic's
+    assert db.head_revision() == db.script_head_revision()
