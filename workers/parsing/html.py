@@ -10,6 +10,29 @@ paragraphs, lists (nested items indented), tables (caption, header rows,
 units), code blocks (language from the ``language-*`` class) and
 admonitions (warnings, notes), with the links of each block in its meta.
 
+Generated documentation (DocBook, Sphinx, MkDocs, Javadoc) gets more:
+
+* navigation is also recognised by its shape (:mod:`workers.parsing.furniture`),
+  so a generator whose class names no rule knows still loses it;
+* definition and variable lists are read entry by entry: every block of an
+  entry's description has ``meta["term"]`` and ``meta["entry"]`` and the
+  first one starts with the term (Sphinx's empty ``<dd>`` takes the
+  paragraphs after it, up to the next heading or list);
+* section numbers ("20.4.1.", "F.1.", "Chapter 3.") are split from heading
+  text into ``meta["heading_numbers"]`` (parallel to the heading path), and
+  the title is the page's own (site suffix dropped, number in
+  ``meta["title_number"]``); a reference page's "Synopsis" and "Options"
+  sit under its title even when printed at the title's level;
+* every block has ``meta["anchor_id"]``, the nearest id of the page around
+  it (a heading's permalink target first, generated ids such as DocBook's
+  "id-1.6.7" last), so a citation link resolves in the page;
+* a table caption may be numbered in any style ("Table F.1.", "Table A-1");
+  a row of one cell spanning the table is a group label, carried in a
+  leading ``group`` column on the rows below it;
+* ``ParsedDocument.meta["content_hash"]`` hashes what was extracted, so a
+  release that only changed the furniture is seen as unchanged
+  (:mod:`workers.parsing.fingerprint`).
+
 A page nested deeper than :attr:`Limits.max_nesting_depth` is refused as
 ``too_complex`` rather than walked.
 """
@@ -17,6 +40,7 @@ A page nested deeper than :attr:`Limits.max_nesting_depth` is refused as
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from bs4 import BeautifulSoup, CData, NavigableString, Tag
 from freshindex.core.enums import BlockKind
@@ -24,9 +48,12 @@ from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.boilerplate import is_prev_next, is_volatile
 from freshindex.workers.parsing.decode import decode_text
+from freshindex.workers.parsing.fingerprint import content_fingerprint
+from freshindex.workers.parsing.furniture import is_removed, strip_structural
+from freshindex.workers.parsing.numbering import page_title, split_number
 from freshindex.workers.parsing.table import clean_cell, table_block
 
-VERSION = "html-2"
+VERSION = "html-3"
 
 _DROP_TAGS = ("script", "style", "noscript", "nav", "footer", "form", "template", "svg", "iframe", "button",
               "select", "input", "textarea", "link", "meta", "object", "embed", "canvas", "dialog")
@@ -109,12 +136,15 @@ def _strip_furniture(soup: BeautifulSoup) -> None:
     for tag in soup.find_all(attrs={"role": _DROP_ROLES}):
         tag.decompose()
     for tag in soup.find_all(True):
-        if tag.decomposed or tag.name in ("html", "body", "main", "article"):
+        if is_removed(tag) or tag.name in ("html", "body", "main", "article"):
             continue
         if _FURNITURE.search(_classes(tag)) and not _ADMONITION.search(" ".join(tag.get("class") or [])):
-            tag.decompose()
+            if tag.name == "a" and tag.find_parent(list(_HEADINGS)) and tag.get_text().strip().lower() not in _ANCHOR_TEXT:
+                tag.unwrap()  # Sphinx's "toc-backref" link is the heading's own text
+            else:
+                tag.decompose()
     for a in soup.find_all("a", href=True):
-        if not a.decomposed and str(a["href"]).startswith("#") and a.get_text().strip().lower() in _ANCHOR_TEXT:
+        if not is_removed(a) and str(a["href"]).startswith("#") and a.get_text().strip().lower() in _ANCHOR_TEXT:
             a.decompose()
 
 
@@ -145,9 +175,16 @@ def _carry_spans(spans: dict[int, tuple[int, str]], col: int, cells: list[str]) 
     return col
 
 
+def _span(cell: Tag, attr: str, cap: int) -> int:
+    raw = str(cell.get(attr) or "1").strip()
+    return min(int(raw), cap) if raw.isdigit() and int(raw) > 0 else 1
+
+
 def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) -> Block | None:
+    """A table block; a row of one cell spanning every column ("Class 01 — Warning")
+    is a group label, carried in a leading ``group`` column on the rows below it."""
     header_rows: list[list[str]] = []
-    rows: list[list[str]] = []
+    raw: list[tuple[list[str], bool, bool]] = []  # cells, header-like, one cell spanning the row
     spans: dict[int, tuple[int, str]] = {}  # column -> (rows left, text) for rowspan
     body_rows = table.find_all("tr")
     limits.check_rows(len(body_rows))
@@ -156,11 +193,11 @@ def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) 
             continue  # a row of a nested table
         cells: list[str] = []
         col = 0
-        for cell in tr.find_all(["th", "td"], recursive=False):
+        tags = tr.find_all(["th", "td"], recursive=False)
+        for cell in tags:
             col = _carry_spans(spans, col, cells)
             text = clean_cell(_text(cell))
-            colspan = min(int(cell.get("colspan") or 1) if str(cell.get("colspan") or "1").isdigit() else 1, 50)
-            rowspan = min(int(cell.get("rowspan") or 1) if str(cell.get("rowspan") or "1").isdigit() else 1, 1000)
+            colspan, rowspan = _span(cell, "colspan", 50), _span(cell, "rowspan", 1000)
             for _ in range(colspan):
                 if rowspan > 1:
                     spans[col] = (rowspan - 1, text)
@@ -170,17 +207,68 @@ def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) 
         if not any(cells):
             continue
         in_head = tr.find_parent("thead") is not None
-        all_th = all(c.name == "th" for c in tr.find_all(["th", "td"], recursive=False))
-        if (in_head or all_th) and not rows:
+        all_th = all(c.name == "th" for c in tags)
+        single = len(tags) == 1 and _span(tags[0], "colspan", 50) > 1
+        raw.append((cells, in_head or all_th, single))
+    width = max((len(c) for c, _, _ in raw), default=0)
+    rows: list[list[str]] = []
+    labels: list[str] = []
+    group = ""
+    for cells, head_like, single in raw:
+        if head_like and not rows and not single:
             header_rows.append(cells)
+        elif single and width > 1 and len(cells) >= width and (header_rows or rows):
+            group = cells[0]  # a group row: the label of the rows below it
         else:
             rows.append(cells)
+            labels.append(group)
+    if any(labels):
+        header_rows = [["group" if i == 0 else "", *r] for i, r in enumerate(header_rows)] or [["group"]]
+        rows = [[label, *r] for label, r in zip(labels, rows, strict=True)]
     caption_tag = table.find("caption")
     caption = _text(caption_tag).replace("\n", " ") if caption_tag else caption_hint
+    if not caption and table.get("summary") and not str(table.get("summary")).lower().startswith(("navigation", "layout")):
+        caption = " ".join(str(table["summary"]).split())
     return table_block(header_rows, rows, heading_path, caption=caption)
 
 
-_CAPTION_HINT = re.compile(r"^(table|tabelle|tableau|表)\s*[\d.:\-]", re.I)
+#: "Table 3.", "Table F.1.", "Table A-1", "Table IV:", "Tabelle 2", "表 3".
+_CAPTION_HINT = re.compile(r"^(table|tabelle|tableau|tabla|tabella|tabel|表)\s*"
+                           r"([A-Z]{1,3}|[IVXLC]+|\d+)([.\-–:]\s?[\dA-Z]+)*[.:\-–)]?(\s|$)", re.I)
+#: DocBook's generated index-term anchors and "id-1.6.7", Sphinx's "id12": ids that move between releases.
+_GENERATED_ID = re.compile(r"^(id[-_]?[\d.]+|idm?\d+|index-\d+|_?id\d+)$", re.I)
+
+
+#: An id usable in a citation link: no whitespace, quotes, angle brackets or control characters.
+_SAFE_ID = re.compile(r"[^\s\"'<>`\x00-\x1f\x7f]{1,200}")
+
+
+def _own_id(tag: Tag) -> str | None:
+    value = tag.get("id")
+    if not value or not isinstance(value, str):
+        return None
+    value = value.strip()
+    return value if _SAFE_ID.fullmatch(value) else None
+
+
+def _inner_id(tag: Tag) -> str | None:
+    """An id on the element or inside it (``<dt><a id="GUC-WORK-MEM"></a>...``), stable ones first."""
+    ids = [i for i in [_own_id(tag), *(_own_id(t) for t in tag.find_all(id=True))] if i]
+    return next((i for i in ids if not _GENERATED_ID.match(i)), ids[0] if ids else None)
+
+
+def _mark_permalinks(soup: BeautifulSoup) -> None:
+    """Remember, on each heading, the id its permalink (``¶``) points to: the
+    generator's own anchor for it (removed with the furniture afterwards)."""
+    for tag in soup.find_all(attrs={"data-fi-anchor": True}):
+        del tag["data-fi-anchor"]  # only this function may set it
+    ids = {i for t in soup.find_all(id=True) if (i := _own_id(t))}
+    for h in soup.find_all(list(_HEADINGS)):
+        for a in h.find_all("a", href=True):
+            href = str(a["href"])
+            if href.startswith("#") and href[1:] in ids and a.get_text().strip().lower() in _ANCHOR_TEXT:
+                h["data-fi-anchor"] = href[1:]
+                break
 
 
 def parse_html(data: bytes, key: str) -> ParsedDocument:
@@ -189,15 +277,58 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
     limits.check_time("HTML parsed")
     _check_depth(soup)
     title_tag = soup.find("title")
-    title = _text(title_tag) if title_tag else ""
+    raw_title = _text(title_tag) if title_tag else ""
+    _mark_permalinks(soup)
     _strip_furniture(soup)
+    strip_structural(soup)
     mains = soup.find_all("main") or soup.find_all(attrs={"role": "main"})
     root = mains[0] if len(mains) == 1 else (soup.body or soup)
+    heading_texts = [" ".join(_text(h).split()) for h in root.find_all(list(_HEADINGS), limit=8)]
+    title_number, title = page_title(raw_title, heading_texts)
     blocks: list[Block] = []
-    path: list[tuple[int, str]] = []
+    # (level, text, number, anchor id, depth of the id stack when the heading was read)
+    path: list[tuple[float, str, str, str | None, int]] = []
+    ids: list[str | None] = []  # ids of the elements the walk is inside, outermost first
+    pending: list[str] = []  # ids of empty anchors (``<span id=...></span>``) just before a heading
+    title_level: list[int] = []  # level of the heading that is the page's title, once seen
+    entries = [0]
+    # An entry whose <dd> is empty (Sphinx writes ".. attribute:: X" then the
+    # text after it): (term, entry, id, walk depth); the blocks that follow at
+    # that depth, up to the next heading or list, are its description.
+    open_entry: list[tuple[str, int, str | None, int]] = []
 
     def hp() -> tuple[str, ...]:
-        return tuple(t for _, t in path)
+        return tuple(t for _, t, _, _, _ in path)
+
+    def anchor(node: Tag | None) -> str | None:
+        own = _own_id(node) if node is not None else None
+        if own:
+            return own
+        depth = max((i for i, v in enumerate(ids) if v), default=-1)
+        heading = next(((a, d) for _, _, _, a, d in reversed(path) if a), None)
+        if heading is not None and heading[1] > depth:
+            return heading[0]
+        return ids[depth] if depth >= 0 else (heading[0] if heading else None)
+
+    def emit(kind: str, content: str, node: Tag | None, meta: dict) -> None:
+        if open_entry and (kind == BlockKind.HEADING or len(ids) < open_entry[0][3]):
+            open_entry.clear()
+        if open_entry and "term" not in meta:
+            meta["term"], meta["entry"] = open_entry[0][0], open_entry[0][1]
+            if open_entry[0][2] and (node is None or not _own_id(node)):
+                meta["anchor_id"] = open_entry[0][2]
+        numbers = tuple(n for _, _, n, _, _ in path)
+        if any(numbers):
+            meta["heading_numbers"] = numbers
+        where = meta.get("anchor_id") or anchor(node)
+        if where:
+            meta["anchor_id"] = where
+        if kind != BlockKind.HEADING:
+            pending.clear()
+        blocks.append(Block(kind, content, hp(), meta=meta))
+        if len(blocks) % 200 == 0:
+            limits.check_time(f"block {len(blocks)}")
+            limits.check_blocks(len(blocks))
 
     def add(kind: str, content: str, node: Tag | None = None, **meta) -> None:
         if not content:
@@ -206,12 +337,94 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
             links = _links(node)
             if links:
                 meta["links"] = links
-        blocks.append(Block(kind, content, hp(), meta=meta))
-        if len(blocks) % 200 == 0:
-            limits.check_time(f"block {len(blocks)}")
-            limits.check_blocks(len(blocks))
+        emit(kind, content, node, meta)
+
+    def heading(child: Tag) -> None:
+        level, content = _HEADINGS[child.name], " ".join(_text(child).split())
+        if not content:
+            return
+        number, content = split_number(content)
+        stable = next((i for i in reversed(pending) if not _GENERATED_ID.match(i)), None)
+        where = str(child.get("data-fi-anchor") or "") or _inner_id(child) or stable \
+            or (pending[-1] if pending and not any(ids) else None)
+        pending.clear()
+        eff: float = level
+        if not title_level and content.casefold() == title.casefold():
+            title_level.append(level)
+        elif title_level and level <= title_level[0]:
+            # Reference pages put "Synopsis", "Options" at the title's own level:
+            # they belong under it.
+            eff = title_level[0] + 0.5
+        while path and path[-1][0] >= eff:
+            path.pop()
+        path.append((eff, content, number, where, len(ids)))
+        emit(BlockKind.HEADING, content, None, {"level": level})
+
+    def definitions(dl: Tag) -> None:
+        """A definition or variable list, entry by entry: every block of an entry's
+        description carries ``meta["term"]`` and ``meta["entry"]``, the first one
+        starts with the term."""
+        terms: list[Tag] = []
+
+        def close(dds: list[Tag]) -> None:
+            if not terms:
+                for dd in dds:
+                    walk(dd)
+                return
+            term = " / ".join(t for t in (" ".join(_text(x).split()) for x in terms) if t)
+            if not term:
+                terms.clear()
+                for dd in dds:
+                    walk(dd)
+                return
+            entries[0] += 1
+            open_entry.clear()
+            entry, term_id = entries[0], next((i for i in (_inner_id(t) for t in terms) if i), None)
+            ids.append(term_id)
+            start = len(blocks)
+            for dd in dds:
+                walk(dd)
+            ids.pop()
+            own = blocks[start:]
+            for b in own:
+                if "term" not in b.meta:  # an entry of a nested list keeps its own term
+                    b.meta["term"], b.meta["entry"] = term, entry
+            first = own[0] if own else None
+            if first is not None and first.kind == BlockKind.PARAGRAPH and first.meta["entry"] == entry:
+                if not first.text.startswith(term):
+                    blocks[start] = replace(first, text=f"{term}{'' if term.endswith(':') else ':'} {first.text}")
+            else:
+                ids.append(term_id)
+                emit(BlockKind.PARAGRAPH, term, None, {"term": term, "entry": entry})
+                ids.pop()
+                blocks.insert(start, blocks.pop())
+                if not own:
+                    open_entry.append((term, entry, term_id, len(ids)))
+            terms.clear()
+
+        dds: list[Tag] = []
+        items = [c for c in dl.children if isinstance(c, Tag)]
+        flat: list[Tag] = []
+        for c in items:  # HTML allows <div> wrappers around a dt/dd group
+            flat.extend([x for x in c.children if isinstance(x, Tag)] if c.name == "div" else [c])
+        for c in flat:
+            if c.name == "dt":
+                if dds:
+                    close(dds)
+                    dds = []
+                terms.append(c)
+            elif c.name == "dd":
+                dds.append(c)
+        close(dds)
 
     def walk(node: Tag) -> None:
+        ids.append(_own_id(node))
+        try:
+            _walk(node)
+        finally:
+            ids.pop()
+
+    def _walk(node: Tag) -> None:
         loose: list[str] = []
         loose_nodes: list[Tag] = []
 
@@ -233,15 +446,12 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
             if not isinstance(child, Tag):
                 continue
             name = child.name
+            if _own_id(child) and name in ("a", "span") and not child.get_text(strip=True):
+                pending.append(str(_own_id(child)))
+                continue
             if name in _HEADINGS:
                 flush_loose()
-                level, content = _HEADINGS[name], _text(child).replace("\n", " ")
-                if not content:
-                    continue
-                while path and path[-1][0] >= level:
-                    path.pop()
-                path.append((level, content))
-                blocks.append(Block(BlockKind.HEADING, content, hp(), meta={"level": level}))
+                heading(child)
             elif name == "pre":
                 flush_loose()
                 code = child.find("code")
@@ -251,7 +461,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
                 lang = lang or child.get("data-lang") or (code.get("data-lang") if code else None)
                 body = child.get_text().strip("\n")
                 if body.strip():
-                    blocks.append(Block(BlockKind.CODE, body, hp(), meta={"language": lang} if lang else {}))
+                    emit(BlockKind.CODE, body, child, {"language": lang} if lang else {})
             elif name == "table":
                 flush_loose()
                 hint = None
@@ -260,14 +470,18 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
                     hint = blocks.pop().text
                 block = _table(child, hp(), hint)
                 if block is not None:
-                    blocks.append(block)
+                    emit(block.kind, block.text, child, block.meta)
             elif name in ("ul", "ol"):
                 flush_loose()
                 links = _links(child)
                 lines = _list_text(child, "1." if name == "ol" else "-")
                 if lines:
                     items = [ln for ln in lines if not ln.startswith(" ")]
-                    add(BlockKind.LIST, "\n".join(lines), None, items=items, **({"links": links} if links else {}))
+                    add(BlockKind.LIST, "\n".join(lines), child, items=items, **({"links": links} if links else {}))
+            elif name == "dl":
+                flush_loose()
+                open_entry.clear()
+                definitions(child)
             elif name in ("p", "dt", "dd", "address", "figcaption", "caption"):
                 flush_loose()
                 add(BlockKind.PARAGRAPH, _text(child).replace("\n", " "), child)
@@ -297,11 +511,12 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
 
     walk(root)
     blocks = _drop_volatile(blocks)
-    h1 = next((b.text for b in blocks if b.kind == BlockKind.HEADING and b.meta.get("level") == 1), None)
-    if not title or (h1 and title.startswith(h1)):
-        # "Page — Site 4.2" names the site and its version too; the page's own h1 does not.
-        title = h1 or next((b.text for b in blocks if b.kind == BlockKind.HEADING), key.rsplit("/", 1)[-1])
-    return ParsedDocument(title=title, blocks=tuple(blocks), parser="html", parser_version=VERSION)
+    if not title:
+        first = next((b for b in blocks if b.kind == BlockKind.HEADING), None)
+        title = first.text if first else key.rsplit("/", 1)[-1]
+    meta: dict = {"title_number": title_number} if title_number else {}
+    meta["content_hash"] = content_fingerprint(title, blocks, meta)
+    return ParsedDocument(title=title, blocks=tuple(blocks), parser="html", parser_version=VERSION, meta=meta)
 
 
 def _drop_volatile(blocks: list[Block]) -> list[Block]:
