@@ -78,6 +78,40 @@ class OcrPage:
     seconds: float
     confidence: float = 0.0
     lines: list[OcrLine] = field(default_factory=list)
+    #: The page segmentation mode whose reading was kept.
+    psm: int = 3
+    #: Every mode tried: ``{"psm", "seconds", "confidence", "fragmentation", "chars"}``.
+    tried: list[dict] = field(default_factory=list)
+
+
+def fragmentation(words: list[OcrWord]) -> float:
+    """Share of words on a printed row that tesseract split between several blocks.
+
+    A page segmentation that reads an aligned table or listing column by
+    column puts each column in a block of its own: the words of one printed
+    row then sit in different blocks.  Prose read well has every row in one
+    block (0.0); a two-column listing read as columns is near 1.0.  The mean
+    confidence does not see this (the words are read right, in the wrong
+    order), which is why it is measured apart.
+    """
+    if not words:
+        return 0.0
+    heights = sorted(w.height for w in words)
+    tol = heights[len(heights) // 2] * 0.5
+    rows: list[list[OcrWord]] = []
+    for w in sorted(words, key=lambda w: w.top + w.height / 2):
+        mid = w.top + w.height / 2
+        if rows and abs(mid - (rows[-1][0].top + rows[-1][0].height / 2)) <= tol:
+            rows[-1].append(w)
+        else:
+            rows.append([w])
+    split = sum(len(r) for r in rows if len({w.block for w in r}) > 1)
+    return round(split / len(words), 4)
+
+
+def _confidence(words: list[OcrWord]) -> float:
+    weight = sum(len(w.text) for w in words)
+    return round(sum(w.conf * len(w.text) for w in words) / weight / 100.0, 4) if weight else 0.0
 
 
 def render_dpi(page: pymupdf.Page, dpi: int, max_pixels: int) -> int:
@@ -105,24 +139,47 @@ def check_images(page: pymupdf.Page) -> None:
         limits.check_image(int(img[2] or 0), int(img[3] or 0), f"an image on page {page.number + 1}")
 
 
-def ocr_page(page: pymupdf.Page, *, language: str, dpi: int) -> OcrPage:
+def ocr_page(page: pymupdf.Page, *, language: str, dpi: int, psms: tuple[int, ...] = (3,),
+             retry_fragmentation: float = 0.15, retry_confidence: float = 0.85) -> OcrPage:
+    """Read one page; try the next of ``psms`` while the reading looks poor.
+
+    Poor means its rows are split between blocks (:func:`fragmentation` over
+    ``retry_fragmentation``: a table or listing read column by column) or
+    its confidence is under ``retry_confidence``.  Of the modes tried the
+    one kept has the best ``confidence * coverage * (1 - fragmentation)``,
+    coverage being its characters over the most any mode read: a mode that
+    reads fewer words, or splits rows, does not win on confidence alone.
+    """
     lim = limits.current()
     check_images(page)
     used_dpi = render_dpi(page, dpi, lim.max_render_pixels)
     number = page.number + 1
     started = time.perf_counter()
     pix = page.get_pixmap(dpi=used_dpi, colorspace=pymupdf.csGRAY, alpha=False)
+    scale = 72.0 / used_dpi
+    readings: list[tuple[int, list[OcrWord]]] = []
+    tried: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="fi-ocr-") as tmp:
         png = Path(tmp) / "page.png"
         pix.save(png)
         del pix
-        tsv = run_tesseract(png, language=language, dpi=used_dpi, page=number)
-    scale = 72.0 / used_dpi
-    words = parse_tsv(tsv, scale)
-    result = OcrPage(number=number, words=words, dpi=used_dpi, seconds=time.perf_counter() - started)
+        for psm in tuple(p for p in psms if 1 <= int(p) <= 13) or (3,):  # 0 is layout only: no text
+            t0 = time.perf_counter()
+            words = parse_tsv(run_tesseract(png, language=language, dpi=used_dpi, page=number, psm=psm), scale)
+            frag, conf = fragmentation(words), _confidence(words)
+            readings.append((psm, words))
+            tried.append({"psm": psm, "seconds": round(time.perf_counter() - t0, 3), "confidence": conf,
+                          "fragmentation": frag, "chars": sum(len(w.text) for w in words)})
+            if frag <= retry_fragmentation and conf >= retry_confidence:
+                break
+    most = max(t["chars"] for t in tried) or 1
+    best = max(range(len(tried)),
+               key=lambda i: tried[i]["confidence"] * (tried[i]["chars"] / most) * (1 - tried[i]["fragmentation"]))
+    psm, words = readings[best]
+    result = OcrPage(number=number, words=words, dpi=used_dpi, seconds=time.perf_counter() - started,
+                     psm=psm, tried=tried)
     result.lines = group_lines(words)
-    weight = sum(len(w.text) for w in words)
-    result.confidence = round(sum(w.conf * len(w.text) for w in words) / weight / 100.0, 4) if weight else 0.0
+    result.confidence = _confidence(words)
     return result
 
 
@@ -160,11 +217,11 @@ def check_languages(language: str) -> None:
         )
 
 
-def run_tesseract(png: Path, *, language: str, dpi: int, page: int) -> str:
+def run_tesseract(png: Path, *, language: str, dpi: int, page: int, psm: int = 3) -> str:
     check_languages(language)
     left = limits.remaining()
     timeout = PAGE_TIMEOUT_S if left is None else max(0.1, min(PAGE_TIMEOUT_S, left))
-    cmd = ["tesseract", str(png), "stdout", "-l", language, "--dpi", str(dpi), "--psm", "3", "tsv"]
+    cmd = ["tesseract", str(png), "stdout", "-l", language, "--dpi", str(dpi), "--psm", str(int(psm)), "tsv"]
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)

@@ -26,13 +26,39 @@ words.  The second decides with the whole document in view:
   after a sentence, on a line that happens to end short, reads as a
   paragraph end: on the page the two cases look the same.
 
-Every block carries the page it starts on.  OCR'd blocks carry ``ocr``,
-the page's ``ocr_confidence`` and ``low_confidence_tokens`` (numbers,
-amounts and commands tesseract was unsure of).
+* **running heads**: besides repeated margin lines (three pages suffice:
+  Texinfo's "Chapter 3: Objects" changes with the chapter), a margin line
+  "Chapter N: <a title of the outline>" is furniture; scanned pages get the
+  same removal on their OCR rows (fuzzy, to survive misreadings);
+* **tables**: a header row needs evidence (bold, or a numeric column under a
+  word); without it the table is ``headerless`` and its columns are named
+  by position.  A prose line taken in as a first or last row is given back.
+  The sentence introducing a table on its page is its caption when it has
+  none, so every chunk of the table carries it.  Rule-less listings the
+  detector misses are found by column alignment (:mod:`.ocr_layout`);
+* **code**: a comment set on a code line's baseline stays on that line,
+  aligned; a block is dedented to its own margin, first line included.
+
+Scanned pages are read by tesseract (:mod:`.ocr`, page segmentation modes
+tried in turn, ``PdfOptions.ocr_psm``) and laid out from the word boxes
+(:mod:`.ocr_layout`: rows, tables, code).  Their headings need evidence
+beyond one row's height: the outline naming the row on that page, or
+numbering like the text pages' headings ("3.2.1"), whose level they then
+take; height alone counts only when the document has neither outline nor
+heading sizes.
+
+Every block carries the page it starts on, and a block running over a page
+break records where each page starts in its text (``page_breaks``), so a
+chunk cut from it can cite its own pages.  OCR'd blocks carry ``ocr``, the
+page's ``ocr_confidence``, their own ``ocr_block_confidence`` and
+``low_confidence_tokens`` (numbers, amounts and commands tesseract was
+unsure of).  A page under ``ocr_page_floor`` is listed in
+``meta["ocr_low_confidence_pages"]`` and ``meta["warnings"]``.
 """
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
 from collections import Counter
@@ -43,13 +69,13 @@ import pymupdf
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import Block, ParsedDocument
-from freshindex.workers.parsing import limits
+from freshindex.workers.parsing import limits, ocr_layout
 from freshindex.workers.parsing.boilerplate import is_volatile, shape
-from freshindex.workers.parsing.ocr import OcrPage, fix_cjk_spaces, low_confidence_tokens, ocr_available, ocr_page
+from freshindex.workers.parsing.ocr import OcrLine, OcrPage, OcrWord, low_confidence_tokens, ocr_available, ocr_page
 from freshindex.workers.parsing.streams import check_pdf_streams
 from freshindex.workers.parsing.table import table_block
 
-VERSION = "pdf-2"
+VERSION = "pdf-3"
 
 __all__ = ["PdfOptions", "ocr_available", "parse_pdf"]
 
@@ -58,6 +84,9 @@ _BULLET = re.compile(r"^\s*([•◦▪●○■\-–*]|\(?\d{1,3}[.)]|\(?[a-z][.
 _CAPTION = re.compile(r"^(table|tabelle|tableau)\s*\d+|^表\s*\d+", re.I)
 _ADMONITION = re.compile(r"^(warning|caution|danger|note|important|tip|注意|警告)\s*[:：]", re.I)
 _TERMINAL = tuple(".!?:;。！？：；")
+_NUMBERED = re.compile(r"^((?:\d{1,2}|[A-Z])(?:\.\d{1,2})*)\.?\s+(\S.*)$")
+_COMMENT = ("/*", "//", "#", "--", ";", "%")
+_RUNNING_HEAD = re.compile(r"^(?:chapter|appendix|part|section)\s+[\w.]+\s*[:.]\s*(.+)$", re.I)
 
 
 @dataclass(frozen=True)
@@ -69,6 +98,14 @@ class PdfOptions:
     #: Word confidence (0-100) under which OCR'd numbers, amounts and commands are flagged.
     ocr_low_confidence: float = 80.0
     find_tables: bool = True
+    #: Page segmentation modes tried in turn on a scanned page while its reading looks poor.
+    ocr_psm: tuple[int, ...] = (3, 6)
+    #: A reading whose rows tesseract split between blocks more than this tries the next mode.
+    ocr_retry_fragmentation: float = 0.15
+    #: A reading less confident than this (0-1) tries the next mode.
+    ocr_retry_confidence: float = 0.85
+    #: A scanned page read with less confidence than this (0-1) is a per-document warning.
+    ocr_page_floor: float = 0.8
 
 
 @dataclass
@@ -92,6 +129,7 @@ class _Table:
     y1: float
     x0: float
     x1: float
+    headerless: bool = False
 
 
 @dataclass
@@ -146,12 +184,15 @@ def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> Parse
                 if len(ocr_pages) >= opts.max_ocr_pages:
                     skipped_ocr.append(index + 1)
                     continue
-                content.ocr = ocr_page(page, language=opts.ocr_language, dpi=opts.ocr_dpi)
+                content.ocr = ocr_page(page, language=opts.ocr_language, dpi=opts.ocr_dpi, psms=opts.ocr_psm,
+                                       retry_fragmentation=opts.ocr_retry_fragmentation,
+                                       retry_confidence=opts.ocr_retry_confidence)
                 ocr_pages.append(index + 1)
             pages.append(content)
         if broken and len(broken) == doc.page_count:
             raise DocumentError(DocumentError.PARSE_FAILED, "no page of the PDF could be read")
-        blocks = _Assembler(pages, opts).blocks()
+        toc = [(int(lvl), str(t), int(pg)) for lvl, t, pg, *_ in doc.get_toc(simple=True)][:5000]
+        blocks = _Assembler(pages, opts, toc).blocks()
         damage = _damage(doc)
         if not blocks and damage:
             raise DocumentError(DocumentError.PARSE_FAILED, f"no text could be read from the PDF{damage}")
@@ -161,6 +202,14 @@ def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> Parse
         conf = {p.number: p.ocr.confidence for p in pages if p.ocr is not None}
         if conf:
             meta["ocr_confidence"] = conf
+            meta["ocr_psm"] = {p.number: p.ocr.psm for p in pages if p.ocr is not None}
+            meta["ocr_tried"] = {p.number: p.ocr.tried for p in pages if p.ocr is not None}
+            low = sorted(n for n, c in conf.items() if c < opts.ocr_page_floor)
+            if low:
+                meta["ocr_low_confidence_pages"] = low
+                meta["warnings"] = [*meta.get("warnings", []), *(
+                    f"page {n}: OCR confidence {conf[n]:.2f} is under the floor {opts.ocr_page_floor:.2f}"
+                    for n in low)]
         if skipped_ocr:
             meta["ocr_skipped_pages"] = skipped_ocr
         if broken:
@@ -230,6 +279,13 @@ def _merge_baselines(lines: list[_Line]) -> list[_Line]:
                 and last.mono == ln.mono:
             out[-1] = _Line(f"{last.text} {ln.text}", max(last.size, ln.size), last.bold and ln.bold, last.mono,
                             last.x0, min(last.y0, ln.y0), ln.x1, max(last.y1, ln.y1), last.links + ln.links)
+        elif last is not None and last.mono and abs(last.y1 - ln.y1) < 2 and ln.x0 - last.x1 >= 0 \
+                and (ln.mono or ln.text.startswith(_COMMENT)):
+            # A code line and the comment aligned after it (set in another font, far right): one line,
+            # the gap kept as spaces so the comments stay aligned.
+            spaces = " " * max(1, round((ln.x0 - last.x1) / (last.size * 0.6)))
+            out[-1] = _Line(f"{last.text}{spaces}{ln.text}", max(last.size, ln.size), False, True,
+                            last.x0, min(last.y0, ln.y0), ln.x1, max(last.y1, ln.y1), last.links + ln.links)
         else:
             out.append(ln)
     return out
@@ -279,17 +335,65 @@ def _find_tables(page: pymupdf.Page, lines: list[_Line]) -> list[_Table]:
     except Exception:  # table detection is best effort: the text is still read as paragraphs
         return []
     if found is None or not found.tables:
-        return []
+        return _aligned_tables(page) if ruled < 6 else []
     words = page.get_text("words")
     tables = []
     for t in found.tables:
         rows = _cell_rows(t, words)
+        x0, y0, x1, y1 = t.bbox
+        # A prose line the detector took in as a first or last row (one cell, a sentence) is given back.
+        start = 0
+        while rows and _prose_row(rows[0]):
+            rows.pop(0)
+            start += 1
+            y0 = t.rows[start].bbox[1] if rows else y1
+        while rows and _prose_row(rows[-1]):
+            rows.pop()
+            y1 = t.rows[start + len(rows) - 1].bbox[3] if rows else y0
         if len(rows) < 2 or max(len(r) for r in rows) < 2:
             continue
-        header, body = rows[0], [r for r in rows[1:] if any(r)]
-        x0, y0, x1, y1 = t.bbox
-        tables.append(_Table(header, body, y0, y1, x0, x1))
+        header_ok = _bold_row(page, t.rows[start].bbox) or \
+            ocr_layout.has_header(rows)
+        if header_ok:
+            header, body = rows[0], [r for r in rows[1:] if any(r)]
+        else:
+            header, body = [], [r for r in rows if any(r)]
+        tables.append(_Table(header, body, y0, y1, x0, x1, headerless=not header_ok))
     return tables
+
+
+def _aligned_tables(page: pymupdf.Page) -> list[_Table]:
+    """Rule-less tables the detector missed (a listing of names, numbers and descriptions), by column alignment.
+
+    The page's words go through the same layout analysis as OCR words
+    (:mod:`workers.parsing.ocr_layout`); only its tables are kept.
+    """
+    words = [OcrWord(w[4], 100.0, w[0], w[1], w[2] - w[0], w[3] - w[1], w[5], w[6], w[7])
+             for w in page.get_text("words")]
+    out = []
+    for item in ocr_layout.layout(words):
+        if item.kind != "table":
+            continue
+        cells = item.cells
+        header = ocr_layout.has_header(cells)
+        x0 = min(r.x0 for r in item.rows)
+        x1 = max(r.x1 for r in item.rows)
+        out.append(_Table(cells[0] if header else [], cells[1:] if header else cells,
+                          min(r.top for r in item.rows), max(r.bottom for r in item.rows), x0, x1,
+                          headerless=not header))
+    return out
+
+
+def _prose_row(cells: list[str]) -> bool:
+    filled = [c for c in cells if c.strip()]
+    return len(filled) == 1 and len(cells) >= 2 and len(filled[0].split()) >= 8
+
+
+def _bold_row(page: pymupdf.Page, bbox: Any) -> bool:
+    """Whether the text of a table row is all bold (a header row set apart by weight)."""
+    spans = [s for b in page.get_text("dict", clip=pymupdf.Rect(bbox), flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]
+             for ln in b.get("lines", []) for s in ln.get("spans", []) if s.get("text", "").strip()]
+    return bool(spans) and all(s.get("flags", 0) & 16 or "bold" in s.get("font", "").lower() for s in spans)
 
 
 def _ruled_area(page: pymupdf.Page) -> pymupdf.Rect:
@@ -356,17 +460,25 @@ class _Open:
     page: int
     room: float  # free width at the end of the last line read, in points
     meta: dict[str, Any] = field(default_factory=dict)
+    breaks: list[tuple[int, int]] = field(default_factory=list)  # (first part on a page, that page)
+
+    def page_breaks(self, joined: Any) -> list[list[int]]:
+        """``[[offset, page], ...]``: where in the block's text each page starts (``joined`` builds the text)."""
+        return [[0, self.page]] + [[len(joined(self.parts[:k])) + 1 if k else 0, pg] for k, pg in self.breaks]
 
 
 class _Assembler:
-    def __init__(self, pages: list[_Page], opts: PdfOptions) -> None:
+    def __init__(self, pages: list[_Page], opts: PdfOptions, toc: list[tuple[int, str, int]] | None = None) -> None:
         self.pages = pages
+        self.toc = toc or []
+        self.toc_titles = {_norm(_NUMBERED.sub(r"\2", t)) for _, t, _ in self.toc}
         self.opts = opts
         self.out: list[Block] = []
         self.path: list[tuple[int, str]] = []
         self.open: _Open | None = None
         self.last_table: Block | None = None  # the last table, while nothing followed it
         text_pages = [p for p in pages if p.lines]
+        self.text_pages = len(text_pages)
         self.furniture = self._furniture(text_pages)
         sizes: Counter[float] = Counter()
         for p in text_pages:
@@ -376,6 +488,36 @@ class _Assembler:
         big = sorted({s for s in sizes if s >= self.body * 1.15}, reverse=True)
         self.levels = {s: i + 1 for i, s in enumerate(big)}
         self.bold_level = len(big) + 1
+        self.depth_levels = self._depth_levels(text_pages)
+        self.ocr_furniture = self._ocr_furniture_shapes()
+
+    def _depth_levels(self, pages: list[_Page]) -> dict[int, int]:
+        """Numbering depth ("3" is 1, "3.2.1" is 3) to the heading level text pages give it.
+
+        Scanned pages have no font sizes to compare: their numbered headings
+        take the level that headings numbered alike have on the text pages,
+        so a section keeps one level whether its page was scanned or not.
+        """
+        seen: dict[int, Counter[int]] = {}
+        for p in pages:
+            for ln in p.lines:
+                m = _NUMBERED.match(ln.text)
+                level = self._heading_level(ln) if m else 0
+                if level:
+                    seen.setdefault(m.group(1).count(".") + 1, Counter())[level] += 1
+        out = {d: c.most_common(1)[0][0] for d, c in seen.items()}
+        for d in range(1, 7):  # depths the text pages never showed: one level below the one above
+            out.setdefault(d, out.get(d - 1, d - 1) + 1 if d > 1 else 1)
+        return out
+
+    def _ocr_furniture_shapes(self) -> set[str]:
+        """Shapes of margin rows repeating on scanned pages (digits masked), as for text pages."""
+        counts: Counter[str] = Counter()
+        scans = [p for p in self.pages if p.ocr is not None]
+        for p in scans:
+            rows = ocr_layout.rows_of(p.ocr.words) if p.ocr else []
+            counts.update({shape(r.text) for r in rows if self._row_in_margin(r, p)})
+        return {s for s, n in counts.items() if n >= 2}
 
     # furniture -----------------------------------------------------------
 
@@ -384,7 +526,9 @@ class _Assembler:
         for p in pages:
             seen = {shape(ln.text) for ln in p.lines if self._in_margin(ln, p)}
             counts.update(seen)
-        need = max(2, int(0.3 * len(pages)))
+        # Running heads change with the chapter ("Chapter 3: Objects" on chapter 3's pages only): a
+        # margin line repeated on three pages, or on a third of them in a short document, is furniture.
+        need = max(2, min(3, int(0.3 * len(pages))))
         return {s for s, n in counts.items() if n >= need} if len(pages) >= 3 else set()
 
     @staticmethod
@@ -394,9 +538,34 @@ class _Assembler:
     def _is_furniture(self, line: _Line, page: _Page) -> bool:
         if not self._in_margin(line, page):
             return False
-        if shape(line.text) in self.furniture:
+        if shape(line.text) in self.furniture or self._running_head(line.text):
             return True
         return line.size <= self.body * 1.05 and is_volatile(line.text)
+
+    def _running_head(self, text: str) -> bool:
+        """"Chapter 3: Objects, their modes and attributes 15": a chapter title from the outline as a page head."""
+        text = re.sub(r"\s+\d{1,4}$|^\d{1,4}\s+", "", text.strip())
+        m = _RUNNING_HEAD.match(text)
+        if not m or not self.toc_titles:
+            return False
+        title = _norm(m.group(1))
+        return title in self.toc_titles or any(difflib.SequenceMatcher(None, title, t).ratio() >= 0.85
+                                               for t in self.toc_titles if abs(len(t) - len(title)) < 6)
+
+    @staticmethod
+    def _row_in_margin(row: ocr_layout.Row, page: _Page) -> bool:
+        return row.bottom <= page.height * (_MARGIN + 0.02) or row.top >= page.height * (1 - _MARGIN - 0.02)
+
+    def _is_ocr_furniture(self, row: ocr_layout.Row, page: _Page) -> bool:
+        if not self._row_in_margin(row, page):
+            return False
+        text = row.text
+        if is_volatile(text) or self._running_head(text) or shape(text) in self.furniture:
+            return True
+        s = shape(text)
+        known = self.furniture | self.ocr_furniture
+        return (s in self.ocr_furniture and len(text) > 3) or any(
+            difflib.SequenceMatcher(None, s, f).ratio() >= 0.85 for f in known if abs(len(f) - len(s)) < 8)
 
     # blocks ----------------------------------------------------------------
 
@@ -404,7 +573,7 @@ class _Assembler:
         return tuple(t for _, t in self.path)
 
     def emit(self, kind: str, text: str, page: int, **meta: Any) -> None:
-        text = text.strip()
+        text = text.strip("\n").rstrip() if kind == BlockKind.CODE else text.strip()
         if not text:
             return
         self.out.append(Block(kind, text, self.hp(), page=page, meta=meta))
@@ -416,8 +585,11 @@ class _Assembler:
         self.open = None
         if o is None:
             return
+        if o.breaks:
+            # So that a chunk cut from this block can name the page its own text is on.
+            o.meta["page_breaks"] = o.page_breaks(_dehyphenate if o.kind == BlockKind.PARAGRAPH else "\n".join)
         if o.kind == BlockKind.CODE:
-            self.emit(BlockKind.CODE, "\n".join(o.parts), o.page, **o.meta)
+            self.emit(BlockKind.CODE, _dedent(o.parts), o.page, **o.meta)
             return
         if o.kind == BlockKind.LIST:
             self.emit(BlockKind.LIST, "\n".join(o.parts), o.page, items=list(o.parts), **o.meta)
@@ -501,6 +673,7 @@ class _Assembler:
                 pages = self.open.meta.setdefault("pages", [self.open.page])
                 if page.number not in pages:
                     pages.append(page.number)
+                    self.open.breaks.append((len(self.open.parts) - 1, page.number))
             if line.links:
                 self.open.meta.setdefault("links", []).extend(line.links)
             prev = line
@@ -534,6 +707,7 @@ class _Assembler:
             pages = o.meta.setdefault("pages", [o.page])
             if page not in pages:
                 pages.append(page)
+                o.breaks.append((len(o.parts) - 1, page))
         if line.links:
             o.meta.setdefault("links", []).extend(line.links)
 
@@ -559,23 +733,35 @@ class _Assembler:
             self.path.pop()
         self.path.append((level, text))
 
-    def _table(self, table: _Table, page: int, *, at_top: bool) -> None:
+    def _intro(self, page: int) -> str | None:
+        """The sentence introducing a table ("... the following types:"), carried by every chunk of it."""
+        if not self.out or self.out[-1].kind != BlockKind.PARAGRAPH or self.out[-1].page != page:
+            return None
+        last = re.split(r"(?<=[.!?])\s+", self.out[-1].text)[-1]
+        return last if 3 <= len(last.split()) <= 60 else None
+
+    def _table(self, table: _Table, page: int, *, at_top: bool, ocr_meta: dict | None = None) -> None:
         prev = self.last_table
-        if at_top and prev is not None and len(prev.meta["columns"]) == len(table.header):
+        width = len(table.header) or len(table.rows[0]) if (table.header or table.rows) else 0
+        if at_top and prev is not None and len(prev.meta["columns"]) == width:
             # The table goes on from the previous page: join the rows.
             rows = [*prev.meta["rows"]]
-            if _squash(table.header) != _squash(prev.meta["header_rows"][0]):
+            prev_header = prev.meta["header_rows"][0] if prev.meta["header_rows"] else None
+            if table.header and _squash(table.header) != _squash(prev_header or []):
                 rows.append(table.header)  # no repeated header: its first line is a row
             rows.extend(table.rows)
             self.out.remove(prev)
             pages = prev.meta.get("pages", [prev.page])
             joined = table_block(prev.meta["header_rows"], rows, prev.heading_path, caption=prev.meta.get("caption"),
-                                 page=prev.page, pages=[*pages, page])
+                                 page=prev.page, pages=[*pages, page], headerless=not prev.meta["header_rows"],
+                                 **{k: prev.meta[k] for k in ("ocr", "ocr_confidence") if k in prev.meta})
             if joined is not None:
                 self.out.append(joined)
                 self.last_table = joined
             return
-        block = table_block([table.header], table.rows, self.hp(), caption=self._pending_caption(), page=page)
+        caption = self._pending_caption() or self._intro(page)
+        block = table_block([table.header] if table.header else [], table.rows, self.hp(), caption=caption,
+                            page=page, headerless=table.headerless, **(ocr_meta or {}))
         if block is not None:
             self.out.append(block)
             self.last_table = block
@@ -587,45 +773,120 @@ class _Assembler:
         return None
 
     def _ocr_blocks(self, page: _Page) -> None:
+        """A scanned page from its layout: paragraphs, lists, tables and code, headings only on evidence.
+
+        A row is a heading when the outline names it on this page (or the
+        next: the outline's page may be off by one), or when it is numbered
+        like the text pages' headings ("3.2.1 Title"), short, unpunctuated
+        and taller than the body rows.  Its level is the outline's or the
+        numbering depth's level on the text pages.  Margin rows that are
+        furniture (running heads, page numbers) are dropped first.
+        """
         ocr = page.ocr
         assert ocr is not None
-        if not ocr.lines:
+        items = ocr_layout.layout(ocr.words)
+        if not items:
             return
-        heights = sorted(ln.height for ln in ocr.lines)
-        body = heights[len(heights) // 2]
-        base = {"ocr": True, "ocr_confidence": ocr.confidence}
-        groups: list[list] = []
-        for ln in ocr.lines:
-            if groups and (groups[-1][0].block, groups[-1][0].par) == (ln.block, ln.par):
-                groups[-1].append(ln)
-            else:
-                groups.append([ln])
-        split: list[list] = []
-        for group in groups:
-            # A title tesseract put in the same paragraph as the text under it.
-            if len(group) > 1 and group[0].height >= body * 1.3 and group[1].height < body * 1.15:
-                split.extend([[group[0]], group[1:]])
-            else:
-                split.append(group)
-        for group in split:
-            text = fix_cjk_spaces(_dehyphenate([ln.text for ln in group]))
-            flagged = [t for ln in group
-                       for t in low_confidence_tokens(ln, self.opts.ocr_low_confidence, page.number)]
-            meta = dict(base)
-            if flagged:
-                meta["low_confidence_tokens"] = flagged
-            if len(group) <= 2 and group[0].height >= body * 1.3 and len(text.split()) <= 14:
-                level = 1 if group[0].height >= body * 1.8 else 2
-                self._set_heading(text, level)
-                self.out.append(Block(BlockKind.HEADING, text, self.hp(), page=page.number, meta={**meta, "level": level}))
+        body_h = sorted(r.height for it in items for r in it.rows)[sum(len(it.rows) for it in items) // 2]
+        for item in items:
+            rows = [r for r in item.rows if not self._is_ocr_furniture(r, page)]
+            if not rows:
                 continue
-            if _BULLET.match(text):
-                kind = BlockKind.LIST
-            elif _ADMONITION.match(text):
-                kind = BlockKind.ADMONITION
-            else:
-                kind = BlockKind.PARAGRAPH
-            self.out.append(Block(kind, text, self.hp(), page=page.number, meta=meta))
+            meta = self._ocr_meta(rows, page)
+            if item.kind == "table":
+                self._flush_ocr()
+                cells = item.cells
+                header = ocr_layout.has_header(cells)
+                table = _Table(cells[0] if header else [], cells[1:] if header else cells, 0, 0, 0, 0,
+                               headerless=not header)
+                self._table(table, page.number, at_top=False, ocr_meta=meta)
+                continue
+            self.last_table = None
+            if item.kind == "code":
+                self._flush_ocr()
+                self.emit(BlockKind.CODE, item.code, page.number, **meta)
+                continue
+            para: list[ocr_layout.Row] = []
+            for n, row in enumerate(rows):
+                level = self._ocr_heading(row, page.number, body_h)
+                if level:
+                    self._ocr_paragraph(para, page)
+                    para = []
+                    text = _NUMBERED.sub(r"\1 \2", row.text.strip())
+                    self._set_heading(text, level)
+                    self.out.append(Block(BlockKind.HEADING, text, self.hp(), page=page.number,
+                                          meta={**self._ocr_meta([row], page), "level": level}))
+                    continue
+                prev = rows[n - 1] if n else None
+                gap = row.top - prev.bottom if prev is not None else 0.0
+                # A paragraph's first line is indented under a line that ended a sentence; the
+                # indented lines of a definition's text go on from the term above them.
+                indented = prev is not None and row.x0 > prev.x0 + 1.5 * max(row.pitch, 3.0) \
+                    and prev.text.rstrip().endswith(_TERMINAL)
+                if para and (gap > body_h * 0.9 or indented or _BULLET.match(row.text)):
+                    self._ocr_paragraph(para, page)
+                    para = []
+                para.append(row)
+            self._ocr_paragraph(para, page)
+
+    def _flush_ocr(self) -> None:
+        self.close()
+
+    def _ocr_meta(self, rows: list[ocr_layout.Row], page: _Page) -> dict[str, Any]:
+        words = [w for r in rows for w in r.words]
+        meta: dict[str, Any] = {"ocr": True, "ocr_confidence": page.ocr.confidence if page.ocr else 0.0,
+                                "ocr_block_confidence": ocr_layout.confidence(words)}
+        flagged = [t for r in rows for t in low_confidence_tokens(
+            OcrLine(r.text, tuple(r.words), 0, 0, r.height, r.top, r.x0), self.opts.ocr_low_confidence, page.number)]
+        if flagged:
+            meta["low_confidence_tokens"] = flagged
+        return meta
+
+    def _ocr_paragraph(self, rows: list[ocr_layout.Row], page: _Page) -> None:
+        if not rows:
+            return
+        self.close()
+        text = _dehyphenate([r.text for r in rows])
+        meta = self._ocr_meta(rows, page)
+        if _BULLET.match(text):
+            kind = BlockKind.LIST
+            meta["items"] = [text]
+        elif _ADMONITION.match(text):
+            kind = BlockKind.ADMONITION
+        else:
+            kind = BlockKind.PARAGRAPH
+        self.out.append(Block(kind, text, self.hp(), page=page.number, meta=meta))
+
+    def _ocr_heading(self, row: ocr_layout.Row, page: int, body_h: float) -> int:
+        text = row.text.strip()
+        words = text.split()
+        if not words or len(words) > 12 or text.endswith((".", ",", ";", ":")) or len(row.segments) > 1:
+            return 0
+        m = _NUMBERED.match(text)
+        title = _norm(m.group(2) if m else text)
+        for level, toc_title, toc_page in self.toc:
+            if toc_page in (page, page - 1, page + 1) and title and \
+                    difflib.SequenceMatcher(None, title, _norm(_NUMBERED.sub(r"\2", toc_title))).ratio() >= 0.88:
+                depth = m.group(1).count(".") + 1 if m else level
+                return self.depth_levels.get(depth, depth)
+        if m and row.height >= body_h * 1.1 and m.group(2)[:1].isupper():
+            depth = m.group(1).count(".") + 1
+            return self.depth_levels.get(depth, depth)
+        if not self.toc and not self.levels and len(words) <= 8 and row.height >= body_h * 1.4:
+            # No outline and no heading sizes on text pages: the row's size is the only evidence there is.
+            return 1 if row.height >= body_h * 1.8 else 2
+        return 0
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w]+", " ", text.lower()).split())
+
+
+def _dedent(parts: list[str]) -> str:
+    """Code lines without the indentation they all share (the page margin), the rest kept."""
+    lines = [p.rstrip() for p in parts]
+    common = min((len(ln) - len(ln.lstrip(" ")) for ln in lines if ln.strip()), default=0)
+    return "\n".join(ln[common:] for ln in lines)
 
 
 def _squash(cells: list[str]) -> list[str]:

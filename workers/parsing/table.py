@@ -96,8 +96,13 @@ def caption_line(caption: str) -> str:
     return caption if re.match(r"(table|tabelle|tableau)\b|表", caption, re.I) else f"Table: {caption}"
 
 
-def table_meta(header_rows: list[list[str]], rows: list[list[str]], caption: str | None = None) -> dict[str, Any]:
-    """The meta of a table block from raw header and body rows (cells cleaned here)."""
+def table_meta(header_rows: list[list[str]], rows: list[list[str]], caption: str | None = None,
+               headerless: bool = False) -> dict[str, Any]:
+    """The meta of a table block from raw header and body rows (cells cleaned here).
+
+    ``headerless``: the table has no header row (``header_rows`` empty); its
+    columns are named by position ("column 1") and every row stays data.
+    """
     header_rows = [[clean_cell(c) for c in r] for r in header_rows]
     rows = [[clean_cell(c) for c in r] for r in rows]
     limits.check_rows(len(rows))
@@ -110,7 +115,7 @@ def table_meta(header_rows: list[list[str]], rows: list[list[str]], caption: str
             header_rows, rows = header_rows[:-1], [header_rows[-1], *rows]
     else:
         header_rows, unit_row = split_unit_row(header_rows)
-    if not header_rows and rows:
+    if not header_rows and rows and not headerless:
         header_rows, rows = [rows[0]], rows[1:]
     columns = column_names(header_rows, width, unit_row)
     rows = [r + [""] * (width - len(r)) for r in rows]
@@ -122,8 +127,11 @@ def table_meta(header_rows: list[list[str]], rows: list[list[str]], caption: str
 
 
 def table_block(header_rows: list[list[str]], rows: list[list[str]], heading_path: tuple[str, ...],
-                caption: str | None = None, page: int | None = None, **extra: Any) -> Block | None:
-    meta = table_meta(header_rows, rows, caption)
+                caption: str | None = None, page: int | None = None, headerless: bool = False,
+                **extra: Any) -> Block | None:
+    meta = table_meta(header_rows, rows, caption, headerless=headerless)
+    if headerless:
+        meta["headerless"] = True
     if not meta["rows"] and not any(any(r) for r in meta["header_rows"]):
         return None
     meta.update(extra)
