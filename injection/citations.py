@@ -1,0 +1,125 @@
+"""Check a finished answer's citations against the packet it was written from.
+
+Two failures are counted (:class:`CitationReport`):
+
+* ``missing``: numbers the answer cites that its source list does not hold
+  (a made-up ``[7]``, or a number from an earlier turn no longer shown);
+* ``unsupported``: sources the answer cites where no citing sentence shares
+  enough words with the source text (lexical overlap: at least
+  ``min_overlap`` of the sentence's content words, and ``min_shared`` of them,
+  occur in the source).
+
+Citations may be ``[1]``, ``[1, 3]``, ``[1][2]`` or ``[2-4]``; a citation
+standing after the full stop (``... done. [2]``) belongs to the sentence
+before it.  What it does not guarantee: that a supported sentence is true to
+its source; overlap catches a citation pinned to the wrong source or to none,
+not a paraphrase that reverses the meaning.  Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from freshindex.injection.types import ContextPacket, Evidence
+
+__all__ = ["CitationReport", "check_citations", "cited_numbers"]
+
+_CITE = re.compile(r"\[(\d{1,4}(?:\s*[-–,;]\s*\d{1,4})*)\]")
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_STOP = frozenset(
+    "a an and are as at be by can do does for from has have how i if in into is it its may must not of on or "
+    "our should so than that the their then there these this to use used was we were what when where which "
+    "who will with you your".split()
+)
+
+
+def cited_numbers(text: str) -> list[int]:
+    """Every ``[n]`` cited in ``text`` in order of appearance (ranges expanded, at most 100 wide)."""
+    out: list[int] = []
+    for m in _CITE.finditer(text):
+        for part in re.split(r"\s*[,;]\s*", m.group(1)):
+            if re.search(r"[-–]", part):
+                lo, hi = (int(x) for x in re.split(r"\s*[-–]\s*", part))
+                out += list(range(lo, hi + 1)) if 0 <= hi - lo <= 100 else [lo, hi]
+            else:
+                out.append(int(part))
+    return out
+
+
+def _words(text: str) -> set[str]:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    words: set[str] = set()
+    for w in _WORD.findall(text):
+        if _CJK.search(w):
+            words |= set(_CJK.findall(w))  # CJK: each character is a word
+            continue
+        if w in _STOP or (len(w) < 2 and not w.isdigit()):
+            continue
+        words.add(w[:-1] if len(w) > 3 and w.endswith("s") else w)
+    return words
+
+
+@dataclass(frozen=True)
+class CitationReport:
+    cited: tuple[int, ...]  # distinct numbers cited, in order of first appearance
+    missing: tuple[int, ...]  # cited, not in the source list
+    unsupported: tuple[int, ...]  # cited and listed, but no citing sentence overlaps its text
+    sentences: int = 0
+    uncited_sentences: int = 0  # sentences with content words and no citation
+    support: dict[int, float] = field(default_factory=dict)  # best overlap per cited, listed source
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.unsupported
+
+    def counts(self) -> dict[str, int]:
+        """For metrics: how many cited, missing, unsupported, uncited sentences."""
+        return {"cited": len(self.cited), "missing": len(self.missing), "unsupported": len(self.unsupported),
+                "uncited_sentences": self.uncited_sentences}
+
+
+def _sentences(answer: str) -> list[str]:
+    out: list[str] = []
+    for piece in _SENTENCE.split(answer):
+        if not piece.strip():
+            continue
+        if out and not _CITE.sub("", piece).strip(" \t.,;:!?)(*-"):
+            out[-1] += " " + piece  # "... done. [2]": the citation belongs to the sentence before
+        else:
+            out.append(piece)
+    return out
+
+
+def check_citations(answer: str, sources: ContextPacket | Sequence[Evidence], *, min_overlap: float = 0.3,
+                    min_shared: int = 2) -> CitationReport:
+    """What is wrong with the citations of ``answer`` written from ``sources``."""
+    evidence = sources.evidence if isinstance(sources, ContextPacket) else tuple(sources)
+    by_n = {e.n: e for e in evidence}
+    source_words = {n: _words(e.text + " " + e.title + " " + " ".join(e.heading_path)) for n, e in by_n.items()}
+    cited: list[int] = []
+    best: dict[int, float] = {}
+    sentences = _sentences(answer)
+    uncited = 0
+    for sentence in sentences:
+        numbers = cited_numbers(sentence)
+        words = _words(_CITE.sub(" ", sentence))
+        if not numbers:
+            uncited += bool(words)
+            continue
+        for n in numbers:
+            if n not in cited:
+                cited.append(n)
+            if n not in by_n or not words:
+                continue
+            shared = len(words & source_words[n])
+            score = shared / len(words) if shared >= min(min_shared, len(words)) else 0.0
+            best[n] = max(best.get(n, 0.0), score)
+    missing = tuple(n for n in cited if n not in by_n)
+    unsupported = tuple(n for n in cited if n in by_n and best.get(n, 0.0) < min_overlap)
+    return CitationReport(tuple(cited), missing, unsupported, len(sentences), uncited,
+                          {n: round(s, 3) for n, s in best.items()})
