@@ -20,8 +20,8 @@ Modes (``auth.mode``):
   ``auth.trusted_proxies``.
 
 What this does not guarantee: that a bearer credential is used by whom it was
-issued to; tenant isolation (the tenant is carried on the identity for the
-audit trail, no query filters by it yet); protection of a gateway whose own
+issued to (the tenant it names is enforced: every query filters by it, see
+:mod:`acl.principal`); protection of a gateway whose own
 network lets others reach the service directly from a trusted address.
 """
 
@@ -114,7 +114,8 @@ def narrow(identity: Identity, body_principal: str | None, body_groups: Iterable
         raise AuthError("principal_mismatch", status=403,
                         detail="the request names a principal other than its credential's")
     asked = {g for g in body_groups if g and g != PUBLIC}
-    return Principal.of(identity.principal.id, sorted(asked & held) if asked else sorted(held))
+    return Principal.of(identity.principal.id, sorted(asked & held) if asked else sorted(held),
+                        tenant=identity.tenant)
 
 
 class _JwksFile:

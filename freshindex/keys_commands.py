@@ -29,7 +29,7 @@ def keys() -> None:
 @keys.command("create")
 @click.argument("principal")
 @click.option("--group", "groups", multiple=True, help="A group the key's principal belongs to (repeatable).")
-@click.option("--tenant", default=None, help="The principal's tenant (recorded; not yet a query filter).")
+@click.option("--tenant", default=None, help="The principal's tenant: its queries see only that tenant's documents (default: default).")
 @click.option("--description", default=None, help="What the key is for (shown by `keys list`).")
 @json_option
 @click.pass_obj

@@ -1,10 +1,15 @@
 """The injection client: a question and a principal in, a cited context block out.
 
-First cut: dense retrieval on the knowledge base's alias with the ACL filter
-inside the query, a recheck of every hit against the registry (tombstoned or
-orphaned chunks are dropped even before the next swap), a per-document
-quota, a character budget, and rendering.  Below ``min_score`` the answer is
-an *insufficient evidence* packet rather than weak context.
+Retrieval on the knowledge base's alias with the ACL and tenant filter
+inside the query; then every hit is decided again against the registry's
+current row of its chunk and document (:func:`acl.access.decide`: tombstoned
+or orphaned chunks, ACLs changed since the point was written, sensitive
+documents rechecked at their ACL source), before any quota, budget or
+rendering.  Denials go to ``on_denials`` (the audit trail); the packet's
+``dropped`` shows only reasons that say nothing about access or existence
+(:data:`PUBLIC_DROPS`), so a denied document and a missing one answer the
+same bytes.  Below ``min_score`` the answer is an *insufficient evidence*
+packet rather than weak context.
 
 The client does not import the pipeline: its store, embedder and (optional)
 recheck are passed in, so it runs next to the service or inside an app.
@@ -13,66 +18,31 @@ recheck are passed in, so it runs next to the service or inside an app.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Protocol
+from dataclasses import replace
 
 from freshindex.acl import Principal, query_filter, visible
+from freshindex.acl.access import DenialRecord, DocumentStatus, SensitiveRecheck, Verdict, decide, denial_records
 from freshindex.core.errors import NotFoundError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
+from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers
+from freshindex.injection.budget import ContextPolicy, Tokenizer
+from freshindex.injection.context import compose
 from freshindex.injection.types import ContextPacket, Evidence, insufficient_context, render_context
 from freshindex.vectorstore.base import ScoredHit, VectorStore
 
 
-class ChunkStatusLike(Protocol):
-    """What the recheck says of one chunk (the registry's ``ChunkStatus`` is one)."""
+#: chunk ids -> the registry's status of each chunk and its document; ids missing from the mapping are orphans.
+Recheck = Callable[[Sequence[str]], Mapping[str, DocumentStatus]]
 
-    @property
-    def tombstoned(self) -> bool: ...
+#: Receives the denials of one query (the audit trail and the denial metric); must not raise.
+DenialSink = Callable[[Sequence[DenialRecord]], None]
 
-
-#: chunk ids -> their status; ids missing from the mapping are orphans.
-Recheck = Callable[[Sequence[str]], Mapping[str, ChunkStatusLike]]
-
-
-class RecheckReason(StrEnum):
-    """Why the recheck keeps or drops a hit (the drop reasons are ``ContextPacket.dropped`` keys)."""
-
-    SERVABLE = "servable"
-    TOMBSTONED = "tombstoned"  # the registry has retired the chunk since the snapshot was built
-    ORPHAN = "orphan"  # the registry has no row for the point at all
-
-
-@dataclass(frozen=True)
-class RecheckVerdict:
-    """The recheck's answer for one hit.
-
-    It does not prove the chunk is current at its source: only that the
-    registry, at the moment of the query, still serves it.
-    """
-
-    chunk_id: str
-    reason: RecheckReason
-
-    @property
-    def servable(self) -> bool:
-        return self.reason is RecheckReason.SERVABLE
-
-    @classmethod
-    def of(cls, chunk_id: str, status: ChunkStatusLike | None) -> RecheckVerdict:
-        if status is None:
-            return cls(chunk_id, RecheckReason.ORPHAN)
-        if status.tombstoned:
-            return cls(chunk_id, RecheckReason.TOMBSTONED)
-        return cls(chunk_id, RecheckReason.SERVABLE)
-
-
-def recheck_hits(recheck: Recheck, ids: Sequence[str]) -> dict[str, RecheckVerdict]:
-    """One registry round trip for ``ids``: a verdict for each."""
-    statuses = recheck(ids)
-    return {cid: RecheckVerdict.of(cid, statuses.get(cid)) for cid in ids}
+#: ``ContextPacket.dropped`` keys a caller may see: reasons that do not depend on who may read what, or on
+#: what exists. Every other reason (acl, tenant, tombstoned, orphan, ...) is kept in ``withheld``, the audit
+#: trail and the metrics, so "denied" and "not found" answer the same bytes.
+PUBLIC_DROPS = frozenset({"low_score", "per_document", "budget", "duplicate", "pool", "max_chunks"})
 
 
 class InjectionClient:
@@ -83,13 +53,18 @@ class InjectionClient:
         *,
         naming: Naming = Naming(),
         recheck: Recheck | None = None,
+        sensitive: SensitiveRecheck | None = None,
+        on_denials: DenialSink | None = None,
         min_score: float = 0.25,
-        per_document: int = 2,
-        max_chars: int = 6000,
+        policy: ContextPolicy | None = None,
+        tokenizer: Tokenizer | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.store, self.embedder, self.naming = store, embedder, naming
-        self.recheck = recheck
-        self.min_score, self.per_document, self.max_chars = min_score, per_document, max_chars
+        self.recheck, self.sensitive, self.on_denials = recheck, sensitive, on_denials
+        self.min_score = min_score
+        self.policy = policy or ContextPolicy()
+        self.tokenizer, self.reranker = tokenizer, reranker
 
     def resolve(self, kb: str) -> tuple[str, str] | None:
         """(collection, snapshot id) the alias of ``kb`` points at now."""
@@ -98,34 +73,48 @@ class InjectionClient:
             return None
         return collection, self.naming.snapshot_of(collection) or collection
 
-    def retrieve(self, question: str, *, kb: str, principal: Principal = Principal(), limit: int = 5) -> ContextPacket:
+    def retrieve(self, question: str, *, kb: str, principal: Principal = Principal(), limit: int = 5,
+                 query_type: str | None = None, numbers: SessionNumbers | None = None,
+                 deterministic: bool = False) -> ContextPacket:
+        """Evidence for ``question`` as ``principal`` from the snapshot the alias of ``kb`` serves now.
+
+        ``limit`` caps the evidence items; ``query_type`` (fact, procedure,
+        compare, diverse; guessed from the question when None) picks the
+        budget row; one ``numbers`` per conversation keeps ``[n]`` stable;
+        ``deterministic`` renders byte-stable blocks for prompt caching.
+        """
         vector = self.embedder.embed([question])[0].tolist()
         hits: list[ScoredHit] = []
         target = None
+        pool = max(self.policy.candidate_pool, limit)
         for _attempt in range(2):
             target = self.resolve(kb)
             if target is None:
                 return self._insufficient(question, kb, None, "the knowledge base has no snapshot yet")
             try:
                 # One alias resolution, one collection: every hit comes from one snapshot.
-                hits = self.store.search(target[0], vector, limit=limit * 4, flt=query_filter(principal))
+                hits = self.store.search(target[0], vector, limit=pool, flt=query_filter(principal), text=question)
                 break
             except NotFoundError:
                 continue  # the collection was pruned between resolve and search: resolve again
         assert target is not None
         _collection, snapshot_id = target
         dropped: dict[str, int] = {}
-        verdicts = recheck_hits(self.recheck, [h.id for h in hits]) if (self.recheck and hits) else None
-        kept: list[tuple[ScoredHit, PointPayload]] = []
-        per_doc: dict[str, int] = {}
+        statuses = self.recheck([h.id for h in hits]) if (self.recheck and hits) else None
+        denied: list[tuple[str, Verdict, DocumentStatus | None]] = []
+        candidates: list[Candidate] = []
         for h in hits:
             if not visible(principal, h.payload):
-                dropped["acl"] = dropped.get("acl", 0) + 1
+                dropped["acl"] = dropped.get("acl", 0) + 1  # the engine filter let it through: never serve it
                 continue
-            if verdicts is not None and not verdicts[h.id].servable:
-                why = str(verdicts[h.id].reason)
-                dropped[why] = dropped.get(why, 0) + 1
-                continue
+            if statuses is not None:
+                status = statuses.get(h.id)
+                verdict = decide(principal, h.payload, status, self.sensitive)
+                if verdict is not Verdict.SERVABLE:
+                    dropped[str(verdict)] = dropped.get(str(verdict), 0) + 1
+                    if verdict.denial:
+                        denied.append((h.id, verdict, status))
+                    continue
             if h.score < self.min_score:
                 dropped["low_score"] = dropped.get("low_score", 0) + 1
                 continue
@@ -135,38 +124,27 @@ class InjectionClient:
                 # Not a point the builder wrote: nothing to cite it by.
                 dropped["bad_payload"] = dropped.get("bad_payload", 0) + 1
                 continue
-            if per_doc.get(p.document_id, 0) >= self.per_document:
-                dropped["per_document"] = dropped.get("per_document", 0) + 1
-                continue
-            per_doc[p.document_id] = per_doc.get(p.document_id, 0) + 1
-            kept.append((h, p))
-            if len(kept) >= limit:
-                break
-        evidence: list[Evidence] = []
-        used = 0
-        for h, p in kept:
-            if evidence and used + len(p.text) > self.max_chars:
-                dropped["budget"] = dropped.get("budget", 0) + 1
-                continue
-            used += len(p.text)
-            evidence.append(
-                Evidence(
-                    n=len(evidence) + 1, chunk_id=h.id, score=h.score, text=p.text, title=p.title or "",
-                    key=p.key, source_id=p.source_id, heading_path=p.heading_path, anchor=p.anchor, page=p.page,
-                    doc_version=p.doc_version, snapshot_id=snapshot_id, written_in=p.snapshot_id, ocr=p.ocr,
-                )
-            )
-        if not evidence:
+            candidates.append(Candidate.from_point(h.id, h.score, p, snapshot_id))
+        if denied and self.on_denials is not None:
+            self.on_denials(denial_records(kb, principal, denied))
+        if not candidates:
             return self._insufficient(question, kb, snapshot_id, "no evidence above the relevance threshold", dropped)
-        rendered = render_context(question, kb, snapshot_id, evidence)
-        return ContextPacket(question, kb, snapshot_id, tuple(evidence), False, None, rendered, dropped)
+        packet = compose(question, kb, snapshot_id, candidates, policy=self.policy, query_type=query_type,
+                         tokenizer=self.tokenizer, reranker=self.reranker, numbers=numbers,
+                         deterministic=deterministic, kb_version=snapshot_id, dropped=dropped, limit=limit)
+        return replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped))
 
     def _insufficient(self, question: str, kb: str, snapshot_id: str | None, reason: str,
                       dropped: dict[str, int] | None = None) -> ContextPacket:
         rendered = insufficient_context(kb, snapshot_id)
-        return ContextPacket(question, kb, snapshot_id, (), True, reason, rendered, dropped or {})
+        return ContextPacket(question, kb, snapshot_id, (), True, reason, rendered, _public(dropped or {}),
+                             withheld=dict(dropped or {}))
+
+
+def _public(dropped: Mapping[str, int]) -> dict[str, int]:
+    return {k: n for k, n in dropped.items() if k in PUBLIC_DROPS}
 
 
 #: The evidence types live in :mod:`injection.types` (importable by the thin HTTP client); re-exported here.
-__all__ = ["ChunkStatusLike", "ContextPacket", "Evidence", "InjectionClient", "Recheck", "RecheckReason",
-           "RecheckVerdict", "recheck_hits", "render_context"]
+__all__ = ["PUBLIC_DROPS", "ContextPacket", "DenialSink", "Evidence", "InjectionClient", "Recheck", "Verdict",
+           "render_context"]

@@ -105,7 +105,7 @@ def test_a_forged_body_gains_nothing_and_a_key_bound_to_hr_reads_hr(keys_api: An
     http, svc = keys_api
     # Given a key bound to eng and one bound to hr
     eng = svc.registry.create_api_key("bob", ["eng"], description="test").key
-    hr = svc.registry.create_api_key("hana", ["hr"], tenant="acme").key
+    hr = svc.registry.create_api_key("hana", ["hr"]).key
     # When the eng key's request claims hr in its body
     forged = _ask(http, eng, groups=["hr"])
     # Then the hr document is not served (the body narrows, never widens)
@@ -177,11 +177,14 @@ def test_a_bad_jwt_is_401(keys_api: Any, signing_keys: dict[str, Any], reason: s
 
 
 def test_gateway_headers_count_only_from_a_trusted_peer(kb: dict[str, Path]) -> None:
-    headers = {"X-Forwarded-User": "hana", "X-Forwarded-Groups": "hr, ops", "X-Forwarded-Tenant": "acme"}
+    headers = {"X-Forwarded-User": "hana", "X-Forwarded-Groups": "hr, ops"}
     body = {"question": HR_QUESTION}
     for http, _svc in _app(kb, client=("10.0.0.5", 123), mode="gateway", trusted_proxies=["10.0.0.0/24"]):
         trusted = http.post("/v1/query", json=body, headers=headers)
         assert trusted.status_code == 200 and _keys_of(trusted)[0] == "salaries.md"
+        # The gateway's tenant header is believed too: tenant acme has no documents here
+        other = http.post("/v1/query", json=body, headers={**headers, "X-Forwarded-Tenant": "acme"})
+        assert other.status_code == 200 and other.json()["insufficient_evidence"]
         assert http.post("/v1/query", json=body).status_code == 401  # trusted peer, no user header
     for http, svc in _app(kb, client=("10.9.0.5", 123), mode="gateway", trusted_proxies=["10.0.0.0/24"]):
         r = http.post("/v1/query", json=body, headers=headers)

@@ -41,7 +41,7 @@ def read(data_dir: str, question: str, out: str, stop: str) -> None:
             try:
                 packet = svc.client.retrieve(question, kb="kb1", limit=5)
                 record.update(snapshot=packet.snapshot_id, texts=[e.text for e in packet.evidence],
-                              chunk_ids=[e.chunk_id for e in packet.evidence], dropped=packet.dropped)
+                              chunk_ids=[e.chunk_id for e in packet.evidence], dropped=packet.withheld)
             except Exception as exc:  # every failure is a finding: record it
                 record.update(error=f"{type(exc).__name__}: {exc}", tb=traceback.format_exc()[-800:])
             fh.write(json.dumps(record) + "\n")

@@ -171,7 +171,8 @@ def test_archive_to_s3_and_restore_into_a_fresh_data_dir(tmp_path: Path, s3_serv
     first = Services(load_settings(data_dir=tmp_path / "one", snapshots=snapshots), embedder=onnx_embedder)
     first.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
     sync_inline(first, "docs")
-    before = [first.client.retrieve(q, kb="default").as_dict() for q in questions]
+    # deterministic: byte-stable blocks (the default fence token is fresh per call)
+    before = [first.client.retrieve(q, kb="default", deterministic=True).as_dict() for q in questions]
     points = first.registry.get_snapshot("default-v1").point_count
     archived = first.snapshots.archive("default-v1")
     assert archived["uri"] == "s3://fi-archives/prod/default/default-v1.tar" and len(archived["sha256"]) == 64
@@ -181,7 +182,7 @@ def test_archive_to_s3_and_restore_into_a_fresh_data_dir(tmp_path: Path, s3_serv
     fresh = Services(load_settings(data_dir=tmp_path / "two", snapshots=snapshots), embedder=onnx_embedder)
     restored = fresh.snapshots.restore("default-v1", actor="test")
     assert restored["status"] == "active" and restored["points"] == points
-    after = [fresh.client.retrieve(q, kb="default").as_dict() for q in questions]
+    after = [fresh.client.retrieve(q, kb="default", deterministic=True).as_dict() for q in questions]
     assert after == before
     assert fresh.snapshots.verify("default-v1")["ok"]
     assert fresh.registry.cache_size(onnx_embedder.model_id) >= restored["points"] - 1
