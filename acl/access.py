@@ -19,7 +19,11 @@ bring old ACLs back:
    asked again (:class:`SensitiveRecheck`), through a short cache whose key
    includes the principal's whole scope; no answer denies
    (``recheck_unavailable``), fail closed. Without one, the registry row of
-   step 2 is the ACL source's own answer.
+   step 2 is the ACL source's own answer;
+4. last, a document past its validity (``valid_until``, its source's hard
+   expiry) or superseded is ``expired``: withdrawn at once, removed by the
+   next build. Only a document the principal may read gets this far, so
+   ``expired`` may be told to the caller.
 
 Denials are returned as :class:`DenialRecord` for the audit trail and the
 metric; the caller-facing packet never tells them apart from "not found".
@@ -56,6 +60,7 @@ class Verdict(StrEnum):
     TENANT = "tenant"  # another tenant's document
     RECHECK = "recheck"  # a sensitive document the ACL source now denies
     RECHECK_UNAVAILABLE = "recheck_unavailable"  # a sensitive document the ACL source could not confirm
+    EXPIRED = "expired"  # past its valid_until or hard expiry, or superseded: withdrawn before the next build
 
     @property
     def denial(self) -> bool:
@@ -135,6 +140,9 @@ def decide(principal: Principal, payload: Mapping[str, Any], status: DocumentSta
             return Verdict.RECHECK_UNAVAILABLE
         if not answer:
             return Verdict.RECHECK
+    # After every access check, so only a document the principal may read is ever reported as expired.
+    if getattr(status, "expired", False) or getattr(status, "superseded", False):
+        return Verdict.EXPIRED
     return Verdict.SERVABLE
 
 

@@ -109,6 +109,8 @@ def create_app(services: ApiServices) -> FastAPI:
         status = 404 if isinstance(exc, NotFoundError) else 503 if isinstance(exc, RetryableError) else 400
         return JSONResponse(status_code=status, content={"error": type(exc).__name__, "detail": str(exc)})
 
+    from freshindex.api import sources  # operator controls: authorize + auth.admin_group (api/sources.py)
+    app.include_router(sources.router(services, authorize))
     # Webhooks carry their own per-source signatures, not the query API's credentials.
     app.include_router(webhooks.router(webhooks.WebhookIntake(settings.webhooks, services)))
 
@@ -176,7 +178,7 @@ def create_app(services: ApiServices) -> FastAPI:
         kb = require_kb(req.kb or settings.default_kb, "query")
         packet = services.client.retrieve(req.question, kb=kb, principal=principal, limit=req.limit)
         services.metrics.queries.labels(kb, "insufficient" if packet.insufficient else "answered").inc()
-        for reason, n in packet.dropped.items():
+        for reason, n in packet.withheld.items():  # every reason; the response shows only packet.dropped
             services.metrics.recheck_drops.labels(kb, reason).inc(n)
         return packet.as_dict()
 

@@ -67,10 +67,16 @@ class DocumentError(PermanentError):
     FETCH_FAILED = "fetch_failed"
     #: The worker processing the document died; the reaper recorded it.
     WORKER_LOST = "worker_lost"
+    #: The document's ACL could not be trusted (a malformed sidecar, an invalid
+    #: group in a tag or a service answer): it is not served wider than before.
+    ACL_INVALID = "acl_invalid"
+    #: An ACL source (S3 tags, the permission service) could not be reached.
+    ACL_UNAVAILABLE = "acl_unavailable"
 
     #: Reasons that say nothing about the document's content: the next sync
     #: fetches such a document again even if its etag did not change.
-    TRANSIENT = frozenset({UNREADABLE, VANISHED, FETCH_FAILED})
+    #: The ACL reasons are here too: fixing a sidecar or the service does not move the document's etag.
+    TRANSIENT = frozenset({UNREADABLE, VANISHED, FETCH_FAILED, ACL_INVALID, ACL_UNAVAILABLE})
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")

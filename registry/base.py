@@ -170,6 +170,8 @@ def _source_info(r: Source) -> SourceInfo:
     return SourceInfo(
         id=r.id, kb=r.kb, kind=r.kind, location=r.location, owner=r.owner, options=dict(r.options or {}),
         acl=tuple(r.acl or ()), poll_interval_s=r.poll_interval_s, enabled=r.enabled, created_at=r.created_at,
+        tenant=r.tenant or "default", acl_rules=tuple(dict(x) for x in (r.acl_rules or ())),
+        sensitivity=r.sensitivity or "internal", acl_version=r.acl_version or 1, removed=r.removed_at is not None,
     )
 
 
@@ -178,17 +180,21 @@ def _doc_state(r: Document) -> DocumentState:
     return DocumentState(
         id=r.id, source_id=r.source_id, key=r.key, etag=r.etag, size=r.size, content_hash=r.content_hash,
         state=r.state, version=r.version, parser_version=r.parser_version, error_reason=r.error_reason,
+        acl=tuple(r.acl) if r.acl is not None else None, tenant=r.tenant or "default",
+        sensitivity=r.sensitivity or "internal", acl_version=r.acl_version or 0, acl_fingerprint=r.acl_fingerprint,
     )
 
 
 
-def _chunk_row(c: Chunk, key: str, title: str | None, acl: list[str] | None) -> ChunkRow:
+def _chunk_row(c: Chunk, key: str, title: str | None, acl: list[str] | None, tenant: str = "default",
+               acl_version: int = 0, sensitivity: str = "internal") -> ChunkRow:
     return ChunkRow(
         id=c.id, document_id=c.document_id, source_id=c.source_id, kb=c.kb, key=key, title=title,
         ordinal=c.ordinal, content_hash=c.content_hash, text=c.text, kind=c.kind,
         heading_path=tuple(c.heading_path or ()), anchor=c.anchor, page=c.page, meta=dict(c.meta or {}),
         doc_version=c.doc_version, state=c.state, tombstoned=c.tombstoned, added_changeset_id=c.added_changeset_id,
-        acl=tuple(acl or ()),
+        acl=tuple(acl or ()), tenant=tenant or "default", acl_version=acl_version or 0,
+        sensitivity=sensitivity or "internal",
     )
 
 

@@ -8,17 +8,22 @@ that a vector came from the model its key names; that is the writer's word.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import numpy as np
 from freshindex.registry.base import _Base, _batches
 from freshindex.registry.schema import Embedding, utcnow
 from sqlalchemy import func, select
+
+if TYPE_CHECKING:  # numpy is imported where vectors are read or written, not by every registry user
+    import numpy as np
 
 
 class VectorCacheStore(_Base):
     """Read and write cached float32 vectors by model id and content hash."""
 
     def cached_vectors(self, model_id: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        import numpy as np
+
         wanted = sorted(set(hashes))
         found: dict[str, np.ndarray] = {}
         with self.session() as s:
@@ -33,6 +38,8 @@ class VectorCacheStore(_Base):
         return found
 
     def cache_vectors(self, model_id: str, vectors: dict[str, np.ndarray]) -> None:
+        import numpy as np
+
         rows = [
             dict(model_id=model_id, content_hash=h, dim=int(v.shape[0]), vector=np.asarray(v, np.float32).tobytes(),
                  created_at=utcnow())

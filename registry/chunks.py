@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from freshindex.core.enums import ChangesetStatus, ChunkState
-from freshindex.registry.base import _Base, _batches, _chunk_row
+from freshindex.registry.base import _aware, _Base, _batches, _chunk_row
 from freshindex.registry.records import ChunkRow, ChunkStatus
-from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, Source, Tombstone
+from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, Source, Tombstone, utcnow
 from sqlalchemy import func, select
 
 
@@ -50,12 +50,17 @@ class ChunkStore(_Base):
         with self.session() as s:
             for batch in _batches(list(ids)):
                 q = (
-                    select(Chunk, Document.key, Document.title, Source.acl)
+                    select(Chunk, Document.key, Document.title, Source.acl, Document.acl, Document.tenant,
+                           Document.acl_version, Document.sensitivity)
                     .join(Document, Document.id == Chunk.document_id)
                     .join(Source, Source.id == Chunk.source_id)
                     .where(Chunk.id.in_(batch))
                 )
-                out.extend(_chunk_row(c, key, title, acl) for c, key, title, acl in s.execute(q))
+                # The document's resolved ACL; a document never resolved (null) has its source's.
+                out.extend(
+                    _chunk_row(c, key, title, source_acl if doc_acl is None else doc_acl, tenant, version, sens)
+                    for c, key, title, source_acl, doc_acl, tenant, version, sens in s.execute(q)
+                )
         return out
 
     def live_chunk_ids_for_kb(self, kb: str) -> list[str]:
@@ -83,14 +88,37 @@ class ChunkStore(_Base):
         return out
 
     def chunk_status(self, ids: Sequence[str]) -> dict[str, ChunkStatus]:
-        """Recheck for the query path: is each hit still servable?"""
+        """Recheck for the query path: is each hit still servable, and under which ACL version?
+
+        One query per batch of ids (chunks joined to their document and
+        source); ``acl`` is the document's resolved ACL, or its source's when
+        the document was never resolved.
+        """
         out: dict[str, ChunkStatus] = {}
+        now = utcnow()
         with self.session() as s:
             for batch in _batches(list(ids)):
-                for cid, state, tomb in s.execute(
-                    select(Chunk.id, Chunk.state, Chunk.tombstoned).where(Chunk.id.in_(batch))
-                ):
-                    out[cid] = ChunkStatus(id=cid, state=state, tombstoned=tomb)
+                q = (
+                    select(Chunk.id, Chunk.state, Chunk.tombstoned, Chunk.document_id, Chunk.source_id,
+                           Document.acl, Source.acl, Document.tenant, Document.sensitivity, Document.acl_version,
+                           Document.valid_until, Document.withdrawn_reason)
+                    .join(Document, Document.id == Chunk.document_id)
+                    .join(Source, Source.id == Chunk.source_id)
+                    .where(Chunk.id.in_(batch))
+                )
+                for (cid, state, tomb, doc_id, source_id, doc_acl, source_acl, tenant, sens, version, valid_until,
+                     withdrawn) in s.execute(q):
+                    valid_until = _aware(valid_until)
+                    out[cid] = ChunkStatus(
+                        id=cid, state=state, tombstoned=tomb, document_id=doc_id, source_id=source_id,
+                        acl=tuple((source_acl if doc_acl is None else doc_acl) or ()), tenant=tenant or "default",
+                        sensitivity=sens or "internal", acl_version=version or 0, valid_until=valid_until,
+                        # A withdrawal tombstones the chunks at once (the query path drops those as tombstoned);
+                        # withdrawn_reason outlives a re-sync until the next sweep, so it is not read here.
+                        expired=(valid_until is not None and valid_until <= now)
+                        or (withdrawn in ("expired", "unverified") and bool(tomb)),
+                        superseded=withdrawn == "superseded" and bool(tomb),
+                    )
         return out
 
     def tombstone_backlog(self, kb: str | None = None) -> int:

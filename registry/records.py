@@ -21,6 +21,13 @@ class SourceInfo:
     poll_interval_s: int | None
     enabled: bool
     created_at: dt.datetime
+    tenant: str = "default"
+    #: Static ACL rules: ``({"glob", "groups", "users", "sensitivity"}, ...)``.
+    acl_rules: tuple[dict[str, Any], ...] = ()
+    sensitivity: str = "internal"
+    acl_version: int = 1
+    #: Retired by ``freshindex sources remove``: never synced again (registry/freshness.py).
+    removed: bool = False
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,11 @@ class DocumentState:
     version: int
     parser_version: str | None
     error_reason: str | None
+    acl: tuple[str, ...] | None = None
+    tenant: str = "default"
+    sensitivity: str = "internal"
+    acl_version: int = 0
+    acl_fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,9 @@ class ChunkRow:
     tombstoned: bool
     added_changeset_id: int | None
     acl: tuple[str, ...]
+    tenant: str = "default"
+    acl_version: int = 0
+    sensitivity: str = "internal"
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,18 @@ class ChunkStatus:
     id: str
     state: str
     tombstoned: bool
+    document_id: str = ""
+    source_id: str = ""
+    acl: tuple[str, ...] = ()
+    tenant: str = "default"
+    sensitivity: str = "internal"
+    acl_version: int = 0
+    #: Validity (registry/freshness.py): the document's end of validity, and whether it
+    #: is past it (``expired``) or replaced by a newer version (``superseded``) as of the
+    #: recheck: the query path drops such hits before the freshness sweep withdraws them.
+    valid_until: dt.datetime | None = None
+    expired: bool = False
+    superseded: bool = False
 
 
 @dataclass(frozen=True)

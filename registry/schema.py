@@ -48,10 +48,27 @@ class Source(Base):
     owner: Mapped[str] = mapped_column(String(255))
     options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     acl: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    #: Tenant, default sensitivity and static ACL rules of the source's documents
+    #: (rules: ``[{"glob", "groups", "users", "sensitivity"}]``); ``acl_version``
+    #: grows with every permission change (``freshindex sources update``).
+    tenant: Mapped[str] = mapped_column(String(63), default="default", server_default="default")
+    acl_rules: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    sensitivity: Mapped[str] = mapped_column(String(16), default="internal", server_default="internal")
+    acl_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     poll_interval_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    #: Freshness policy and state (registry/freshness.py): stale after this long without a
+    #: successful listing, withdrawn after ``hard_expiry_s``; paused sources are not polled
+    #: nor synced by webhooks; ``removed_at`` set by ``freshindex sources remove``.
+    stale_after_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    hard_expiry_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    removed_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_verified_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_successful_sync_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class Document(Base):
@@ -73,6 +90,28 @@ class Document(Base):
     title: Mapped[str | None] = mapped_column(Text, nullable=True)
     version: Mapped[int] = mapped_column(Integer, default=0)
     chunk_count: Mapped[int] = mapped_column(Integer, default=0)
+    #: The document's effective ACL tokens (null: never resolved, the source's acl applies),
+    #: tenant and sensitivity; ``acl_version`` grows whenever they change (never reused).
+    acl: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    tenant: Mapped[str] = mapped_column(String(63), default="default", server_default="default")
+    sensitivity: Mapped[str] = mapped_column(String(16), default="internal", server_default="internal")
+    acl_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    acl_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    acl_origin: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    #: Provenance and validity (registry/freshness.py): the canonical document this one
+    #: mirrors (null: it is canonical), where it came from, its other locations, the
+    #: source's own version label, when it is valid, which document it supersedes.
+    canonical_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    source_uri: Mapped[str | None] = mapped_column(Text, nullable=True)
+    mirrors: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    source_version: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    valid_from: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    valid_until: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    supersedes: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    last_fetched_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Set when the freshness sweep withdrew the document (expired, superseded).
+    withdrawn_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)
     first_seen_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     deleted_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
@@ -154,6 +193,11 @@ class SyncRun(Base):
     followup_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
     #: Why the run was held (deletion guard) instead of staging its changes.
     held_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Sync lag: the earliest change this run saw (event time, or the object's
+    #: modification time when polled) to its snapshot going active.
+    observed_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    visible_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    lag_s: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class DocumentResult(Base):
@@ -358,4 +402,22 @@ class SyncTicket(Base):
     dispatched_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     #: joined (the sync followed a run another trigger opened), or why it failed.
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class AclDenial(Base):
+    """A chunk or query the ACL denied, with the reason and the policy (ACL) version it was decided on."""
+
+    __tablename__ = "acl_denials"
+    __table_args__ = (Index("ix_acl_denials_kb_at", "kb", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    kb: Mapped[str] = mapped_column(String(63))
+    principal: Mapped[str] = mapped_column(String(255))
+    tenant: Mapped[str] = mapped_column(String(63))
+    document_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    chunk_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    reason: Mapped[str] = mapped_column(String(32))
+    policy_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     detail: Mapped[str | None] = mapped_column(Text, nullable=True)

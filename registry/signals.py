@@ -58,4 +58,6 @@ class HealthStore(_Base):
             "pending_changesets": pending,
             "tombstone_backlog": self.tombstone_backlog(kb),
             "live_chunks": self.count_live(kb),
+            # Stale sources keep serving, labelled with their last verified time (registry/freshness.py).
+            "stale_sources": {f.source_id: f.as_dict() for f in self.stale_sources(kb).values()},  # type: ignore[attr-defined]
         }

@@ -33,6 +33,9 @@ class SourcesStore(_Base):
         acl: Sequence[str] = ("public",),
         poll_interval_s: int | None = None,
         replace: bool = False,
+        tenant: str = "default",
+        sensitivity: str = "internal",
+        acl_rules: Sequence[dict[str, Any]] | None = None,
     ) -> SourceInfo:
         validate_source_id(source_id)
         validate_kb_name(kb)
@@ -45,9 +48,15 @@ class SourcesStore(_Base):
             row = existing or Source(id=source_id)
             row.kind, row.location, row.owner, row.kb = kind, location, owner, kb
             row.options = dict(options or {})
+            rules = [dict(r) for r in acl_rules] if acl_rules else None
+            if existing is not None and (sorted(existing.acl or []) != sorted(acl) or existing.tenant != tenant
+                                         or existing.sensitivity != sensitivity or existing.acl_rules != rules):
+                row.acl_version = (existing.acl_version or 1) + 1  # a replaced source's permissions moved
             row.acl = list(acl)
+            row.tenant, row.sensitivity, row.acl_rules = tenant, sensitivity, rules
             row.poll_interval_s = poll_interval_s
             row.enabled = True
+            row.paused, row.removed_at = False, None  # re-adding a removed source brings it back (freshness.py)
             s.add(row)
             s.flush()
             return _source_info(row)

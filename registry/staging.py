@@ -116,6 +116,7 @@ class StagingStore(_Base):
         added_ids: set[str],
         removed_ids: set[str],
         outcome: DocumentOutcome,
+        acl: Any = None,
     ) -> None:
         """Write one document's new version and its chunk diff, atomically.
 
@@ -124,6 +125,9 @@ class StagingStore(_Base):
         entry.  Kept chunks get their ordinal and metadata refreshed, and an
         upsert entry when their citation moved (page, anchor, line numbers) so
         the point's payload follows; their vector comes from the cache.
+        ``acl`` (an ``acl.model.DocumentAcl``; None keeps the stored one) is
+        the document's resolved ACL: when it changes, the kept chunks get an
+        upsert entry too (a re-tag, see :mod:`registry.document_acl`).
         """
         now = utcnow()
         with self.staging_session() as s:
@@ -134,12 +138,21 @@ class StagingStore(_Base):
             if doc is None:
                 doc = Document(id=document_id, source_id=source.id, key=key, version=0, first_seen_at=now)
                 s.add(doc)
+            # A swap, rollback or repair cleared the hash: what the served points
+            # say (their ACL above all) is not known, so kept chunks are re-tagged.
+            points_unknown = doc.content_hash is None and (doc.version or 0) > 0
             doc.etag, doc.size, doc.content_hash = etag, size, content_hash
             doc.state, doc.error_reason, doc.error_detail = DocState.ACTIVE, None, None
             doc.parser, doc.parser_version, doc.title = parser, parser_version, title
             doc.version = (doc.version or 0) + 1
             doc.chunk_count = len(chunks)
             doc.updated_at, doc.deleted_at = now, None
+            acl_moved = False
+            if acl is not None:
+                from freshindex.registry.document_acl import apply_acl
+
+                floor = s.scalar(select(Source.acl_version).where(Source.id == source.id)) or 1
+                acl_moved = apply_acl(doc, acl, floor=floor)
             s.flush()
 
             by_id = {c.id: c for c in chunks}
@@ -158,6 +171,9 @@ class StagingStore(_Base):
                     # citation must follow.  Rewritten from the vector cache,
                     # never re-embedded.
                     refreshed.add(draft.id)
+                elif ((acl_moved or points_unknown) and row is not None and row.state == ChunkState.LIVE
+                      and draft.id not in added_ids):
+                    refreshed.add(draft.id)  # same text, new permissions (or unknown ones): re-tag the point
                 if row is None:
                     row = Chunk(id=draft.id, document_id=document_id, source_id=source.id, kb=source.kb,
                                 state=ChunkState.PENDING, created_at=now)

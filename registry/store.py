@@ -20,6 +20,8 @@ from freshindex.registry.audit import AuditStore
 from freshindex.registry.base import process_name
 from freshindex.registry.cache import VectorCacheStore
 from freshindex.registry.chunks import ChunkStore
+from freshindex.registry.document_acl import DocumentAclStore
+from freshindex.registry.freshness import FreshnessStore
 from freshindex.registry.keys import KeyStore
 from freshindex.registry.locks import LockStore
 from freshindex.registry.runs import RunClaim, RunsStore
@@ -33,6 +35,7 @@ from freshindex.registry.webhooks import WebhookStore
 class Registry(
     SourcesStore,
     RunsStore,
+    DocumentAclStore,
     StagingStore,
     ChunkStore,
     VectorCacheStore,
@@ -43,6 +46,7 @@ class Registry(
     HealthStore,
     KeyStore,
     WebhookStore,
+    FreshnessStore,
 ):
     """Facade over the registry database: every concern's store on one engine.
 

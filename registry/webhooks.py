@@ -121,9 +121,10 @@ class WebhookStore(_Base):
         with self.session() as s:
             self._write_lock(s)
             busy = select(SyncTicket.source_id).where(SyncTicket.status == DISPATCHED)
+            paused = select(Source.id).where(Source.paused.is_(True))  # their tickets wait for a resume
             due = s.scalars(
                 select(SyncTicket).where(SyncTicket.status == QUEUED, SyncTicket.created_at <= older_than,
-                                         SyncTicket.source_id.not_in(busy))
+                                         SyncTicket.source_id.not_in(busy), SyncTicket.source_id.not_in(paused))
                 .order_by(SyncTicket.id).limit(limit)
             ).all()
             claimed: list[TicketInfo] = []

@@ -20,6 +20,10 @@ from freshindex.settings import Settings
 class Job(StrEnum):
     POLL_SOURCES = "poll-due-sources"
     REAP_RUNS = "reap-stalled-runs"
+    SWEEP_FRESHNESS = "sweep-freshness"
+    COLLECT_TOMBSTONES = "collect-tombstones"
+    RETAIN_SNAPSHOTS = "retain-snapshots"
+    RECONCILE_INDEX = "reconcile-index"
 
 
 def beat_schedule(settings: Settings, *, task_for: Callable[[Job], str], queue: str) -> dict[str, Any]:
@@ -29,12 +33,18 @@ def beat_schedule(settings: Settings, *, task_for: Callable[[Job], str], queue: 
     goes.  Each entry expires before its next tick, so a backlog of missed
     ticks (beat ran while no worker did) collapses into one.
     """
+    cadence = settings.schedules
+    periodic = {Job.SWEEP_FRESHNESS: cadence.sweep_interval_s, Job.COLLECT_TOMBSTONES: cadence.gc_interval_s,
+                Job.RETAIN_SNAPSHOTS: cadence.retention_interval_s, Job.RECONCILE_INDEX: cadence.reconcile_interval_s}
     return {
         str(Job.POLL_SOURCES): {
             "task": task_for(Job.POLL_SOURCES),
-            "schedule": 60.0,
-            "options": {"queue": queue, "expires": 55},
+            "schedule": cadence.poll_tick_s,
+            "options": {"queue": queue, "expires": max(1.0, cadence.poll_tick_s * 0.9)},
         },
+        **{str(job): {"task": task_for(job), "schedule": every,
+                      "options": {"queue": queue, "expires": max(1.0, every * 0.9)}}
+           for job, every in periodic.items()},
         # Twice per lease, so a dead worker's run is picked up within about 1.5 leases.
         str(Job.REAP_RUNS): {
             "task": task_for(Job.REAP_RUNS),

@@ -23,7 +23,9 @@ from freshindex.workers.ports import ServicesFactory
 from kombu import Queue as KombuQueue
 
 #: The task beat sends for each periodic job (schedules/beat.py owns the cadence).
-BEAT_TASKS = {Job.POLL_SOURCES: TaskName.POLL_SOURCES, Job.REAP_RUNS: TaskName.REAP_RUNS}
+BEAT_TASKS = {Job.POLL_SOURCES: TaskName.POLL_SOURCES, Job.REAP_RUNS: TaskName.REAP_RUNS,
+              Job.SWEEP_FRESHNESS: TaskName.SWEEP_FRESHNESS, Job.COLLECT_TOMBSTONES: TaskName.COLLECT_TOMBSTONES,
+              Job.RETAIN_SNAPSHOTS: TaskName.RETAIN_SNAPSHOTS, Job.RECONCILE_INDEX: TaskName.RECONCILE_INDEX}
 
 
 def visibility_timeout(settings: Settings) -> int:
@@ -86,6 +88,8 @@ def create_app(settings: Settings, services_factory: ServicesFactory | None = No
     # Installed here, not by whoever starts beat: `celery -A freshindex.celery beat` needs no extra step.
     app.conf.beat_schedule = beat_schedule(settings, task_for=lambda job: str(BEAT_TASKS[job]),
                                            queue=names[Queue.SYNC])
+    # Where plain `celery -A freshindex.celery beat` keeps its state (not the working directory).
+    app.conf.beat_schedule_filename = str(settings.data_dir / "celerybeat-schedule")
     from freshindex.workers.probe import install_heartbeat
     from freshindex.workers.tasks import register
 

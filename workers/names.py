@@ -32,6 +32,10 @@ class TaskName(StrEnum):
     BUILD_SNAPSHOT = "freshindex.build_snapshot"
     POLL_SOURCES = "freshindex.poll_sources"
     REAP_RUNS = "freshindex.reap_runs"
+    SWEEP_FRESHNESS = "freshindex.sweep_freshness"
+    COLLECT_TOMBSTONES = "freshindex.collect_tombstones"
+    RETAIN_SNAPSHOTS = "freshindex.retain_snapshots"
+    RECONCILE_INDEX = "freshindex.reconcile_index"
 
 
 ROUTES = {
@@ -39,6 +43,10 @@ ROUTES = {
     TaskName.FINISH_SYNC: Queue.SYNC,
     TaskName.POLL_SOURCES: Queue.SYNC,
     TaskName.REAP_RUNS: Queue.SYNC,
+    TaskName.SWEEP_FRESHNESS: Queue.SYNC,
+    TaskName.COLLECT_TOMBSTONES: Queue.SYNC,
+    TaskName.RETAIN_SNAPSHOTS: Queue.BUILD,
+    TaskName.RECONCILE_INDEX: Queue.BUILD,
     TaskName.PROCESS_DOCUMENT: Queue.PARSE,
     TaskName.BUILD_SNAPSHOT: Queue.BUILD,
 }

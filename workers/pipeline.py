@@ -22,9 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from freshindex.acl.model import AclError, DocumentAcl, is_sidecar
+from freshindex.acl.sources import AclResolver, AclSourceError, PermissionService, SourceAcl
 from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeKind
 from freshindex.core.enums import DocumentState as DocState
-from freshindex.core.errors import DocumentError, LockHeldError, RetryableError, StaleTaskError
+from freshindex.core.errors import ConfigError, DocumentError, LockHeldError, RetryableError, StaleTaskError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import Embedder, ObjectRef
 from freshindex.health.metrics import Metrics
@@ -37,6 +39,7 @@ from freshindex.workers.connectors import Connector, check_key
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.embedding import embed_with_cache
 from freshindex.workers.parsing import PARSER_SET_VERSION, Parsers
+from freshindex.workers.provenance import provenance
 
 log = logging.getLogger("freshindex.pipeline")
 
@@ -55,6 +58,8 @@ class PipelineContext:
     max_file_bytes: int
     #: Deletion guard and fetch retry settings (defaults when not passed).
     sync: SyncSettings = field(default_factory=SyncSettings)
+    #: The HTTP permission service, for sources with ``acl_sources`` including ``http``.
+    acl_service: PermissionService | None = None
 
     @property
     def fetch_policy(self) -> RetryPolicy:
@@ -121,6 +126,8 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
     finishes as ``held`` and its other changes are processed as usual.
     """
     source = ctx.registry.get_source(source_id)
+    if source.removed:  # `freshindex sources remove`: its documents were withdrawn for good
+        raise ConfigError(f"source {source_id!r} was removed; add it again with `freshindex sources add --replace`")
     # One sync per source at a time: the same decision for the inline runner
     # and the sync_source task (a live running run is joined, never doubled).
     claim = ctx.registry.open_or_join_run(source_id, trigger, lease_s=ctx.sync.run_lease_s)
@@ -130,7 +137,10 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
     run_id, changeset_id = claim.run_id, claim.changeset_id or 0
     log.info("sync started", extra={"event": "sync_started", "source": source_id, "run": run_id})
     try:
-        refs = list(ctx.connector_for(source).list())
+        connector = ctx.connector_for(source)
+        # Sidecars are ACL, never documents (the connectors skip them; this is the backstop).
+        refs = [r for r in connector.list() if not is_sidecar(r.key)]
+        source_acl = SourceAcl.of(source)
     except Exception as exc:
         # Any listing failure (not only SourceError: a bug, a bad location)
         # must close the run, or the source looks busy until its lease ends.
@@ -159,6 +169,9 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
             held += f"; the confirmation covered only {confirmed}"
     ctx.registry.set_run_planned(run_id, listed=len(refs), planned=len(planned),
                                  documents=[(d.key, d.etag, d.size) for d in planned])  # lets the reaper resume
+    _note_observed(ctx, source_id, run_id, refs, {d.key for d in planned})  # sync lag (registry/freshness.py)
+    _retag_listed(ctx, source, source_acl, connector, run_id, changeset_id, refs, known,
+                  {d.key for d in planned})
     deleted = 0
     if held is not None:
         reason = f"{held}; confirm with `freshindex sources confirm-deletions {source_id}`"
@@ -182,6 +195,74 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
                "planned": len(planned), "deleted": deleted, "deletions_held": deleting if held else 0},
     )
     return SyncPlan(run_id, changeset_id, source_id, source.kb, planned, deleted, len(refs))
+
+
+def acl_resolver(ctx: PipelineContext, source_acl: SourceAcl, connector: Connector, *,
+                 sidecar_keys: set[str] | None = None) -> AclResolver:
+    """An ACL resolver reading sidecars (and S3 tags) through ``connector``; one per sync or document task."""
+
+    def read(key: str) -> bytes | None:
+        try:
+            return connector.fetch(key)
+        except DocumentError as exc:
+            if exc.reason == DocumentError.VANISHED:
+                return None  # no such sidecar
+            raise
+
+    return AclResolver(source_acl, read=read, sidecar_keys=sidecar_keys, tags=getattr(connector, "acl_tags", None),
+                       service=ctx.acl_service)
+
+
+def _retag_listed(ctx: PipelineContext, source: SourceInfo, source_acl: SourceAcl, connector: Connector,
+                  run_id: int, changeset_id: int, refs: list[ObjectRef], known: dict[str, DocumentState],
+                  planned: set[str]) -> None:
+    """Re-resolve the ACL of every listed document this run does not process, and stage re-tags.
+
+    An unchanged document is not fetched, but a sidecar, a tag or a rule may
+    have changed who may read it: its new ACL is stored (``acl_version``
+    bumped) and its live chunks get upsert entries in this run's changeset,
+    so the build rewrites their points with vectors from the cache (0
+    embeds).  A document whose ACL cannot be resolved keeps its previous ACL
+    and is recorded as failed with ``acl_invalid`` / ``acl_unavailable``.
+    """
+    resolver = acl_resolver(ctx, source_acl, connector, sidecar_keys=getattr(connector, "sidecar_keys", None))
+    acls: dict[str, DocumentAcl] = {}
+    for ref in refs:
+        doc = known.get(ref.key)
+        if doc is None or doc.state == DocState.DELETED or ref.key in planned:
+            continue
+        try:
+            acl = resolver.resolve(ref.key)
+            if doc.acl is None or doc.acl_fingerprint != acl.fingerprint() or doc.error_reason in _ACL_REASONS:
+                acls[doc.id] = acl  # only what changed goes to the registry's write transaction
+        except AclSourceError as exc:
+            ctx.registry.record_failure(run_id, source_id=source.id, document_id=doc.id, key=ref.key,
+                                        reason=exc.reason, detail=exc.detail, etag=doc.etag, size=doc.size,
+                                        changeset_id=changeset_id)
+            ctx.metrics.document_errors.labels(source.id, exc.reason).inc()
+            log.warning("document ACL not resolved", extra={"event": "acl_unresolved", "source": source.id,
+                                                             "key": ref.key, "reason": exc.reason,
+                                                             "detail": exc.detail})
+    if not acls:
+        return
+    applied = ctx.registry.apply_document_acls(source.id, acls, run_id=run_id, changeset_id=changeset_id)
+    if applied.bumped:
+        log.info("document ACLs changed", extra={"event": "acl_retagged", "source": source.id, "run": run_id,
+                                                  "documents": len(applied.bumped),
+                                                  "chunks": applied.retagged_chunks})
+
+
+_ACL_REASONS = (DocumentError.ACL_INVALID, DocumentError.ACL_UNAVAILABLE)
+
+
+def _resolve_document_acl(ctx: PipelineContext, source: SourceInfo, connector: Connector, key: str) -> DocumentAcl:
+    """The document's ACL; a source that cannot say raises :class:`DocumentError` (never served wider)."""
+    try:
+        return acl_resolver(ctx, SourceAcl.of(source), connector).resolve(key)
+    except AclSourceError as exc:
+        raise DocumentError(exc.reason, exc.detail) from exc
+    except AclError as exc:
+        raise DocumentError(DocumentError.ACL_INVALID, str(exc)) from exc
 
 
 def process_document(
@@ -241,11 +322,13 @@ def _process_document(
             raise DocumentError(DocumentError.TOO_LARGE, f"{size} bytes, limit {ctx.max_file_bytes}")
         # Retried here through a source outage, then recorded as fetch_failed
         # (transient): one retry loop for both runners (connectors/retry.py).
+        connector = ctx.connector_for(source)
         data = fetch_with_retry(
-            ctx.connector_for(source).fetch, key, ctx.fetch_policy, source_id=source_id,
+            connector.fetch, key, ctx.fetch_policy, source_id=source_id,
             on_retry=lambda _attempt, _exc: ctx.metrics.fetch_retries.labels(source_id).inc(),
         )
         digest = content_hash(data)
+        acl = _resolve_document_acl(ctx, source, connector, key)
         known = ctx.registry.get_document(doc_id)
         if (
             known is not None
@@ -255,9 +338,38 @@ def _process_document(
         ):
             ctx.registry.touch_document(run_id, doc_id, etag=etag, size=len(data),
                                         seconds=time.perf_counter() - started, changeset_id=changeset_id)
+            # Same content, perhaps new permissions: a re-tag, never a re-embed.
+            ctx.registry.apply_document_acls(source_id, {doc_id: acl}, run_id=run_id, changeset_id=changeset_id)
             ctx.metrics.documents.labels(source_id, "unchanged").inc()
             return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.UNCHANGED)
         parsed = ctx.parsers.parse(data, key)
+        ctx.metrics.ocr_low_confidence_pages.labels(source_id).inc(len(parsed.meta.get("ocr_low_confidence_pages", ())))
+        # A parser that hashes its extracted content (furniture removed) lets a
+        # page whose bytes changed only in the navigation skip chunking and
+        # staging: the release cost a parse, no embedding.
+        digest = parsed.meta.get("content_hash") or digest
+        if (
+            known is not None
+            and known.state == DocState.ACTIVE
+            and known.content_hash == digest
+            and known.parser_version == PIPELINE_VERSION
+        ):
+            ctx.registry.touch_document(run_id, doc_id, etag=etag, size=len(data),
+                                        seconds=time.perf_counter() - started, changeset_id=changeset_id)
+            # Same content, perhaps new permissions: a re-tag, never a re-embed.
+            ctx.registry.apply_document_acls(source_id, {doc_id: acl}, run_id=run_id, changeset_id=changeset_id)
+            ctx.metrics.documents.labels(source_id, "unchanged").inc()
+            return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.UNCHANGED)
+        # The same content under the same permissions is already indexed elsewhere: one canonical
+        # document with this one as its mirror, one set of points (registry/freshness.py).
+        twin = ctx.registry.canonical_twin(doc_id, source.kb, digest, acl=acl) if acl is not None else None
+        if twin is not None:
+            mirrored = ctx.registry.stage_mirror(
+                run_id, changeset_id, source_id=source_id, document_id=doc_id, key=key, etag=etag, size=len(data),
+                content_hash=digest, canonical_id=twin, acl=acl, seconds=time.perf_counter() - started,
+                source_uri=provenance(data, kind=source.kind, location=source.location, key=key)["source_uri"])
+            ctx.metrics.documents.labels(source_id, mirrored.outcome).inc()
+            return mirrored
         chunks = ctx.chunker.chunk(doc_id, parsed)
         if not chunks:
             raise DocumentError(DocumentError.EMPTY, "no text could be extracted")
@@ -298,8 +410,10 @@ def _process_document(
     ctx.registry.stage_document(
         run_id, changeset_id, source=source, document_id=doc_id, key=key, etag=etag, size=len(data),
         content_hash=digest, title=parsed.title, parser=parsed.parser, parser_version=PIPELINE_VERSION,
-        chunks=chunks, added_ids=added_ids, removed_ids=removed_ids, outcome=outcome,
+        chunks=chunks, added_ids=added_ids, removed_ids=removed_ids, outcome=outcome, acl=acl,
     )
+    # Validity and provenance (front matter, source URI): the freshness sweep reads them (workers/provenance.py).
+    ctx.registry.record_provenance(doc_id, **provenance(data, kind=source.kind, location=source.location, key=key))
     model = ctx.embedder.model_id
     ctx.metrics.chunks_embedded.labels(model).inc(result.embedded)
     ctx.metrics.chunks_reused.labels(model).inc(result.reused)
@@ -366,4 +480,20 @@ def record_build(registry: RunLedger, run_id: int | None, outcome: BuildResult |
     record = BuildRecord(status, outcome.reason, outcome.snapshot_id)
     if run_id is not None:
         registry.set_run_build(run_id, status=status, snapshot_id=outcome.snapshot_id, error=outcome.reason)
+        if status is BuildStatus.BUILT and outcome.snapshot_id is not None:
+            registry.record_run_lag(run_id)  # type: ignore[attr-defined]  # change observed -> visible
     return record
+
+
+def _note_observed(ctx: PipelineContext, source_id: str, run_id: int, refs: list[ObjectRef], keys: set[str]) -> None:
+    """Record when this run's earliest change was made: a changed object's modification time, never
+    before the source's last successful sync (a change cannot be seen before the look that missed it)."""
+    import datetime as dt
+
+    last_ok = ctx.registry.last_successful_sync(source_id)
+    if last_ok is None:
+        return  # a first load has no change to measure; its lag counts from the run's start
+    floor = (last_ok if last_ok.tzinfo else last_ok.replace(tzinfo=dt.UTC)).timestamp()
+    times = [max(r.modified, floor) for r in refs if r.modified and r.key in keys]
+    if times:
+        ctx.registry.note_observed(run_id, dt.datetime.fromtimestamp(min(times), dt.UTC))  # type: ignore[attr-defined]

@@ -26,8 +26,12 @@ from celery.signals import task_postrun, task_prerun, worker_process_shutdown
 from celery.utils.time import get_exponential_backoff_interval
 from freshindex.core.errors import ConfigError, LockHeldError, PermanentError, RetryableError, StaleTaskError
 from freshindex.core.ids import document_id
+from freshindex.schedules.gc import collect_tombstones as collect_tombstones_
+from freshindex.schedules.gc import retain_snapshots as retain_snapshots_
 from freshindex.schedules.plan import due_sources
 from freshindex.schedules.reaper import Heartbeat, reap
+from freshindex.schedules.reconcile import reconcile
+from freshindex.schedules.sweep import sweep
 from freshindex.workers import pipeline
 from freshindex.workers.names import TaskName, enqueue_actions
 from freshindex.workers.ports import ServicesFactory, TaskServices
@@ -227,3 +231,55 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
         report = reap(svc.registry, enqueue_actions(app), lease_s=settings.sync.run_lease_s, metrics=svc.metrics)
         count("reap_runs", "ok")
         return report.as_dict()
+
+    # -- freshness and housekeeping on beat (schedules/sweep.py, schedules/gc.py) --
+
+    @app.task(bind=True, shared=False, name=str(TaskName.SWEEP_FRESHNESS))
+    def sweep_freshness(self: Task) -> dict[str, Any]:
+        """Stale labels, hard expiry, end of validity, supersedes (idempotent)."""
+        svc = services()
+        report = sweep(svc.registry, metrics=svc.metrics)  # type: ignore[arg-type]
+        for source_id in report.resync:  # mirrors whose canonical document went: re-read them now
+            sync_source.delay(source_id, "sweep")
+        count("sweep_freshness", "ok")
+        return report.as_dict()
+
+    @app.task(bind=True, shared=False, name=str(TaskName.COLLECT_TOMBSTONES))
+    def collect_tombstones(self: Task) -> dict[str, int]:
+        """Delete tombstones no retained snapshot needs (idempotent)."""
+        svc = services()
+        done = collect_tombstones_(svc.registry, retention_s=settings.schedules.tombstone_retention_s)  # type: ignore[arg-type]
+        count("collect_tombstones", "ok")
+        return done
+
+    @app.task(bind=True, shared=False, name=str(TaskName.RETAIN_SNAPSHOTS))
+    def retain_snapshots(self: Task) -> dict[str, list[str]]:
+        """Keep ``snapshots.keep_versions`` built versions per knowledge base, under its writer lock."""
+        svc = services()
+
+        def retain(kb: str) -> list[str]:
+            with svc.builder.lock(kb):
+                return svc.builder.retain(kb)
+
+        try:
+            done = retain_snapshots_(svc.registry.knowledge_bases(), retain)  # type: ignore[attr-defined]
+        finally:
+            svc.store.release()
+        count("retain_snapshots", "ok")
+        return done
+
+    @app.task(bind=True, shared=False, name=str(TaskName.RECONCILE_INDEX))
+    def reconcile_index(self: Task) -> dict[str, Any]:
+        """Orphans both ways between the registry and each active collection, withdrawn (idempotent)."""
+        svc = services()
+
+        def point_ids(kb: str) -> list[str] | None:
+            active = svc.registry.active_snapshot(kb)
+            return None if active is None else list(svc.store.iter_ids(active.collection))
+
+        try:
+            done = reconcile(svc.registry, point_ids=point_ids, locked=svc.builder.lock)  # type: ignore[arg-type]
+        finally:
+            svc.store.release()
+        count("reconcile_index", "ok")
+        return done

@@ -22,6 +22,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from freshindex.acl.model import FOLDER_SIDECAR, is_sidecar
 from freshindex.core.errors import DocumentError, SourceError
 from freshindex.core.types import ObjectRef
 
@@ -30,6 +31,9 @@ class FolderConnector:
     def __init__(self, root: str | Path, *, max_bytes: int) -> None:
         self.root = Path(root).expanduser().resolve()
         self.max_bytes = max_bytes
+        #: ACL sidecars (``.freshindex-acl.json``, ``<name>.acl.json``) the last
+        #: listing saw: never listed as documents, read by ACL resolution.
+        self.sidecar_keys: set[str] = set()
 
     def list(self) -> Iterator[ObjectRef]:
         if not self.root.is_dir():
@@ -41,6 +45,7 @@ class FolderConnector:
                 "miss its documents (and delete them from the index), so the sync stops"
             ) from exc
 
+        self.sidecar_keys = set()
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False, onerror=unreadable):
             links = sorted(d for d in dirnames if not d.startswith(".") and (Path(dirpath) / d).is_symlink())
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in links)
@@ -49,10 +54,13 @@ class FolderConnector:
                 if not self._inside(path):
                     yield self._link_ref(path)
             for name in sorted(filenames):
-                if name.startswith("."):
+                if name.startswith(".") and name != FOLDER_SIDECAR:
                     continue
                 path = Path(dirpath) / name
                 key = path.relative_to(self.root).as_posix()
+                if is_sidecar(key):
+                    self.sidecar_keys.add(key)
+                    continue
                 try:
                     st = path.stat()
                 except OSError:

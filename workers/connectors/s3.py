@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
+from freshindex.acl.model import is_sidecar
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
 from freshindex.settings.s3 import s3_client, s3_client_from
@@ -45,14 +46,20 @@ class S3Connector:
         self.client = client
         self.bucket, self.prefix = parse_location(location)
         self.max_bytes = max_bytes
+        #: ACL sidecars the last listing saw (never listed as documents).
+        self.sidecar_keys: set[str] = set()
 
     def list(self) -> Iterator[ObjectRef]:
         paginator = self.client.get_paginator("list_objects_v2")
+        self.sidecar_keys = set()
         try:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix):
                 for obj in page.get("Contents", []):
                     key = obj["Key"][len(self.prefix) :]
                     if not key or key.endswith("/"):
+                        continue
+                    if is_sidecar(key):
+                        self.sidecar_keys.add(key)
                         continue
                     yield ObjectRef(
                         key=key,
@@ -88,6 +95,22 @@ class S3Connector:
         if len(data) > self.max_bytes:
             raise DocumentError(DocumentError.TOO_LARGE, f"more than {self.max_bytes} bytes")
         return data
+
+    def acl_tags(self, key: str) -> dict[str, str]:
+        """An object's ``acl-*`` user metadata and tags (tags win), for ACL resolution.
+
+        Two requests (HEAD and GetObjectTagging); errors raise
+        :class:`core.errors.SourceError` (the resolver fails closed).
+        """
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=self.prefix + key)
+            tagging = self.client.get_object_tagging(Bucket=self.bucket, Key=self.prefix + key)
+        except (ClientError, BotoCoreError) as exc:
+            raise SourceError(f"cannot read the ACL tags of s3://{self.bucket}/{self.prefix}{key}: {exc}") from exc
+        out = {k.lower(): v for k, v in (head.get("Metadata") or {}).items() if k.lower().startswith("acl-")}
+        out.update({t["Key"].lower(): t["Value"] for t in tagging.get("TagSet", [])
+                    if t.get("Key", "").lower().startswith("acl-")})
+        return out
 
 
 __all__ = ["S3Connector", "parse_location", "s3_client", "s3_client_from"]

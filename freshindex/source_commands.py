@@ -1,0 +1,217 @@
+"""Operator controls on sources: ``freshindex sources show|pause|resume|remove|runs|policy|sweep``, ``sqs-poll``.
+
+Registered into the ``sources`` group by :func:`register` (called at the end
+of ``freshindex/cli.py``); triggering a sync is ``freshindex sync SOURCE``
+(or ``POST /v1/sources/SOURCE/sync``).  Each command is one registry call
+(:mod:`registry.freshness`), takes ``--json``, and needs no SQL.  Like
+:mod:`freshindex.ops_commands` it reaches only ``ctx.obj`` (``.settings``,
+``.services``) and imports nothing from ``freshindex.cli``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def _emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+    else:
+        click.echo(human(data))
+
+
+def _fresh_text(d: dict[str, Any]) -> str:
+    state = "removed" if d["removed"] else "paused" if d["paused"] else "active"
+    stale = f"STALE ({d['stale_reason']})" if d["stale"] else "fresh"
+    policy = ", ".join(f"{k}={d[k]}" for k in ("poll_interval_s", "stale_after_s", "hard_expiry_s") if d[k])
+    line = (f"{d['source_id']} ({d['kb']}): {state}, {stale}; last verified {d['last_verified_at'] or 'never'}, "
+            f"last successful sync {d['last_successful_sync_at'] or 'never'}")
+    if d["last_error"]:
+        line += f"; last error: {d['last_error']}"
+    return line + (f"; policy: {policy}" if policy else "; policy: none")
+
+
+def _fail(exc: Exception) -> click.ClickException:
+    return click.ClickException(str(exc))
+
+
+@click.command("show")
+@click.argument("source_id")
+@json_option
+@click.pass_obj
+def sources_show(state: Any, source_id: str, as_json: bool) -> None:
+    """SOURCE_ID's freshness policy and state: paused, stale (why), last verified, last error."""
+    from freshindex.core.errors import NotFoundError
+
+    try:
+        data = state.services.registry.source_freshness(source_id=source_id)[0].as_dict()
+    except NotFoundError as exc:
+        raise _fail(exc) from exc
+    _emit(data, as_json, _fresh_text)
+
+
+def _set_paused(state: Any, source_id: str, paused: bool, as_json: bool) -> None:
+    from freshindex.core.errors import ConfigError, NotFoundError
+
+    try:
+        data = state.services.registry.set_source_paused(source_id, paused).as_dict()
+    except (NotFoundError, ConfigError) as exc:
+        raise _fail(exc) from exc
+    _emit(data, as_json, _fresh_text)
+
+
+@click.command("pause")
+@click.argument("source_id")
+@json_option
+@click.pass_obj
+def sources_pause(state: Any, source_id: str, as_json: bool) -> None:
+    """Stop scheduled polls of SOURCE_ID; its webhook events wait (queued) until it is resumed.
+
+    It keeps serving what it has; `freshindex sync SOURCE_ID` still runs it on request.
+    """
+    _set_paused(state, source_id, True, as_json)
+
+
+@click.command("resume")
+@click.argument("source_id")
+@json_option
+@click.pass_obj
+def sources_resume(state: Any, source_id: str, as_json: bool) -> None:
+    """Resume polls and webhook syncs of SOURCE_ID."""
+    _set_paused(state, source_id, False, as_json)
+
+
+@click.command("remove")
+@click.argument("source_id")
+@click.option("--yes", is_flag=True, help="Confirm: withdraw every document of the source.")
+@json_option
+@click.pass_obj
+def sources_remove(state: Any, source_id: str, yes: bool, as_json: bool) -> None:
+    """Withdraw every document of SOURCE_ID at once and retire it (the next build drops its points)."""
+    from freshindex.core.errors import ConfigError, NotFoundError
+
+    if not yes:
+        raise click.UsageError("removing a source withdraws all of its documents: add --yes")
+    try:
+        withdrawn = state.services.registry.remove_source(source_id)
+    except (NotFoundError, ConfigError) as exc:
+        raise _fail(exc) from exc
+    data = {"source": source_id, "documents": len(withdrawn), "chunks": sum(w.chunks for w in withdrawn)}
+    _emit(data, as_json, lambda d: f"source {d['source']} removed: {d['documents']} documents "
+          f"({d['chunks']} chunks) withdrawn; the next build (`freshindex snapshots build`) drops their points")
+
+
+@click.command("runs")
+@click.argument("source_id")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@json_option
+@click.pass_obj
+def sources_runs(state: Any, source_id: str, limit: int, as_json: bool) -> None:
+    """SOURCE_ID's sync runs, newest first, with their sync lag when visible."""
+    from freshindex.core.errors import NotFoundError
+
+    registry = state.services.registry
+    try:
+        runs = registry.source_runs(source_id, limit=limit)
+    except NotFoundError as exc:
+        raise _fail(exc) from exc
+    lags = {r["run"]: r["lag_s"] for r in registry.run_lags(source_id=source_id, limit=limit * 2)}
+    data = [run_dict(r, lags.get(r.id)) for r in runs]
+    _emit(data, as_json, lambda rows: "\n".join(
+        f"run {r['id']}: {r['status']} ({r['trigger']}), started {r['started_at']}, build {r['build_status']}"
+        + (f", lag {r['lag_s']:.1f}s" if r["lag_s"] is not None else "") + (f"; {r['error']}" if r["error"] else "")
+        for r in rows) or f"no runs of {source_id} yet")
+
+
+def run_dict(r: Any, lag_s: float | None) -> dict[str, Any]:
+    """One run as the CLI and ``GET /v1/sources/SOURCE/runs`` show it."""
+    iso = lambda t: t.isoformat() if t is not None else None  # noqa: E731
+    return {"id": r.id, "source": r.source_id, "kb": r.kb, "trigger": r.trigger, "status": r.status,
+            "started_at": iso(r.started_at), "finished_at": iso(r.finished_at), "docs_listed": r.docs_listed,
+            "docs_planned": r.docs_planned, "build_status": r.build_status, "snapshot_id": r.snapshot_id,
+            "error": r.error, "held_reason": r.held_reason, "lag_s": lag_s}
+
+
+_SECONDS = click.IntRange(min=0)
+
+
+@click.command("policy")
+@click.argument("source_id")
+@click.option("--poll", "poll", type=_SECONDS, default=None, help="Poll interval, seconds (0 clears).")
+@click.option("--stale-after", "stale_after", type=_SECONDS, default=None,
+              help="Label it stale after this many seconds without a successful listing (0 clears).")
+@click.option("--hard-expiry", "hard_expiry", type=_SECONDS, default=None,
+              help="Withdraw its documents after this many seconds without a successful listing (0 clears).")
+@json_option
+@click.pass_obj
+def sources_policy(state: Any, source_id: str, poll: int | None, stale_after: int | None, hard_expiry: int | None,
+                   as_json: bool) -> None:
+    """Set SOURCE_ID's freshness policy (what is not given stays as it is)."""
+    from freshindex.core.errors import ConfigError, NotFoundError
+
+    given = {k: (v or None) for k, v in (("poll_interval_s", poll), ("stale_after_s", stale_after),
+                                          ("hard_expiry_s", hard_expiry)) if v is not None}
+    try:
+        data = state.services.registry.set_freshness_policy(source_id, **given).as_dict()
+    except (NotFoundError, ConfigError) as exc:
+        raise _fail(exc) from exc
+    _emit(data, as_json, _fresh_text)
+
+
+@click.command("sweep")
+@json_option
+@click.pass_obj
+def sources_sweep(state: Any, as_json: bool) -> None:
+    """Run the freshness sweep now (beat runs it every schedules.sweep_interval_s)."""
+    from freshindex.schedules.sweep import sweep
+
+    report = sweep(state.services.registry, metrics=state.services.metrics)
+    data = report.as_dict()
+    _emit(data, as_json, lambda d: f"stale sources: {', '.join(d['stale']) or 'none'}; withdrawn: "
+          + (", ".join(f"{w['source_id']}:{w['key']} ({w['reason']})" for w in d["withdrawn"]) or "none"))
+
+
+@click.command("sqs-poll")
+@click.option("--once", is_flag=True, help="One receive, print what it did, exit.")
+@json_option
+@click.pass_obj
+def sqs_poll(state: Any, once: bool, as_json: bool) -> None:
+    """Read S3 event notifications from webhooks.sqs_queue_url and queue the syncs they ask for.
+
+    `freshindex serve` does this itself when the queue is set; the tickets are started by serve's dispatcher.
+    """
+    from freshindex.api.sqs import SqsPoller, sqs_client
+
+    svc = state.services
+    wh = state.settings.webhooks
+    if not wh.sqs_queue_url:
+        raise click.UsageError("set webhooks.sqs_queue_url (FRESHINDEX_WEBHOOKS__SQS_QUEUE_URL)")
+    poller = SqsPoller(svc.registry, svc.metrics, queue_url=wh.sqs_queue_url, client=sqs_client(state.settings),
+                       wait_s=wh.sqs_wait_s)
+    if once:
+        result = poller.poll_once()
+        _emit(result.__dict__, as_json, lambda d: ", ".join(f"{k} {v}" for k, v in d.items()))
+        return
+    try:
+        poller.run()
+    except KeyboardInterrupt:
+        poller.stop()
+
+
+def register(cli: click.Group) -> None:
+    """Add the operator controls to the ``sources`` group (and ``sqs-poll`` to the top level)."""
+    cli.add_command(sqs_poll)
+    sources = cli.commands["sources"]
+    assert isinstance(sources, click.Group)
+    for command in (sources_show, sources_pause, sources_resume, sources_remove, sources_runs, sources_policy,
+                    sources_sweep):
+        sources.add_command(command)
+
+
+__all__ = ["register", "run_dict"]
