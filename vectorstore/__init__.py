@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from freshindex.vectorstore.base import DENSE, FieldMatch, Filter, PointRecord, ScoredHit, VectorStore
+from freshindex.vectorstore.base import (
+    DENSE,
+    INDEXED_FIELDS,
+    LEXICAL,
+    FieldMatch,
+    FieldRange,
+    Filter,
+    PointRecord,
+    ScoredHit,
+    VectorStore,
+)
 
-__all__ = ["DENSE", "FieldMatch", "Filter", "PointRecord", "ScoredHit", "VectorStore", "open_store"]
+__all__ = ["DENSE", "INDEXED_FIELDS", "LEXICAL", "FieldMatch", "FieldRange", "Filter", "PointRecord", "ScoredHit",
+           "VectorStore", "open_store"]
 
 
 def open_store(kind: str, *, path=None, url: str | None = None, api_key: str | None = None,

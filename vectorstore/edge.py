@@ -18,6 +18,13 @@ opened on demand and cached; a reader closes a collection once the alias it
 resolved has moved on and its last query finished.  Cloning copies a flushed
 shard's data extents (the files are sparse), safe while readers have it open
 because a built version is never written again.
+
+Every collection has a dense vector and a sparse lexical one (IDF applied by
+the engine), and a payload index on each field in
+:data:`vectorstore.base.INDEXED_FIELDS`, so filters are evaluated from the
+index instead of each point's stored payload.  A clone of a version written
+before either existed gets them added (its old points have no lexical
+vector until a full build writes them again).
 """
 
 from __future__ import annotations
@@ -36,7 +43,19 @@ from typing import Any
 
 import qdrant_edge as qe
 from freshindex.core.errors import NotFoundError, StoreBusyError, StoreError
-from freshindex.vectorstore.base import DENSE, Filter, PointRecord, ScoredHit
+from freshindex.vectorstore import lexical
+from freshindex.vectorstore.base import (
+    DENSE,
+    HYBRID_PREFETCH,
+    INDEXED_FIELDS,
+    LEXICAL,
+    RRF_K,
+    FieldRange,
+    Filter,
+    PointRecord,
+    ScoredHit,
+    fuse_hits,
+)
 
 _UPSERT_BATCH = 512
 
@@ -59,6 +78,8 @@ class EdgeStore:
         self._inflight: dict[str, int] = {}
         self._seen: dict[str, str] = {}
         self._retiring: set[str] = set()
+        # Whether each collection has the lexical vector (read from its config once).
+        self._has_lexical: dict[str, bool] = {}
 
     # -- handles ------------------------------------------------------------
 
@@ -101,6 +122,7 @@ class EdgeStore:
             for n in names:
                 shard = self._open.pop(n, None)
                 self._retiring.discard(n)
+                self._has_lexical.pop(n, None)
                 if shard is None:
                     continue
                 try:
@@ -129,17 +151,52 @@ class EdgeStore:
                 shutil.rmtree(tmp, ignore_errors=True)
                 shutil.copytree(source, tmp, copy_function=_tolerant_copy, ignore=_reader_scratch)
                 os.replace(tmp, path)
+                self._complete_schema(name)
                 return
             # No WAL: a collection is written once, by the one builder holding the
             # knowledge base's lock, and flushed before it is verified; without a
             # WAL the shard takes no file lock, so reader processes can open it.
             config = qe.EdgeConfig(
-                vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)}, wal_enabled=False
+                vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+                sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+                wal_enabled=False,
             )
             try:
                 self._open[name] = qe.EdgeShard.create(str(path), config)
             except Exception as exc:
                 raise StoreError(f"cannot create collection {name!r}: {exc}") from exc
+            self._complete_schema(name)
+
+    def _complete_schema(self, name: str) -> None:
+        """Add the lexical vector and the payload indexes a (cloned) collection lacks."""
+        shard = self._shard(name)
+        try:
+            if not self._lexical_configured(name):
+                log.warning("collection %s was cloned from a version without a lexical vector: its old points "
+                            "are found by the dense side only until a full build", name)
+                shard.update(qe.UpdateOperation.create_sparse_vector(LEXICAL, modifier=qe.Modifier.Idf))
+                self._has_lexical.pop(name, None)
+            present = set(shard.info().payload_schema)
+            for field, kind in INDEXED_FIELDS.items():
+                if field not in present:
+                    shard.update(qe.UpdateOperation.create_field_index(field, _edge_index(kind)))
+        except Exception as exc:
+            raise StoreError(f"cannot complete the schema of collection {name!r}: {exc}") from exc
+
+    def _lexical_configured(self, name: str) -> bool:
+        known = self._has_lexical.get(name)
+        if known is None:
+            try:
+                config = json.loads((self._dir(name) / "edge_config.json").read_text())
+            except (OSError, ValueError):
+                config = {}
+            known = LEXICAL in (config.get("sparse_vectors") or {})
+            self._has_lexical[name] = known
+        return known
+
+    def payload_indexes(self, name: str) -> dict[str, str]:
+        """Indexed payload fields and their type (as the engine names it), for checks and tests."""
+        return {k: str(v.data_type).rsplit(".", 1)[-1].lower() for k, v in self._shard(name).info().payload_schema.items()}
 
     def drop_collection(self, name: str) -> None:
         with self._lock:
@@ -156,9 +213,7 @@ class EdgeStore:
         shard = self._shard(name)
         for i in range(0, len(points), _UPSERT_BATCH):
             batch = [
-                qe.Point(p.id, {DENSE: [float(x) for x in p.vector]}, p.payload)
-                for p in points[i : i + _UPSERT_BATCH]
-                if p.vector is not None
+                qe.Point(p.id, _vectors(p), p.payload) for p in points[i : i + _UPSERT_BATCH] if p.vector is not None
             ]
             try:
                 shard.update(qe.UpdateOperation.upsert_points(batch))
@@ -197,11 +252,15 @@ class EdgeStore:
                 return
 
     def search(
-        self, name: str, vector: Sequence[float], *, limit: int, flt: Filter | None = None, exact: bool = False
+        self, name: str, vector: Sequence[float], *, limit: int, flt: Filter | None = None, exact: bool = False,
+        text: str | None = None,
     ) -> list[ScoredHit]:
         with self._lock:
             self._inflight[name] = self._inflight.get(name, 0) + 1
         try:
+            query = lexical.query_vector(text) if text else None
+            if query and self._lexical_configured(name):
+                return self._hybrid(name, vector, query, limit=limit, flt=flt, exact=exact)
             return self._search(name, vector, limit=limit, flt=flt, exact=exact)
         finally:
             with self._lock:
@@ -228,6 +287,35 @@ class EdgeStore:
         except Exception as exc:
             raise StoreError(f"query on {name!r} failed: {exc}") from exc
         return [ScoredHit(id=str(h.id), score=float(h.score), payload=dict(h.payload or {})) for h in hits]
+
+    def _hybrid(self, name: str, vector: Sequence[float], query: lexical.SparseVector, *, limit: int,
+                flt: Filter | None, exact: bool) -> list[ScoredHit]:
+        """One batch: the fused query (dense and lexical prefetch, both filtered, RRF) and the
+        lexical ranking alone (its scores; the fused query exposes only the fused score).
+        The dense score comes from each hit's stored, normalised vector."""
+        depth = max(limit, HYBRID_PREFETCH)
+        where = _edge_filter(flt)
+        sparse = qe.Query.Nearest(qe.SparseVector(list(query.indices), list(query.values)), using=LEXICAL)
+        fused = qe.QueryRequest(
+            limit=limit,
+            prefetches=[
+                qe.Prefetch(limit=depth, query=qe.Query.Nearest([float(x) for x in vector], using=DENSE),
+                            filter=where, params=qe.SearchParams(exact=True) if exact else None),
+                qe.Prefetch(limit=depth, query=sparse, filter=where),
+            ],
+            query=qe.Fusion.Rrf(k=RRF_K),
+            filter=where,
+            with_payload=True,
+            with_vector=[DENSE],
+        )
+        alone = qe.QueryRequest(limit=depth, query=sparse, filter=where, with_payload=False)
+        try:
+            hits, lexical_hits = self._shard(name).query_batch(qe.QueryBatchRequest([fused, alone]))
+        except (NotFoundError, StoreBusyError):
+            raise
+        except Exception as exc:
+            raise StoreError(f"hybrid query on {name!r} failed: {exc}") from exc
+        return fuse_hits(vector, hits, [(str(h.id), float(h.score)) for h in lexical_hits], dense_of=_dense)
 
     def flush(self, name: str) -> None:
         self._shard(name).flush()
@@ -315,11 +403,30 @@ def _dense(vector: Any) -> list[float] | None:
     return list(vector) if vector is not None else None
 
 
+def _vectors(p: PointRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {DENSE: [float(x) for x in p.vector or ()]}
+    if p.lexical:
+        sv = lexical.document_vector(p.lexical)
+        if sv:
+            out[LEXICAL] = qe.SparseVector(list(sv.indices), list(sv.values))
+    return out
+
+
+def _edge_index(kind: str) -> Any:
+    if kind == "tenant":
+        return qe.KeywordIndexParams(is_tenant=True)
+    return {"keyword": qe.PayloadSchemaType.Keyword, "integer": qe.PayloadSchemaType.Integer,
+            "float": qe.PayloadSchemaType.Float, "datetime": qe.PayloadSchemaType.Datetime}[kind]
+
+
 def _edge_filter(flt: Filter | None) -> qe.Filter | None:
     if flt is None or (not flt.must and not flt.must_not):
         return None
 
     def cond(m: Any) -> qe.FieldCondition:
+        if isinstance(m, FieldRange):
+            rng = qe.RangeDateTime(**m.bounds()) if m.is_datetime else qe.RangeFloat(**m.bounds())
+            return qe.FieldCondition(key=m.key, range=rng)
         return qe.FieldCondition(key=m.key, match=qe.MatchAny(any=list(m.any)))
 
     return qe.Filter(

@@ -7,8 +7,11 @@ path on it.  The client is passed in, so tests and callers choose it.
 Server notes (from Qdrant's documentation and our measurements): one
 ``update_collection_aliases`` call is isolated from readers but not
 all-or-nothing, so :meth:`swap_alias` reads the alias back and restores the
-previous target on a mismatch.  Payload indexes on the filter fields matter
-on a server and are a no-op in local mode.
+previous target on a mismatch.  Payload indexes on the filter fields
+(:data:`vectorstore.base.INDEXED_FIELDS`, ``tenant`` with ``is_tenant``)
+matter on a server and are a no-op in local mode.  Hybrid search needs a
+server with ``RrfQuery`` (Qdrant 1.16 or later); the lexical vector is
+computed here (:mod:`vectorstore.lexical`), the server applies the IDF.
 """
 
 from __future__ import annotations
@@ -21,15 +24,32 @@ from typing import Any
 
 import httpx
 from freshindex.core.errors import NotFoundError, StoreError
-from freshindex.vectorstore.base import DENSE, Filter, PointRecord, ScoredHit
+from freshindex.vectorstore import lexical
+from freshindex.vectorstore.base import (
+    DENSE,
+    HYBRID_PREFETCH,
+    INDEXED_FIELDS,
+    LEXICAL,
+    RRF_K,
+    FieldRange,
+    Filter,
+    PointRecord,
+    ScoredHit,
+    fuse_hits,
+)
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 _BATCH = 256
-#: Payload fields that filters use; indexed on servers.
-INDEXED_FIELDS = {"acl": qm.PayloadSchemaType.KEYWORD, "document_id": qm.PayloadSchemaType.KEYWORD,
-                  "source_id": qm.PayloadSchemaType.KEYWORD}
+
+
+def _index_schema(kind: str) -> Any:
+    """The server's index for one kind of :data:`vectorstore.base.INDEXED_FIELDS`."""
+    if kind == "tenant":
+        return qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
+    return {"keyword": qm.PayloadSchemaType.KEYWORD, "integer": qm.PayloadSchemaType.INTEGER,
+            "float": qm.PayloadSchemaType.FLOAT, "datetime": qm.PayloadSchemaType.DATETIME}[kind]
 
 
 class QdrantStore:
@@ -40,6 +60,7 @@ class QdrantStore:
         indexes and search parameters (it always searches exactly)."""
         self.client = client
         self.local = local
+        self._has_lexical: dict[str, bool] = {}
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -63,10 +84,12 @@ class QdrantStore:
             self.client.create_collection,
             collection_name=name,
             vectors_config={DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE)},
+            sparse_vectors_config={LEXICAL: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
         )
+        self._has_lexical.pop(name, None)
         if not self.local:
-            for field, schema in INDEXED_FIELDS.items():
-                self._call(f"index {field}", self.client.create_payload_index, name, field, schema)
+            for field, kind in INDEXED_FIELDS.items():
+                self._call(f"index {field}", self.client.create_payload_index, name, field, _index_schema(kind))
         if clone_from is not None:
             if not self.client.collection_exists(clone_from):
                 self.drop_collection(name)
@@ -78,7 +101,7 @@ class QdrantStore:
             while True:
                 records, offset = self._call(
                     f"scroll {clone_from}", self.client.scroll, clone_from, limit=_BATCH, offset=offset,
-                    with_payload=True, with_vectors=[DENSE],
+                    with_payload=True, with_vectors=True,
                 )
                 if records:
                     self._call(
@@ -94,8 +117,11 @@ class QdrantStore:
     def _clone_on_server(self, name: str, source: str) -> None:
         """Server-side copy: snapshot ``source`` and recover it under ``name``
         from the server's own snapshot URL, so no vector crosses to this
-        process.  (Untested here: no Qdrant server runs on this machine.)"""
+        process.  A source without the lexical vector gives a clone without
+        it (searched dense only until a full build).  (Untested here: no
+        Qdrant server runs on this machine.)"""
         self.drop_collection(name)
+        self._has_lexical.pop(name, None)
         desc = self._call(f"snapshot {source}", self.client.create_snapshot, source, wait=True)
         try:
             self._call(f"recover {name}", self.client.recover_snapshot, name,
@@ -116,7 +142,7 @@ class QdrantStore:
     def upsert(self, name: str, points: Sequence[PointRecord]) -> None:
         for i in range(0, len(points), _BATCH):
             batch = [
-                qm.PointStruct(id=p.id, vector={DENSE: [float(x) for x in p.vector]}, payload=p.payload)
+                qm.PointStruct(id=p.id, vector=_vectors(p), payload=p.payload)
                 for p in points[i : i + _BATCH]
                 if p.vector is not None
             ]
@@ -161,8 +187,12 @@ class QdrantStore:
                 return
 
     def search(
-        self, name: str, vector: Sequence[float], *, limit: int, flt: Filter | None = None, exact: bool = False
+        self, name: str, vector: Sequence[float], *, limit: int, flt: Filter | None = None, exact: bool = False,
+        text: str | None = None,
     ) -> list[ScoredHit]:
+        query = lexical.query_vector(text) if text else None
+        if query and self._lexical_configured(name):
+            return self._hybrid(name, vector, query, limit=limit, flt=flt, exact=exact)
         response = self._call(
             f"query {name}",
             self.client.query_points,
@@ -175,6 +205,39 @@ class QdrantStore:
             search_params=qm.SearchParams(exact=True) if exact and not self.local else None,
         )
         return [ScoredHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in response.points]
+
+    def _lexical_configured(self, name: str) -> bool:
+        known = self._has_lexical.get(name)
+        if known is None:
+            info = self._call(f"describe {name}", self.client.get_collection, name)
+            known = LEXICAL in (info.config.params.sparse_vectors or {})
+            self._has_lexical[name] = known
+        return known
+
+    def _hybrid(self, name: str, vector: Sequence[float], query: lexical.SparseVector, *, limit: int,
+                flt: Filter | None, exact: bool) -> list[ScoredHit]:
+        """One batch of two queries: the fused one (dense and lexical prefetch, both
+        filtered, RRF) and the lexical ranking alone, for its scores."""
+        depth = max(limit, HYBRID_PREFETCH)
+        where = _client_filter(flt)
+        sparse = qm.SparseVector(indices=list(query.indices), values=list(query.values))
+        params = qm.SearchParams(exact=True) if exact and not self.local else None
+        fused = qm.QueryRequest(
+            prefetch=[
+                qm.Prefetch(query=[float(x) for x in vector], using=DENSE, filter=where, limit=depth, params=params),
+                qm.Prefetch(query=sparse, using=LEXICAL, filter=where, limit=depth),
+            ],
+            query=qm.RrfQuery(rrf=qm.Rrf(k=RRF_K)),
+            filter=where,
+            limit=limit,
+            with_payload=True,
+            with_vector=[DENSE],
+        )
+        alone = qm.QueryRequest(query=sparse, using=LEXICAL, filter=where, limit=depth, with_payload=False)
+        hits, lexical_hits = self._call(f"hybrid query {name}", self.client.query_batch_points, name,
+                                        requests=[fused, alone])
+        return fuse_hits(vector, hits.points, [(str(p.id), float(p.score)) for p in lexical_hits.points],
+                         dense_of=lambda v: (v or {}).get(DENSE) if isinstance(v, dict) else v)
 
     def flush(self, name: str) -> None:
         """Writes use ``wait=True``; nothing is buffered client-side."""
@@ -211,9 +274,13 @@ class QdrantStore:
             offset: Any = None
             while True:
                 records, offset = self._call(f"scroll {name}", self.client.scroll, name, limit=_BATCH, offset=offset,
-                                             with_payload=True, with_vectors=[DENSE])
+                                             with_payload=True, with_vectors=True)
                 for r in records:
-                    fh.write(json.dumps({"id": str(r.id), "vector": r.vector[DENSE], "payload": r.payload}) + "\n")
+                    row = {"id": str(r.id), "vector": r.vector[DENSE], "payload": r.payload}
+                    sv = r.vector.get(LEXICAL)
+                    if sv is not None:
+                        row["lexical"] = {"indices": list(sv.indices), "values": list(sv.values)}
+                    fh.write(json.dumps(row) + "\n")
                 if offset is None:
                     break
 
@@ -238,15 +305,18 @@ class QdrantStore:
         with gzip.open(Path(source), "rt", encoding="utf-8") as fh:
             head = json.loads(fh.readline())
             self.create_collection(name, int(head["dim"]))
-            batch: list[PointRecord] = []
+            batch: list[qm.PointStruct] = []
             for line in fh:
                 row = json.loads(line)
-                batch.append(PointRecord(row["id"], row["vector"], row["payload"]))
+                vectors: dict[str, Any] = {DENSE: row["vector"]}
+                if row.get("lexical"):
+                    vectors[LEXICAL] = qm.SparseVector(**row["lexical"])
+                batch.append(qm.PointStruct(id=row["id"], vector=vectors, payload=row["payload"]))
                 if len(batch) >= _BATCH:
-                    self.upsert(name, batch)
+                    self._call(f"upsert {name}", self.client.upsert, name, points=batch, wait=True)
                     batch = []
             if batch:
-                self.upsert(name, batch)
+                self._call(f"upsert {name}", self.client.upsert, name, points=batch, wait=True)
 
     def _url(self) -> str:
         rest = getattr(self.client._client, "rest_uri", None) or getattr(self.client._client, "_rest_uri", None)
@@ -287,11 +357,23 @@ class QdrantStore:
         self._call(f"swap alias {alias}", self.client.update_collection_aliases, change_aliases_operations=ops)
 
 
+def _vectors(p: PointRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {DENSE: [float(x) for x in p.vector or ()]}
+    if p.lexical:
+        sv = lexical.document_vector(p.lexical)
+        if sv:
+            out[LEXICAL] = qm.SparseVector(indices=list(sv.indices), values=list(sv.values))
+    return out
+
+
 def _client_filter(flt: Filter | None) -> qm.Filter | None:
     if flt is None or (not flt.must and not flt.must_not):
         return None
 
     def cond(m: Any) -> qm.FieldCondition:
+        if isinstance(m, FieldRange):
+            rng = qm.DatetimeRange(**m.bounds()) if m.is_datetime else qm.Range(**m.bounds())
+            return qm.FieldCondition(key=m.key, range=rng)
         return qm.FieldCondition(key=m.key, match=qm.MatchAny(any=list(m.any)))
 
     return qm.Filter(must=[cond(m) for m in flt.must] or None, must_not=[cond(m) for m in flt.must_not] or None)

@@ -1,0 +1,262 @@
+"""Query benchmark on the embedded engine (Qdrant Edge): dense, ACL-filtered, hybrid, retrieve + render.
+
+Synthetic collections of N points (random unit vectors of dimension 384; a
+lexical text of Zipf-distributed words plus identifiers; payloads shaped as
+the builder writes them, one of 100 ACL groups each, so a principal with one
+group sees ~1 % of the points).  The collections are created through
+``EdgeStore`` exactly as the builder does (payload indexes, lexical vector)
+and not optimised afterwards (the builder does not call ``optimize``).
+
+Measured per N, p50/p95 over the queries: dense unfiltered; dense with the
+1 % ACL filter and its recall@10 against exact search under the same filter;
+hybrid (dense + lexical, RRF in one engine batch) unfiltered and filtered;
+``InjectionClient.retrieve`` + ``render()`` with the query vector precomputed
+(the model's own time is measured separately, on the real MiniLM); and, at
+the smallest N, the filtered query on a collection without payload indexes
+(what the embedded engine did before).
+
+With ``--optimize`` the largest size is measured a second time after
+``EdgeShard.optimize()`` (HNSW built), with the optimisation time.
+
+    python -m bench.query [--points 10000 100000] [--queries 200] [--optimize]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+from freshindex.acl import Principal, query_filter
+from freshindex.core.naming import Naming
+from freshindex.vectorstore import DENSE, PointRecord
+from freshindex.vectorstore.edge import EdgeStore
+
+from bench.report import table, write
+
+DIM = 384
+GROUPS = 100
+VOCAB = 20_000
+
+
+class FixedEmbedder:
+    """Returns the vector queued for the next question: retrieval is timed without the model."""
+
+    model_id = "bench-fixed-384"
+    dimension = DIM
+
+    def __init__(self) -> None:
+        self.next: list[float] = []
+
+    def embed(self, texts):
+        return np.asarray([self.next] * len(texts), dtype=np.float32)
+
+
+def _word(r: int) -> str:
+    """A pronounceable pseudo-word per rank (real text is mostly plain words)."""
+    letters = "bcdfghjklmnpqrstvwxz"
+    out = ""
+    while True:
+        out += letters[r % 20] + "aeiou"[(r // 20) % 5]
+        r //= 100
+        if not r:
+            return out
+
+
+def _words(rng: np.random.Generator, n: int) -> list[str]:
+    ranks = rng.zipf(1.2, size=n) % VOCAB
+    return [_word(int(r)) for r in ranks]
+
+
+def _corpus(n: int, seed: int = 0) -> tuple[np.ndarray, list[str], list[dict[str, Any]]]:
+    rng = np.random.default_rng(seed)
+    vecs = rng.normal(size=(n, DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    texts, payloads = [], []
+    for i in range(n):
+        doc = i // 10
+        text = " ".join(_words(rng, 60)) + f" setting_{i % 5000}_max CONF_{i % 997} --flag-{i % 311}"
+        texts.append(text)
+        payloads.append({
+            "chunk_id": str(uuid.UUID(int=i + 1)), "document_id": f"d{doc}", "source_id": f"s{doc % 7}",
+            "kb": "bench", "key": f"docs/page_{doc}.md", "title": f"Page {doc}", "heading_path": [f"Page {doc}"],
+            "anchor": "", "page": None, "kind": "text", "text": text, "content_hash": f"h{i}", "doc_version": 1,
+            "acl": [f"g{i % GROUPS}"], "snapshot_id": "bench-v1", "meta": {}, "tenant": "default",
+            "acl_version": 0,
+        })
+    return vecs, texts, payloads
+
+
+def _build(store: EdgeStore, name: str, vecs: np.ndarray, texts: list[str], payloads: list[dict[str, Any]]) -> float:
+    t0 = time.perf_counter()
+    store.create_collection(name, DIM)
+    batch = 2000
+    for i in range(0, len(texts), batch):
+        store.upsert(name, [PointRecord(payloads[j]["chunk_id"], vecs[j].tolist(), payloads[j], lexical=texts[j])
+                            for j in range(i, min(i + batch, len(texts)))])
+    store.flush(name)
+    return time.perf_counter() - t0
+
+
+def _build_unindexed(root: Path, name: str, vecs: np.ndarray, payloads: list[dict[str, Any]]) -> None:
+    """A collection as the embedded engine wrote them before payload indexes (dense only)."""
+    shard = qe.EdgeShard.create(str(root / "collections" / name), qe.EdgeConfig(
+        vectors={DENSE: qe.EdgeVectorParams(size=DIM, distance=qe.Distance.Cosine)}, wal_enabled=False))
+    for i in range(0, len(payloads), 2000):
+        shard.update(qe.UpdateOperation.upsert_points(
+            [qe.Point(payloads[j]["chunk_id"], {DENSE: vecs[j].tolist()}, payloads[j])
+             for j in range(i, min(i + 2000, len(payloads)))]))
+    shard.flush()
+    shard.close()
+
+
+def _ms(samples: list[float]) -> dict[str, float]:
+    a = np.asarray(samples) * 1000
+    return {"p50_ms": round(float(np.percentile(a, 50)), 2), "p95_ms": round(float(np.percentile(a, 95)), 2)}
+
+
+def _time(fn, queries) -> tuple[dict[str, float], list[Any]]:
+    fn(*queries[0])  # warm
+    out, samples = [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        out.append(fn(*q))
+        samples.append(time.perf_counter() - t0)
+    return _ms(samples), out
+
+
+def _queries(n_queries: int, vecs: np.ndarray, seed: int) -> list[tuple[list[float], str]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_queries):
+        # near an existing point (a question about some chunk), not on it
+        base = vecs[rng.integers(len(vecs))] + rng.normal(scale=0.05, size=DIM).astype(np.float32)
+        q = (base / np.linalg.norm(base)).tolist()
+        text = " ".join(_words(rng, 4)) + f" setting_{rng.integers(5000)}_max"
+        out.append((q, text))
+    return out
+
+
+def run_size(n: int, n_queries: int, work: Path, *, optimize: bool = False) -> dict[str, Any]:
+    from freshindex.injection.client import InjectionClient
+
+    vecs, texts, payloads = _corpus(n)
+    root = work / f"n{n}{'-optimised' if optimize else ''}"
+    store = EdgeStore(root)
+    naming = Naming()
+    name = naming.collection(naming.snapshot_id("bench", 1))
+    build_s = _build(store, name, vecs, texts, payloads)
+    optimize_s = None
+    if optimize:
+        t0 = time.perf_counter()
+        store._shard(name).optimize()  # HNSW and indexed segments; the builder does not do this today
+        store.flush(name)
+        optimize_s = round(time.perf_counter() - t0, 1)
+    store.swap_alias(naming.alias("bench"), name)
+    queries = _queries(n_queries, vecs, seed=n)
+    one_group = query_filter(Principal.of("ana", ["g7"]))
+    row: dict[str, Any] = {"points": n, "build_s": round(build_s, 1), "optimize_s": optimize_s}
+
+    row["dense"], _ = _time(lambda q, t: store.search(name, q, limit=10), queries)
+    row["dense_acl_1pct"], approx = _time(lambda q, t: store.search(name, q, limit=10, flt=one_group), queries)
+    _, exact = _time(lambda q, t: store.search(name, q, limit=10, flt=one_group, exact=True), queries)
+    recalls = [len({h.id for h in a} & {h.id for h in e}) / max(1, len(e)) for a, e in zip(approx, exact, strict=True)]
+    row["recall_at_10_acl_1pct"] = round(float(np.mean(recalls)), 4)
+    row["hybrid"], _ = _time(lambda q, t: store.search(name, q, limit=20, text=t), queries)
+    row["hybrid_acl_1pct"], hyb = _time(lambda q, t: store.search(name, q, limit=20, flt=one_group, text=t), queries)
+    assert all(h.payload["acl"] == ["g7"] for hits in hyb for h in hits)
+
+    embedder = FixedEmbedder()
+    client = InjectionClient(store, embedder, naming=naming, min_score=0.0)
+
+    def retrieve_render(q: list[float], t: str) -> str:
+        embedder.next = q
+        return client.retrieve(t, kb="bench", principal=Principal.of("ana", ["g7"]), limit=5).render()
+
+    try:
+        row["retrieve_render_acl_1pct"], _ = _time(retrieve_render, queries)
+    except Exception as exc:  # the client is being changed by others; report rather than fail the bench
+        row["retrieve_render_acl_1pct"] = {"error": f"{type(exc).__name__}: {exc}"}
+    store.close()
+    return row
+
+
+def unindexed_filtered(n: int, n_queries: int, work: Path) -> dict[str, Any]:
+    vecs, _texts, payloads = _corpus(n)
+    root = work / f"plain{n}"
+    (root / "collections").mkdir(parents=True)
+    _build_unindexed(root, "plain", vecs, payloads)
+    store = EdgeStore(root)
+    queries = _queries(min(n_queries, 50), vecs, seed=n)
+    flt = query_filter(Principal.of("ana", ["g7"]))
+    row = {"points": n}
+    row["dense"], _ = _time(lambda q, t: store.search("plain", q, limit=10), queries)
+    row["dense_acl_1pct"], _ = _time(lambda q, t: store.search("plain", q, limit=10, flt=flt), queries)
+    store.close()
+    return row
+
+
+def embedding_ms(n: int = 50) -> dict[str, float]:
+    from freshindex.workers.embedding.onnx import OnnxMiniLM
+
+    model = OnnxMiniLM(batch_size=1)
+    questions = [f"How do I configure setting number {i} for the database connection pool?" for i in range(n)]
+    model.embed(questions[:1])
+    samples = []
+    for q in questions:
+        t0 = time.perf_counter()
+        model.embed([q])
+        samples.append(time.perf_counter() - t0)
+    return _ms(samples)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--optimize", action="store_true", help="also run the largest size optimised (HNSW built)")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="fi-bench-query-"))
+    try:
+        rows = [run_size(n, args.queries, work) for n in args.points]
+        if args.optimize:
+            rows.append(run_size(max(args.points), args.queries, work, optimize=True))
+        before = unindexed_filtered(min(args.points), args.queries, work)
+        embed = embedding_ms()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    data = {"queries": args.queries, "sizes": rows, "without_payload_indexes": before, "query_embedding": embed}
+
+    def cell(d: Any) -> str:
+        return "error" if "error" in d else f"{d['p50_ms']} / {d['p95_ms']}"
+
+    md = ["# Query latency on the embedded engine (Qdrant Edge)", "",
+          f"`python -m bench.query --points {' '.join(map(str, args.points))} --queries {args.queries}"
+          f"{' --optimize' if args.optimize else ''}`: random "
+          "unit vectors (384-d), synthetic lexical text, 1 of 100 ACL groups per point; collections as the "
+          "builder writes them (payload indexes, lexical vector, not optimised). p50 / p95 in ms, query "
+          "embedding excluded.", ""]
+    md += table(
+        ["points", "optimised", "dense", "dense, ACL 1 %", "recall@10 (ACL 1 %)", "hybrid", "hybrid, ACL 1 %",
+         "retrieve + render, ACL 1 %", "build s"],
+        ["r", "l", "r", "r", "r", "r", "r", "r", "r"],
+        [[r["points"], f"yes ({r['optimize_s']} s)" if r["optimize_s"] is not None else "no", cell(r["dense"]), cell(r["dense_acl_1pct"]), r["recall_at_10_acl_1pct"], cell(r["hybrid"]),
+          cell(r["hybrid_acl_1pct"]), cell(r["retrieve_render_acl_1pct"]), r["build_s"]] for r in rows],
+    )
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
+    data["load_average"] = load
+    md += ["", f"Load average at the end of the run (2 cores): {' '.join(load)}.",
+           "", f"Without payload indexes ({before['points']} points, as before): dense {cell(before['dense'])}, "
+           f"dense with the 1 % ACL filter {cell(before['dense_acl_1pct'])}.",
+           f"Query embedding (all-MiniLM-L6-v2 int8 ONNX, one question per call): {cell(embed)}."]
+    write("query", data, md)
+
+
+if __name__ == "__main__":
+    main()
