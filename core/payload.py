@@ -51,6 +51,15 @@ class PointPayload:
     doc_version: int = 0
     acl: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
+    #: The document's tenant, ACL version (the query path denies a point whose
+    #: version is behind the registry's) and sensitivity; older points lack them.
+    tenant: str = "default"
+    acl_version: int = 0
+    sensitivity: str = "internal"
+    #: The last page of a chunk whose text runs over several pages (``page`` is the first); None for one page.
+    page_end: int | None = None
+    #: The OCR confidence (0-1) of the page the text was read from; None when it was not OCR'd.
+    ocr_confidence: float | None = None
 
     #: Keys a payload must have to be read back (the rest default).
     REQUIRED = ("chunk_id", "document_id", "source_id", "kb", "key", "text", "content_hash", "snapshot_id")
@@ -79,6 +88,12 @@ class PointPayload:
             "acl": list(self.acl),
             "snapshot_id": self.snapshot_id,
             "meta": self.meta,
+            "tenant": self.tenant,
+            "acl_version": self.acl_version,
+            "sensitivity": self.sensitivity,
+            # Written only when set, so points of one-page and born-digital text keep the stored shape.
+            **({"page_end": self.page_end} if self.page_end is not None else {}),
+            **({"ocr_confidence": self.ocr_confidence} if self.ocr_confidence is not None else {}),
         }
 
     @classmethod
@@ -98,6 +113,7 @@ class PointPayload:
         values["acl"] = tuple(values.get("acl") or ())
         values["meta"] = dict(values.get("meta") or {})
         values["doc_version"] = int(values.get("doc_version") or 0)
+        values["acl_version"] = int(values.get("acl_version") or 0)
         return cls(**values)
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
 from freshindex.core.enums import BlockKind
+
+if TYPE_CHECKING:  # only the Embedder protocol's annotation: registry readers need not load numpy
+    import numpy as np
 
 
 @dataclass(frozen=True)

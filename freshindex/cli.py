@@ -18,7 +18,17 @@ from typing import Any
 
 import click
 
-from freshindex import __version__, keys_commands, logs, ops_commands, sync_commands
+from freshindex import (
+    __version__,
+    acl_commands,
+    audit_commands,
+    keys_commands,
+    logs,
+    ocr_commands,
+    ops_commands,
+    source_commands,
+    sync_commands,
+)
 from freshindex.core.enums import BuildStatus, DocumentState, RunStatus
 from freshindex.core.errors import ConfigError, FreshIndexError, NotFoundError
 from freshindex.core.exit_codes import ExitCode
@@ -177,10 +187,16 @@ def sources() -> None:
 @click.option("--poll", "poll", type=int, default=None, help="Poll interval in seconds for the scheduler.")
 @click.option("--option", "options", multiple=True, help="Connector option key=value (e.g. endpoint_url=...).")
 @click.option("--replace", is_flag=True, help="Update an existing source.")
+@click.option("--tenant", default="default", show_default=True, help="Tenant of its documents.")
+@click.option("--sensitivity", "sensitivity_", default="internal", show_default=True,
+              type=click.Choice(["public", "internal", "confidential", "restricted"]))
+@click.option("--acl-rule", "acl_rules", multiple=True,
+              help="Static ACL rule 'GLOB=GROUPS' (repeatable): matching documents are read by those groups.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def sources_add(state: _State, source_id: str, kind: str, location: str, owner: str, kb: str | None, acl: str,
-                poll: int | None, options: tuple[str, ...], replace: bool, as_json: bool) -> None:
+                poll: int | None, options: tuple[str, ...], replace: bool, tenant: str, sensitivity_: str,
+                acl_rules: tuple[str, ...], as_json: bool) -> None:
     """Register SOURCE_ID (a folder or an S3 prefix)."""
     opts = {}
     for item in options:
@@ -193,11 +209,16 @@ def sources_add(state: _State, source_id: str, kind: str, location: str, owner: 
         if not path.is_dir():
             raise click.BadParameter(f"{location} is not a folder", param_hint="--location")
         location = str(path.resolve())
-    groups = [g.strip() for g in acl.split(",") if g.strip()]
+    groups = acl_commands.split_tokens(acl, None) or []
+    rules = acl_commands.parse_rules(acl_rules)
+    acl_commands.check_tenant(tenant)
     src = state.services.registry.add_source(
         source_id, kind=kind, location=location, owner=owner, kb=kb or state.settings.default_kb, options=opts,
-        acl=groups, poll_interval_s=poll, replace=replace,
+        acl=groups, poll_interval_s=poll, replace=replace, tenant=tenant, sensitivity=sensitivity_,
+        acl_rules=rules or None,
     )
+    if replace:  # permissions may have moved: recompute what the registry can now (freshindex/acl_commands.py)
+        acl_commands.recompute_documents(state.services.registry, source_id)
     _emit(_source_dict(src), as_json, lambda d: f"source {d['id']} ({d['kind']} {d['location']}) -> kb {d['kb']}")
 
 
@@ -253,7 +274,8 @@ def sources_confirm_deletions(state: _State, source_id: str, count: int | None, 
 
 def _source_dict(s: Any) -> dict[str, Any]:
     return {"id": s.id, "kb": s.kb, "kind": s.kind, "location": s.location, "owner": s.owner, "acl": list(s.acl),
-            "poll_interval_s": s.poll_interval_s, "options": s.options}
+            "poll_interval_s": s.poll_interval_s, "options": s.options, "tenant": s.tenant,
+            "sensitivity": s.sensitivity, "acl_rules": list(s.acl_rules), "acl_version": s.acl_version}
 
 
 # -- sync ---------------------------------------------------------------------------
@@ -274,7 +296,7 @@ def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, 
     if bool(source_id) == all_sources:
         raise click.UsageError("give one SOURCE_ID or --all")
     svc = state.services
-    ids = [source_id] if source_id else [s.id for s in svc.registry.list_sources()]
+    ids = [source_id] if source_id else [s.id for s in svc.registry.list_sources() if not s.removed]
     if not ids:
         raise click.UsageError("no sources registered")
     distributed = state.settings.distributed and not inline
@@ -647,16 +669,18 @@ def canaries_remove(state: _State, canary_id: int) -> None:
 @click.option("--kb", default=None)
 @click.option("--principal", default="anonymous", show_default=True)
 @click.option("--group", "groups", multiple=True, help="A group of the principal (repeatable).")
+@click.option("--tenant", default=None, help="The principal's tenant (default: default).")
 @click.option("--limit", default=5, show_default=True, type=click.IntRange(1, 50))
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def query(state: _State, question: str, kb: str | None, principal: str, groups: tuple[str, ...], limit: int,
-          as_json: bool) -> None:
-    """Answer QUESTION with a cited context block from the active snapshot."""
+def query(state: _State, question: str, kb: str | None, principal: str, groups: tuple[str, ...], tenant: str | None,
+          limit: int, as_json: bool) -> None:
+    """Answer QUESTION as a principal (an operator's tool: the HTTP API takes identity from credentials)."""
     from freshindex.acl import Principal
 
     kb = kb or state.settings.default_kb
-    packet = state.services.client.retrieve(question, kb=kb, principal=Principal.of(principal, groups), limit=limit)
+    packet = state.services.client.retrieve(question, kb=kb, principal=Principal.of(principal, groups, tenant=tenant),
+                                            limit=limit)
     if as_json:
         click.echo(json.dumps(packet.as_dict(), indent=2, ensure_ascii=False))
     else:
@@ -751,11 +775,16 @@ def serve(state: _State, host: str | None, port: int | None, insecure: bool) -> 
     svc.check()
     app = create_app(svc)
     dispatcher = sync_commands.start_dispatcher(svc)  # webhook tickets -> syncs
+    from freshindex.api.sqs import start_poller
+
+    sqs = start_poller(svc)  # S3 notifications from webhooks.sqs_queue_url -> tickets (None when unset)
     try:
         uvicorn.run(app, host=host or state.settings.api.host, port=port or state.settings.api.port,
                     log_level=state.settings.log_level.lower(), access_log=False,
                     proxy_headers=False)  # the TCP peer stays the client: gateway mode trusts it, not X-Forwarded-For
     finally:
+        if sqs is not None:
+            sqs.stop()
         dispatcher.stop()
 
 
@@ -775,6 +804,10 @@ def errors(state: _State, source_id: str | None, run_id: int | None, as_json: bo
 
 ops_commands.register(cli)  # runs, documents, kbs, locks, probe, ... (freshindex/ops_commands.py)
 keys_commands.register(cli)  # keys create/list/revoke (freshindex/keys_commands.py)
+acl_commands.register(cli)  # sources update (freshindex/acl_commands.py)
 sync_commands.register(cli)  # syncs show (freshindex/sync_commands.py)
+audit_commands.register(cli)  # audit denials (freshindex/audit_commands.py)
+source_commands.register(cli)  # sources show/pause/resume/remove/runs/policy/sweep (freshindex/source_commands.py)
+ocr_commands.register(cli)  # ocr report (freshindex/ocr_commands.py)
 
 __all__ = ["NotFoundError", "cli", "main"]

@@ -16,7 +16,9 @@ heavy part happens inside the property that needs it.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from freshindex.core.naming import Naming
@@ -24,6 +26,8 @@ from freshindex.health.metrics import Metrics
 from freshindex.settings import Settings
 
 if TYPE_CHECKING:
+    from freshindex.acl.access import DenialRecord
+    from freshindex.acl.sources import PermissionService
     from freshindex.core.types import Embedder
     from freshindex.injection import InjectionClient
     from freshindex.registry import Registry, SourceInfo
@@ -34,6 +38,8 @@ if TYPE_CHECKING:
     from freshindex.workers.connectors import Connector
     from freshindex.workers.parsing import Parsers
     from freshindex.workers.pipeline import PipelineContext
+
+log = logging.getLogger("freshindex.services")
 
 
 class Services:
@@ -101,7 +107,8 @@ class Services:
         src = self.settings.sources
         return Parsers(
             PdfOptions(max_pages=src.max_pdf_pages, max_ocr_pages=src.max_ocr_pages, ocr_language=src.ocr_language,
-                       ocr_dpi=src.ocr_dpi, ocr_low_confidence=src.ocr_low_confidence),
+                       ocr_dpi=src.ocr_dpi, ocr_low_confidence=src.ocr_low_confidence,
+                       ocr_psm=tuple(src.ocr_psm), ocr_page_floor=src.ocr_page_floor),
             Limits(time_limit_s=src.parse_time_limit_s, max_nesting_depth=src.max_nesting_depth,
                    max_table_rows=src.max_table_rows, max_render_pixels=int(src.max_render_megapixels * 1_000_000),
                    max_image_pixels=int(src.max_image_megapixels * 1_000_000),
@@ -114,7 +121,10 @@ class Services:
 
         src = self.settings.sources
         return Chunker(max_tokens=src.chunk_tokens, overlap_tokens=src.chunk_overlap_tokens,
-                       max_chunks=src.max_chunks_per_document, max_document_tokens=src.max_tokens_per_document)
+                       max_chunks=src.max_chunks_per_document, max_document_tokens=src.max_tokens_per_document,
+                       # sized by the model's own tokenizer, within its input limit (no model loaded for this)
+                       count_tokens=getattr(self.embedder, "count_tokens", None),
+                       max_input_tokens=getattr(self.embedder, "max_input_tokens", 256))
 
     @functools.cached_property
     def pipeline(self) -> PipelineContext:
@@ -123,8 +133,18 @@ class Services:
         return PipelineContext(
             registry=self.registry, embedder=self.embedder, connector_for=self.connector_for, parsers=self.parsers,
             chunker=self.chunker, metrics=self.metrics, max_file_bytes=self.settings.sources.max_file_bytes,
-            sync=self.settings.sync,
+            sync=self.settings.sync, acl_service=self.acl_service,
         )
+
+    @functools.cached_property
+    def acl_service(self) -> PermissionService | None:
+        """The HTTP permission service (``acl.service_url``), or None; errors counted by kind and reason."""
+        from freshindex.acl.sources import service_from
+
+        def counted(kind: str, reason: str) -> None:
+            self.metrics.acl_service_errors.labels(kind, reason).inc()
+
+        return service_from(self.settings.acl, on_error=counted)
 
     @functools.cached_property
     def builder(self) -> Builder:
@@ -153,8 +173,58 @@ class Services:
     @functools.cached_property
     def client(self) -> InjectionClient:
         from freshindex.injection import InjectionClient
+        from freshindex.injection.budget import ContextPolicy
 
-        return InjectionClient(self.store, self.embedder, naming=self.naming, recheck=self.registry.chunk_status)
+        return InjectionClient(self.store, self.embedder, naming=self.naming, recheck=self.registry.chunk_status,
+                               sensitive=self.sensitive_recheck, on_denials=self.record_denials,
+                               stale_sources=self._stale_sources,
+                               policy=ContextPolicy.from_mapping(self.settings.context.model_dump()))
+
+    def _stale_sources(self, kb: str) -> Any:
+        """``registry.stale_sources(kb)``, re-read at most every 5 s (the query path asks on every query)."""
+        import time
+
+        now = time.monotonic()
+        cache = self.__dict__.setdefault("_stale_cache", {})
+        hit = cache.get(kb)
+        if hit is None or now - hit[0] > 5.0:
+            hit = cache[kb] = (now, self.registry.stale_sources(kb))
+        return hit[1]
+
+    @functools.cached_property
+    def sensitive_recheck(self) -> Any:
+        """The query path's recheck of sensitive documents at the permission service (None without one)."""
+        if self.acl_service is None:
+            return None
+        import time
+
+        from freshindex.acl.access import CachedRecheck, ServiceRecheck
+        from freshindex.acl.sources import SourceAcl
+
+        seen: dict[str, tuple[float, bool]] = {}
+
+        def uses_service(source_id: str) -> bool:  # a source's acl_sources, re-read at most every 30 s
+            hit = seen.get(source_id)
+            if hit is None or time.monotonic() - hit[0] > 30:
+                try:
+                    uses = "http" in SourceAcl.of(self.registry.get_source(source_id)).kinds
+                except Exception:
+                    uses = True  # cannot tell which source: ask the service (it denies what it does not know)
+                hit = seen[source_id] = (time.monotonic(), uses)
+            return hit[1]
+
+        return CachedRecheck(ServiceRecheck(self.acl_service, uses_service), ttl_s=self.settings.acl.recheck_ttl_s)
+
+    def record_denials(self, denials: Sequence[DenialRecord]) -> None:
+        """The query path's denial sink: the audit trail and the metric. A failed write never un-denies."""
+        for d in denials:
+            self.metrics.acl_denials.labels(str(d.reason)).inc()
+        try:
+            self.registry.record_denials(denials)
+        except Exception as exc:  # the hit stays denied; the gap in the trail is counted and logged
+            self.metrics.acl_denials_unrecorded.inc(len(denials))
+            log.warning("could not record %d denials: %s", len(denials), exc,
+                        extra={"event": "denials_unrecorded", "count": len(denials), "detail": str(exc)})
 
     def connector_for(self, source: SourceInfo) -> Connector:
         """The one connector of ``source`` (by id and location) in this process."""

@@ -47,6 +47,15 @@ class Metrics:
         self.recheck_drops = Counter("freshindex_recheck_dropped_total",
                                      "Hits dropped by the registry recheck before return", ["kb", "reason"],
                                      registry=r)
+        self.acl_denials = Counter("freshindex_acl_denials_total",
+                                   "Hits the query path denied after the vector query, by reason (a fixed set: "
+                                   "acl.access.Verdict); each is in the audit trail", ["reason"], registry=r)
+        self.acl_denials_unrecorded = Counter("freshindex_acl_denials_unrecorded_total",
+                                              "Denials the audit trail could not record (still denied)",
+                                              registry=r)
+        self.acl_service_errors = Counter("freshindex_acl_service_errors_total",
+                                          "Permission service requests that failed closed (timeout, unreachable, "
+                                          "bad status or answer)", ["kind", "reason"], registry=r)
         self.tasks = Counter("freshindex_tasks_total", "Celery task executions", ["task", "outcome"], registry=r)
         self.stale_tasks = Counter("freshindex_stale_tasks_total",
                                    "Tasks of a closed or adopted sync run, fenced off without writing", ["task"],
@@ -57,6 +66,9 @@ class Metrics:
         self.fetch_retries = Counter("freshindex_fetch_retries_total",
                                      "Document fetches retried after a transient source error", ["source"],
                                      registry=r)
+        self.ocr_low_confidence_pages = Counter("freshindex_ocr_low_confidence_pages_total",
+                                                "Scanned pages read with an OCR confidence under the floor",
+                                                ["source"], registry=r)
         self.reaped_runs = Counter("freshindex_reaped_runs_total",
                                    "Stalled sync runs the reaper resumed, closed or rebuilt", ["action"], registry=r)
         self.readiness_failures = Counter("freshindex_readiness_failures_total",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from freshindex.acl import Principal, query_filter, visible
 from freshindex.acl.access import DenialRecord, DocumentStatus, SensitiveRecheck, Verdict, decide, denial_records
@@ -32,7 +33,6 @@ from freshindex.injection.context import compose
 from freshindex.injection.types import ContextPacket, Evidence, insufficient_context, render_context
 from freshindex.vectorstore.base import ScoredHit, VectorStore
 
-
 #: chunk ids -> the registry's status of each chunk and its document; ids missing from the mapping are orphans.
 Recheck = Callable[[Sequence[str]], Mapping[str, DocumentStatus]]
 
@@ -42,7 +42,10 @@ DenialSink = Callable[[Sequence[DenialRecord]], None]
 #: ``ContextPacket.dropped`` keys a caller may see: reasons that do not depend on who may read what, or on
 #: what exists. Every other reason (acl, tenant, tombstoned, orphan, ...) is kept in ``withheld``, the audit
 #: trail and the metrics, so "denied" and "not found" answer the same bytes.
-PUBLIC_DROPS = frozenset({"low_score", "per_document", "budget", "duplicate", "pool", "max_chunks"})
+PUBLIC_DROPS = frozenset({"low_score", "per_document", "budget", "duplicate", "pool", "max_chunks", "expired"})
+
+#: kb -> {source id: its freshness (``.last_verified_at``, ``.stale_reason``)} for the sources that are stale now.
+StaleSources = Callable[[str], Mapping[str, Any]]
 
 
 class InjectionClient:
@@ -55,6 +58,7 @@ class InjectionClient:
         recheck: Recheck | None = None,
         sensitive: SensitiveRecheck | None = None,
         on_denials: DenialSink | None = None,
+        stale_sources: StaleSources | None = None,
         min_score: float = 0.25,
         policy: ContextPolicy | None = None,
         tokenizer: Tokenizer | None = None,
@@ -62,6 +66,7 @@ class InjectionClient:
     ) -> None:
         self.store, self.embedder, self.naming = store, embedder, naming
         self.recheck, self.sensitive, self.on_denials = recheck, sensitive, on_denials
+        self.stale_sources = stale_sources
         self.min_score = min_score
         self.policy = policy or ContextPolicy()
         self.tokenizer, self.reranker = tokenizer, reranker
@@ -103,6 +108,7 @@ class InjectionClient:
         statuses = self.recheck([h.id for h in hits]) if (self.recheck and hits) else None
         denied: list[tuple[str, Verdict, DocumentStatus | None]] = []
         candidates: list[Candidate] = []
+        dense_ok = False  # refusal as before: insufficient unless some hit clears the dense floor
         for h in hits:
             if not visible(principal, h.payload):
                 dropped["acl"] = dropped.get("acl", 0) + 1  # the engine filter let it through: never serve it
@@ -115,7 +121,9 @@ class InjectionClient:
                     if verdict.denial:
                         denied.append((h.id, verdict, status))
                     continue
-            if h.score < self.min_score:
+            # Admission: dense similarity over the floor, or a place in the lexical ranking (an exact
+            # identifier the dense side ranks low). Order: the engine's fused rank, never the dense score.
+            if h.score < self.min_score and h.lexical_rank is None:
                 dropped["low_score"] = dropped.get("low_score", 0) + 1
                 continue
             try:
@@ -124,11 +132,19 @@ class InjectionClient:
                 # Not a point the builder wrote: nothing to cite it by.
                 dropped["bad_payload"] = dropped.get("bad_payload", 0) + 1
                 continue
-            candidates.append(Candidate.from_point(h.id, h.score, p, snapshot_id))
+            dense_ok = dense_ok or h.score >= self.min_score
+            rank_score = h.fused if h.fused is not None else h.score
+            # evidence.score stays the dense cosine (what callers see); Candidate.score orders the pool
+            candidates.append(replace(Candidate.from_point(h.id, h.score, p, snapshot_id), score=rank_score))
         if denied and self.on_denials is not None:
             self.on_denials(denial_records(kb, principal, denied))
-        if not candidates:
+        if not candidates or not dense_ok:
+            if candidates:
+                dropped["low_score"] = dropped.get("low_score", 0) + len(candidates)
             return self._insufficient(question, kb, snapshot_id, "no evidence above the relevance threshold", dropped)
+        stale = self.stale_sources(kb) if self.stale_sources is not None else {}
+        if stale:  # the source could not be verified lately: its last good content, labelled with when
+            candidates = [_label_stale(c, stale.get(c.evidence.source_id)) for c in candidates]
         packet = compose(question, kb, snapshot_id, candidates, policy=self.policy, query_type=query_type,
                          tokenizer=self.tokenizer, reranker=self.reranker, numbers=numbers,
                          deterministic=deterministic, kb_version=snapshot_id, dropped=dropped, limit=limit)
@@ -139,6 +155,14 @@ class InjectionClient:
         rendered = insufficient_context(kb, snapshot_id)
         return ContextPacket(question, kb, snapshot_id, (), True, reason, rendered, _public(dropped or {}),
                              withheld=dict(dropped or {}))
+
+
+def _label_stale(c: Candidate, freshness: Any) -> Candidate:
+    if freshness is None:
+        return c
+    verified = getattr(freshness, "last_verified_at", None)
+    evidence = replace(c.evidence, stale=True, verified_at=verified.isoformat() if verified is not None else None)
+    return replace(c, evidence=evidence)
 
 
 def _public(dropped: Mapping[str, int]) -> dict[str, int]:

@@ -5,9 +5,11 @@ down; nothing in freshindex reads the environment at import time.
 """
 
 from freshindex.settings.model import (
+    AclSettings,
     ApiSettings,
     AuthSettings,
     BrokerSettings,
+    ContextSettings,
     EmbeddingSettings,
     RegistrySettings,
     S3Settings,
@@ -21,9 +23,11 @@ from freshindex.settings.model import (
 )
 
 __all__ = [
+    "AclSettings",
     "ApiSettings",
     "AuthSettings",
     "BrokerSettings",
+    "ContextSettings",
     "EmbeddingSettings",
     "RegistrySettings",
     "S3Settings",

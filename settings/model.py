@@ -156,6 +156,14 @@ class SourcesSettings(BaseModel):
         default=80.0, ge=0, le=100,
         description="tesseract word confidence (0-100) under which OCR'd numbers, amounts and commands are flagged",
     )
+    ocr_psm: list[int] = Field(
+        default=[3, 6], min_length=1, description="tesseract page segmentation modes tried in turn on a scanned "
+        "page while its rows come back split between blocks or its confidence is low; the best reading is kept",
+    )
+    ocr_page_floor: float = Field(
+        default=0.8, ge=0, le=1, description="a scanned page read with less OCR confidence (0-1) is a warning "
+        "naming the page, counted in freshindex_ocr_low_confidence_pages_total",
+    )
     max_table_rows: int = Field(default=200_000, ge=1, description="rows of one table or CSV/TSV file")
     max_nesting_depth: int = Field(default=256, ge=8, description="element nesting depth of HTML and Markdown")
     max_render_megapixels: float = Field(
@@ -190,6 +198,23 @@ class SnapshotSettings(BaseModel):
     s3: S3Settings = S3Settings()
 
 
+class AclSettings(BaseModel):
+    """ACL sources outside the registry: the HTTP permission service and its cache."""
+
+    service_url: str | None = Field(
+        default=None, description="HTTP permission service: POST {source, key} -> {groups, users, sensitivity}; "
+        "POST <url>/members {principal} -> {groups}; unset = no service (a source with acl_sources=http fails closed)",
+    )
+    service_timeout_s: float = Field(default=2.0, gt=0, description="seconds per permission service request; "
+                                     "a timeout fails closed")
+    service_token: SecretStr | None = Field(default=None, description="bearer token sent to the permission service")
+    cache_ttl_s: float = Field(default=60.0, ge=0, description="seconds a permission service answer (document ACL "
+                               "or group membership) is cached in-process; 0 = no cache")
+    cache_max_entries: int = Field(default=10000, ge=1, description="answers kept in the in-process cache")
+    recheck_ttl_s: float = Field(default=5.0, ge=0, description="seconds the query path keeps a sensitive "
+                                 "document's recheck answer, per principal scope (tenant, id, groups) and document")
+
+
 class ApiSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8080
@@ -222,6 +247,11 @@ class WebhookSettings(BaseModel):
     replay_window_s: float = Field(
         default=86400.0, gt=0, description="delivery ids are remembered this long to refuse replays (409)",
     )
+    sqs_queue_url: str | None = Field(
+        default=None, description="SQS queue receiving S3 event notifications; `serve` (or `freshindex sqs-poll`) "
+        "reads it and feeds the webhook coalescer (endpoint and credentials: sources.s3)",
+    )
+    sqs_wait_s: int = Field(default=10, ge=0, le=20, description="SQS long-poll wait per receive, seconds")
 
     def resolved_secrets(self) -> dict[str, str]:
         """Source id -> secret from ``secrets_file`` and ``secrets`` (these win); reads the file now."""
@@ -279,6 +309,8 @@ class AuthSettings(BaseModel):
     gateway_tenant_header: str = Field(default="X-Forwarded-Tenant", description="gateway: the tenant")
     allow_insecure: bool = Field(default=False, description="let `freshindex serve` bind a non-loopback address "
                                  "with mode none (same as --insecure)")
+    admin_group: str | None = Field(default=None, description="group whose members may operate sources over HTTP "
+                                    "(/v1/sources); unset = the operator API is off (403)")
 
     @field_validator("jwt_algorithms")
     @classmethod
@@ -297,6 +329,71 @@ class AuthSettings(BaseModel):
         for cidr in value:
             ipaddress.ip_network(cidr, strict=False)  # ValueError names the bad entry
         return value
+
+
+class QueryBudgetSettings(BaseModel):
+    """One row of the context budget table (``context.budgets``)."""
+
+    share: float | None = Field(default=None, gt=0, le=1, description="share of the model window; "
+                                "null = context.default_share")
+    max_tokens: int | None = Field(default=None, ge=1, description="absolute cap on the context block")
+    max_chunks: int = Field(default=6, ge=1)
+    per_document: int = Field(default=2, ge=1)
+
+
+def _default_budgets() -> dict[str, QueryBudgetSettings]:
+    return {
+        "fact": QueryBudgetSettings(max_tokens=2000, max_chunks=5, per_document=2),
+        "procedure": QueryBudgetSettings(max_tokens=4000, max_chunks=8, per_document=6),
+        "compare": QueryBudgetSettings(max_tokens=4000, max_chunks=8, per_document=3),
+        "diverse": QueryBudgetSettings(max_tokens=6000, max_chunks=10, per_document=1),
+    }
+
+
+class ContextSettings(BaseModel):
+    """Context assembly and budget for the injection client (``injection.budget.ContextPolicy``)."""
+
+    window_tokens: int = Field(default=128_000, ge=256, description="the chat model's context window, tokens")
+    default_share: float = Field(default=0.15, gt=0, le=1, description="share of the window a query type "
+                                 "without its own share gets")
+    token_margin: float = Field(default=0.15, ge=0, le=1, description="kept free because the counting "
+                                "tokenizer (MiniLM WordPiece) is not the chat model's")
+    candidate_pool: int = Field(default=50, ge=1, le=1000, description="hits fetched before dedup and the "
+                                "per-document quota")
+    near_duplicate: float = Field(default=0.9, gt=0, le=1, description="word-shingle Jaccard from which "
+                                  "two chunks count as one")
+    mmr_lambda: float = Field(default=0.7, ge=0, le=1, description="MMR relevance weight (diverse questions "
+                              "only; 1 = relevance alone)")
+    join_adjacent: bool = Field(default=True, description="join neighbouring chunks of one section when both "
+                                "are selected")
+    budgets: dict[str, QueryBudgetSettings] = Field(
+        default_factory=_default_budgets,
+        description="query type (fact, procedure, compare, diverse) -> share, max_tokens, max_chunks, "
+        "per_document; rows left out keep their defaults",
+    )
+
+    @field_validator("budgets")
+    @classmethod
+    def _known_types(cls, value: dict[str, QueryBudgetSettings]) -> dict[str, QueryBudgetSettings]:
+        unknown = sorted(set(value) - {"fact", "procedure", "compare", "diverse"})
+        if unknown:
+            raise ValueError(f"unknown query types {unknown}: fact, procedure, compare, diverse")
+        return {**_default_budgets(), **value}
+
+
+class ScheduleSettings(BaseModel):
+    """Celery beat's periodic jobs (schedules/beat.py): how often each runs."""
+
+    poll_tick_s: float = Field(default=60.0, gt=0, description="seconds between checks for sources due a poll")
+    sweep_interval_s: float = Field(default=60.0, gt=0, description="seconds between freshness sweeps (stale "
+                                    "labels, hard expiry, validity, supersedes)")
+    gc_interval_s: float = Field(default=3600.0, gt=0, description="seconds between tombstone garbage collections")
+    tombstone_retention_s: float = Field(default=7 * 86400.0, ge=0, description="an applied tombstone no retained "
+                                         "snapshot needs is deleted this long after it was written")
+    retention_interval_s: float = Field(default=3600.0, gt=0, description="seconds between snapshot retention "
+                                        "passes (keep snapshots.keep_versions)")
+    reconcile_interval_s: float = Field(default=900.0, gt=0, description="seconds between registry/index "
+                                        "reconciliations (orphans both ways)")
 
 
 class Settings(BaseSettings):
@@ -323,6 +420,9 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     auth: AuthSettings = AuthSettings()
     webhooks: WebhookSettings = WebhookSettings()
+    acl: AclSettings = AclSettings()
+    context: ContextSettings = ContextSettings()
+    schedules: ScheduleSettings = ScheduleSettings()
 
     @field_validator("data_dir")
     @classmethod

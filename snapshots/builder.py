@@ -44,6 +44,7 @@ from freshindex.registry import ChunkRow, SnapshotInfo
 from freshindex.registry.protocols import BuilderRegistry
 from freshindex.snapshots.lock import WriterLock
 from freshindex.vectorstore.base import PointRecord, VectorStore
+from freshindex.vectorstore.lexical import lexical_text
 
 log = logging.getLogger("freshindex.build")
 
@@ -188,13 +189,16 @@ class Builder:
             rows = self.registry.chunk_rows(ids[i : i + batch])
             # Only a model change (or a wiped cache) embeds here: the pipeline
             # filled the cache; the same rule refills it for the next build.
-            result = vectors_for({r.content_hash: embed_text(r.heading_path, r.text) for r in rows},
+            result = vectors_for({r.content_hash: embed_text(r.heading_path, r.text, title=r.title) for r in rows},
                                  self.embedder, self.registry)
             embedded += result.embedded
             self.store.upsert(
                 collection,
                 [PointRecord(id=r.id, vector=np.asarray(result.vectors[r.content_hash]).tolist(),
-                             payload=point_payload(r, snapshot_id).to_dict()) for r in rows],
+                             payload=point_payload(r, snapshot_id).to_dict(),
+                             lexical=lexical_text(text=r.text, title=r.title, heading_path=r.heading_path, key=r.key,
+                                                  meta=r.meta))
+                 for r in rows],
             )
         self.store.flush(collection)
         return embedded
@@ -248,6 +252,8 @@ class Builder:
                     bad.append((cid, "payload"))
                 elif p.acl != tuple(r.acl):
                     bad.append((cid, "acl"))
+                elif p.tenant != r.tenant or p.acl_version != r.acl_version:
+                    bad.append((cid, "acl_version"))
                 elif p.source_id != r.source_id or p.document_id != r.document_id:
                     bad.append((cid, "source"))
                 elif not p.snapshot_id:
@@ -373,7 +379,9 @@ def point_payload(row: ChunkRow, snapshot_id: str) -> PointPayload:
         chunk_id=row.id, document_id=row.document_id, source_id=row.source_id, kb=row.kb, key=row.key,
         title=row.title, heading_path=tuple(row.heading_path), anchor=row.anchor, page=row.page, kind=row.kind,
         text=row.text, content_hash=row.content_hash, doc_version=row.doc_version, acl=tuple(row.acl),
-        snapshot_id=snapshot_id, meta=row.meta,
+        snapshot_id=snapshot_id, meta=row.meta, tenant=row.tenant, acl_version=row.acl_version,
+        sensitivity=row.sensitivity, page_end=max(row.meta.get("pages") or [0]) or None,
+        ocr_confidence=row.meta.get("ocr_confidence"),
     )
 
 

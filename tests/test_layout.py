@@ -35,7 +35,7 @@ ARROWS: dict[str, frozenset[str]] = {
     "injection": frozenset({"core", "acl", "vectorstore"}),
     "snapshots": frozenset({"core", "settings", "registry", "vectorstore", "health"}),
     "schedules": frozenset({"core", "settings", "registry", "health"}),
-    "workers": frozenset({"core", "settings", "registry", "vectorstore", "health", "snapshots", "schedules"}),
+    "workers": frozenset({"core", "settings", "registry", "vectorstore", "health", "snapshots", "schedules", "acl"}),
     "api": frozenset({"core", "settings", "registry", "vectorstore", "health", "acl", "injection"}),
     "freshindex": frozenset(PARTS) - {"freshindex"},
 }

@@ -330,36 +330,28 @@ def _process_document(
         digest = content_hash(data)
         acl = _resolve_document_acl(ctx, source, connector, key)
         known = ctx.registry.get_document(doc_id)
-        if (
-            known is not None
-            and known.state == DocState.ACTIVE
-            and known.content_hash == digest
-            and known.parser_version == PIPELINE_VERSION
-        ):
+
+        def unchanged(digest: str) -> DocumentOutcome | None:
+            """The indexed version has this content: touch it (a re-tag if its ACL moved), never re-embed."""
+            if (known is None or known.state != DocState.ACTIVE or known.content_hash != digest
+                    or known.parser_version != PIPELINE_VERSION):
+                return None
             ctx.registry.touch_document(run_id, doc_id, etag=etag, size=len(data),
                                         seconds=time.perf_counter() - started, changeset_id=changeset_id)
-            # Same content, perhaps new permissions: a re-tag, never a re-embed.
             ctx.registry.apply_document_acls(source_id, {doc_id: acl}, run_id=run_id, changeset_id=changeset_id)
             ctx.metrics.documents.labels(source_id, "unchanged").inc()
             return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.UNCHANGED)
+
+        if (same := unchanged(digest)) is not None:
+            return same
         parsed = ctx.parsers.parse(data, key)
         ctx.metrics.ocr_low_confidence_pages.labels(source_id).inc(len(parsed.meta.get("ocr_low_confidence_pages", ())))
         # A parser that hashes its extracted content (furniture removed) lets a
         # page whose bytes changed only in the navigation skip chunking and
         # staging: the release cost a parse, no embedding.
         digest = parsed.meta.get("content_hash") or digest
-        if (
-            known is not None
-            and known.state == DocState.ACTIVE
-            and known.content_hash == digest
-            and known.parser_version == PIPELINE_VERSION
-        ):
-            ctx.registry.touch_document(run_id, doc_id, etag=etag, size=len(data),
-                                        seconds=time.perf_counter() - started, changeset_id=changeset_id)
-            # Same content, perhaps new permissions: a re-tag, never a re-embed.
-            ctx.registry.apply_document_acls(source_id, {doc_id: acl}, run_id=run_id, changeset_id=changeset_id)
-            ctx.metrics.documents.labels(source_id, "unchanged").inc()
-            return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.UNCHANGED)
+        if (same := unchanged(digest)) is not None:
+            return same
         # The same content under the same permissions is already indexed elsewhere: one canonical
         # document with this one as its mirror, one set of points (registry/freshness.py).
         twin = ctx.registry.canonical_twin(doc_id, source.kb, digest, acl=acl) if acl is not None else None

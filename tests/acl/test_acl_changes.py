@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from freshindex.acl import Principal
-from freshindex.acl_commands import update_source
 from freshindex.api.app import create_app
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
 
+from freshindex.acl_commands import update_source
 from freshindex.services import Services
 
 HR_TEXT = "Salary bands for staff engineers are reviewed each March by the compensation committee."
@@ -173,6 +173,7 @@ def test_tenants_never_see_each_other_even_for_identical_text(tmp_path: Path) ->
 
 def test_audit_denials_cli_lists_what_the_query_path_denied(kb: Any, tmp_path: Path) -> None:
     from click.testing import CliRunner
+
     from freshindex.cli import cli
 
     svc, _docs = kb

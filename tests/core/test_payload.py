@@ -13,7 +13,8 @@ from freshindex.services import Services
 
 #: The payload keys shards written before PointPayload existed carry (the stored contract).
 STORED_KEYS = ["chunk_id", "document_id", "source_id", "kb", "key", "title", "heading_path", "anchor", "page",
-               "kind", "text", "content_hash", "doc_version", "acl", "snapshot_id", "meta"]
+               "kind", "text", "content_hash", "doc_version", "acl", "snapshot_id", "meta", "tenant", "acl_version",
+               "sensitivity"]
 
 
 def _payload(**over) -> PointPayload:

@@ -77,19 +77,31 @@ def _upload(client, version: str, n: int = 10) -> None:
 
 
 class _StopAfter:
-    """A connector wrapper: the endpoint goes down after ``n`` successful fetches."""
+    """A connector wrapper: the endpoint goes down before the document fetch after ``n`` successful ones.
+
+    ACL sidecar reads (which each document's ACL resolution makes through
+    the connector) pass through uncounted, so the outage falls between two
+    documents, not inside one.
+    """
 
     def __init__(self, inner, endpoint: _Endpoint, n: int) -> None:
         self.inner, self.endpoint, self.n, self.fetched = inner, endpoint, n, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)  # sidecar_keys, acl_tags, ...
 
     def list(self):
         return self.inner.list()
 
     def fetch(self, key: str) -> bytes:
-        data = self.inner.fetch(key)
-        self.fetched += 1
+        from freshindex.acl.model import is_sidecar
+
+        if is_sidecar(key):
+            return self.inner.fetch(key)
         if self.fetched == self.n:
             self.endpoint.stop()
+        data = self.inner.fetch(key)
+        self.fetched += 1
         return data
 
 

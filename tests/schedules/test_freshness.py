@@ -64,10 +64,12 @@ def test_pause_stops_polls_and_holds_webhook_tickets_until_resume(svc: Services,
     ticket = svc.registry.accept_delivery("docs", "d-1", None)
     # Then it is not polled and its ticket waits
     assert due_sources(svc.registry) == []
-    assert svc.registry.claim_due_tickets(NOW + dt.timedelta(minutes=1)) == []
+    # (claims look a minute past the wall clock: NOW is this module's import time, minutes ago in a full run)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)
+    assert svc.registry.claim_due_tickets(later) == []
     # When it is resumed, the waiting ticket is dispatched and polls come back
     assert not svc.registry.set_source_paused("docs", False).paused
-    assert [t.id for t in svc.registry.claim_due_tickets(NOW + dt.timedelta(minutes=1))] == [ticket.ticket_id]
+    assert [t.id for t in svc.registry.claim_due_tickets(later)] == [ticket.ticket_id]
     assert due_sources(svc.registry) == ["docs"]
 
 
@@ -145,7 +147,11 @@ def test_an_unreachable_source_keeps_serving_labelled_stale_then_hard_expiry_wit
         sync_inline(svc, "docs")
     assert svc.registry.source_runs("docs")[0].status == "failed"
     # Then it keeps serving its last good snapshot, labelled stale with its last verified time
-    assert "runbook.md" in _keys(svc.client.retrieve("restart the ingest daemon care7olive", kb="default"))
+    packet = svc.client.retrieve("restart the ingest daemon care7olive", kb="default")
+    assert "runbook.md" in _keys(packet)
+    # and the query response labels that evidence stale, with when it was last verified
+    assert packet.evidence[0].stale and packet.evidence[0].verified_at == verified.isoformat()
+    assert "STALE" in packet.rendered
     stale = svc.registry.health("default")["stale_sources"]["docs"]
     assert stale["stale_reason"] == "unreachable" and stale["last_verified_at"] == verified.isoformat()
     assert stale["last_error"]

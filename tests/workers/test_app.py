@@ -29,8 +29,10 @@ def test_the_worker_app_registers_every_task_on_its_queue() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=True)
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["tasks"] == [
-        "freshindex.build_snapshot", "freshindex.finish_sync", "freshindex.poll_sources",
-        "freshindex.process_document", "freshindex.reap_runs", "freshindex.sync_source",
+        "freshindex.build_snapshot", "freshindex.collect_tombstones", "freshindex.finish_sync",
+        "freshindex.poll_sources", "freshindex.process_document", "freshindex.reap_runs",
+        "freshindex.reconcile_index", "freshindex.retain_snapshots", "freshindex.sweep_freshness",
+        "freshindex.sync_source",
     ]
     assert info["queues"] == ["freshindex.build", "freshindex.parse", "freshindex.sync"]
     assert info["routes"]["freshindex.process_document"] == {"queue": "freshindex.parse"}
@@ -48,7 +50,9 @@ def test_celery_dash_a_finds_the_wired_app_without_import_time_config() -> None:
                              env={"PATH": "/usr/bin:/bin", "FRESHINDEX_BROKER__URL": "redis://127.0.0.1:6379/0"})
     assert env_run.returncode == 0, env_run.stderr
     info = json.loads(env_run.stdout.strip().splitlines()[-1])
-    assert info == {"main": "freshindex", "beat": ["freshindex.poll_sources", "freshindex.reap_runs"],
+    assert info == {"main": "freshindex", "beat": [
+        "freshindex.collect_tombstones", "freshindex.poll_sources", "freshindex.reap_runs",
+        "freshindex.reconcile_index", "freshindex.retain_snapshots", "freshindex.sweep_freshness"],
                     "queues": ["freshindex.sync"]}
 
 

@@ -17,7 +17,7 @@ from freshindex.services import Services
 
 
 class FakeRuns:
-    """The two registry calls :func:`record_build` makes."""
+    """The registry calls :func:`record_build` makes."""
 
     def __init__(self, applied: bool) -> None:
         self.applied, self.recorded = applied, []
@@ -27,6 +27,9 @@ class FakeRuns:
 
     def set_run_build(self, run_id: int, *, status: str, snapshot_id: str | None, error: str | None = None) -> None:
         self.recorded.append((run_id, status, snapshot_id, error))
+
+    def record_run_lag(self, run_id: int) -> None:
+        self.recorded.append((run_id, "lag"))
 
 
 @pytest.fixture
@@ -40,7 +43,7 @@ def test_unchanged_counts_as_built_when_an_earlier_build_took_the_run() -> None:
     runs = FakeRuns(applied=True)
     record = record_build(runs, 7, BuildResult(kb="kb1", status="unchanged", snapshot_id="kb1-v2"))
     assert record.status is BuildStatus.BUILT
-    assert runs.recorded == [(7, BuildStatus.BUILT, "kb1-v2", None)]
+    assert runs.recorded == [(7, BuildStatus.BUILT, "kb1-v2", None), (7, "lag")]
 
 
 def test_a_held_lock_queues_the_build_and_leaves_the_run_pending() -> None:
