@@ -80,7 +80,8 @@ def poisoned(n: int, body: str, title: str, heading: str, key: str, anchor: str)
 FIELD_ATTACKS = st.tuples(attack(), attack(), attack(), attack(), attack())
 
 
-def _check_wrapped(out: str, count: int) -> None:
+def _check_wrapped(out: str, count: int) -> str:
+    """Assert everything the wrap promises about ``out``; return the fence token."""
     lines = out.split("\n")
     # The frame: our tag first, our closing tag last, one fence whose token is in exactly three places
     assert lines[0].startswith('<context kb="kb" snapshot="kb-v4"') and lines[-1] == "</context>"
@@ -111,6 +112,7 @@ def _check_wrapped(out: str, count: int) -> None:
     for h in headers:
         assert json.loads(re.match(r'\[\d+\] title=("(?:[^"\\]|\\.)*")', h).group(1)) is not None
     assert sum(1 for line in inside if re.fullmatch(r"\[\d+\] .*\(v3, page 2, snapshot kb-v4\)", line)) == count
+    return token
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -118,7 +120,9 @@ def _check_wrapped(out: str, count: int) -> None:
 def test_a_poisoned_document_stays_inside_the_wrap(fields: tuple[str, str, str, str, str]) -> None:
     body, title, heading, key, anchor = fields
     out = render_context("q", "kb", "kb-v4", [poisoned(1, body, title, heading, key, anchor)])
-    _check_wrapped(out, 1)
+    token = _check_wrapped(out, 1)
+    # the token is the renderer's secret: none of the attacker's fields can contain it
+    assert all(token not in f for f in fields)
 
 
 @settings(max_examples=60, deadline=None,
@@ -127,7 +131,8 @@ def test_a_poisoned_document_stays_inside_the_wrap(fields: tuple[str, str, str, 
 def test_several_poisoned_documents_and_the_static_mode(many: list[tuple[str, ...]], static: bool) -> None:
     ev = [poisoned(i + 1, *f) for i, f in enumerate(many)]
     out = render_block("kb", "kb-v4", ev, deterministic=static, kb_version="kb-v4")
-    _check_wrapped(out, len(ev))
+    token = _check_wrapped(out, len(ev))
+    assert all(token not in f for fields in many for f in fields)
 
 
 @settings(max_examples=300, deadline=None)
