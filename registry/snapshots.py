@@ -89,10 +89,7 @@ class SnapshotStore(_Base):
             snap = s.get(Snapshot, snapshot_id)
             if snap is None:
                 raise NotFoundError(f"no snapshot {snapshot_id}")
-            previous = s.scalars(select(Snapshot).where(Snapshot.kb == snap.kb, Snapshot.status == SnapshotStatus.ACTIVE)).all()
-            for p in previous:
-                if p.id != snapshot_id:
-                    p.status = SnapshotStatus.RETIRED
+            previous = _retire_active(s, snap.kb, keep=snapshot_id)
             upserts = [cid for cid, op in ops.items() if op == "upsert"]
             deletes = [cid for cid, op in ops.items() if op == "delete"]
             for batch in _batches(upserts):
@@ -177,10 +174,7 @@ class SnapshotStore(_Base):
             target = s.get(Snapshot, target_id)
             if target is None:
                 raise NotFoundError(f"no snapshot {target_id!r}")
-            current = s.scalars(select(Snapshot).where(Snapshot.kb == target.kb, Snapshot.status == SnapshotStatus.ACTIVE)).all()
-            for c in current:
-                if c.id != target_id:
-                    c.status = SnapshotStatus.RETIRED
+            current = _retire_active(s, target.kb, keep=target_id)
             ids = sorted(touched)
             docs: set[str] = set()
             withheld: dict[str, tuple[str, str, str]] = {}  # chunk id -> (document, source, reason)
@@ -271,9 +265,7 @@ class SnapshotStore(_Base):
             snap = s.get(Snapshot, snapshot_id)
             if snap is None:
                 raise NotFoundError(f"no snapshot {snapshot_id!r}")
-            previous = s.scalars(select(Snapshot).where(Snapshot.kb == snap.kb, Snapshot.status == SnapshotStatus.ACTIVE)).all()
-            for p in previous:
-                p.status = SnapshotStatus.RETIRED
+            previous = _retire_active(s, snap.kb, keep=snapshot_id)
             record_alias_move(s, snap.kb, previous[0].id if previous else None, snapshot_id, actor=actor, reason=reason)
             snap.status, snap.activated_at = SnapshotStatus.ACTIVE, utcnow()
 
@@ -299,3 +291,12 @@ class SnapshotStore(_Base):
         with self.session() as s:
             if s.execute(delete(Canary).where(Canary.id == canary_id)).rowcount == 0:
                 raise NotFoundError(f"no canary {canary_id}")
+
+
+def _retire_active(s: Session, kb: str, *, keep: str) -> list[Snapshot]:
+    """Retire every active snapshot of ``kb`` but ``keep``; returns the ones that were active (``keep`` too)."""
+    active = list(s.scalars(select(Snapshot).where(Snapshot.kb == kb, Snapshot.status == SnapshotStatus.ACTIVE)))
+    for snap in active:
+        if snap.id != keep:
+            snap.status = SnapshotStatus.RETIRED
+    return active
