@@ -32,6 +32,7 @@ and the sync lists the whole source, which the etag diff keeps cheap).
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import hashlib
 import hmac
@@ -47,7 +48,7 @@ from urllib.parse import unquote_plus
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from freshindex.core.errors import NotFoundError
-from freshindex.registry.webhooks import DuplicateDelivery, TicketInfo
+from freshindex.registry.webhooks import DeliveryRequest, DuplicateDelivery, TicketInfo, TicketJoin
 from starlette.concurrency import run_in_threadpool
 
 if TYPE_CHECKING:
@@ -178,6 +179,98 @@ def generic_paths(body: bytes) -> list[str] | None:
     return sorted(set(_strings(data["paths"], "paths"))) or None
 
 
+# -- group commit and the source check ----------------------------------------------------
+
+
+class _Slot:
+    __slots__ = ("done", "outcome", "request")
+
+    def __init__(self, request: DeliveryRequest) -> None:
+        self.request = request
+        self.outcome: TicketJoin | Exception | None = None
+        self.done = False
+
+
+class DeliveryBatcher:
+    """Group commit: deliveries verified by concurrent request threads are written in one transaction.
+
+    Why: the registry commit is most of an accepted webhook's cost, and
+    threads taking SQLite's write lock one by one spend most of their time in
+    its busy handler.  The first caller to find no write in progress becomes
+    the writer for everything queued so far (up to ``max_batch``); the others
+    wait for their own outcome.  Each caller returns only after its own
+    delivery row is committed (or raises what that request would have
+    raised), so replay protection stays as durable as one commit per request,
+    and a batch that fails (registry unreachable) fails every request in it.
+    """
+
+    def __init__(self, write: Callable[[list[DeliveryRequest]], list[TicketJoin | Exception]], *,
+                 max_batch: int = 256, on_batch: Callable[[int], None] | None = None) -> None:
+        self._write, self._max_batch, self._on_batch = write, max_batch, on_batch
+        self._cond = threading.Condition()
+        self._pending: list[_Slot] = []
+        self._writing = False
+
+    def submit(self, request: DeliveryRequest) -> TicketJoin:
+        slot = _Slot(request)
+        with self._cond:
+            self._pending.append(slot)
+        while True:
+            with self._cond:
+                while self._writing and not slot.done:
+                    self._cond.wait()
+                if slot.done:
+                    break
+                self._writing = True
+                batch, self._pending = self._pending[:self._max_batch], self._pending[self._max_batch:]
+            self._flush(batch)
+        if isinstance(slot.outcome, Exception):
+            raise slot.outcome
+        assert slot.outcome is not None
+        return slot.outcome
+
+    def _flush(self, batch: list[_Slot]) -> None:
+        outcomes: list[TicketJoin | Exception]
+        try:
+            outcomes = list(self._write([b.request for b in batch]))
+            if len(outcomes) != len(batch):
+                raise RuntimeError(f"batch write gave {len(outcomes)} outcomes for {len(batch)} deliveries")
+        except Exception as exc:  # every waiter raises its own copy (one object raised in many threads tangles)
+            outcomes = [exc if i == 0 else copy.copy(exc) for i in range(len(batch))]
+        with self._cond:
+            for b, outcome in zip(batch, outcomes, strict=True):
+                b.outcome, b.done = outcome, True
+            self._writing = False
+            self._cond.notify_all()
+        if self._on_batch is not None:
+            self._on_batch(len(batch))
+
+
+class _KnownSources:
+    """Source ids the registry had a moment ago, so a verified delivery costs no lookup before its write.
+
+    Only presence is cached, for ``ttl`` seconds; an id not cached is always
+    looked up.  This decides nothing alone: :meth:`Registry.accept_deliveries`
+    checks the source again inside the writing transaction, so a source
+    removed within ``ttl`` still gets its valid deliveries refused with 404
+    (and a forged one for it a 401 instead of a 404 until then).
+    """
+
+    def __init__(self, ttl: float = 5.0) -> None:
+        self._ttl = ttl
+        self._seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def fresh(self, source_id: str) -> bool:
+        with self._lock:
+            at = self._seen.get(source_id)
+        return at is not None and time.monotonic() - at < self._ttl
+
+    def remember(self, source_id: str) -> None:
+        with self._lock:
+            self._seen[source_id] = time.monotonic()
+
+
 # -- the intake ----------------------------------------------------------------------------
 
 
@@ -196,12 +289,17 @@ class WebhookIntake:
     checks run in the order that leaks least: unknown source (no secret or
     not in the registry) 404, size 413, signature 401, body 400, timestamp
     409, replay 409.  Every refusal is counted by reason and writes nothing.
+    Accepted deliveries of concurrent requests share one registry commit
+    (:class:`DeliveryBatcher`).
     """
 
     def __init__(self, settings: WebhookSettings, services: _IntakeServices, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, source_ttl_s: float = 5.0) -> None:
         self.settings, self._services, self.clock = settings, services, clock
         self._secrets = settings.resolved_secrets()
+        self._known = _KnownSources(source_ttl_s)
+        self._batcher = DeliveryBatcher(lambda batch: self.registry.accept_deliveries(batch),
+                                        on_batch=lambda n: self.metrics.webhook_batch_size.observe(n))
 
     # Looked up per call: the HTTP app is built before the registry is (and a test's fake has none).
     @property
@@ -213,14 +311,23 @@ class WebhookIntake:
         return self._services.metrics
 
     def secret_for(self, source_id: str) -> str:
+        """The source's secret, or 404 when it has none or the registry does not know it (may read the registry)."""
         secret = self._secrets.get(source_id)
         if not secret:
             raise Rejected(404, "unknown_source", "no such webhook source")
-        try:
-            self.registry.get_source(source_id)
-        except NotFoundError:
-            raise Rejected(404, "unknown_source", "no such webhook source") from None
+        if not self._known.fresh(source_id):
+            try:
+                removed = self.registry.get_source(source_id).removed
+            except NotFoundError:
+                removed = True
+            if removed:  # a removed source takes no webhooks (`freshindex sources remove`)
+                raise Rejected(404, "unknown_source", "no such webhook source")
+            self._known.remember(source_id)
         return secret
+
+    def source_checked(self, source_id: str) -> bool:
+        """True when :meth:`secret_for` would answer without reading the registry (no thread hop needed)."""
+        return bool(self._secrets.get(source_id)) and self._known.fresh(source_id)
 
     def reject(self, exc: Rejected) -> Rejected:
         self.metrics.webhook_rejections.labels(exc.reason).inc()
@@ -232,6 +339,9 @@ class WebhookIntake:
             outcome = self._receive(provider, source_id, {k.lower(): v for k, v in headers.items()}, body)
         except Rejected as exc:
             raise self.reject(exc) from None
+        except Exception:  # the registry write failed (503 from the app): nothing was recorded, the sender retries
+            self.metrics.webhook_events.labels(provider if provider in PROVIDERS else "unknown", "failed").inc()
+            raise
         self.metrics.webhook_events.labels(provider, "accepted" if outcome.ticket_id else "ignored").inc()
         return outcome
 
@@ -271,7 +381,7 @@ class WebhookIntake:
         if provider == "s3" and not paths:
             return Accepted(None, note="no ObjectCreated/ObjectRemoved record: nothing to sync")
         try:
-            join = self.registry.accept_delivery(source_id, delivery, paths)
+            join = self._batcher.submit(DeliveryRequest(source_id, delivery, paths))
         except DuplicateDelivery:
             raise Rejected(409, "replayed", "delivery id already received") from None
         except NotFoundError:  # removed since the check above
@@ -312,7 +422,8 @@ def router(intake: WebhookIntake) -> APIRouter:
             # Before reading the body: an unknown source costs us no bytes.
             if provider not in PROVIDERS:
                 raise Rejected(404, "unknown_source", "no such webhook provider")
-            await run_in_threadpool(intake.secret_for, source_id)
+            if not intake.source_checked(source_id):
+                await run_in_threadpool(intake.secret_for, source_id)
             body = await read_capped(request, intake.settings.max_body_bytes)
             if body is None:
                 raise Rejected(413, "too_large", f"body over {intake.settings.max_body_bytes} bytes")
@@ -449,5 +560,5 @@ def ticket_state(registry: Registry, ticket_id: int) -> dict[str, Any]:
     }
 
 
-__all__ = ["PROVIDERS", "REASONS", "Accepted", "Dispatcher", "Rejected", "WebhookIntake", "read_capped", "router",
+__all__ = ["PROVIDERS", "REASONS", "Accepted", "DeliveryBatcher", "Dispatcher", "Rejected", "WebhookIntake", "read_capped", "router",
            "sign_generic", "sign_github", "ticket_state"]

@@ -37,6 +37,8 @@ class Metrics:
         self.last_sync = Gauge("freshindex_last_successful_sync_timestamp_seconds",
                                "Unix time of the last successful sync", ["source"], registry=r)
         self.builds = Counter("freshindex_builds_total", "Snapshot builds by outcome", ["kb", "outcome"], registry=r)
+        self.standby_busy = Counter("freshindex_standby_busy_total", "Blue/green builds that copied instead: a "
+                                    "reader still had the standby open", ["kb"], registry=r)
         self.build_seconds = Histogram("freshindex_build_seconds", "Snapshot build wall time", ["kb"], registry=r,
                                        buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
         self.verification_failures = Counter("freshindex_verification_failures_total",
@@ -44,6 +46,20 @@ class Metrics:
         self.alias_swaps = Counter("freshindex_alias_swaps_total", "Alias swaps", ["kb"], registry=r)
         self.queries = Counter("freshindex_queries_total", "Queries answered by outcome", ["kb", "outcome"],
                                registry=r)
+        self.refusals = Counter("freshindex_refusals_total",
+                                "Insufficient-evidence answers by reason (a fixed set: injection.refusal."
+                                "RefusalReason; no kb label: a library caller may name any kb)", ["reason"], registry=r)
+        self.query_seconds = Histogram("freshindex_query_seconds",
+                                       "Query time by stage (a fixed set: injection.context.QUERY_STAGES: embed, "
+                                       "search, recheck, compose, total)", ["stage"], registry=r,
+                                       buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+        self.empty_recalls = Counter("freshindex_empty_recalls_total",
+                                     "Queries whose vector query returned no hit the principal may read (no kb "
+                                     "label: a library caller may name any kb)", registry=r)
+        self.invalid_citations = Counter("freshindex_invalid_citations_total",
+                                         "Citations of checked answers that failed, by kind (missing: the number is "
+                                         "not in the source list; unsupported: no citing sentence overlaps it)",
+                                         ["kind"], registry=r)
         self.recheck_drops = Counter("freshindex_recheck_dropped_total",
                                      "Hits dropped by the registry recheck before return", ["kb", "reason"],
                                      registry=r)
@@ -85,14 +101,40 @@ class Metrics:
                                           "(bad_signature, replayed, stale_timestamp, unknown_source, too_large, "
                                           "malformed)", ["reason"], registry=r)
         self.webhook_events = Counter("freshindex_webhook_events_total",
-                                      "Webhook requests taken, by provider and outcome (accepted, ignored)",
+                                      "Webhook requests taken, by provider and outcome (accepted, ignored, failed: "
+                                      "the registry write failed, 503)",
                                       ["provider", "outcome"], registry=r)
         self.webhook_tickets = Counter("freshindex_webhook_tickets_total",
                                        "Sync tickets dispatched by outcome (done, failed)", ["outcome"], registry=r)
+        self.webhook_batch_size = Histogram("freshindex_webhook_batch_size",
+                                            "Verified webhook deliveries written per registry commit (group commit)",
+                                            registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
+        self.reconcile_orphans = Counter("freshindex_reconcile_orphans_total",
+                                         "Orphans reconciliation found and withdrawn, by direction (index: a point "
+                                         "without a live registry row; registry: a live chunk missing from the index)",
+                                         ["kb", "direction"], registry=r)
 
-    def add_health_collector(self, kbs: Callable[[], Iterable[str]], health: Callable[[str], dict[str, Any]]) -> None:
-        """Export registry-derived gauges (lag, backlog) computed at scrape time."""
+    def add_health_collector(self, kbs: Callable[[], Iterable[str]], health: Callable[[str], dict[str, Any]],
+                             sources: Callable[[], Iterable[dict[str, Any]]] | None = None) -> None:
+        """Export registry-derived gauges (lag, backlog) computed at scrape time.
+
+        ``sources`` gives each source's freshness (``SourceFreshness.as_dict()``
+        rows) for the per-source gauges; without it they are not exported.
+        """
         self.registry.register(_HealthCollector(kbs, health))
+        if sources is not None:
+            self.registry.register(_SourceFreshnessCollector(sources))
+
+    def observe_stage(self, stage: str, seconds: float) -> None:
+        """A :data:`injection.context.StageSink`: one query's time in one stage."""
+        self.query_seconds.labels(stage).observe(seconds)
+
+    def count_citations(self, report: Any) -> None:
+        """A :data:`injection.citations.CitationSink`: the invalid citations of one checked answer, by kind."""
+        for kind in ("missing", "unsupported"):
+            n = len(getattr(report, kind))
+            if n:
+                self.invalid_citations.labels(kind).inc(n)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -147,3 +189,55 @@ class _HealthCollector(Collector):
             for source, n in (h.get("deletions_held_by_source") or {}).items():
                 deletions.add_metric([kb, source], n)
         yield from (lag, backlog, errors, live, snapshots, held, deletions)
+
+
+def _age_s(iso: str | None, now: Any) -> float | None:
+    import datetime as dt
+
+    if not iso:
+        return None
+    at = dt.datetime.fromisoformat(iso)
+    return (now - (at if at.tzinfo else at.replace(tzinfo=dt.UTC))).total_seconds()
+
+
+class _SourceFreshnessCollector(Collector):
+    """Per-source freshness at scrape time: seconds since verified / last success, and stale counts per kb.
+
+    Removed sources are left out; a source never verified has no age series
+    (its absence, with a stale count, is the signal).
+    """
+
+    def __init__(self, sources: Callable[[], Iterable[dict[str, Any]]]) -> None:
+        self._sources = sources
+
+    def collect(self):  # type: ignore[override]
+        import datetime as dt
+
+        verified = GaugeMetricFamily("freshindex_source_freshness_lag_seconds",
+                                     "Seconds since the source was last verified (listed by a sync that finished)",
+                                     labels=["kb", "source"])
+        success = GaugeMetricFamily("freshindex_source_seconds_since_last_success",
+                                    "Seconds since the source's last successful sync", labels=["kb", "source"])
+        stale = GaugeMetricFamily("freshindex_stale_sources",
+                                  "Sources labelled stale, by reason (unreachable, unverified); 0 series per kb "
+                                  "when none is", labels=["kb", "reason"])
+        try:
+            rows = [r for r in self._sources() if not r.get("removed")]
+        except Exception:  # a scrape must not fail because the registry blinked
+            rows = []
+        now = dt.datetime.now(dt.UTC)
+        counts: dict[tuple[str, str], int] = {}
+        for r in rows:
+            kb, source = str(r.get("kb") or ""), str(r["source_id"])
+            for family, key in ((verified, "last_verified_at"), (success, "last_successful_sync_at")):
+                age = _age_s(r.get(key), now)
+                if age is not None:
+                    family.add_metric([kb, source], max(0.0, age))
+            for reason in ("unreachable", "unverified"):
+                counts.setdefault((kb, reason), 0)
+            if r.get("stale"):
+                reason = str(r.get("stale_reason") or "unverified")
+                counts[(kb, reason)] = counts.get((kb, reason), 0) + 1
+        for (kb, reason), n in sorted(counts.items()):
+            stale.add_metric([kb, reason], n)
+        yield from (verified, success, stale)

@@ -11,13 +11,14 @@ ticket is dispatched once.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from freshindex.core.errors import NotFoundError, PermanentError
 from freshindex.registry.base import _aware, _Base
 from freshindex.registry.schema import Source, SyncTicket, WebhookDelivery, utcnow
-from sqlalchemy import delete, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.orm import Session
 
 #: A ticket naming more paths than this becomes a full listing (paths=None): the
 #: union must stay a small JSON value, and a listing diff is cheap anyway.
@@ -28,6 +29,19 @@ QUEUED, DISPATCHED, DONE, FAILED = "queued", "dispatched", "done", "failed"
 
 class DuplicateDelivery(PermanentError):
     """This delivery id was already received for this source (a replay)."""
+
+
+@dataclass(frozen=True)
+class DeliveryRequest:
+    """One verified delivery to record: ``paths`` None asks for a full listing."""
+
+    source_id: str
+    delivery_id: str
+    paths: list[str] | None
+
+
+def _duplicate(d: DeliveryRequest) -> DuplicateDelivery:
+    return DuplicateDelivery(f"delivery {d.delivery_id!r} of source {d.source_id!r} was already received")
 
 
 @dataclass(frozen=True)
@@ -78,37 +92,98 @@ class WebhookStore(_Base):
 
         ``paths`` None asks for a full listing.  Raises
         :class:`DuplicateDelivery` when the id was seen (within the pruning
-        window) and :class:`NotFoundError` for an unknown source; either way
-        nothing is written.
+        window) and :class:`NotFoundError` for an unknown or removed source;
+        either way nothing is written.
+        """
+        outcome = self.accept_deliveries([DeliveryRequest(source_id, delivery_id, paths)], now=now)[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def accept_deliveries(self, batch: Sequence[DeliveryRequest], *,
+                          now: dt.datetime | None = None) -> list[TicketJoin | DuplicateDelivery | NotFoundError]:
+        """:meth:`accept_delivery` for many deliveries in one transaction (a group commit).
+
+        One outcome per request, in order, exactly what the requests one after
+        another would have given: a :class:`TicketJoin`, or the
+        :class:`DuplicateDelivery` / :class:`NotFoundError` that request would
+        have raised (a refused request writes nothing; the others still
+        commit).  Why: a commit is most of an accepted webhook's cost, and a
+        burst of concurrent deliveries then pays for one.  The replay rows are
+        committed before this returns, so a restarted server still refuses
+        them.  Any other error (the registry is unreachable) fails the batch.
         """
         now = now or utcnow()
-        try:
-            with self.session() as s:
-                self._write_lock(s)
-                q = select(Source.id).where(Source.id == source_id)
-                if self._dialect == "postgresql":
-                    q = q.with_for_update()
-                if s.scalar(q) is None:
-                    raise NotFoundError(f"no source {source_id!r}")
-                s.add(WebhookDelivery(source_id=source_id, delivery_id=delivery_id, received_at=now))
-                s.flush()  # a replay fails here, before the ticket is touched
-                open_ticket = s.scalars(
-                    select(SyncTicket).where(SyncTicket.source_id == source_id, SyncTicket.status == QUEUED)
-                    .order_by(SyncTicket.id).limit(1)
-                ).first()
-                wanted = None if paths is None else sorted(set(paths))
-                if open_ticket is not None:
-                    open_ticket.paths = _union(open_ticket.paths, wanted)
-                    open_ticket.events += 1
-                    return TicketJoin(open_ticket.id, True)
-                if wanted is not None and len(wanted) > MAX_TICKET_PATHS:
-                    wanted = None
-                ticket = SyncTicket(source_id=source_id, created_at=now, paths=wanted, status=QUEUED, events=1)
-                s.add(ticket)
-                s.flush()
-                return TicketJoin(ticket.id, False)
-        except IntegrityError as exc:
-            raise DuplicateDelivery(f"delivery {delivery_id!r} of source {source_id!r} was already received") from exc
+        outcomes: list[TicketJoin | DuplicateDelivery | NotFoundError | None] = [None] * len(batch)
+        with self.session() as s:
+            self._write_lock(s)
+            q = (select(Source.id).where(Source.id.in_(sorted({d.source_id for d in batch})),
+                                         Source.removed_at.is_(None)).order_by(Source.id))
+            if self._dialect == "postgresql":
+                q = q.with_for_update()  # sorted: two batches lock sources in one order
+            known = set(s.scalars(q))
+            first: dict[tuple[str, str], int] = {}
+            for i, d in enumerate(batch):
+                if d.source_id not in known:
+                    outcomes[i] = NotFoundError(f"no source {d.source_id!r}")
+                elif (d.source_id, d.delivery_id) in first:
+                    outcomes[i] = _duplicate(d)
+                else:
+                    first[(d.source_id, d.delivery_id)] = i
+            inserted = self._insert_deliveries(s, list(first), now)
+            accepted: dict[str, list[int]] = {}
+            for key, i in first.items():
+                if key in inserted:
+                    accepted.setdefault(key[0], []).append(i)
+                else:
+                    outcomes[i] = _duplicate(batch[i])
+            for source_id, indices in accepted.items():
+                for i, join in zip(indices, self._join_ticket(s, source_id, [batch[i].paths for i in indices], now),
+                                   strict=True):
+                    outcomes[i] = join
+        assert all(o is not None for o in outcomes)
+        return outcomes  # type: ignore[return-value]
+
+    def _insert_deliveries(self, s: Session, keys: list[tuple[str, str]], now: dt.datetime) -> set[tuple[str, str]]:
+        """Insert the (source, delivery id) rows not already there, in one statement; returns those inserted."""
+        if not keys:
+            return set()
+        table = WebhookDelivery.__table__
+        # Parameters, not literal VALUES: the statement is compiled once and cached (SQLAlchemy's
+        # "insertmanyvalues" still sends one multi-row INSERT ... RETURNING per batch).
+        stmt = (self._insert(table).on_conflict_do_nothing(index_elements=["source_id", "delivery_id"])
+                .returning(table.c.source_id, table.c.delivery_id))
+        rows = s.execute(stmt, [{"source_id": src, "delivery_id": did, "received_at": now} for src, did in keys])
+        return {(row[0], row[1]) for row in rows}
+
+    def _join_ticket(self, s: Session, source_id: str, wanted: list[list[str] | None],
+                     now: dt.datetime) -> list[TicketJoin]:
+        """Join these accepted events, in order, to the source's queued ticket (opening it for the first).
+
+        Core statements, not ORM objects: this runs once per accepted batch on the intake's hot path.
+        """
+        t = SyncTicket.__table__
+        row = s.execute(
+            select(t.c.id, t.c.paths).where(t.c.source_id == source_id, t.c.status == QUEUED)
+            .order_by(t.c.id).limit(1)
+        ).first()
+        asked = [None if p is None else sorted(set(p)) for p in wanted]
+        if row is None:
+            paths = asked[0]
+            if paths is not None and len(paths) > MAX_TICKET_PATHS:
+                paths = None
+            for more in asked[1:]:
+                paths = _union(paths, more)
+            ticket_id = s.execute(
+                insert(t).values(source_id=source_id, created_at=now, paths=paths, status=QUEUED, events=len(asked))
+                .returning(t.c.id)
+            ).scalar_one()
+            return [TicketJoin(ticket_id, i > 0) for i in range(len(asked))]
+        paths = row.paths
+        for more in asked:
+            paths = _union(paths, more)
+        s.execute(update(t).where(t.c.id == row.id).values(paths=paths, events=t.c.events + len(asked)))
+        return [TicketJoin(row.id, True) for _ in asked]
 
     def claim_due_tickets(self, older_than: dt.datetime, *, limit: int = 100) -> list[TicketInfo]:
         """Mark dispatched, and return, queued tickets created before ``older_than``.
@@ -180,4 +255,4 @@ class WebhookStore(_Base):
             return s.execute(delete(WebhookDelivery).where(WebhookDelivery.received_at < received_before)).rowcount
 
 
-__all__ = ["MAX_TICKET_PATHS", "DuplicateDelivery", "TicketInfo", "TicketJoin", "WebhookStore"]
+__all__ = ["MAX_TICKET_PATHS", "DeliveryRequest", "DuplicateDelivery", "TicketInfo", "TicketJoin", "WebhookStore"]

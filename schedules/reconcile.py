@@ -19,7 +19,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from freshindex.health.metrics import Metrics
 
 log = logging.getLogger("freshindex.reconcile")
 
@@ -31,8 +34,13 @@ class ReconcileRegistry(Protocol):
 
 
 def reconcile(registry: ReconcileRegistry, *, point_ids: Callable[[str], Iterable[str] | None],
-              locked: Callable[[str], AbstractContextManager[Any]]) -> dict[str, dict[str, Any]]:
-    """Per knowledge base: the counts of :meth:`registry.Registry.reconcile_index` (or ``skipped``)."""
+              locked: Callable[[str], AbstractContextManager[Any]],
+              metrics: Metrics | None = None) -> dict[str, dict[str, Any]]:
+    """Per knowledge base: the counts of :meth:`registry.Registry.reconcile_index` (or ``skipped``).
+
+    With ``metrics``, the orphans found are added to
+    ``freshindex_reconcile_orphans_total`` by direction (``index``, ``registry``).
+    """
     out: dict[str, dict[str, Any]] = {}
     for kb in registry.knowledge_bases():
         try:
@@ -47,6 +55,9 @@ def reconcile(registry: ReconcileRegistry, *, point_ids: Callable[[str], Iterabl
             out[kb] = {"kb": kb, "skipped": str(exc)}
             continue
         out[kb] = report
+        if metrics is not None:
+            for direction in ("index", "registry"):
+                metrics.reconcile_orphans.labels(kb, direction).inc(int(report.get(f"{direction}_orphans") or 0))
         if report["index_orphans"] or report["registry_orphans"]:
             log.warning("orphans withdrawn", extra={"event": "orphans_withdrawn", "kb": kb,
                                                     "index_orphans": report["index_orphans"],

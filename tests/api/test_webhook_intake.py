@@ -1,0 +1,215 @@
+"""The fast webhook intake: group commit of verified deliveries, the cached source check, durable replays.
+
+Everything here runs on a real SQLite registry file (no HTTP): the
+behaviour the HTTP tests in test_webhooks.py rely on, under concurrency.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from freshindex.api.webhooks import DeliveryBatcher, Rejected, WebhookIntake, sign_generic
+from freshindex.core.errors import NotFoundError, RetryableError
+from freshindex.health.metrics import Metrics
+from freshindex.registry import Registry
+from freshindex.registry.webhooks import DeliveryRequest, DuplicateDelivery, TicketJoin
+from freshindex.settings import load_settings
+
+SECRET = "intake-s3cret"
+
+
+def _registry(path: Path) -> Registry:
+    reg = Registry.open(f"sqlite:///{path / 'r.db'}")
+    if not any(s.id == "docs" for s in reg.list_sources()):
+        reg.add_source("docs", kind="folder", location=str(path), owner="t", kb="default")
+    return reg
+
+
+def _intake(path: Path, reg: Registry) -> tuple[WebhookIntake, Metrics]:
+    settings = load_settings(data_dir=path, webhooks={"secrets": {"docs": SECRET, "gone": SECRET}}).webhooks
+    metrics = Metrics()
+    svc = type("S", (), {"registry": reg, "metrics": metrics})()
+    return WebhookIntake(settings, svc), metrics
+
+
+def _headers(body: bytes, delivery: str) -> dict[str, str]:
+    ts = str(int(time.time()))
+    return {"X-Freshindex-Timestamp": ts, "X-Freshindex-Delivery": delivery,
+            "X-Freshindex-Signature": sign_generic(SECRET, ts, body)}
+
+
+def test_a_batch_gives_each_delivery_what_it_would_get_alone(registry: Registry, tmp_path: Path) -> None:
+    # Given a registry (SQLite and PostgreSQL) with one source and one delivery already received
+    reg = registry
+    reg.add_source("docs", kind="folder", location=str(tmp_path), owner="t", kb="default")
+    reg.add_source("gone", kind="folder", location=str(tmp_path), owner="t", kb="default")
+    reg.remove_source("gone")
+    before = reg.accept_delivery("docs", "seen", ["a.md"])
+    # When one batch holds a new one, the seen one, the new one again, an unknown and a removed source, a full one
+    batch = [DeliveryRequest("docs", "n1", ["b.md"]), DeliveryRequest("docs", "seen", ["c.md"]),
+             DeliveryRequest("docs", "n1", ["d.md"]), DeliveryRequest("nobody", "n2", None),
+             DeliveryRequest("gone", "n3", None), DeliveryRequest("docs", "n4", ["e.md"])]
+    out = reg.accept_deliveries(batch)
+    # Then each outcome is the one it would have had in sequence
+    assert out[0] == TicketJoin(before.ticket_id, True) and out[5] == TicketJoin(before.ticket_id, True)
+    assert isinstance(out[1], DuplicateDelivery) and isinstance(out[2], DuplicateDelivery)
+    assert isinstance(out[3], NotFoundError) and isinstance(out[4], NotFoundError)
+    # And only the accepted ones are on the ticket: refused ones wrote nothing
+    ticket = reg.get_ticket(before.ticket_id)
+    assert ticket.events == 3 and ticket.paths == ("a.md", "b.md", "e.md")
+    assert [t.id for t in reg.sync_tickets()] == [before.ticket_id]
+    with pytest.raises(DuplicateDelivery):
+        reg.accept_delivery("docs", "n4", None)
+
+
+def test_a_batch_opening_a_ticket_opens_one_and_a_full_listing_wins(registry: Registry, tmp_path: Path) -> None:
+    reg = registry
+    reg.add_source("docs", kind="folder", location=str(tmp_path), owner="t", kb="default")
+    out = reg.accept_deliveries([DeliveryRequest("docs", f"d{i}", None if i == 2 else [f"{i}.md"]) for i in range(4)])
+    assert [o.joined for o in out if isinstance(o, TicketJoin)] == [False, True, True, True]
+    assert len({o.ticket_id for o in out if isinstance(o, TicketJoin)}) == 1
+    ticket = reg.sync_tickets()[0]
+    assert ticket.events == 4 and ticket.paths is None  # one event asked for a full listing
+
+
+def test_concurrent_deliveries_share_commits_and_each_is_answered(tmp_path: Path) -> None:
+    # Given an intake on a file registry, When 200 signed deliveries arrive from 16 threads (10 replayed)
+    reg = _registry(tmp_path)
+    intake, metrics = _intake(tmp_path, reg)
+    body = b'{"paths": ["x.md"]}'
+    ids = [uuid.uuid4().hex for _ in range(190)] + [f"r{i}" for i in range(5)] * 2
+
+    def send(delivery: str) -> int:
+        try:
+            intake.receive("generic", "docs", _headers(body, delivery), body)
+            return 202
+        except Rejected as exc:
+            return exc.status
+
+    with ThreadPoolExecutor(16) as pool:
+        codes = list(pool.map(send, ids))
+    # Then every new id is accepted once, every repeat refused, all on one ticket
+    assert codes.count(202) == 195 and codes.count(409) == 5
+    tickets = reg.sync_tickets()
+    assert len(tickets) == 1 and tickets[0].events == 195
+    assert metrics.value("freshindex_webhook_rejections_total", reason="replayed") == 5
+    # And commits were shared: fewer batches than deliveries written, each delivery in exactly one batch
+    batches = metrics.value("freshindex_webhook_batch_size_count")
+    assert metrics.value("freshindex_webhook_batch_size_sum") == 200
+    assert 1 <= batches <= 200
+    reg.close()
+
+
+def test_batcher_groups_waiting_callers_into_one_write() -> None:
+    # Given a write that blocks until released, When five callers submit while the first write is held
+    release = threading.Event()
+    writes: list[list[str]] = []
+
+    def write(batch: list[DeliveryRequest]) -> list[Any]:
+        writes.append([b.delivery_id for b in batch])
+        if len(writes) == 1:
+            release.wait(30)
+        return [TicketJoin(1, True) for _ in batch]
+
+    batcher = DeliveryBatcher(write)
+    with ThreadPoolExecutor(6) as pool:
+        first = pool.submit(batcher.submit, DeliveryRequest("s", "first", None))
+        while not writes:
+            time.sleep(0.01)
+        rest = [pool.submit(batcher.submit, DeliveryRequest("s", f"d{i}", None)) for i in range(5)]
+        while len(batcher._pending) < 5:
+            time.sleep(0.01)
+        release.set()
+        assert first.result(30) == TicketJoin(1, True)
+        assert all(f.result(30) == TicketJoin(1, True) for f in rest)
+    # Then the five waiting deliveries went in one second write
+    assert writes == [["first"], [f"d{i}" for i in range(5)]]
+
+
+def test_a_failed_batch_fails_every_caller_and_the_next_batch_still_runs() -> None:
+    calls = 0
+
+    def write(batch: list[DeliveryRequest]) -> list[Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RetryableError("registry unavailable: disk I/O error")
+        return [TicketJoin(7, False) for _ in batch]
+
+    batcher = DeliveryBatcher(write)
+    with pytest.raises(RetryableError):
+        batcher.submit(DeliveryRequest("s", "a", None))
+    assert batcher.submit(DeliveryRequest("s", "b", None)) == TicketJoin(7, False)
+
+
+def test_replays_are_refused_after_a_restart(tmp_path: Path) -> None:
+    # Given a delivery accepted by one intake, When the process is gone and a new one opens the same file
+    reg = _registry(tmp_path)
+    intake, _ = _intake(tmp_path, reg)
+    body = b'{"paths": ["a.md"]}'
+    accepted = intake.receive("generic", "docs", _headers(body, "once"), body)
+    reg.close()
+    reg2 = _registry(tmp_path)
+    intake2, metrics2 = _intake(tmp_path, reg2)
+    # Then the same delivery id is a 409 and the ticket still counts one event
+    with pytest.raises(Rejected) as replay:
+        intake2.receive("generic", "docs", _headers(body, "once"), body)
+    assert (replay.value.status, replay.value.reason) == (409, "replayed")
+    assert reg2.get_ticket(accepted.ticket_id).events == 1
+    assert metrics2.value("freshindex_webhook_rejections_total", reason="replayed") == 1
+    reg2.close()
+
+
+def test_a_source_removed_after_it_was_cached_takes_no_more_deliveries(tmp_path: Path) -> None:
+    # Given an intake that has just checked the source (its presence is cached)
+    reg = _registry(tmp_path)
+    intake, _ = _intake(tmp_path, reg)
+    body = b'{"paths": ["a.md"]}'
+    first = intake.receive("generic", "docs", _headers(body, "d1"), body)
+    assert intake.source_checked("docs")
+    reg.finish_ticket(first.ticket_id, run_id=None)  # no queued ticket left
+    # When the source is removed, Then a valid delivery is a 404 anyway, and no ticket is opened
+    reg.remove_source("docs")
+    with pytest.raises(Rejected) as gone:
+        intake.receive("generic", "docs", _headers(body, "d2"), body)
+    assert (gone.value.status, gone.value.reason) == (404, "unknown_source")
+    assert [t.id for t in reg.sync_tickets("docs")] == [first.ticket_id]
+    # And a fresh intake (nothing cached) refuses it before any write
+    fresh, _ = _intake(tmp_path, reg)
+    with pytest.raises(Rejected) as unknown:
+        fresh.secret_for("docs")
+    assert unknown.value.status == 404
+    reg.close()
+
+
+def test_a_registry_failure_is_counted_and_records_nothing(tmp_path: Path) -> None:
+    # Given an intake whose registry write fails (the database went away mid-request)
+    reg = _registry(tmp_path)
+
+    class Failing:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(reg, name)
+
+        def accept_deliveries(self, batch: Any) -> Any:
+            raise RetryableError("registry unavailable: database is locked")
+
+    settings = load_settings(data_dir=tmp_path, webhooks={"secrets": {"docs": SECRET}}).webhooks
+    metrics = Metrics()
+    intake = WebhookIntake(settings, type("S", (), {"registry": Failing(), "metrics": metrics})())
+    body = b'{"paths": ["a.md"]}'
+    # When a valid delivery arrives, Then the error reaches the caller (503 in the app), counted as failed
+    with pytest.raises(RetryableError):
+        intake.receive("generic", "docs", _headers(body, "d1"), body)
+    assert metrics.value("freshindex_webhook_events_total", provider="generic", outcome="failed") == 1
+    assert metrics.value("freshindex_webhook_events_total", provider="generic", outcome="accepted") == 0
+    # And nothing was recorded: the same delivery is accepted once the registry is back
+    assert reg.sync_tickets() == []
+    ok, _ = _intake(tmp_path, reg)
+    assert ok.receive("generic", "docs", _headers(body, "d1"), body).ticket_id is not None
+    reg.close()
