@@ -305,7 +305,8 @@ def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, 
         from freshindex.celery import build_app
 
         app = build_app(state.settings)
-    reports = []
+    reports: list[dict[str, Any]] = []
+    codes: list[int] = []
     for sid in ids:
         with _Progress(f"sync {sid}", json_lines=as_json, source=sid) as progress:
             if distributed:
@@ -313,13 +314,17 @@ def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, 
                                           progress=progress)
             else:
                 report = sync_inline(svc, sid, progress=progress, build=not no_build)
-        reports.append(report)
+        # Scanned pages read in this run and those under the floor (freshindex/ocr_commands.py).
+        floor = ocr_commands.source_floor(svc.registry.get_source(sid), state.settings.sources.ocr_page_floor)
+        reports.append({**report.as_dict(), "ocr": ocr_commands.sync_counts(svc.registry, report.run, floor)})
         if not as_json:
-            click.echo(_sync_text(report.as_dict()))
+            ocr_line = ocr_commands.sync_line(reports[-1]["ocr"])
+            click.echo(_sync_text(reports[-1]) + (f"\n{ocr_line}" if ocr_line else ""))
+        codes.append(report.exit_code)
     if as_json:
-        out = [r.as_dict() for r in reports]
+        out = reports
         click.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2, default=str, ensure_ascii=False))
-    code = max(r.exit_code for r in reports)
+    code = max(codes)
     if code:
         sys.exit(code)
 

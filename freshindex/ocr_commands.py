@@ -52,6 +52,45 @@ def page_report(rows: Iterable[Any], floor: float) -> list[dict[str, Any]]:
     return out
 
 
+def sync_counts(registry: Any, run: Any, floor: float) -> dict[str, Any]:
+    """The scanned pages one sync run wrote chunks for, and those read under ``floor``.
+
+    Read from the chunks in the run's changeset (so a document left
+    unchanged counts nothing): what ``sync`` prints and puts under ``ocr``
+    in its ``--json`` report.  A page whose chunks were all reused from
+    before is not counted; ``ocr report`` covers everything served.
+    """
+    changeset = getattr(run, "changeset_id", None)
+    if changeset is None:
+        return {"scanned_pages": 0, "low_confidence_pages": 0, "floor": floor, "low": []}
+    ids = sorted(registry.changeset_chunk_ids([changeset]))
+    rows = [r for i in range(0, len(ids), _BATCH) for r in registry.chunk_rows(ids[i : i + _BATCH])
+            if not r.tombstoned and r.source_id == run.source_id]
+    report = page_report(rows, floor)
+    low = [{"key": e["key"], "page": e["page"], "confidence": e["confidence"]} for e in report if e["below_floor"]]
+    return {"scanned_pages": len(report), "low_confidence_pages": len(low), "floor": floor, "low": low}
+
+
+def sync_line(counts: dict[str, Any]) -> str | None:
+    """The line ``sync`` prints about OCR, or None when the run read no scanned page."""
+    if not counts.get("scanned_pages"):
+        return None
+    where = ", ".join(f"{e['key']} p{e['page']}" for e in counts["low"][:5])
+    more = f", ... (+{len(counts['low']) - 5})" if len(counts["low"]) > 5 else ""
+    return (f"  OCR: {counts['scanned_pages']} scanned page(s), {counts['low_confidence_pages']} under the "
+            f"confidence floor {counts['floor']:g}" + (f": {where}{more}" if where else ""))
+
+
+def source_floor(source: Any, default: float) -> float:
+    """The page floor of ``source``: its ``ocr_page_floor`` option when set and valid, else ``default``."""
+    raw = (getattr(source, "options", None) or {}).get("ocr_page_floor")
+    try:
+        value = float(raw) if raw not in (None, "") else default
+    except (TypeError, ValueError):
+        return default
+    return value if 0.0 <= value <= 1.0 else default
+
+
 @ocr.command("report")
 @click.option("--kb", required=True, help="The knowledge base whose live chunks are read.")
 @click.option("--floor", type=float, default=None,
@@ -86,3 +125,6 @@ def ocr_report(state: Any, kb: str, floor: float | None, as_json: bool) -> None:
 
 def register(cli: click.Group) -> None:
     cli.add_command(ocr)
+
+
+__all__ = ["page_report", "register", "source_floor", "sync_counts", "sync_line"]

@@ -344,7 +344,7 @@ def _process_document(
 
         if (same := unchanged(digest)) is not None:
             return same
-        parsed = ctx.parsers.parse(data, key)
+        parsed = ctx.parsers.for_source(source.options).parse(data, key)  # per-source OCR options
         ctx.metrics.ocr_low_confidence_pages.labels(source_id).inc(len(parsed.meta.get("ocr_low_confidence_pages", ())))
         # A parser that hashes its extracted content (furniture removed) lets a
         # page whose bytes changed only in the navigation skip chunking and

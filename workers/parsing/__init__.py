@@ -9,8 +9,9 @@ exception into ``parse_failed`` for that document only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import ParsedDocument
@@ -36,6 +37,11 @@ __all__ = ["PARSER_SET_VERSION", "Limits", "Parsers", "PdfOptions"]
 class Parsers:
     pdf: PdfOptions = field(default_factory=PdfOptions)
     limits: Limits = field(default_factory=Limits)
+
+    def for_source(self, options: Mapping[str, Any] | None) -> Parsers:
+        """These parsers with a source's own options applied (OCR: :meth:`PdfOptions.with_source`)."""
+        pdf = self.pdf.with_source(options or {})
+        return self if pdf is self.pdf else replace(self, pdf=pdf)
 
     def for_key(self, key: str) -> ParserFn:
         ext = key[key.rfind(".") :].lower() if "." in key.rsplit("/", 1)[-1] else ""

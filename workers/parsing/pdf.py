@@ -62,7 +62,8 @@ import difflib
 import itertools
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pymupdf
@@ -75,7 +76,7 @@ from freshindex.workers.parsing.ocr import OcrLine, OcrPage, OcrWord, low_confid
 from freshindex.workers.parsing.streams import check_pdf_streams
 from freshindex.workers.parsing.table import table_block
 
-VERSION = "pdf-3"
+VERSION = "pdf-4"  # pdf-4: code up to its comment is code; tables joined across scanned pages
 
 __all__ = ["PdfOptions", "ocr_available", "parse_pdf"]
 
@@ -86,6 +87,9 @@ _ADMONITION = re.compile(r"^(warning|caution|danger|note|important|tip|注意|�
 _TERMINAL = tuple(".!?:;。！？：；")
 _NUMBERED = re.compile(r"^((?:\d{1,2}|[A-Z])(?:\.\d{1,2})*)\.?\s+(\S.*)$")
 _COMMENT = ("/*", "//", "#", "--", ";", "%")
+#: A comment starting in a code span: ``/*`` or ``//`` after a space (not the ``//`` of a URL), or a ``#`` line.
+_COMMENT_MARK = re.compile(r"(?:^|\s)(?:/\*|//)|^\s*#")
+_FOOTNOTE = re.compile(r"^(?:\d{1,2}|[*†‡§])\s*\S")
 _RUNNING_HEAD = re.compile(r"^(?:chapter|appendix|part|section)\s+[\w.]+\s*[:.]\s*(.+)$", re.I)
 
 
@@ -106,6 +110,57 @@ class PdfOptions:
     ocr_retry_confidence: float = 0.85
     #: A scanned page read with less confidence than this (0-1) is a per-document warning.
     ocr_page_floor: float = 0.8
+
+    def with_source(self, options: Mapping[str, Any]) -> PdfOptions:
+        """These options with a source's own OCR options (``sources add --option ocr_psm=6,3``).
+
+        Keys (strings, as the CLI stores them, or typed values): ``ocr_psm``
+        (comma-separated modes, tried in order), ``ocr_retry_confidence``
+        (0-1: a reading under it tries the next mode), ``ocr_low_confidence``
+        (0-100: words under it are flagged), ``ocr_page_floor`` (0-1: pages
+        under it are warnings), ``ocr_language``.  Other keys are the
+        connector's and ignored here.  A bad value fails the document as
+        ``parse_failed`` naming the option, rather than parsing with a
+        setting nobody asked for.
+        """
+        changes: dict[str, Any] = {}
+        for name, (convert, lo, hi) in _SOURCE_OPTIONS.items():
+            raw = options.get(name)
+            if raw is None or raw == "":
+                continue
+            try:
+                value = convert(raw)
+            except (TypeError, ValueError) as exc:
+                raise DocumentError(DocumentError.PARSE_FAILED, f"source option {name}={raw!r}: {exc}") from exc
+            bad = [v for v in (value if isinstance(value, tuple) else (value,)) if isinstance(v, (int, float))
+                   and not lo <= v <= hi]
+            if bad or value == ():
+                raise DocumentError(DocumentError.PARSE_FAILED,
+                                    f"source option {name}={raw!r}: each value must be in [{lo}, {hi}]")
+            changes[name] = value
+        return replace(self, **changes) if changes else self
+
+
+def _psm_list(raw: Any) -> tuple[int, ...]:
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    return tuple(int(str(v).strip()) for v in items if str(v).strip())
+
+
+def _language(raw: Any) -> str:
+    text = str(raw).strip()
+    if not re.fullmatch(r"[A-Za-z_]+(?:\+[A-Za-z_]+)*", text):
+        raise ValueError("expected tesseract language codes joined by '+' (eng, eng+deu)")
+    return text
+
+
+#: Source options that override :class:`PdfOptions`: name -> (conversion, lowest, highest value).
+_SOURCE_OPTIONS: dict[str, tuple[Any, float, float]] = {
+    "ocr_psm": (_psm_list, 1, 13),  # 0 is layout analysis only: it reads no text
+    "ocr_retry_confidence": (float, 0.0, 1.0),
+    "ocr_low_confidence": (float, 0.0, 100.0),
+    "ocr_page_floor": (float, 0.0, 1.0),
+    "ocr_language": (_language, 0, 0),
+}
 
 
 @dataclass
@@ -248,15 +303,15 @@ def _read_page(page: pymupdf.Page, opts: PdfOptions) -> _Page:
             text = _join_spans(spans)
             size = round(max(s["size"] for s in spans), 1)
             bold = all(s.get("flags", 0) & 16 or "bold" in s.get("font", "").lower() for s in spans)
-            mono = all(s.get("flags", 0) & 8 or "mono" in s.get("font", "").lower()
-                       or "courier" in s.get("font", "").lower() for s in spans)
+            mono = _code_spans(spans)
             x0, y0, x1, y1 = line["bbox"]
             out.lines.append(_Line(text, size, bold, mono, x0, y0, x1, y1))
     if not out.lines:
         return out
     out.lines = _merge_baselines(out.lines)
     if opts.find_tables:
-        out.tables = _find_tables(page, out.lines)
+        # Code with comments aligned after it lines up in columns too: a "table" of code lines is code.
+        out.tables = [t for t in _find_tables(page, out.lines) if not _code_table(t, out.lines)]
         if out.tables:
             out.lines = [ln for ln in out.lines if not any(_inside(ln, t) for t in out.tables)]
     links = [lk for lk in page.get_links() if lk.get("uri")]
@@ -269,6 +324,28 @@ def _read_page(page: pymupdf.Page, opts: PdfOptions) -> _Page:
     return out
 
 
+def _mono_span(span: dict) -> bool:
+    font = span.get("font", "").lower()
+    return bool(span.get("flags", 0) & 8) or "mono" in font or "courier" in font or font.startswith(("cmtt", "sfmono"))
+
+
+def _code_spans(spans: list[dict]) -> bool:
+    """Whether a printed line is code: set in a monospace face up to its comment, if it has one.
+
+    Manuals (Texinfo, LaTeX listings) set the words of a comment in the body
+    face (``CTXT_RETURN = 12, /* return() from a closure */``): requiring
+    every span to be monospaced would read such a line as prose.
+    """
+    for s in spans:
+        if not s.get("text", "").strip():
+            continue
+        if _mono_span(s) and _COMMENT_MARK.search(s["text"]):
+            return True  # code up to its comment marker; what follows may be in any face
+        if not _mono_span(s):
+            return False
+    return True
+
+
 def _merge_baselines(lines: list[_Line]) -> list[_Line]:
     """Pieces of one printed line that MuPDF read apart (a list number and its
     text, a run set in another font) become one line again."""
@@ -277,7 +354,9 @@ def _merge_baselines(lines: list[_Line]) -> list[_Line]:
         last = out[-1] if out else None
         if last is not None and abs(last.y1 - ln.y1) < 2 and 0 <= ln.x0 - last.x1 <= ln.size * 1.5 \
                 and last.mono == ln.mono:
-            out[-1] = _Line(f"{last.text} {ln.text}", max(last.size, ln.size), last.bold and ln.bold, last.mono,
+            # Code keeps its gap as spaces (a comment one column further right stays aligned with the rest).
+            sep = " " * max(1, round((ln.x0 - last.x1) / (last.size * 0.6))) if last.mono else " "
+            out[-1] = _Line(f"{last.text}{sep}{ln.text}", max(last.size, ln.size), last.bold and ln.bold, last.mono,
                             last.x0, min(last.y0, ln.y0), ln.x1, max(last.y1, ln.y1), last.links + ln.links)
         elif last is not None and last.mono and abs(last.y1 - ln.y1) < 2 and ln.x0 - last.x1 >= 0 \
                 and (ln.mono or ln.text.startswith(_COMMENT)):
@@ -303,6 +382,12 @@ def _join_spans(spans: list[dict]) -> str:
         parts.append(text)
         last_x1 = s["bbox"][2]
     return " ".join("".join(parts).split())
+
+
+def _code_table(table: _Table, lines: list[_Line]) -> bool:
+    """Whether most lines inside ``table`` are set as code (monospaced up to their comments)."""
+    inside = [ln for ln in lines if _inside(ln, table)]
+    return bool(inside) and sum(1 for ln in inside if ln.mono) * 3 >= len(inside) * 2
 
 
 def _inside(line: _Line, table: _Table) -> bool:
@@ -605,7 +690,6 @@ class _Assembler:
         for page in self.pages:
             if page.ocr is not None:
                 self.close()
-                self.last_table = None
                 self._ocr_blocks(page)
                 continue
             self._page_blocks(page)
@@ -635,7 +719,8 @@ class _Assembler:
                 first, prev = False, line
                 continue
             first = False
-            self.last_table = None
+            if not self._footnote(line, page):  # a table goes on past the footnotes under it
+                self.last_table = None
             level = self._heading_level(line)
             if level:
                 if heading is not None and heading.size == line.size and prev is heading \
@@ -677,6 +762,14 @@ class _Assembler:
             if line.links:
                 self.open.meta.setdefault("links", []).extend(line.links)
             prev = line
+
+    def _footnote(self, line: _Line, page: _Page) -> bool:
+        """A footnote line: set smaller than the body, low on the page, after its mark ("1 strictly, ...")."""
+        return line.size < self.body * 0.95 and line.y0 > page.height * 0.55 and bool(_FOOTNOTE.match(line.text))
+
+    @staticmethod
+    def _ocr_footnote(row: ocr_layout.Row, page: _Page, body_h: float) -> bool:
+        return row.height < body_h * 0.95 and row.top > page.height * 0.55 and bool(_FOOTNOTE.match(row.text))
 
     def _continues(self, line: _Line) -> bool:
         """Does ``line`` (first on a page or column) go on with the open block?"""
@@ -743,7 +836,8 @@ class _Assembler:
     def _table(self, table: _Table, page: int, *, at_top: bool, ocr_meta: dict | None = None) -> None:
         prev = self.last_table
         width = len(table.header) or len(table.rows[0]) if (table.header or table.rows) else 0
-        if at_top and prev is not None and len(prev.meta["columns"]) == width:
+        if at_top and prev is not None and len(prev.meta["columns"]) == width and \
+                max(prev.meta.get("pages", [prev.page or 0])) == page - 1:
             # The table goes on from the previous page: join the rows.
             rows = [*prev.meta["rows"]]
             prev_header = prev.meta["header_rows"][0] if prev.meta["header_rows"] else None
@@ -752,9 +846,12 @@ class _Assembler:
             rows.extend(table.rows)
             self.out.remove(prev)
             pages = prev.meta.get("pages", [prev.page])
+            # The page each body row is printed on, so a part of the table can be placed (and cited) exactly.
+            row_pages = prev.meta.get("row_pages") or [prev.page] * len(prev.meta["rows"])
+            row_pages = [*row_pages, *[page] * (len(rows) - len(row_pages))]
             joined = table_block(prev.meta["header_rows"], rows, prev.heading_path, caption=prev.meta.get("caption"),
                                  page=prev.page, pages=[*pages, page], headerless=not prev.meta["header_rows"],
-                                 **{k: prev.meta[k] for k in ("ocr", "ocr_confidence") if k in prev.meta})
+                                 row_pages=row_pages, **_joined_ocr(prev.meta, ocr_meta))
             if joined is not None:
                 self.out.append(joined)
                 self.last_table = joined
@@ -788,20 +885,23 @@ class _Assembler:
         if not items:
             return
         body_h = sorted(r.height for it in items for r in it.rows)[sum(len(it.rows) for it in items) // 2]
+        first = True
         for item in items:
             rows = [r for r in item.rows if not self._is_ocr_furniture(r, page)]
             if not rows:
                 continue
             meta = self._ocr_meta(rows, page)
+            at_top, first = first, False
             if item.kind == "table":
                 self._flush_ocr()
                 cells = item.cells
                 header = ocr_layout.has_header(cells)
                 table = _Table(cells[0] if header else [], cells[1:] if header else cells, 0, 0, 0, 0,
                                headerless=not header)
-                self._table(table, page.number, at_top=False, ocr_meta=meta)
+                self._table(table, page.number, at_top=at_top, ocr_meta=meta)
                 continue
-            self.last_table = None
+            if not all(self._ocr_footnote(r, page, body_h) for r in rows):
+                self.last_table = None
             if item.kind == "code":
                 self._flush_ocr()
                 self.emit(BlockKind.CODE, item.code, page.number, **meta)
@@ -876,6 +976,18 @@ class _Assembler:
             # No outline and no heading sizes on text pages: the row's size is the only evidence there is.
             return 1 if row.height >= body_h * 1.8 else 2
         return 0
+
+
+def _joined_ocr(first: dict[str, Any], second: dict[str, Any] | None) -> dict[str, Any]:
+    """The OCR meta of a table joined across a page break: OCR'd if either part was, the lower confidence."""
+    parts = [m for m in (first, second or {}) if m.get("ocr")]
+    if not parts:
+        return {}
+    out: dict[str, Any] = {"ocr": True, "ocr_confidence": min(m.get("ocr_confidence", 1.0) for m in parts)}
+    tokens = [t for m in parts for t in m.get("low_confidence_tokens", [])]
+    if tokens:
+        out["low_confidence_tokens"] = tokens
+    return out
 
 
 def _norm(text: str) -> str:
