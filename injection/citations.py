@@ -14,18 +14,22 @@ standing after the full stop (``... done. [2]``) belongs to the sentence
 before it.  What it does not guarantee: that a supported sentence is true to
 its source; overlap catches a citation pinned to the wrong source or to none,
 not a paraphrase that reverses the meaning.  Standard library only.
+
+``on_report`` (a :data:`CitationSink`, e.g. ``Metrics.count_citations``)
+hears every report, so invalid citations are counted wherever the check
+runs (``freshindex_invalid_citations_total{kind}``).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from freshindex.injection.types import ContextPacket, Evidence
 
-__all__ = ["CitationReport", "check_citations", "cited_numbers"]
+__all__ = ["CitationReport", "CitationSink", "check_citations", "cited_numbers"]
 
 _CITE = re.compile(r"\[(\d{1,4}(?:\s*[-–,;]\s*\d{1,4})*)\]")
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
@@ -95,9 +99,13 @@ def _sentences(answer: str) -> list[str]:
     return out
 
 
+#: Receives every :class:`CitationReport` (e.g. the invalid-citation metric); what it raises reaches the caller.
+CitationSink = Callable[[CitationReport], None]
+
+
 def check_citations(answer: str, sources: ContextPacket | Sequence[Evidence], *, min_overlap: float = 0.3,
-                    min_shared: int = 2) -> CitationReport:
-    """What is wrong with the citations of ``answer`` written from ``sources``."""
+                    min_shared: int = 2, on_report: CitationSink | None = None) -> CitationReport:
+    """What is wrong with the citations of ``answer`` written from ``sources`` (``on_report`` hears it)."""
     evidence = sources.evidence if isinstance(sources, ContextPacket) else tuple(sources)
     by_n = {e.n: e for e in evidence}
     source_words = {n: _words(e.text + " " + e.title + " " + " ".join(e.heading_path)) for n, e in by_n.items()}
@@ -121,5 +129,8 @@ def check_citations(answer: str, sources: ContextPacket | Sequence[Evidence], *,
             best[n] = max(best.get(n, 0.0), score)
     missing = tuple(n for n in cited if n not in by_n)
     unsupported = tuple(n for n in cited if n in by_n and best.get(n, 0.0) < min_overlap)
-    return CitationReport(tuple(cited), missing, unsupported, len(sentences), uncited,
-                          {n: round(s, 3) for n, s in best.items()})
+    report = CitationReport(tuple(cited), missing, unsupported, len(sentences), uncited,
+                            {n: round(s, 3) for n, s in best.items()})
+    if on_report is not None:
+        on_report(report)
+    return report

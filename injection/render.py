@@ -31,6 +31,7 @@ Standard library only: the thin client can import it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -79,17 +80,22 @@ _ROLE = re.compile(
 _HEADINGISH = re.compile(r"^\s*#{1,6}\s*(?:system|instructions?|response|input|assistant|user)\b", re.IGNORECASE)
 
 
+_KEPT_CONTROLS = frozenset("\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+_DROPPED_CATEGORIES = frozenset(("Cc", "Cf", "Co", "Cn", "Cs"))
+
+
 def _clean(text: str) -> str:
     """Invisible and control characters out, NFKC, look-alikes of < and > made plain."""
-    text = _INVISIBLE.sub("", text)
-    text = unicodedata.normalize("NFKC", text)
-    text = _INVISIBLE.sub("", text)  # NFKC may compose into one (it does not today; cheap to be sure)
-    text = text.translate(_CONFUSABLES)
+    if not text.isascii():  # ASCII is NFKC already and holds no invisible or look-alike character
+        text = _INVISIBLE.sub("", text)
+        text = unicodedata.normalize("NFKC", text)
+        text = _INVISIBLE.sub("", text)  # NFKC may compose into one (it does not today; cheap to be sure)
+        text = text.translate(_CONFUSABLES)
     # Other control characters (C0 but tab and line breaks, C1 but NEL, private use, unassigned) go.
-    return "".join(
-        ch for ch in text
-        if ch in "\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029" or unicodedata.category(ch) not in ("Cc", "Cf", "Co", "Cn", "Cs")
-    )
+    # Each distinct character is classified once (a body has a few dozen), not each occurrence.
+    drop = {ord(ch): None for ch in set(text)
+            if ch not in _KEPT_CONTROLS and unicodedata.category(ch) in _DROPPED_CATEGORIES}
+    return text.translate(drop) if drop else text
 
 
 def _escape_angles(text: str) -> str:
@@ -199,6 +205,23 @@ def _header(e: Evidence) -> str:
     return " ".join(parts)
 
 
+def _render_parts(e: Evidence) -> tuple[str, str, str]:
+    return _header(e), neutralise(_table_body(e)), source_line(e)
+
+
+#: Evidence -> (header, neutralised body, source line).  Why a cache: the budget renders a growing block
+#: several times and the block once more after numbering, and neutralising a body (NFKC, per-character
+#: classes, role markers) is the costly part; the parts depend on the evidence's fields only.
+_cached_parts = functools.lru_cache(maxsize=1024)(_render_parts)
+
+
+def _parts(e: Evidence) -> tuple[str, str, str]:
+    try:
+        return _cached_parts(e)
+    except TypeError:  # a field holds an unhashable value (a list for a tuple): render it uncached
+        return _render_parts(e)
+
+
 _SAFE_ATTR = re.compile(r"[^A-Za-z0-9._:@+-]")
 
 
@@ -223,9 +246,11 @@ def render_block(
     ``deterministic`` derives the token from ``kb_version`` and the content,
     and writes ``version`` and ``mode="static"`` into the outer tag.
     """
-    bodies = [neutralise(_table_body(e)) for e in evidence]
-    headers = [_header(e) for e in evidence]
-    sources = [source_line(e) for e in sorted(evidence, key=lambda e: e.n)]
+    parts = [_parts(e) for e in evidence]
+    bodies = [body for _header_line, body, _source in parts]
+    headers = [header for header, _body, _source in parts]
+    sources = [source for _n, (_header_line, _body, source) in
+               sorted(zip((e.n for e in evidence), parts, strict=True), key=lambda pair: pair[0])]
     content = [*bodies, *headers, *sources, kb, snapshot_id or "", kb_version or ""]
     if token is None or any(token.lower() in c.lower() for c in content) or not re.fullmatch(r"[0-9a-f]{32}", token):
         token = new_token(content, seed=f"static\x00{kb_version}\x00{kb}\x00{snapshot_id}" if deterministic else None)
