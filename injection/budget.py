@@ -121,8 +121,15 @@ _COMPARE = re.compile(r"\b(?:compare|comparison|versus|vs\.?|difference|differen
 _PROCEDURE = re.compile(r"^\s*(?:how (?:do|can|should|to)|steps?\b|procedure|walk me through)|\bhow to\b|"
                         r"\b(?:install|configure|set up|upgrade|migrate|roll ?back|deploy)\b|如何|怎么|步骤",
                         re.IGNORECASE)
-_DIVERSE = re.compile(r"\b(?:list|examples?|options|alternatives|ways|ideas|kinds of|types of|which .* are there|"
-                      r"what are (?:the|some))\b|有哪些", re.IGNORECASE)
+# Diverse only on evidence of a question asking for several things: an
+# imperative "list ..."/"name ..." at the start, or "examples of", "ways to",
+# "kinds of" and the like.  A bare noun ("argument list", "options") or
+# "what are the" is common in fact questions, and a diverse guess caps each
+# document at one chunk.
+_DIVERSE = re.compile(r"^\s*(?:please\s+)?(?:list|enumerate|name (?:all|some|the|a few))\b|"
+                      r"\b(?:examples of|alternatives (?:to|for)|(?:what|which) alternatives|ways (?:to|of)|ideas for|"
+                      r"kinds of|types of|which .* are there|what are (?:some|the (?:different|various|main)))\b|有哪些",
+                      re.IGNORECASE)
 
 
 def guess_query_type(question: str) -> QueryType:

@@ -353,6 +353,12 @@ def test_candidates_from_point_payloads() -> None:
     ("How do I roll back a database migration?", "procedure"),
     ("Compare the edge and server vector stores", "compare"),
     ("What are some ways to reduce sync lag?", "diverse"),
+    ("List the cache backends Django ships", "diverse"),
+    # A noun "list" or "options", or "what are the", asks for one fact: a diverse
+    # guess would cap every document at one chunk.
+    ("Which function uses bit 0 to mark missingness on the returned argument list?", "fact"),
+    ("What options does runserver take?", "fact"),
+    ("What are the default values of CACHE_MIDDLEWARE_SECONDS?", "fact"),
 ])
 def test_guess_query_type(question: str, kind: str) -> None:
     assert guess_query_type(question) == kind

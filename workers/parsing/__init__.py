@@ -28,7 +28,7 @@ ParserFn = Callable[[bytes, str], ParsedDocument]
 
 #: Bumped whenever any parser's output may change; it enters the pipeline
 #: version recorded per document, so a parser upgrade re-chunks deliberately.
-PARSER_SET_VERSION = "p3"
+PARSER_SET_VERSION = "p4"
 
 __all__ = ["PARSER_SET_VERSION", "Limits", "Parsers", "PdfOptions"]
 
