@@ -70,9 +70,10 @@ from freshindex.workers.embedding.tokens import minilm_count
 #: Enters every content hash: bump it when chunk boundaries or text may change.
 #: c3: sizes by the model's tokenizer, the title in the embedded context, no file path and no
 #: section numbers in it (a full re-embed once, on upgrade).
-CHUNKER_VERSION = "c3"
+#: c4: every chunk holding part of a definition-list entry names its term (:func:`term_label`).
+CHUNKER_VERSION = "c4"
 
-__all__ = ["CHUNKER_VERSION", "Chunker", "estimate_tokens", "normalize", "slug", "strip_section_number"]
+__all__ = ["CHUNKER_VERSION", "Chunker", "estimate_tokens", "normalize", "slug", "strip_section_number", "term_label"]
 
 _WS = re.compile(r"\s+")
 _INVISIBLE = re.compile(r"[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
@@ -103,6 +104,43 @@ def strip_section_number(text: str) -> tuple[str, str]:
     if not m:
         return "", text
     return m.group(1).rstrip("."), text[m.end() :]
+
+
+_KEY = re.compile(r"\w+")
+
+
+def _key(text: str) -> str:
+    """Words (letters, digits, ``_``), lower case, between spaces: ``"HttpResponse.set_cookie()"``
+    holds ``httpresponse set_cookie``; ``"openssl ciphers"`` does not hold ``ssl_ciphers``, nor
+    ``"ModelForm factory"`` ``modelform_factory``."""
+    return f" {' '.join(_KEY.findall(text.lower()))} "
+
+
+def term_label(meta: dict[str, Any], room: int, count: Callable[[str], int]) -> str:
+    """The term a chunk of a definition-list entry repeats ("" outside an entry).
+
+    The whole term (``work_mem (integer)``) when it takes at most a quarter
+    of the room; otherwise the name a reader searches for, from the parser
+    (``meta["term_name"]``: ``HttpResponse.set_cookie`` for a signature of
+    twelve parameters), cut to that quarter if even the name is longer.  A
+    repeated signature would crowd out the description it labels."""
+    term = " ".join(str(meta.get("term") or "").split())
+    if not term:
+        return ""
+    quarter = max(4, room // 4)
+    if count(term) <= quarter:
+        return term
+    name = " ".join(str(meta.get("term_name") or "").split())
+    if name and count(name) <= quarter:
+        return name
+    return hard_split(name or term, quarter, count)[0]
+
+
+def _names_term(text: str, meta: dict[str, Any]) -> bool:
+    """Whether ``text`` already holds the entry's term or its name."""
+    key = _key(text)
+    wanted = (_key(str(meta.get("term") or "")), _key(str(meta.get("term_name") or "")))
+    return any(k.strip() and k in key for k in wanted)
 
 
 def _heading_paths(blocks: list[Block], path: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -198,6 +236,9 @@ class Chunker:
             if self._count(text) <= room:
                 yield piece
                 continue
+            label = term_label(piece.meta, room, self._count) if piece.kind != BlockKind.TABLE else ""
+            if label:  # each part names the entry it describes, and still fits with that name
+                room -= self._count(label) + 1
             if piece.kind == BlockKind.TABLE:
                 lines = text.split("\n")
                 n_head = 3 if piece.meta.get("caption") else 2
@@ -209,6 +250,8 @@ class Chunker:
             group = piece.group or hashlib.blake2b(normalize(text).encode(), digest_size=8).hexdigest()
             for part in parts:
                 for fit in [part] if self._count(part) <= room else hard_split(part, room, self._count):
+                    if label and not _names_term(fit, piece.meta):
+                        fit = f"{label}\n{fit}"
                     yield Piece(fit, piece.kind, piece.heading_path, piece.page, dict(piece.meta), group=group)
 
     # -- documents ------------------------------------------------------------
@@ -252,9 +295,19 @@ class Chunker:
 
     def _table(self, heading_path: tuple[str, ...], block: Block, room: int) -> Iterator[Piece]:
         m = block.meta
-        extra = {k: m[k] for k in ("pages", "anchor_id", "ocr", "ocr_confidence", "low_confidence_tokens") if k in m}
-        for piece in table_pieces(m["columns"], m["rows"], room, caption=m.get("caption"),
+        extra = {k: m[k] for k in ("pages", "anchor_id", "ocr", "ocr_confidence", "low_confidence_tokens", "term",
+                                   "term_name", "entry") if k in m}
+        caption = m.get("caption")
+        label = term_label(m, room, self._count)
+        if label and not _names_term(caption or "", m):
+            # A table inside an entry's description: its caption line names the entry.
+            caption = f"{caption} \u2014 {label}" if caption else label
+        for piece in table_pieces(m["columns"], m["rows"], room, caption=caption,
                                   units=m.get("units"), extra=extra):
+            if m.get("caption"):
+                piece.meta["caption"] = m["caption"]
+            else:
+                piece.meta.pop("caption", None)
             yield Piece(piece.text, BlockKind.TABLE, heading_path, block.page, piece.meta)
 
     def _prose(self, heading_path: tuple[str, ...], blocks: list[Block], room: int) -> Iterator[Piece]:
@@ -262,23 +315,36 @@ class Chunker:
             return
         count = self._count
         units = build_units(blocks, room, count)
-        sizes = [count(u.text) for u in units]
+        # The part of an entry that does not start with its term (the rest of a
+        # description after a nested list) names it when its chunk does not:
+        # room for that label is kept when packing.
+        labels = [self._unit_label(u, room) for u in units]
+        sizes = [count(u.text) + (count(lb) + 1 if lb else 0) for u, lb in zip(units, labels, strict=True)]
         groups = pack(sizes, [is_anchor(normalize(u.text)) for u in units], room, min_fill=room // 2)
         for group in groups:
             if len(group) == 1 and sizes[group[0]] > room:
                 yield from self._split(heading_path, units[group[0]], room)
                 continue
             parts = [b for i in group for b in units[i].parts]
-            text = render([units[i] for i in group])
+            text = render(_labelled([units[i] for i in group], [labels[i] for i in group]))
             yield Piece(text, _kind(parts), heading_path, _first_page(parts), merged_meta(parts))
+
+    def _unit_label(self, unit: Unit, room: int) -> str:
+        """The label a unit of an entry needs ("" when it names its term already or is no entry's)."""
+        meta = unit.parts[0].meta
+        if entry_of(unit.parts[0]) is None or _names_term(unit.text, meta):
+            return ""
+        return term_label(meta, room, self._count)
 
     def _split(self, heading_path: tuple[str, ...], unit: Unit, room: int) -> Iterator[Piece]:
         kinds = {b.kind for b in unit.parts}
         entry = entry_of(unit.parts[0])
-        term = entry[1].strip() if entry else ""
-        budget = room - (self._count(term) if term else 0)
+        full = " ".join(entry[1].split()) if entry else ""
+        term = term_label(unit.parts[0].meta, room, self._count) if entry else ""
+        budget = room - (self._count(term) + 1 if term else 0)
         text = unit.text
-        if term and text.startswith(term):
+        stripped = bool(term) and term == full and text.startswith(term)
+        if stripped:  # said once per part rather than twice in the first
             text = text[len(term) :].lstrip(" :\u2014-\n")
         if BlockKind.CODE in kinds or kinds == {BlockKind.LIST} or kinds == {BlockKind.TABLE}:
             texts = split_lines(text, budget, count=self._count)
@@ -287,11 +353,23 @@ class Chunker:
         meta = merged_meta(unit.parts)
         group = hashlib.blake2b(normalize(unit.text).encode(), digest_size=8).hexdigest()
         for part in texts:
-            # A definition split in parts: every part says what it defines.
-            body = f"{term}\n{part}" if term else part
+            # A definition split in parts: every part says what it defines (a long
+            # signature stays whole in the part that starts with it, its name elsewhere).
+            body = f"{term}\n{part}" if term and (stripped or not _names_term(part, meta)) else part
             first, pages = _page_range(unit.parts, part)
             yield Piece(body, _kind(unit.parts), heading_path, first,
                         {**{k: v for k, v in meta.items() if k != "pages"}, **pages}, group=group)
+
+
+def _labelled(units: list[Unit], labels: list[str]) -> list[Unit]:
+    """``units`` with each needed label put before the unit's first text, unless
+    an earlier unit of the same chunk already names that term."""
+    out: list[Unit] = []
+    for unit, label in zip(units, labels, strict=True):
+        if label and not _names_term(render(out), unit.parts[0].meta):
+            unit = Unit(list(unit.parts), [f"{label}: {unit.texts[0]}", *unit.texts[1:]])
+        out.append(unit)
+    return out
 
 
 def _identify(document_id: str, parsed: ParsedDocument, pieces: Iterable[Piece], bounds: Chunker) -> list[ChunkDraft]:

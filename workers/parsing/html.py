@@ -15,9 +15,15 @@ Generated documentation (DocBook, Sphinx, MkDocs, Javadoc) gets more:
 * navigation is also recognised by its shape (:mod:`workers.parsing.furniture`),
   so a generator whose class names no rule knows still loses it;
 * definition and variable lists are read entry by entry: every block of an
-  entry's description has ``meta["term"]`` and ``meta["entry"]`` and the
-  first one starts with the term (Sphinx's empty ``<dd>`` takes the
-  paragraphs after it, up to the next heading or list);
+  entry's description has ``meta["term"]``, ``meta["entry"]`` and
+  ``meta["term_name"]`` (the name a reader searches for, which the chunker
+  repeats where a whole signature would crowd a chunk, see :func:`term_name`)
+  and the first one starts with the term (Sphinx's empty ``<dd>`` takes the
+  paragraphs after it, up to the next heading or list); a back-of-book
+  index's terms (DocBook ``<div class="index">``) are one line each;
+* a class names furniture ("sidebar", "cookie-banner"); an id only when it
+  is not the anchor of the content it sits on (Sphinx's section
+  ``id="setting-test-cookies"`` is not a cookie banner);
 * section numbers ("20.4.1.", "F.1.", "Chapter 3.") are split from heading
   text into ``meta["heading_numbers"]`` (parallel to the heading path), and
   the title is the page's own (site suffix dropped, number in
@@ -53,7 +59,7 @@ from freshindex.workers.parsing.furniture import is_removed, strip_structural
 from freshindex.workers.parsing.numbering import page_title, split_number
 from freshindex.workers.parsing.table import clean_cell, table_block
 
-VERSION = "html-3"
+VERSION = "html-4"
 
 _DROP_TAGS = ("script", "style", "noscript", "nav", "footer", "form", "template", "svg", "iframe", "button",
               "select", "input", "textarea", "link", "meta", "object", "embed", "canvas", "dialog")
@@ -118,6 +124,33 @@ def _check_depth(soup: BeautifulSoup) -> None:
         stack.extend((c, depth + 1) for c in node.contents if isinstance(c, Tag))
 
 
+_ID_WORD = re.compile(r"[^\W_]+")
+
+
+def _is_named_furniture(tag: Tag) -> bool:
+    """Furniture by name: a class, or an id, that names a navigation bar, a sidebar, a banner...
+
+    An id is weaker evidence than a class: generators derive content ids from
+    the heading or the term they anchor (Sphinx's section "Setting test cookies"
+    is ``id="setting-test-cookies"``, the method ``set_test_cookie()`` is
+    ``id="...SessionBase.set_test_cookie"``), and those must not go as a cookie
+    banner.  So an id counts only when the furniture word it holds is not a
+    word of the element's own heading, and never on a term, a heading or a
+    dotted (qualified-name) id."""
+    if _FURNITURE.search(" ".join(tag.get("class") or [])):
+        return True
+    value = str(tag.get("id") or "")
+    m = _FURNITURE.search(value)
+    if not m:
+        return False
+    if tag.name in _HEADINGS or tag.name in ("dt", "dd") or "." in value:
+        return False
+    word = m.group(2).lower().rstrip("s")
+    head = tag.find(list(_HEADINGS))
+    own = {w.lower().rstrip("s") for w in _ID_WORD.findall(head.get_text(" "))} if head is not None else set()
+    return word not in own
+
+
 def _strip_furniture(soup: BeautifulSoup) -> None:
     for tag in soup.find_all(_DROP_TAGS):
         tag.decompose()
@@ -138,7 +171,7 @@ def _strip_furniture(soup: BeautifulSoup) -> None:
     for tag in soup.find_all(True):
         if is_removed(tag) or tag.name in ("html", "body", "main", "article"):
             continue
-        if _FURNITURE.search(_classes(tag)) and not _ADMONITION.search(" ".join(tag.get("class") or [])):
+        if _is_named_furniture(tag) and not _ADMONITION.search(" ".join(tag.get("class") or [])):
             if tag.name == "a" and tag.find_parent(list(_HEADINGS)) and tag.get_text().strip().lower() not in _ANCHOR_TEXT:
                 tag.unwrap()  # Sphinx's "toc-backref" link is the heading's own text
             else:
@@ -257,6 +290,47 @@ def _inner_id(tag: Tag) -> str | None:
     return next((i for i in ids if not _GENERATED_ID.match(i)), ids[0] if ids else None)
 
 
+#: DocBook's back-of-book index (``<div class="index">``), whose <dt>s are separate entries.
+_INDEX_CLASS = re.compile(r"^(index|indexdiv|genindex)$")
+#: Sphinx's signature parts that name the object: ``<span class="sig-prename descclassname">``, ``sig-name descname``.
+_SIG_NAME = re.compile(r"(^|\s)(sig-prename|descclassname|sig-name|descname)(\s|$)")
+#: A term name longer than this is cut at a word boundary (a name, not a sentence).
+MAX_TERM_NAME = 80
+
+
+def term_name(dts: list[Tag]) -> str:
+    """The name a reader searches for in an entry's terms: ``HttpResponse.set_cookie`` for
+    Sphinx's ``HttpResponse.set_cookie(key, value='', max_age=None, ...)[source]``,
+    ``verify_heapam`` for DocBook's ``verify_heapam(relation regclass, ...) returns setof record``,
+    ``-D directory / --pgdata=directory`` for an option with two spellings.
+
+    Sphinx marks the name in its signature (``descclassname`` + ``descname``);
+    other generators get the text of each term (each ``<span class="term">``
+    of a DocBook ``<dt>``) up to its parameter list.  It is repeated where the
+    whole term would crowd the chunk; it is not a parsed identifier."""
+    names: list[str] = []
+    for dt in dts:
+        sig = [t for t in dt.find_all(True) if _SIG_NAME.search(" ".join(t.get("class") or []))
+               and not any(_SIG_NAME.search(" ".join(p.get("class") or [])) for p in t.parents if p is not dt)]
+        if sig:
+            names.append("".join(t.get_text() for t in sig).strip())
+            continue
+        spans = dt.find_all("span", class_="term") or [dt]
+        for span in spans:
+            text = " ".join(_text(span).split())
+            names.append(text.split("(", 1)[0].strip() or text)
+    unique = list(dict.fromkeys(n for n in names if n))  # DocBook repeats a term spelt two ways
+    name = unique[0] if unique else ""
+    for more in unique[1:]:  # whole names only, while they fit
+        if len(name) + 3 + len(more) > MAX_TERM_NAME:
+            break
+        name = f"{name} / {more}"
+    if len(name) > MAX_TERM_NAME:
+        cut = name.rfind(" ", 0, MAX_TERM_NAME)
+        name = name[: cut if cut > MAX_TERM_NAME // 2 else MAX_TERM_NAME].rstrip(" /,")
+    return name
+
+
 def _mark_permalinks(soup: BeautifulSoup) -> None:
     """Remember, on each heading, the id its permalink (``¶``) points to: the
     generator's own anchor for it (removed with the furniture afterwards)."""
@@ -295,7 +369,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
     # An entry whose <dd> is empty (Sphinx writes ".. attribute:: X" then the
     # text after it): (term, entry, id, walk depth); the blocks that follow at
     # that depth, up to the next heading or list, are its description.
-    open_entry: list[tuple[str, int, str | None, int]] = []
+    open_entry: list[tuple[str, int, str | None, int, str]] = []
 
     def hp() -> tuple[str, ...]:
         return tuple(t for _, t, _, _, _ in path)
@@ -314,7 +388,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
         if open_entry and (kind == BlockKind.HEADING or len(ids) < open_entry[0][3]):
             open_entry.clear()
         if open_entry and "term" not in meta:
-            meta["term"], meta["entry"] = open_entry[0][0], open_entry[0][1]
+            meta["term"], meta["entry"], meta["term_name"] = open_entry[0][0], open_entry[0][1], open_entry[0][4]
             if open_entry[0][2] and (node is None or not _own_id(node)):
                 meta["anchor_id"] = open_entry[0][2]
         numbers = tuple(n for _, _, n, _, _ in path)
@@ -380,6 +454,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
             entries[0] += 1
             open_entry.clear()
             entry, term_id = entries[0], next((i for i in (_inner_id(t) for t in terms) if i), None)
+            name = term_name(terms) or term
             ids.append(term_id)
             start = len(blocks)
             for dd in dds:
@@ -388,18 +463,18 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
             own = blocks[start:]
             for b in own:
                 if "term" not in b.meta:  # an entry of a nested list keeps its own term
-                    b.meta["term"], b.meta["entry"] = term, entry
+                    b.meta["term"], b.meta["entry"], b.meta["term_name"] = term, entry, name
             first = own[0] if own else None
             if first is not None and first.kind == BlockKind.PARAGRAPH and first.meta["entry"] == entry:
                 if not first.text.startswith(term):
                     blocks[start] = replace(first, text=f"{term}{'' if term.endswith(':') else ':'} {first.text}")
             else:
                 ids.append(term_id)
-                emit(BlockKind.PARAGRAPH, term, None, {"term": term, "entry": entry})
+                emit(BlockKind.PARAGRAPH, term, None, {"term": term, "entry": entry, "term_name": name})
                 ids.pop()
                 blocks.insert(start, blocks.pop())
                 if not own:
-                    open_entry.append((term, entry, term_id, len(ids)))
+                    open_entry.append((term, entry, term_id, len(ids), name))
             terms.clear()
 
         dds: list[Tag] = []
@@ -407,11 +482,17 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
         flat: list[Tag] = []
         for c in items:  # HTML allows <div> wrappers around a dt/dd group
             flat.extend([x for x in c.children if isinstance(x, Tag)] if c.name == "div" else [c])
-        for c in flat:
+        index = dl.find_parent(class_=_INDEX_CLASS) is not None
+        for n, c in enumerate(flat):
             if c.name == "dt":
                 if dds:
                     close(dds)
                     dds = []
+                if index and (n + 1 == len(flat) or flat[n + 1].name == "dt"):
+                    # A back-of-book index: each term is a line of its own (its links say
+                    # where it is explained); only the one a <dd> follows has subentries.
+                    add(BlockKind.PARAGRAPH, " ".join(_text(c).split()), c)
+                    continue
                 terms.append(c)
             elif c.name == "dd":
                 dds.append(c)
