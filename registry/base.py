@@ -143,7 +143,7 @@ class _Base:
 
         The run must be ``running`` and its changeset (``changeset_id`` when
         the task names one) ``open``.  The run row stays locked until the
-        transaction ends (``FOR SHARE`` on PostgreSQL; SQLite's write lock),
+        transaction ends (``FOR KEY SHARE`` on PostgreSQL; SQLite's write lock),
         and every transition out of running/open locks it first
         (:meth:`finish_sync_run`, :meth:`open_or_join_run`), so no write can
         land in a changeset that was staged or applied meanwhile.  Must be the
@@ -152,9 +152,14 @@ class _Base:
         self._write_lock(s)
         q = select(SyncRun).where(SyncRun.id == run_id)
         if self._dialect == "postgresql":
-            # FOR SHARE: the documents of one run stage concurrently; a
+            # FOR KEY SHARE: the documents of one run stage concurrently; a
             # transition (finish, adoption) takes FOR UPDATE and waits for them.
-            q = q.with_for_update(read=True)
+            # Not FOR SHARE: that also blocks the plain UPDATEs of the run row
+            # (each task's heartbeat, two per document), which then queue every
+            # later fence behind them: a convoy that grew with the worker count
+            # (bench/results/workers_load.md).  A non-key UPDATE takes FOR NO
+            # KEY UPDATE, which FOR KEY SHARE lets through; FOR UPDATE it does not.
+            q = q.with_for_update(read=True, key_share=True)
         run = s.scalars(q).first()
         cs_status = None
         if run is not None and (changeset_id or run.changeset_id) is not None:

@@ -28,6 +28,7 @@ class Queue(StrEnum):
 class TaskName(StrEnum):
     SYNC_SOURCE = "freshindex.sync_source"
     PROCESS_DOCUMENT = "freshindex.process_document"
+    DISPATCH_DOCUMENTS = "freshindex.dispatch_documents"
     FINISH_SYNC = "freshindex.finish_sync"
     BUILD_SNAPSHOT = "freshindex.build_snapshot"
     POLL_SOURCES = "freshindex.poll_sources"
@@ -48,6 +49,7 @@ ROUTES = {
     TaskName.RETAIN_SNAPSHOTS: Queue.BUILD,
     TaskName.RECONCILE_INDEX: Queue.BUILD,
     TaskName.PROCESS_DOCUMENT: Queue.PARSE,
+    TaskName.DISPATCH_DOCUMENTS: Queue.PARSE,  # behind the batch it follows: fair dispatch (workers/tasks.py)
     TaskName.BUILD_SNAPSHOT: Queue.BUILD,
 }
 

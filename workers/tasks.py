@@ -8,6 +8,14 @@ retry-or-record, and chain to the next step.  Arguments are ids, keys and
 etags (JSON); the payload lives in the registry.  New arguments must default
 to ``None`` so a rolling deploy can mix old and new workers.
 
+Fair dispatch: a sync enqueues at most ``broker.dispatch_batch`` document
+tasks, then a ``dispatch_documents`` continuation on the same (FIFO) parse
+queue, behind them; when a worker takes it, that batch has left the queue,
+and it enqueues the next batch and continuation from the plan the registry
+holds (``planned_keys``).  So the documents of a small source synced during a
+huge one wait behind at most one batch per busy source, not behind the whole
+huge source, with no queue per source to manage.
+
 Completion without a chord: each ``process_document`` checks, after
 recording its outcome, whether every planned document of its run has an
 outcome; :meth:`registry.Registry.finish_sync_run` lets exactly one caller
@@ -19,11 +27,13 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from typing import Any
 
 from celery import Celery, Task
 from celery.signals import task_postrun, task_prerun, worker_process_shutdown
 from celery.utils.time import get_exponential_backoff_interval
+from freshindex.core.enums import RunStatus
 from freshindex.core.errors import ConfigError, LockHeldError, PermanentError, RetryableError, StaleTaskError
 from freshindex.core.ids import document_id
 from freshindex.schedules.gc import collect_tombstones as collect_tombstones_
@@ -45,6 +55,29 @@ def retry_countdown(retries: int, maximum: float) -> float:
     ``maximum``, with full jitter so workers that failed together (a registry
     blip) do not come back together.  Celery's own ``retry_backoff`` formula."""
     return float(get_exponential_backoff_interval(factor=1, retries=retries, maximum=int(maximum), full_jitter=True))
+
+
+class ThrottledLease:
+    """``heartbeat_run`` at most once per ``every`` seconds per run from this process.
+
+    Every task of a run beats on entry and exit (schedules/reaper.py), two
+    UPDATEs of the run's one row per document; with many worker processes on
+    one run they queue on that row lock (the lock waits left in
+    bench/results/workers_load.md).  A beat skipped here leaves the run's
+    heartbeat at most ``every`` seconds older than it would have been, far
+    inside ``sync.run_lease_s``.
+    """
+
+    def __init__(self, registry: Any, every: float) -> None:
+        self._registry, self._every = registry, every
+        self._last: dict[int, float] = {}
+
+    def heartbeat_run(self, run_id: int, worker: str | None = None) -> None:
+        now = time.monotonic()
+        if now - self._last.get(run_id, float("-inf")) < self._every:
+            return
+        self._last[run_id] = now
+        self._registry.heartbeat_run(run_id, worker)
 
 
 def register(app: Celery, services_factory: ServicesFactory | None = None) -> None:
@@ -84,9 +117,10 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
     # renews the run's heartbeat, so a worker killed mid-task is noticed
     # after ``sync.run_lease_s`` instead of the broker's visibility timeout.
     beats: dict[str, Heartbeat] = {}
+    leases: dict[str, ThrottledLease] = {}
 
     def _run_of(task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-        if task.name in (TaskName.PROCESS_DOCUMENT, TaskName.FINISH_SYNC):
+        if task.name in (TaskName.PROCESS_DOCUMENT, TaskName.FINISH_SYNC, TaskName.DISPATCH_DOCUMENTS):
             return kwargs.get("run_id", args[0] if args else None)
         if task.name == TaskName.BUILD_SNAPSHOT:
             return kwargs.get("run_id", args[1] if len(args) > 1 else None)
@@ -100,7 +134,9 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
         run_id = _run_of(task, tuple(args or ()), dict(kwargs or {}))
         if run_id is not None:
             interval = settings.sync.heartbeat_interval_s
-            beats[task_id] = Heartbeat(services().registry, int(run_id), interval).start()
+            if "lease" not in leases:
+                leases["lease"] = ThrottledLease(services().registry, interval / 2)
+            beats[task_id] = Heartbeat(leases["lease"], int(run_id), interval).start()  # type: ignore[arg-type]
 
     @task_postrun.connect(weak=False)
     def _beat_stop(task_id: str = "", **_: Any) -> None:
@@ -110,6 +146,18 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
 
     def count(task: str, outcome: str) -> None:
         services().metrics.tasks.labels(task, outcome).inc()
+
+    def dispatch(run_id: int, changeset_id: int, source_id: str, documents: list[tuple[str, str | None, int]],
+                 start: int) -> int:
+        """Enqueue ``documents[start:]`` up to one batch, and the continuation behind it if more remain;
+        returns how many document tasks were sent."""
+        size = broker.dispatch_batch or len(documents)
+        batch = documents[start:start + size]
+        for key, etag, doc_size in batch:
+            process_document.delay(run_id, changeset_id, source_id, key, etag, doc_size)
+        if start + size < len(documents):
+            dispatch_documents.delay(run_id, changeset_id, source_id, start + size)
+        return len(batch)
 
     @app.task(bind=True, shared=False, name=str(TaskName.SYNC_SOURCE), max_retries=max_retries)
     def sync_source(self: Task, source_id: str, trigger: str = "api",
@@ -140,8 +188,7 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
             return result(plan.run_id, True)
         if not plan.documents:
             finish_sync.delay(plan.run_id)
-        for doc in plan.documents:
-            process_document.delay(plan.run_id, plan.changeset_id, source_id, doc.key, doc.etag, doc.size)
+        dispatch(plan.run_id, plan.changeset_id, source_id, [(d.key, d.etag, d.size) for d in plan.documents], 0)
         count("sync_source", "ok")
         return result(plan.run_id, False)
 
@@ -184,6 +231,26 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
         if done >= planned:
             finish_sync.delay(run_id)
         return result
+
+    @app.task(bind=True, shared=False, name=str(TaskName.DISPATCH_DOCUMENTS), max_retries=max_retries,
+              autoretry_for=(RetryableError,), retry_backoff=True, retry_backoff_max=broker.retry_backoff_max,
+              retry_jitter=True)
+    def dispatch_documents(self: Task, run_id: int, changeset_id: int, source_id: str, start: int) -> int:
+        """The next batch of a run's planned documents (see "Fair dispatch" above); 0 once the run is closed.
+
+        A closed run (finished, or adopted by a later run that re-planned its
+        unprocessed documents) gets nothing more.  A redelivered continuation
+        sends its batch twice: harmless, document tasks are idempotent.
+        """
+        svc = services()
+        run = svc.registry.get_sync_run(run_id)
+        planned = (run.summary or {}).get("planned_keys")
+        if run.status != RunStatus.RUNNING or planned is None:
+            count("dispatch_documents", "stale")
+            return 0
+        sent = dispatch(run_id, changeset_id, source_id, [(k, e, int(z)) for k, e, z in planned], int(start))
+        count("dispatch_documents", "ok")
+        return sent
 
     # Celery's own retry options fit here: nothing to record when retries run out.
     @app.task(bind=True, shared=False, name=str(TaskName.FINISH_SYNC), max_retries=max_retries, autoretry_for=(RetryableError,),
@@ -278,7 +345,8 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
             return None if active is None else list(svc.store.iter_ids(active.collection))
 
         try:
-            done = reconcile(svc.registry, point_ids=point_ids, locked=svc.builder.lock)  # type: ignore[arg-type]
+            done = reconcile(svc.registry, point_ids=point_ids, locked=svc.builder.lock,  # type: ignore[arg-type]
+                             metrics=svc.metrics)
         finally:
             svc.store.release()
         count("reconcile_index", "ok")
