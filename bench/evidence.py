@@ -289,6 +289,16 @@ class Bench:
         self.keys = [p.get("key", "") for p in self.payloads]
         self.texts = [p.get("text", "") for p in self.payloads]
         self.bm25 = BM25([_chunk_tokens(p) for p in self.payloads])
+        self.decisions: list[tuple[Any, Any]] = []
+        client = svc.client
+        chained = client.on_decision
+
+        def capture(kb: str, reason: Any, sig: Any) -> None:
+            self.decisions.append((reason, sig))
+            if chained is not None:
+                chained(kb, reason, sig)
+
+        client.on_decision = capture
 
     def ask(self, item: dict[str, Any]) -> dict[str, dict[str, Any]]:
         from freshindex.vectorstore import lexical
@@ -296,13 +306,17 @@ class Bench:
         q = item["question"]
         out: dict[str, dict[str, Any]] = {}
         # hybrid: the client as an application calls it
+        self.decisions.clear()
         p5 = self.svc.client.retrieve(q, kb=KB, limit=5)
+        reason, sig = self.decisions[-1] if self.decisions else (None, None)
         p10 = self.svc.client.retrieve(q, kb=KB, limit=10)
         ev5, ev10 = list(p5.evidence), list(p10.evidence)
         judged = _judge([e.key for e in ev10], [e.text for e in ev5], item)
         if judged:  # hit@5 from the limit-5 packet itself (the limit-10 one only gives the rank for MRR@10)
             judged["hit5"] = first_rank([e.key for e in ev5], item["page"]) is not None
         top = ev5[0].score if ev5 else None
+        out["client"] = {"reason": str(reason) if reason is not None else None, "why": p5.reason,
+                         **(sig.as_dict() if sig is not None else {"coverage": 0.0, "lexical": 0.0, "dense": 0.0})}
         out["hybrid"] = {**judged, "refused": p5.insufficient, "top": top,
                          "keys": [e.key for e in ev5], "top_text": ev5[0].text if ev5 else ""}
         # the baselines over the same chunks
@@ -385,6 +399,67 @@ def _logistic(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     return {"features": names, "weights": [round(float(v), 4) for v in w], "bias": round(b, 4)}
 
 
+#: The client's refusal signals (injection.refusal.Signals) the fitted decision combines; dense is left out
+#: (its scale belongs to the embedding model, so a fit on MiniLM would not carry over to another one).
+CLIENT_SIGNALS = ("coverage", "lexical")
+
+
+def fit_client_refusal(rows: list[dict[str, Any]], names: tuple[str, ...] = CLIENT_SIGNALS) -> dict[str, Any]:
+    """The client's refusal parameters (``settings.context.refusal_*``), fitted on the dev split.
+
+    Logistic regression (L2, standardised signals) on dev; then its decision
+    value is shifted so that at most 5 % of dev's answerable questions fall
+    below zero (the refusal side), halfway to the next answerable one so the
+    margin is not zero; the result is written back as ``bias + weights .
+    signals`` over the raw signals, which is what the client evaluates.
+    """
+    dev = [r for r in rows if r["split"] == "dev" and "client" in r]
+    x = np.asarray([[r["client"][n] for n in names] for r in dev], dtype=np.float64)
+    y = np.asarray([r["kind"] != "unanswerable" for r in dev], dtype=np.float64)
+    mu, sd = x.mean(axis=0), x.std(axis=0) + 1e-9
+    z = (x - mu) / sd
+    w, b = np.zeros(len(names)), 0.0
+    for _ in range(5000):
+        p = 1 / (1 + np.exp(-(z @ w + b)))
+        w -= 0.1 * (z.T @ (p - y) / len(y) + 0.02 * w)
+        b -= 0.1 * float(np.mean(p - y))
+    raw_w = w / sd
+    raw_b = b - float(np.sum(w * mu / sd))
+    value = x @ raw_w + raw_b
+    pos = np.sort(value[y == 1])
+    allowed = math.floor(MAX_FALSE_REFUSALS * len(pos))
+    neg = value[y == 0]
+    below = neg[neg < pos[allowed]]  # the unanswerable ones a cut under pos[allowed] can refuse
+    if len(below):  # halfway between the strongest of them and the next answerable above it: a margin both ways
+        top = float(below.max())
+        cut = (top + float(pos[pos > top].min())) / 2
+    else:
+        cut = float(pos[0]) - 1e-3
+    params = {"bias": round(raw_b - cut, 4), **{f"{n}_weight": round(float(v), 4) for n, v in zip(names, raw_w, strict=True)}}
+    return {"params": params, "features": list(names)}
+
+
+def client_decisions(rows: list[dict[str, Any]], params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Refusal rates per split: the client's own decisions, or those ``params`` would take on its signals."""
+    def refused(r: dict[str, Any]) -> bool:
+        if params is None:
+            return bool(r["hybrid"]["refused"])
+        c = r["client"]
+        if c.get("reason") in ("no_evidence", "no_snapshot"):
+            return True
+        return params["bias"] + sum(params.get(f"{n}_weight", 0.0) * c[n] for n in ("coverage", "lexical", "dense")) < 0
+
+    out = {}
+    for split in ("dev", "test", None):
+        sel = [r for r in rows if split is None or r["split"] == split]
+        un = [r for r in sel if r["kind"] == "unanswerable"]
+        an = [r for r in sel if r["kind"] != "unanswerable"]
+        out[split or "all"] = {"unanswerable_refused": _rate(sum(map(refused, un)), len(un)),
+                               "false_refusals": _rate(sum(map(refused, an)), len(an)), "n": len(sel),
+                               "false_refused_ids": [r["id"] for r in an if refused(r)]}
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from freshindex.settings import load_settings
     from freshindex.workers.runner import sync_inline
@@ -405,16 +480,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.limit_pages:
         rest = [k for k in keys if k not in cited]
         keys = sorted(cited & set(old) | set(rest[:max(0, args.limit_pages - len(cited))]))
-    work = Path(tempfile.mkdtemp(prefix="fi-evidence-"))
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="fi-evidence-"))
+    state_file = work / "state.json"
+    state = {"pages": keys, "lexical": _lexical_version()}
+    kept = json.loads(state_file.read_text()) if args.work and state_file.exists() else {}
+    reused = kept.get("state") == state
     try:
         src = work / "docs"
-        _copy_pages(old, keys, src)
+        if not reused:
+            shutil.rmtree(work, ignore_errors=True)
+            _copy_pages(old, keys, src)
         svc = Services(load_settings(data_dir=work / "data"))
-        svc.registry.add_source(KB, kind="folder", location=str(src), owner="bench", kb=KB)
+        if not reused:
+            svc.registry.add_source(KB, kind="folder", location=str(src), owner="bench", kb=KB)
         svc.embedder.embed(["warm up"])
         t0 = time.perf_counter()
-        first = sync_inline(svc, KB)
-        sync_s = time.perf_counter() - t0
+        first = sync_inline(svc, KB) if not reused else None
+        sync_s = time.perf_counter() - t0 if not reused else kept["sync_s"]
+        embedded = first.run.summary.get("chunks_embedded") if first is not None else kept["embedded"]
+        if args.work and not reused:  # kept before the update: a later run applies it if this one does not
+            kept = {"state": state, "sync_s": sync_s, "embedded": embedded, "update": None}
+            state_file.write_text(json.dumps(kept))
         bench = Bench(svc)
         print(f"indexed {len(keys)} pages, {len(bench.payloads)} chunks in {sync_s:.0f} s")
         rows: list[dict[str, Any]] = []
@@ -425,7 +511,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 before_update[it["id"]] = res
             rows.append({"id": it["id"], "kind": it["kind"], "split": it["split"], **res})
         update: dict[str, Any] = {"skipped": True}
-        if not args.skip_update:
+        if kept.get("update"):  # the kept index is already at u7: update_only questions were asked after it
+            update = kept["update"]
+            before_update = {}
+        elif not args.skip_update:
             changed = [k for k in keys if k in new and content_changed(old[k], new[k])]
             _copy_pages(new, keys, src)  # every page of the release (the bytes of all of them changed)
             t1 = time.perf_counter()
@@ -438,12 +527,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if r["kind"] == "update_only":
                     it = next(i for i in items if i["id"] == r["id"])
                     r.update(bench.ask(it))
+            if args.work:
+                state_file.write_text(json.dumps({**kept, "update": update}))
         svc.close()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
     raw = {"rows": rows, "update": update, "before_update": before_update, "pages": len(keys),
-           "chunks": len(bench.payloads), "sync_s": sync_s,
-           "first_chunks_embedded": first.run.summary.get("chunks_embedded"), "load": _load()}
+           "chunks": len(bench.payloads), "sync_s": sync_s, "reused_index": reused,
+           "first_chunks_embedded": embedded, "load": _load()}
     (CACHE / "evidence-rows.json").write_text(json.dumps(raw, default=str))  # --from-rows rebuilds the report
     return report(args, raw)
 
@@ -460,7 +552,16 @@ def report(args: argparse.Namespace, raw: dict[str, Any]) -> dict[str, Any]:
     client_refusal = {
         "unanswerable_refused": _rate(sum(r["hybrid"]["refused"] for r in unans), len(unans)),
         "false_refusals": _rate(sum(r["hybrid"]["refused"] for r in answ), len(answ)),
+        "by_split": client_decisions(rows),
     }
+    with_client = [r for r in rows if "client" in r]
+    client_fit = fit_client_refusal(with_client) if with_client else None
+    if client_fit:
+        client_fit["rates"] = client_decisions(with_client, client_fit["params"])
+        for name in CLIENT_SIGNALS:
+            client_fit.setdefault("auroc", {})[name] = auroc(
+                [r["client"][name] for r in with_client if r["kind"] != "unanswerable"],
+                [r["client"][name] for r in with_client if r["kind"] == "unanswerable"])
     refusals = {
         "hybrid": refusal(rows, lambda r: r["hybrid"]["top"] if r["hybrid"]["top"] is not None else -1.0),
         "dense": refusal(rows, lambda r: r["dense"]["top"]),
@@ -471,8 +572,14 @@ def report(args: argparse.Namespace, raw: dict[str, Any]) -> dict[str, Any]:
               for k, v in before_update.items()}
     return {"meta": _meta(args, raw["pages"], raw["chunks"], raw["sync_s"], raw["first_chunks_embedded"],
                           raw.get("load")),
-            "methods": methods, "client_refusal": client_refusal, "refusal": refusals, "signals": by_signal,
+            "methods": methods, "client_refusal": client_refusal, "client_fit": client_fit, "refusal": refusals, "signals": by_signal,
             "logistic": logistic, "update": update, "update_only_before_update": before, "rows": rows}
+
+
+def _lexical_version() -> str:
+    from freshindex.vectorstore.lexical import LEXICAL_VERSION
+
+    return LEXICAL_VERSION
 
 
 def _load() -> list[float] | None:
@@ -510,6 +617,7 @@ def markdown(res: dict[str, Any], command: str) -> list[str]:
     lines += ["", "## Refusal", "",
               f"The client (`InjectionClient.retrieve`, `insufficient`): unanswerable refused "
               f"{cr['unanswerable_refused']}, false refusals {cr['false_refusals']} (all questions).", "",
+              *_client_refusal_lines(res), "",
               "Top score per method and candidate signals: AUROC (answerable vs unanswerable, all questions); "
               "threshold fitted on dev (<= 5 % false refusals), rates on test.", ""]
     rows = []
@@ -529,11 +637,31 @@ def markdown(res: dict[str, Any], command: str) -> list[str]:
     return lines
 
 
+def _client_refusal_lines(res: dict[str, Any]) -> list[str]:
+    """The client's own refusals per split, and the parameters the dev split fits (shipped in settings)."""
+    by = res["client_refusal"].get("by_split") or {}
+    rows = [[split, v["n"], v["unanswerable_refused"], v["false_refusals"], ", ".join(v["false_refused_ids"]) or "-"]
+            for split, v in by.items()]
+    lines = table(["split", "questions", "unanswerable refused", "false refusals", "falsely refused"], list("lrrrl"),
+                  rows) if rows else []
+    fit = res.get("client_fit")
+    if fit:
+        lines += ["", "Signals (`injection.refusal`) AUROC: "
+                  + ", ".join(f"{k} {v}" for k, v in fit["auroc"].items())
+                  + f". Logistic fit on dev of {', '.join(fit['features'])} -> `settings.context.refusal_*` "
+                  f"{json.dumps(fit['params'])}; with those, test: unanswerable refused "
+                  f"{fit['rates']['test']['unanswerable_refused']}, false refusals {fit['rates']['test']['false_refusals']}."]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit-pages", type=int, default=0, help="index only N pages (the cited ones first)")
     parser.add_argument("--skip-update", action="store_true", help="do not apply the u7 update")
     parser.add_argument("--verify-only", action="store_true", help="only check the golden set against the pages")
+    parser.add_argument("--work", default="",
+                        help="keep the indexed data here and reuse it on the next run with the same pages "
+                             "(for iterating on retrieval; the kept index is after the update)")
     parser.add_argument("--from-rows", action="store_true",
                         help="rebuild the report from the last run's answers (cached evidence-rows.json)")
     args = parser.parse_args()

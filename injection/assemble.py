@@ -32,15 +32,17 @@ import math
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from freshindex.core.payload import PointPayload
 from freshindex.injection.budget import ContextPolicy, QueryType
 from freshindex.injection.types import Evidence
+from freshindex.vectorstore import lexical
 
-__all__ = ["Assembly", "Candidate", "Reranker", "SessionNumbers", "assemble", "normalised", "place"]
+__all__ = ["Assembly", "Candidate", "Reranker", "SessionNumbers", "assemble", "coverage_reranker", "normalised",
+           "place"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,34 @@ class Candidate:
 
 #: (question, pool in fusion order) -> one relevance score per candidate, higher is better.
 Reranker = Callable[[str, Sequence[Candidate]], Sequence[float]]
+
+
+def coverage_reranker(weights: Mapping[str, float], *, prior: float = 0.2) -> Reranker:
+    """A lexical reranker: the IDF-weighted share of the question's tokens each candidate holds.
+
+    ``weights`` maps the question's tokens to their IDF (the client has them
+    from the engine for the refusal signals, so this costs no query).  Why:
+    fused rank finds the right page, but on long reference pages the chunk
+    holding the answer is often not the page's best-fused one, and the
+    per-document quota then drops it; the chunk that contains the rare terms
+    of the question is the one to keep.  ``prior / (1 + position)`` in the
+    pool's fusion order breaks near-ties (measured on the Django golden set,
+    ``bench.evidence``: passage@5 0.71 -> 0.81 with the prior, 0.79 without).
+    What it does not do: understand paraphrase; it reorders, never admits.
+    """
+    total = sum(weights.values())
+
+    def rerank(_question: str, pool: Sequence[Candidate]) -> list[float]:
+        out = []
+        for i, c in enumerate(pool):
+            e = c.evidence
+            have = set(lexical.tokenize(lexical.lexical_text(text=e.text, title=e.title, heading_path=e.heading_path,
+                                                             key=e.key)))
+            cov = sum(w for t, w in weights.items() if t in have) / total if total > 0 else 0.0
+            out.append(cov + prior / (1 + i))
+        return out
+
+    return rerank
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,12 @@ documents rechecked at their ACL source), before any quota, budget or
 rendering.  Denials go to ``on_denials`` (the audit trail); the packet's
 ``dropped`` shows only reasons that say nothing about access or existence
 (:data:`PUBLIC_DROPS`), so a denied document and a missing one answer the
-same bytes.  Below ``min_score`` the answer is an *insufficient evidence*
-packet rather than weak context.
+same bytes.  When nothing is admitted (no hit over the dense floor
+``min_score`` nor in the lexical ranking), or the calibrated refusal of
+:mod:`injection.refusal` finds that the admitted evidence does not cover the
+question's key terms, the answer is an *insufficient evidence* packet rather
+than weak context; its ``reason`` says why, and ``on_decision`` hears every
+decision (the ``freshindex_refusals_total{reason}`` metric).
 
 The client does not import the pipeline: its store, embedder and (optional)
 recheck are passed in, so it runs next to the service or inside an app.
@@ -17,21 +21,35 @@ recheck are passed in, so it runs next to the service or inside an app.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from freshindex.acl import Principal, query_filter, visible
 from freshindex.acl.access import DenialRecord, DocumentStatus, SensitiveRecheck, Verdict, decide, denial_records
-from freshindex.core.errors import NotFoundError
+from freshindex.core.errors import NotFoundError, StoreError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
-from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers
+from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers, coverage_reranker
 from freshindex.injection.budget import ContextPolicy, Tokenizer
 from freshindex.injection.context import compose
+from freshindex.injection.refusal import (
+    FUNCTION_WORDS,
+    RefusalPolicy,
+    RefusalReason,
+    Signals,
+    absent_idf,
+    evidence_tokens,
+)
+from freshindex.injection.refusal import decide as decide_refusal
+from freshindex.injection.refusal import signals as refusal_signals
 from freshindex.injection.types import ContextPacket, Evidence, insufficient_context, render_context
 from freshindex.vectorstore.base import ScoredHit, VectorStore
+from freshindex.vectorstore.lexical import tokenize as lexical_tokens
+
+log = logging.getLogger("freshindex.injection")
 
 #: chunk ids -> the registry's status of each chunk and its document; ids missing from the mapping are orphans.
 Recheck = Callable[[Sequence[str]], Mapping[str, DocumentStatus]]
@@ -42,7 +60,11 @@ DenialSink = Callable[[Sequence[DenialRecord]], None]
 #: ``ContextPacket.dropped`` keys a caller may see: reasons that do not depend on who may read what, or on
 #: what exists. Every other reason (acl, tenant, tombstoned, orphan, ...) is kept in ``withheld``, the audit
 #: trail and the metrics, so "denied" and "not found" answer the same bytes.
-PUBLIC_DROPS = frozenset({"low_score", "per_document", "budget", "duplicate", "pool", "max_chunks", "expired"})
+PUBLIC_DROPS = frozenset({"low_score", "per_document", "budget", "duplicate", "pool", "max_chunks", "expired",
+                          "refused"})
+
+#: (kb, refusal reason or None when answered, the signals when computed): every retrieval's decision; must not raise.
+DecisionSink = Callable[[str, RefusalReason | None, Signals | None], None]
 
 #: kb -> {source id: its freshness (``.last_verified_at``, ``.stale_reason``)} for the sources that are stale now.
 StaleSources = Callable[[str], Mapping[str, Any]]
@@ -63,6 +85,9 @@ class InjectionClient:
         policy: ContextPolicy | None = None,
         tokenizer: Tokenizer | None = None,
         reranker: Reranker | None = None,
+        refusal: RefusalPolicy | None = None,
+        on_decision: DecisionSink | None = None,
+        lexical_rerank: bool = True,
     ) -> None:
         self.store, self.embedder, self.naming = store, embedder, naming
         self.recheck, self.sensitive, self.on_denials = recheck, sensitive, on_denials
@@ -70,6 +95,11 @@ class InjectionClient:
         self.min_score = min_score
         self.policy = policy or ContextPolicy()
         self.tokenizer, self.reranker = tokenizer, reranker
+        self.refusal = refusal or RefusalPolicy()
+        self.on_decision = on_decision
+        self.lexical_rerank = lexical_rerank
+        # collection -> point count, for the weight of absent terms (a count that lags a little shifts it little)
+        self._points: dict[str, int] = {}
 
     def resolve(self, kb: str) -> tuple[str, str] | None:
         """(collection, snapshot id) the alias of ``kb`` points at now."""
@@ -95,7 +125,8 @@ class InjectionClient:
         for _attempt in range(2):
             target = self.resolve(kb)
             if target is None:
-                return self._insufficient(question, kb, None, "the knowledge base has no snapshot yet")
+                return self._refuse(question, kb, None, RefusalReason.NO_SNAPSHOT,
+                                    "the knowledge base has no snapshot yet")
             try:
                 # One alias resolution, one collection: every hit comes from one snapshot.
                 hits = self.store.search(target[0], vector, limit=pool, flt=query_filter(principal), text=question)
@@ -141,14 +172,72 @@ class InjectionClient:
         if not candidates or not dense_ok:
             if candidates:
                 dropped["low_score"] = dropped.get("low_score", 0) + len(candidates)
-            return self._insufficient(question, kb, snapshot_id, "no evidence above the relevance threshold", dropped)
+            return self._refuse(question, kb, snapshot_id, RefusalReason.NO_EVIDENCE,
+                                "no evidence above the relevance threshold", dropped)
+        admitted = {c.chunk_id for c in candidates}
+        sig = self._signals(question, _collection, principal, candidates,
+                            [h for h in hits if h.id in admitted])
+        refused = decide_refusal(self.refusal, sig)
+        if refused is not None:
+            dropped["refused"] = dropped.get("refused", 0) + len(candidates)
+            return self._refuse(question, kb, snapshot_id, refused[0], refused[1], dropped, sig)
         stale = self.stale_sources(kb) if self.stale_sources is not None else {}
         if stale:  # the source could not be verified lately: its last good content, labelled with when
             candidates = [_label_stale(c, stale.get(c.evidence.source_id)) for c in candidates]
         packet = compose(question, kb, snapshot_id, candidates, policy=self.policy, query_type=query_type,
-                         tokenizer=self.tokenizer, reranker=self.reranker, numbers=numbers,
+                         tokenizer=self.tokenizer, reranker=self._reranker(sig), numbers=numbers,
                          deterministic=deterministic, kb_version=snapshot_id, dropped=dropped, limit=limit)
+        if packet.insufficient:  # assembly left nothing, or the budget cannot hold even the frame
+            budget = (packet.reason or "").startswith("the context budget")
+            self._decided(kb, RefusalReason.BUDGET if budget else RefusalReason.NO_EVIDENCE, sig)
+        else:
+            self._decided(kb, None, sig)
         return replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped))
+
+    def _signals(self, question: str, collection: str, principal: Principal, candidates: Sequence[Candidate],
+                 hits: Sequence[ScoredHit]) -> Signals:
+        """The refusal signals of the admitted evidence: its top ``depth`` by fused rank, IDF from the engine."""
+        top = sorted(candidates, key=lambda c: (-c.score, c.chunk_id))[: self.refusal.depth]
+        tokens = [evidence_tokens(c.evidence.text, c.evidence.title, c.evidence.heading_path, c.evidence.key)
+                  for c in top]
+        terms = [t for t in dict.fromkeys(lexical_tokens(question)) if t not in FUNCTION_WORDS]
+        stats = getattr(self.store, "lexical_idf", None)
+        if stats is None or not terms:  # an engine without lexical statistics: every term weighs the same
+            idf, missing = {t: 1.0 for t in terms}, 1.0
+        else:
+            try:
+                idf = stats(collection, terms, flt=query_filter(principal))
+                missing = absent_idf(self._count(collection))
+            except (NotFoundError, StoreError) as exc:  # the evidence is in hand: weigh terms alike, do not fail
+                log.warning("lexical statistics of %s unavailable (%s): refusal terms weigh the same", collection, exc)
+                idf, missing = {t: 1.0 for t in terms}, 1.0
+        lexical_top = max((h.lexical for h in hits if h.lexical is not None), default=None)
+        dense_top = max((h.score for h in hits), default=None)
+        return refusal_signals(question, tokens, idf=idf, missing_idf=missing, lexical_top=lexical_top,
+                               dense_top=dense_top)
+
+    def _reranker(self, sig: Signals) -> Reranker | None:
+        """The caller's reranker; else, with ``lexical_rerank``, the coverage reranker on the refusal's IDF."""
+        if self.reranker is not None or not self.lexical_rerank or not sig.weights:
+            return self.reranker
+        return coverage_reranker(sig.weights)
+
+    def _count(self, collection: str) -> int:
+        n = self._points.get(collection)
+        if n is None:
+            n = self._points[collection] = self.store.count(collection)
+            if len(self._points) > 64:  # old versions go out of service: keep the cache small
+                self._points.pop(next(iter(self._points)))
+        return n
+
+    def _decided(self, kb: str, reason: RefusalReason | None, sig: Signals | None) -> None:
+        if self.on_decision is not None:
+            self.on_decision(kb, reason, sig)
+
+    def _refuse(self, question: str, kb: str, snapshot_id: str | None, reason: RefusalReason, why: str,
+                dropped: dict[str, int] | None = None, sig: Signals | None = None) -> ContextPacket:
+        self._decided(kb, reason, sig)
+        return self._insufficient(question, kb, snapshot_id, f"insufficient evidence ({reason}): {why}", dropped)
 
     def _insufficient(self, question: str, kb: str, snapshot_id: str | None, reason: str,
                       dropped: dict[str, int] | None = None) -> ContextPacket:
@@ -170,5 +259,5 @@ def _public(dropped: Mapping[str, int]) -> dict[str, int]:
 
 
 #: The evidence types live in :mod:`injection.types` (importable by the thin HTTP client); re-exported here.
-__all__ = ["PUBLIC_DROPS", "ContextPacket", "DenialSink", "Evidence", "InjectionClient", "Recheck", "Verdict",
+__all__ = ["PUBLIC_DROPS", "ContextPacket", "DecisionSink", "DenialSink", "Evidence", "InjectionClient", "Recheck", "Verdict",
            "render_context"]

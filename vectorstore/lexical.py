@@ -205,5 +205,27 @@ def lexical_text(*, text: str, title: str | None = None, heading_path: Sequence[
     return "\n".join(parts)
 
 
-__all__ = ["LEXICAL_VERSION", "STOPWORDS", "SparseVector", "document_vector", "identifiers", "lexical_text",
-           "query_vector", "token_index", "tokenize"]
+def idf_from_hits(tokens: Sequence[str], indices: Sequence[int], answers: Sequence[Sequence[Any]],
+                  sparse_of: Any) -> dict[str, float]:
+    """token -> score / stored weight of its top hit: the engine's IDF, for tokens that have a hit.
+
+    ``answers`` holds one ranked hit list per token, of single-token queries with weight 1;
+    ``sparse_of`` reads a hit's lexical vector (``.indices``, ``.values``) from its ``vector``.
+    """
+    out: dict[str, float] = {}
+    for token, index, hits in zip(tokens, indices, answers, strict=True):
+        if not hits:
+            continue
+        vec = sparse_of(hits[0].vector)
+        if vec is None:
+            continue
+        weights = dict(zip(vec.indices, vec.values, strict=False))
+        weight = weights.get(index)
+        if weight:
+            out[token] = float(hits[0].score) / float(weight)
+    return out
+
+
+
+__all__ = ["LEXICAL_VERSION", "STOPWORDS", "SparseVector", "document_vector", "identifiers", "idf_from_hits",
+           "lexical_text", "query_vector", "token_index", "tokenize"]

@@ -118,6 +118,28 @@ def test_filters_apply_inside_both_sides_of_a_hybrid_query(store: VectorStore) -
     assert {_id(0), _id(40)} <= unfiltered
 
 
+def test_lexical_idf_is_the_engines_idf_and_absent_under_the_filter_means_absent(store: VectorStore) -> None:
+    # Given 12 settings entries; "cookie" occurs in two of them, one readable by HR only
+    c = _n(store, "idf")
+    store.create_collection(c, DIM)
+    rng = np.random.default_rng(3)
+    store.upsert(c, [
+        PointRecord(_id(i), _unit(rng), {"i": i, "acl": ["hr"] if name == "CSRF_COOKIE_AGE" else ["public"]},
+                    lexical=lexical_text(text=text, heading_path=("Settings", name)))
+        for i, (name, text) in enumerate(SETTINGS)
+    ])
+    public = Filter(must=(FieldMatch("acl", ("public",)),))
+    # When the refusal asks the engine for the IDF of the question's tokens
+    everyone = store.lexical_idf(c, ["cookie", "csrf", "nonexistenttoken"])
+    outsider = store.lexical_idf(c, ["cookie", "csrf"], flt=public)
+    # Then it is the engine's BM25 IDF over the whole collection (N=12, n=2 for "cookie", n=1 for "csrf")
+    assert set(everyone) == {"cookie", "csrf"}
+    assert everyone["cookie"] == pytest.approx(np.log(1 + (12 - 2 + 0.5) / (2 + 0.5)), rel=1e-3)
+    assert everyone["csrf"] == pytest.approx(np.log(1 + (12 - 1 + 0.5) / (1 + 0.5)), rel=1e-3)
+    # and a token only a denied point holds is absent for the caller, while the IDF itself is not filtered
+    assert set(outsider) == {"cookie"} and outsider["cookie"] == pytest.approx(everyone["cookie"], rel=1e-6)
+
+
 def test_a_question_without_lexical_tokens_is_a_dense_search(store: VectorStore) -> None:
     c = _n(store, "plain")
     store.create_collection(c, DIM)

@@ -1,0 +1,182 @@
+"""Calibrated refusal: does the admitted evidence support an answer at all?
+
+The top dense score cannot tell: on real documentation an unanswerable
+question ("the default of ``ASYNC_ORM_POOL_SIZE``") finds chunks about its
+neighbours as similar as an answerable one finds its answer.  What does
+tell is lexical: an answerable question's *key terms*, the rare ones that
+carry its meaning, are in the evidence; an unanswerable one names something
+the permitted corpus does not contain.  So the decision uses three signals
+of the evidence the client admitted (after ACL, recheck and score floor):
+
+``coverage``
+    The IDF-weighted share of the question's lexical tokens
+    (:func:`vectorstore.lexical.tokenize`: stopwords and :data:`FUNCTION_WORDS`
+    out, identifiers whole and in parts) that occur in the lexical text of the top ``depth``
+    admitted candidates, in fused order.  IDF is the engine's own
+    (:meth:`EdgeStore.lexical_idf`: one batch of single-token queries); a
+    token no permitted point has weighs as a token in one document, the
+    rarest there is, so a missing identifier weighs most.
+``lexical``
+    The best BM25 score of an admitted hit divided by the summed IDF of the
+    question's tokens: a per-term score, comparable across question lengths.
+``dense``
+    The best dense cosine of an admitted hit.
+
+They are combined linearly, ``bias + sum(weight * signal)``, and the
+question is refused when the sum is below zero.  The weights are fitted by
+``python -m bench.evidence`` (logistic regression on the dev split of the
+Django golden set, its decision threshold moved to keep at most 5 % false
+refusals on dev) and shipped as the defaults of ``settings.context``;
+the bench reports the rates on the test split.
+
+What this does not guarantee: it is lexical at heart, so a question worded
+entirely in synonyms of the corpus's terms reads as uncovered (a false
+refusal), and one whose every term occurs while the answer does not
+(a negation, a wrong version) passes.  The IDF counts every point of the
+collection, permitted or not; presence is decided under the caller's filter
+only, so a term only denied documents contain reads as absent: denied and
+not found look the same.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from freshindex.vectorstore import lexical
+
+__all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "absent_idf", "decide", "evidence_tokens",
+           "signals"]
+
+
+class RefusalReason(StrEnum):
+    """Why a question got an insufficient-evidence packet (a fixed set: the metric's ``reason`` label)."""
+
+    NO_SNAPSHOT = "no_snapshot"  # the knowledge base has nothing served yet
+    NO_EVIDENCE = "no_evidence"  # nothing current and permitted above the score floor
+    KEY_TERMS_MISSING = "key_terms_missing"  # the calibrated score says no, and key terms are not in the evidence
+    WEAK_MATCH = "weak_match"  # the calibrated score says no, though the key terms occur
+    BUDGET = "budget_too_small"  # the query type's token budget cannot hold even the block's frame
+
+
+class TermStats(Protocol):
+    """What the refusal needs from a store: the engine's IDF per token present for the caller."""
+
+    def lexical_idf(self, name: str, tokens: Sequence[str], *, flt: Any = None) -> dict[str, float]: ...
+
+
+@dataclass(frozen=True)
+class RefusalPolicy:
+    """The fitted decision: refuse when ``bias + weights . signals < 0``.
+
+    Defaults are the bench's fit (see the module docstring); ``enabled=False``
+    keeps only the refusal for no admitted evidence at all.
+    """
+
+    enabled: bool = True
+    depth: int = 5
+    bias: float = -5.06
+    coverage_weight: float = 3.85
+    lexical_weight: float = 3.95
+    dense_weight: float = 0.0
+    #: missing tokens make the reason ``key_terms_missing`` (and are named) when they carry this share of the weight
+    key_term_share: float = 0.15
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> RefusalPolicy:
+        """From ``settings.context.model_dump()``: the ``refusal_*`` keys, prefix dropped; others ignored."""
+        fields = cls.__dataclass_fields__
+        known = {k[len("refusal_"):]: v for k, v in data.items()
+                 if k.startswith("refusal_") and k[len("refusal_"):] in fields}
+        if "refusal" in data:
+            known["enabled"] = bool(data["refusal"])
+        return cls(**known)
+
+    def score(self, s: Signals) -> float:
+        """The calibrated score of ``s``: below zero refuses."""
+        return (self.bias + self.coverage_weight * s.coverage + self.lexical_weight * s.lexical
+                + self.dense_weight * s.dense)
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What the decision reads, for one question and its admitted evidence."""
+
+    coverage: float
+    lexical: float
+    dense: float
+    terms: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()  # question tokens not in the evidence, heaviest first
+    weights: Mapping[str, float] | None = None  # token -> IDF weight used
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"coverage": round(self.coverage, 4), "lexical": round(self.lexical, 4), "dense": round(self.dense, 4),
+                "terms": list(self.terms), "missing": list(self.missing)}
+
+
+#: Function words the lexical index keeps (it has a short stopword list) but that say nothing about whether
+#: evidence answers a question: left out of the refusal's terms, so a missing "about" is not a missing key term.
+FUNCTION_WORDS = frozenset(
+    """about above after again against all also any around because been before being below between both each
+    else even ever every few further here just least less more most much must nor off once only other over own
+    same shall since some still such through thus too under until upon very via whether while within without
+    yet""".split()
+)
+
+
+def absent_idf(points: int) -> float:
+    """The weight of a question token no permitted point has: the IDF of a token in exactly one document.
+
+    The rarest a present token can be (Qdrant's BM25 IDF with n = 1), not
+    the formula's value at n = 0: that one is ln(2N + 2), and in a small
+    collection, where every present token weighs little, it would let one
+    missing common word outweigh all the others.
+    """
+    n = max(int(points), 1)
+    return math.log(1.0 + (n - 1 + 0.5) / 1.5)
+
+
+def evidence_tokens(text: str, title: str | None = None, heading_path: Sequence[str] = (), key: str = "") -> set[str]:
+    """The lexical tokens of one piece of evidence, as the lexical side indexed it (title, headings, key)."""
+    return set(lexical.tokenize(lexical.lexical_text(text=text, title=title, heading_path=heading_path, key=key)))
+
+
+def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, float], missing_idf: float,
+            lexical_top: float | None, dense_top: float | None) -> Signals:
+    """The signals of ``question`` against the token sets of its admitted evidence (see the module docstring).
+
+    ``idf`` maps the question's tokens present for the caller to the
+    engine's IDF; the others weigh ``missing_idf``.  A question with no
+    token at all (only stopwords) has nothing to miss: coverage 1.
+    """
+    terms = tuple(t for t in dict.fromkeys(lexical.tokenize(question)) if t not in FUNCTION_WORDS)
+    weights = {t: float(idf.get(t, missing_idf)) for t in terms}
+    total = sum(weights.values())
+    have: set[str] = set()
+    for tokens in evidence:
+        have |= tokens
+    missing = tuple(sorted((t for t in terms if t not in have), key=lambda t: (-weights[t], t)))
+    coverage = 1.0 - sum(weights[t] for t in missing) / total if total > 0 else 1.0
+    lex = (lexical_top or 0.0) / total if total > 0 else 0.0
+    return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
+                   weights=weights)
+
+
+def decide(policy: RefusalPolicy, s: Signals) -> tuple[RefusalReason, str] | None:
+    """None to answer; else the reason and a sentence for the packet saying why."""
+    if not policy.enabled:
+        return None
+    value = policy.score(s)
+    if value >= 0:
+        return None
+    # Missing terms carry at least key_term_share of the question's weight: name them, heaviest first.
+    key = list(s.missing) if s.missing and 1.0 - s.coverage >= policy.key_term_share else []
+    figures = (f"IDF-weighted coverage of its terms {s.coverage:.2f}, lexical {s.lexical:.2f}, dense {s.dense:.2f}; "
+               f"calibrated score {value:.2f} < 0")
+    if key:
+        named = ", ".join(repr(t) for t in key[:5])
+        return RefusalReason.KEY_TERMS_MISSING, f"the question's key terms {named} are not in the evidence ({figures})"
+    return RefusalReason.WEAK_MATCH, f"the evidence matches the question too weakly ({figures})"
