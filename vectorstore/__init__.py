@@ -19,8 +19,9 @@ __all__ = ["DENSE", "INDEXED_FIELDS", "LEXICAL", "FieldMatch", "FieldRange", "Fi
 
 
 def open_store(kind: str, *, path=None, url: str | None = None, api_key: str | None = None,
-               open_timeout: float = 30.0) -> VectorStore:
-    """Build the configured store (``edge``, ``local`` or ``server``)."""
+               open_timeout: float = 30.0, layout: dict | None = None) -> VectorStore:
+    """Build the configured store (``edge``, ``local`` or ``server``); ``layout`` (the fields of
+    :class:`vectorstore.qdrant.CollectionLayout`) is the server's cluster layout."""
     from freshindex.core.errors import ConfigError
 
     if kind == "edge":
@@ -35,5 +36,8 @@ def open_store(kind: str, *, path=None, url: str | None = None, api_key: str | N
             return QdrantStore(QdrantClient(path=str(path)), local=True)
         if not url:
             raise ConfigError("vector_store.kind=server needs vector_store.url (FRESHINDEX_VECTOR_STORE__URL)")
-        return QdrantStore(QdrantClient(url=url, api_key=api_key, timeout=30))
+        from freshindex.vectorstore.qdrant import CollectionLayout
+
+        return QdrantStore(QdrantClient(url=url, api_key=api_key, timeout=30),
+                           layout=CollectionLayout(**layout) if layout else None)
     raise ConfigError(f"unknown vector store kind {kind!r}")

@@ -238,6 +238,16 @@ class VectorStore(Protocol):
     def flush(self, name: str) -> None:
         """Make everything written to ``name`` durable."""
 
+    def optimize(self, name: str) -> bool:
+        """Build ``name``'s search structures after its bulk writes; call it before verifying and swapping.
+
+        Blocking.  Embedded (Edge): freezes and quantises the written
+        segments and builds the sparse index, so queries on the new version
+        are 5-10x faster than on the raw segments.  Server: waits until the
+        server's own optimizer has finished (status green).  Local mode: a
+        no-op.  Returns whether anything was changed or waited for.
+        """
+
     def export_collection(self, name: str, dest: Path) -> None:
         """Write ``name`` to one file (an archive the matching import reads back)."""
 

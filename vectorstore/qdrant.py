@@ -19,8 +19,9 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from freshindex.core.errors import NotFoundError, StoreError
@@ -52,14 +53,65 @@ def _index_schema(kind: str) -> Any:
             "float": qm.PayloadSchemaType.FLOAT, "datetime": qm.PayloadSchemaType.DATETIME}[kind]
 
 
+@dataclass(frozen=True)
+class CollectionLayout:
+    """How a server collection is laid out on a cluster; built from ``vector_store.cluster`` by the composition
+    root (the defaults are the single-node preset, ``1m``).  Applied at creation and, for quantization, at search."""
+
+    shard_number: int = 1
+    replication_factor: int = 1
+    write_consistency_factor: int = 1
+    on_disk_vectors: bool = False
+    on_disk_payload: bool = True
+    quantization: Literal["none", "int8"] = "none"
+    quantization_always_ram: bool = True
+    rescore: bool = True
+    oversampling: float = 1.0
+
+
+def collection_params(layout: CollectionLayout, dim: int) -> dict[str, Any]:
+    """The keyword arguments of ``create_collection`` for ``layout`` (everything but the name).
+
+    The lexical (sparse) vector lives on disk with the payload when the dense
+    vectors do: it is read only for candidates of a query, like the originals.
+    """
+    quantization = None
+    if layout.quantization == "int8":
+        quantization = qm.ScalarQuantization(scalar=qm.ScalarQuantizationConfig(
+            type=qm.ScalarType.INT8, quantile=0.99, always_ram=layout.quantization_always_ram))
+    return dict(
+        vectors_config={DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE, on_disk=layout.on_disk_vectors)},
+        sparse_vectors_config={LEXICAL: qm.SparseVectorParams(
+            modifier=qm.Modifier.IDF, index=qm.SparseIndexParams(on_disk=layout.on_disk_vectors))},
+        shard_number=layout.shard_number,
+        replication_factor=layout.replication_factor,
+        write_consistency_factor=layout.write_consistency_factor,
+        on_disk_payload=layout.on_disk_payload,
+        quantization_config=quantization,
+    )
+
+
+def search_params(layout: CollectionLayout, *, exact: bool) -> qm.SearchParams | None:
+    """Search parameters for ``layout``: exact when asked; over a quantized collection, rescoring of
+    ``oversampling`` times the candidates with the original vectors (exact search ignores quantization)."""
+    if exact:
+        return qm.SearchParams(exact=True)
+    if layout.quantization == "none":
+        return None
+    return qm.SearchParams(quantization=qm.QuantizationSearchParams(
+        ignore=False, rescore=layout.rescore, oversampling=layout.oversampling))
+
+
 class QdrantStore:
     """A :class:`vectorstore.base.VectorStore` on ``qdrant-client``."""
 
-    def __init__(self, client: QdrantClient, *, local: bool = False) -> None:
+    def __init__(self, client: QdrantClient, *, local: bool = False, layout: CollectionLayout | None = None) -> None:
         """``local`` marks the client's local mode, which ignores payload
-        indexes and search parameters (it always searches exactly)."""
+        indexes and search parameters (it always searches exactly) and the
+        cluster ``layout`` (shards, replicas, quantization)."""
         self.client = client
         self.local = local
+        self.layout = layout or CollectionLayout()
         self._has_lexical: dict[str, bool] = {}
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -79,13 +131,10 @@ class QdrantStore:
     def create_collection(self, name: str, dim: int, *, clone_from: str | None = None) -> None:
         if self.client.collection_exists(name):
             raise StoreError(f"collection {name!r} already exists")
-        self._call(
-            f"create collection {name}",
-            self.client.create_collection,
-            collection_name=name,
-            vectors_config={DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE)},
-            sparse_vectors_config={LEXICAL: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
-        )
+        params = collection_params(self.layout, dim)
+        if self.local:  # local mode has no shards, replicas, disk or quantization settings: vectors only
+            params = {k: params[k] for k in ("vectors_config", "sparse_vectors_config")}
+        self._call(f"create collection {name}", self.client.create_collection, collection_name=name, **params)
         self._has_lexical.pop(name, None)
         if not self.local:
             for field, kind in INDEXED_FIELDS.items():
@@ -202,7 +251,7 @@ class QdrantStore:
             query_filter=_client_filter(flt),
             limit=limit,
             with_payload=True,
-            search_params=qm.SearchParams(exact=True) if exact and not self.local else None,
+            search_params=None if self.local else search_params(self.layout, exact=exact),
         )
         return [ScoredHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in response.points]
 
@@ -221,7 +270,7 @@ class QdrantStore:
         depth = max(limit, HYBRID_PREFETCH)
         where = _client_filter(flt)
         sparse = qm.SparseVector(indices=list(query.indices), values=list(query.values))
-        params = qm.SearchParams(exact=True) if exact and not self.local else None
+        params = None if self.local else search_params(self.layout, exact=exact)
         fused = qm.QueryRequest(
             prefetch=[
                 qm.Prefetch(query=[float(x) for x in vector], using=DENSE, filter=where, limit=depth, params=params),
@@ -239,8 +288,52 @@ class QdrantStore:
         return fuse_hits(vector, hits.points, [(str(p.id), float(p.score)) for p in lexical_hits.points],
                          dense_of=lambda v: (v or {}).get(DENSE) if isinstance(v, dict) else v)
 
+    def lexical_idf(self, name: str, tokens: Sequence[str], *, flt: Filter | None = None) -> dict[str, float]:
+        """The engine's IDF per token present under ``flt`` (see :meth:`EdgeStore.lexical_idf`): one batch."""
+        unique = list(dict.fromkeys(tokens))
+        if not unique or not self._lexical_configured(name):
+            return {}
+        where = _client_filter(flt)
+        indices = [lexical.token_index(t) for t in unique]
+        requests = [qm.QueryRequest(query=qm.SparseVector(indices=[i], values=[1.0]), using=LEXICAL, filter=where,
+                                    limit=1, with_payload=False, with_vector=[LEXICAL]) for i in indices]
+        answers = self._call(f"lexical statistics {name}", self.client.query_batch_points, name, requests=requests)
+        return lexical.idf_from_hits(unique, indices, [a.points for a in answers],
+                              lambda v: v.get(LEXICAL) if isinstance(v, dict) else None)
+
     def flush(self, name: str) -> None:
         """Writes use ``wait=True``; nothing is buffered client-side."""
+
+    def optimize(self, name: str, *, timeout_s: float = 600.0, poll_s: float = 0.5) -> bool:
+        """Wait until the server's optimizer has indexed ``name`` (status green); True if it had to wait.
+
+        The server builds its indexes in the background by itself; waiting
+        before the swap keeps a freshly built version from serving from
+        unindexed segments; a grey one (optimisation pending until an
+        update) is nudged with an empty optimizer update.  Local mode has no
+        optimizer: False at once.  A red status (an optimizer error) or ``timeout_s`` raises StoreError.
+        """
+        import time
+
+        if self.local:
+            self._call(f"get collection {name}", self.client.get_collection, name)  # NotFoundError if missing
+            return False
+        deadline, waited, nudged = time.monotonic() + timeout_s, False, False
+        while True:
+            info = self._call(f"get collection {name}", self.client.get_collection, name)
+            status = info.status
+            if status == qm.CollectionStatus.GREEN:
+                return waited
+            if status == qm.CollectionStatus.GREY and not nudged:  # pending until an update triggers it
+                self._call(f"trigger optimizer {name}", self.client.update_collection, name,
+                           optimizer_config=qm.OptimizersConfigDiff())
+                nudged = True
+            if status == qm.CollectionStatus.RED:
+                raise StoreError(f"collection {name!r} is red: its optimizer failed ({info.optimizer_status})")
+            if time.monotonic() >= deadline:
+                raise StoreError(f"collection {name!r} still {status} after {timeout_s:.0f} s of optimisation")
+            waited = True
+            time.sleep(poll_s)
 
     def release(self, name: str | None = None) -> None:
         """Handles are per client, not per collection: nothing to release."""
