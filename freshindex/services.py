@@ -80,7 +80,8 @@ class Services:
 
         s = self.settings
         registry = Registry.open(s.registry_url, auto_migrate=s.registry.auto_migrate, pool_size=s.registry.pool_size)
-        self.metrics.add_health_collector(registry.knowledge_bases, registry.health)
+        self.metrics.add_health_collector(registry.knowledge_bases, registry.health,
+                                          sources=lambda: [f.as_dict() for f in registry.source_freshness()])
         return registry
 
     @functools.cached_property
@@ -91,6 +92,7 @@ class Services:
         return open_store(
             vs.kind, path=self.settings.vector_path, url=vs.url,
             api_key=vs.api_key.get_secret_value() if vs.api_key else None, open_timeout=vs.open_timeout,
+            layout=vs.cluster.resolved() if vs.kind == "server" else None,
         )
 
     @functools.cached_property
@@ -154,7 +156,8 @@ class Services:
         snap = self.settings.snapshots
         return Builder(self.registry, self.store, self.embedder, self.metrics, naming=self.naming,
                        pipeline_version=PIPELINE_VERSION, lock_ttl=snap.lock_ttl, lock_wait=snap.lock_wait,
-                       verify_sample=snap.verify_sample, keep_versions=snap.keep_versions)
+                       verify_sample=snap.verify_sample, keep_versions=snap.keep_versions,
+                       strategy=snap.strategy, reader_grace=snap.reader_grace)
 
     @functools.cached_property
     def snapshots(self) -> SnapshotOps:
@@ -174,11 +177,20 @@ class Services:
     def client(self) -> InjectionClient:
         from freshindex.injection import InjectionClient
         from freshindex.injection.budget import ContextPolicy
+        from freshindex.injection.refusal import RefusalPolicy
 
         return InjectionClient(self.store, self.embedder, naming=self.naming, recheck=self.registry.chunk_status,
                                sensitive=self.sensitive_recheck, on_denials=self.record_denials,
                                stale_sources=self._stale_sources,
-                               policy=ContextPolicy.from_mapping(self.settings.context.model_dump()))
+                               policy=ContextPolicy.from_mapping(self.settings.context.model_dump()),
+                               refusal=RefusalPolicy.from_mapping(self.settings.context.model_dump()),
+                               on_decision=self._count_refusal,
+                               lexical_rerank=self.settings.context.lexical_rerank)
+
+    def _count_refusal(self, kb: str, reason: Any, _signals: Any) -> None:
+        """The client's decision sink: ``freshindex_refusals_total{reason}`` (library, CLI and HTTP alike)."""
+        if reason is not None:
+            self.metrics.refusals.labels(str(reason)).inc()
 
     def _stale_sources(self, kb: str) -> Any:
         """``registry.stale_sources(kb)``, re-read at most every 5 s (the query path asks on every query)."""

@@ -59,7 +59,8 @@ class SnapshotStore(_Base):
             s.execute(
                 update(Snapshot)
                 .where(Snapshot.id == snapshot_id)
-                .values(status=SnapshotStatus.FAILED, failure_reason=reason, verification=verification or {})
+                .values(status=SnapshotStatus.FAILED, failure_reason=reason,
+                        verification=_keep_side(s, snapshot_id, verification or {}))
             )
 
     def mark_verified(self, snapshot_id: str, *, point_count: int, verification: dict[str, Any], seconds: float) -> None:
@@ -67,9 +68,25 @@ class SnapshotStore(_Base):
             s.execute(
                 update(Snapshot)
                 .where(Snapshot.id == snapshot_id)
-                .values(status=SnapshotStatus.VERIFIED, point_count=point_count, verification=verification,
-                        build_seconds=seconds)
+                .values(status=SnapshotStatus.VERIFIED, point_count=point_count,
+                        verification=_keep_side(s, snapshot_id, verification), build_seconds=seconds)
             )
+
+    def record_side(self, snapshot_id: str, side: dict[str, Any]) -> None:
+        """Record what the physical collection of ``snapshot_id`` holds while it is built.
+
+        The blue/green builder writes this before it renames and modifies a
+        recycled collection: ``{"base": <the snapshot whose exact state the
+        collection held>, "replay": [changeset ids being applied]}``.  It
+        stays in ``verification["side"]`` through :meth:`mark_verified` and
+        :meth:`fail_snapshot`, so a builder killed at any step leaves a
+        collection the next build can repair by replaying from ``base``.
+        """
+        with self.session() as s:
+            row = s.get(Snapshot, snapshot_id)
+            if row is None:
+                raise NotFoundError(f"no snapshot {snapshot_id!r}")
+            row.verification = {**dict(row.verification or {}), "side": dict(side)}
 
     def activate_snapshot(
         self, snapshot_id: str, *, ops: dict[str, str], actor: str, reason: str, lock: tuple[str, int] | None = None,
@@ -291,6 +308,14 @@ class SnapshotStore(_Base):
         with self.session() as s:
             if s.execute(delete(Canary).where(Canary.id == canary_id)).rowcount == 0:
                 raise NotFoundError(f"no canary {canary_id}")
+
+
+def _keep_side(s: Session, snapshot_id: str, verification: dict[str, Any]) -> dict[str, Any]:
+    """``verification`` with the ``side`` record :meth:`SnapshotStore.record_side` wrote, if any."""
+    current = s.scalar(select(Snapshot.verification).where(Snapshot.id == snapshot_id)) or {}
+    if "side" in current and "side" not in verification:
+        return {**verification, "side": current["side"]}
+    return verification
 
 
 def _retire_active(s: Session, kb: str, *, keep: str) -> list[Snapshot]:

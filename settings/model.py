@@ -76,6 +76,12 @@ class BrokerSettings(BaseModel):
     task_max_retries: int = Field(default=5, ge=0, description="retries of a retryable task error before the "
                                   "document is recorded as failed")
     retry_backoff_max: int = Field(default=60, ge=1, description="cap on the exponential retry delay, seconds")
+    dispatch_batch: int = Field(
+        default=200, ge=0,
+        description="documents of one sync enqueued at once on the parse queue; a continuation task queued behind "
+        "them enqueues the next batch, so a huge source's documents interleave with other sources' instead of "
+        "queueing ahead of them all (0 = every document at once)",
+    )
     worker_metrics_port: int = Field(
         default=0, ge=0, le=65535,
         description="port on which `freshindex worker` serves its pool's metrics, task latency and queue depth "
@@ -107,6 +113,58 @@ class SyncSettings(BaseModel):
     fetch_backoff_max_s: float = Field(default=10.0, ge=0, description="cap on one fetch retry delay")
 
 
+#: Qdrant cluster layout per deployment size (chunks across all knowledge bases), the documented defaults of
+#: :class:`QdrantClusterSettings` (README "Qdrant cluster layout"); a field set explicitly wins over its preset.
+CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
+    "1m": dict(shard_number=1, replication_factor=1, write_consistency_factor=1, on_disk_vectors=False,
+               on_disk_payload=True, quantization="none", quantization_always_ram=True, rescore=True,
+               oversampling=1.0),
+    "10m": dict(shard_number=6, replication_factor=2, write_consistency_factor=2, on_disk_vectors=True,
+                on_disk_payload=True, quantization="int8", quantization_always_ram=True, rescore=True,
+                oversampling=1.5),
+    "100m": dict(shard_number=12, replication_factor=2, write_consistency_factor=2, on_disk_vectors=True,
+                 on_disk_payload=True, quantization="int8", quantization_always_ram=True, rescore=True,
+                 oversampling=2.0),
+}
+
+
+class QdrantClusterSettings(BaseModel):
+    """How each collection is laid out on a Qdrant server or cluster (``vector_store.kind=server`` only).
+
+    ``size`` picks a preset from :data:`CLUSTER_PRESETS`; every other field
+    left unset takes the preset's value.  Read when a collection is created:
+    changing them affects the next full build, not live collections.
+    """
+
+    size: Literal["1m", "10m", "100m"] = Field(
+        default="1m", description="deployment size the defaults are for: 1m, 10m or 100m chunks")
+    shard_number: int | None = Field(default=None, ge=1, description="shards per collection (a multiple of the "
+                                     "node count spreads them evenly)")
+    replication_factor: int | None = Field(default=None, ge=1, description="copies of each shard")
+    write_consistency_factor: int | None = Field(
+        default=None, ge=1, description="replicas that must acknowledge a write; equal to replication_factor so "
+        "the builder's verification, read right after its writes, sees them on any replica")
+    on_disk_vectors: bool | None = Field(default=None, description="original (float) vectors memory-mapped from "
+                                         "disk instead of held in RAM")
+    on_disk_payload: bool | None = Field(default=None, description="payload on disk (its indexes stay in RAM)")
+    quantization: Literal["none", "int8"] | None = Field(default=None, description="scalar quantization of the "
+                                                         "dense vector (int8: 4x less RAM)")
+    quantization_always_ram: bool | None = Field(default=None, description="keep the quantized vectors in RAM")
+    rescore: bool | None = Field(default=None, description="re-score quantized candidates with the original "
+                                 "vectors at search time")
+    oversampling: float | None = Field(default=None, ge=1.0, description="candidates fetched per result before "
+                                       "rescoring (quantized search)")
+
+    def resolved(self) -> dict[str, Any]:
+        """The effective layout: the preset of ``size`` with every explicitly set field on top."""
+        out = dict(CLUSTER_PRESETS[self.size])
+        out.update({k: v for k, v in self.model_dump(exclude={"size"}).items() if v is not None})
+        if out["write_consistency_factor"] > out["replication_factor"]:
+            raise ConfigError(f"vector_store.cluster.write_consistency_factor {out['write_consistency_factor']} "
+                              f"exceeds replication_factor {out['replication_factor']}")
+        return out
+
+
 class VectorStoreSettings(BaseModel):
     """The vector store holding collection versions."""
 
@@ -119,6 +177,7 @@ class VectorStoreSettings(BaseModel):
     api_key: SecretStr | None = None
     collection_prefix: str = Field(default="fi_", description="prefix of collection and alias names")
     open_timeout: float = Field(default=30.0, description="seconds to wait for an embedded shard held by another process")
+    cluster: QdrantClusterSettings = QdrantClusterSettings()
 
 
 class EmbeddingSettings(BaseModel):
@@ -193,6 +252,13 @@ class SnapshotSettings(BaseModel):
     lock_ttl: float = Field(default=120.0, gt=0, description="seconds a builder's lease lasts unless renewed")
     lock_wait: float = Field(default=0.0, ge=0, description="seconds a second builder waits for the lock before giving up")
     verify_sample: int = Field(default=64, ge=1, description="points whose payload is compared with the registry")
+    strategy: Literal["copy", "bluegreen"] = Field(
+        default="bluegreen", description="incremental builds: copy = clone the active version and apply the change; "
+        "bluegreen = recycle the oldest retained version and replay the changesets it has not seen (cost follows "
+        "the change; see snapshots/builder.py)",
+    )
+    reader_grace: float = Field(default=5.0, ge=0, description="bluegreen: seconds a build waits for readers to "
+                                "close the standby (they do on their next query) before it copies instead")
     archive_uri: str | None = Field(default=None, description="where archives go: s3://bucket/prefix or a local folder")
     presign_seconds: int = Field(default=3600, ge=60, description="lifetime of presigned URLs for server restores")
     s3: S3Settings = S3Settings()
@@ -366,6 +432,22 @@ class ContextSettings(BaseModel):
                               "only; 1 = relevance alone)")
     join_adjacent: bool = Field(default=True, description="join neighbouring chunks of one section when both "
                                 "are selected")
+    lexical_rerank: bool = Field(default=True, description="reorder the admitted pool by the IDF-weighted share "
+                                 "of the question's terms each chunk holds (injection.assemble.coverage_reranker), "
+                                 "unless an application passes its own reranker")
+    # Calibrated refusal (injection.refusal): refuse when bias + weights . signals < 0; fitted by bench.evidence.
+    refusal: bool = Field(default=True, description="refuse with an insufficient-evidence packet when the "
+                          "calibrated signals say the evidence does not support an answer")
+    refusal_depth: int = Field(default=5, ge=1, le=100, description="admitted candidates (fused order) whose text "
+                               "counts as evidence for the refusal signals")
+    refusal_bias: float = Field(default=-5.06, description="refusal score intercept (fitted on the dev split)")
+    refusal_coverage_weight: float = Field(default=3.85, description="weight of the IDF-weighted coverage of the "
+                                           "question's terms in the evidence")
+    refusal_lexical_weight: float = Field(default=3.95, description="weight of the best BM25 score per question term")
+    refusal_dense_weight: float = Field(default=0.0, description="weight of the best dense cosine (0: it depends "
+                                        "on the embedding model, the lexical signals do not)")
+    refusal_key_term_share: float = Field(default=0.15, ge=0, le=1, description="missing terms make the refusal "
+                                          "reason key_terms_missing (and are named) from this share of the weight")
     budgets: dict[str, QueryBudgetSettings] = Field(
         default_factory=_default_budgets,
         description="query type (fact, procedure, compare, diverse) -> share, max_tokens, max_chunks, "

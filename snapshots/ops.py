@@ -170,7 +170,13 @@ class SnapshotOps:
                     "swap_ms": round(swap_ms, 3)}
 
     def rollback(self, kb: str, *, to: str | None = None, actor: str, reason: str) -> dict[str, Any]:
-        """Serve the previous snapshot (or ``to``)."""
+        """Serve the previous snapshot (or ``to``).
+
+        Reaches every retained version by an alias swap (no copy); with
+        blue/green and ``keep_versions = 2`` that is the previous version,
+        held by the standby until the next build recycles it.  Versions whose
+        collection the ring reused are ``pruned``: :meth:`restore` them from
+        their archive (see :mod:`snapshots.builder`)."""
         active = self.registry.active_snapshot(kb)
         if active is None:
             raise NotFoundError(f"knowledge base {kb} has no active snapshot")
