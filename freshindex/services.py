@@ -185,6 +185,8 @@ class Services:
                                policy=ContextPolicy.from_mapping(self.settings.context.model_dump()),
                                refusal=RefusalPolicy.from_mapping(self.settings.context.model_dump()),
                                on_decision=self._count_refusal,
+                               on_stage=self.metrics.observe_stage,
+                               on_empty_recall=lambda _kb: self.metrics.empty_recalls.inc(),
                                lexical_rerank=self.settings.context.lexical_rerank)
 
     def _count_refusal(self, kb: str, reason: Any, _signals: Any) -> None:

@@ -34,7 +34,7 @@ from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
 from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers, coverage_reranker
 from freshindex.injection.budget import ContextPolicy, Tokenizer
-from freshindex.injection.context import compose
+from freshindex.injection.context import StageSink, StageTimer, compose
 from freshindex.injection.refusal import (
     FUNCTION_WORDS,
     RefusalPolicy,
@@ -88,6 +88,8 @@ class InjectionClient:
         refusal: RefusalPolicy | None = None,
         on_decision: DecisionSink | None = None,
         lexical_rerank: bool = True,
+        on_stage: StageSink | None = None,
+        on_empty_recall: Callable[[str], None] | None = None,
     ) -> None:
         self.store, self.embedder, self.naming = store, embedder, naming
         self.recheck, self.sensitive, self.on_denials = recheck, sensitive, on_denials
@@ -98,6 +100,9 @@ class InjectionClient:
         self.refusal = refusal or RefusalPolicy()
         self.on_decision = on_decision
         self.lexical_rerank = lexical_rerank
+        # Query metrics: each stage's time (freshindex_query_seconds) and recalls that found
+        # nothing the principal may read (freshindex_empty_recalls_total); sinks must not raise.
+        self.on_stage, self.on_empty_recall = on_stage, on_empty_recall
         # collection -> point count, for the weight of absent terms (a count that lags a little shifts it little)
         self._points: dict[str, int] = {}
 
@@ -118,7 +123,15 @@ class InjectionClient:
         budget row; one ``numbers`` per conversation keeps ``[n]`` stable;
         ``deterministic`` renders byte-stable blocks for prompt caching.
         """
-        vector = self.embedder.embed([question])[0].tolist()
+        timer = StageTimer(self.on_stage)
+        with timer.stage("total"):
+            return self._retrieve(question, kb=kb, principal=principal, limit=limit, query_type=query_type,
+                                  numbers=numbers, deterministic=deterministic, timer=timer)
+
+    def _retrieve(self, question: str, *, kb: str, principal: Principal, limit: int, query_type: str | None,
+                  numbers: SessionNumbers | None, deterministic: bool, timer: StageTimer) -> ContextPacket:
+        with timer.stage("embed"):
+            vector = self.embedder.embed([question])[0].tolist()
         hits: list[ScoredHit] = []
         target = None
         pool = max(self.policy.candidate_pool, limit)
@@ -129,14 +142,18 @@ class InjectionClient:
                                     "the knowledge base has no snapshot yet")
             try:
                 # One alias resolution, one collection: every hit comes from one snapshot.
-                hits = self.store.search(target[0], vector, limit=pool, flt=query_filter(principal), text=question)
+                with timer.stage("search"):
+                    hits = self.store.search(target[0], vector, limit=pool, flt=query_filter(principal),
+                                             text=question)
                 break
             except NotFoundError:
                 continue  # the collection was pruned between resolve and search: resolve again
         assert target is not None
         _collection, snapshot_id = target
         dropped: dict[str, int] = {}
-        statuses = self.recheck([h.id for h in hits]) if (self.recheck and hits) else None
+        with timer.stage("recheck"):
+            statuses = self.recheck([h.id for h in hits]) if (self.recheck and hits) else None
+        readable = 0  # hits the principal may read now (before the relevance floor)
         denied: list[tuple[str, Verdict, DocumentStatus | None]] = []
         candidates: list[Candidate] = []
         dense_ok = False  # refusal as before: insufficient unless some hit clears the dense floor
@@ -152,6 +169,7 @@ class InjectionClient:
                     if verdict.denial:
                         denied.append((h.id, verdict, status))
                     continue
+            readable += 1
             # Admission: dense similarity over the floor, or a place in the lexical ranking (an exact
             # identifier the dense side ranks low). Order: the engine's fused rank, never the dense score.
             if h.score < self.min_score and h.lexical_rank is None:
@@ -169,6 +187,11 @@ class InjectionClient:
             candidates.append(replace(Candidate.from_point(h.id, h.score, p, snapshot_id), score=rank_score))
         if denied and self.on_denials is not None:
             self.on_denials(denial_records(kb, principal, denied))
+        if not readable and self.on_empty_recall is not None:
+            try:
+                self.on_empty_recall(kb)
+            except Exception:  # a metrics sink must not fail the query it measures
+                log.warning("the empty-recall sink failed", exc_info=True)
         if not candidates or not dense_ok:
             if candidates:
                 dropped["low_score"] = dropped.get("low_score", 0) + len(candidates)
@@ -186,7 +209,8 @@ class InjectionClient:
             candidates = [_label_stale(c, stale.get(c.evidence.source_id)) for c in candidates]
         packet = compose(question, kb, snapshot_id, candidates, policy=self.policy, query_type=query_type,
                          tokenizer=self.tokenizer, reranker=self._reranker(sig), numbers=numbers,
-                         deterministic=deterministic, kb_version=snapshot_id, dropped=dropped, limit=limit)
+                         deterministic=deterministic, kb_version=snapshot_id, dropped=dropped, limit=limit,
+                         on_stage=timer.sink)
         if packet.insufficient:  # assembly left nothing, or the budget cannot hold even the frame
             budget = (packet.reason or "").startswith("the context budget")
             self._decided(kb, RefusalReason.BUDGET if budget else RefusalReason.NO_EVIDENCE, sig)
