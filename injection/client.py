@@ -237,8 +237,11 @@ class InjectionClient:
                 idf, missing = {t: 1.0 for t in terms}, 1.0
         lexical_top = max((h.lexical for h in hits if h.lexical is not None), default=None)
         dense_top = max((h.score for h in hits), default=None)
+        present: set[str] = set()  # every admitted candidate passed the registry recheck
+        for c in candidates:
+            present |= evidence_tokens(c.evidence.text, c.evidence.title, c.evidence.heading_path, c.evidence.key)
         return refusal_signals(question, tokens, idf=idf, missing_idf=missing, lexical_top=lexical_top,
-                               dense_top=dense_top)
+                               dense_top=dense_top, present=present)
 
     def _reranker(self, sig: Signals) -> Reranker | None:
         """The caller's reranker; else, with ``lexical_rerank``, the coverage reranker on the refusal's IDF."""

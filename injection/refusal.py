@@ -145,19 +145,25 @@ def evidence_tokens(text: str, title: str | None = None, heading_path: Sequence[
 
 
 def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, float], missing_idf: float,
-            lexical_top: float | None, dense_top: float | None) -> Signals:
+            lexical_top: float | None, dense_top: float | None, present: Iterable[str] | None = None) -> Signals:
     """The signals of ``question`` against the token sets of its admitted evidence (see the module docstring).
 
     ``idf`` maps the question's tokens present for the caller to the
-    engine's IDF; the others weigh ``missing_idf``.  A question with no
+    engine's IDF, used for the tokens ``present`` (the tokens of every
+    admitted, rechecked candidate) or the evidence holds; every other token
+    weighs ``missing_idf``.  A question with no
     token at all (only stopwords) has nothing to miss: coverage 1.
     """
     terms = tuple(t for t in dict.fromkeys(lexical.tokenize(question)) if t not in FUNCTION_WORDS)
-    weights = {t: float(idf.get(t, missing_idf)) for t in terms}
-    total = sum(weights.values())
     have: set[str] = set()
     for tokens in evidence:
         have |= tokens
+    # The engine's IDF only for terms some rechecked candidate holds (``present``; the evidence when
+    # None): the engine's presence under the filter includes points the registry has since denied (an
+    # ACL narrowed before the next build re-tags them), and a weight taken from them would tell so.
+    seen = have if present is None else (have | set(present))
+    weights = {t: float(idf.get(t, missing_idf)) if t in seen else float(missing_idf) for t in terms}
+    total = sum(weights.values())
     missing = tuple(sorted((t for t in terms if t not in have), key=lambda t: (-weights[t], t)))
     coverage = 1.0 - sum(weights[t] for t in missing) / total if total > 0 else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
@@ -174,9 +180,12 @@ def decide(policy: RefusalPolicy, s: Signals) -> tuple[RefusalReason, str] | Non
         return None
     # Missing terms carry at least key_term_share of the question's weight: name them, heaviest first.
     key = list(s.missing) if s.missing and 1.0 - s.coverage >= policy.key_term_share else []
-    figures = (f"IDF-weighted coverage of its terms {s.coverage:.2f}, lexical {s.lexical:.2f}, dense {s.dense:.2f}; "
-               f"calibrated score {value:.2f} < 0")
+    # No figures in the sentence: it reaches the caller, and the term weights are the engine's
+    # collection-wide IDF, which counts points the caller may not read; printed to two decimals
+    # they would tell how many denied chunks hold a term.  The signals go to the decision sink
+    # (logs, metrics) instead.  A term only denied points hold reads as missing, like one no
+    # point holds, and every missing term weighs the same, so the names and their order say nothing.
     if key:
         named = ", ".join(repr(t) for t in key[:5])
-        return RefusalReason.KEY_TERMS_MISSING, f"the question's key terms {named} are not in the evidence ({figures})"
-    return RefusalReason.WEAK_MATCH, f"the evidence matches the question too weakly ({figures})"
+        return RefusalReason.KEY_TERMS_MISSING, f"the question's key terms {named} are not in the evidence"
+    return RefusalReason.WEAK_MATCH, "the evidence matches the question too weakly"
