@@ -47,7 +47,7 @@ from urllib.parse import unquote_plus
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from freshindex.core.errors import NotFoundError
+from freshindex.core.errors import NotFoundError, RetryableError
 from freshindex.registry.webhooks import DeliveryRequest, DuplicateDelivery, TicketInfo, TicketJoin
 from starlette.concurrency import run_in_threadpool
 
@@ -230,20 +230,55 @@ class DeliveryBatcher:
         return slot.outcome
 
     def _flush(self, batch: list[_Slot]) -> None:
-        outcomes: list[TicketJoin | Exception]
+        outcomes: list[TicketJoin | Exception] | None = None
         try:
-            outcomes = list(self._write([b.request for b in batch]))
-            if len(outcomes) != len(batch):
-                raise RuntimeError(f"batch write gave {len(outcomes)} outcomes for {len(batch)} deliveries")
-        except Exception as exc:  # every waiter raises its own copy (one object raised in many threads tangles)
-            outcomes = [exc if i == 0 else copy.copy(exc) for i in range(len(batch))]
-        with self._cond:
-            for b, outcome in zip(batch, outcomes, strict=True):
-                b.outcome, b.done = outcome, True
-            self._writing = False
-            self._cond.notify_all()
+            outcomes = self._outcomes(batch)
+        finally:
+            # Always hand the writer's role back and wake the waiters, even on a BaseException:
+            # a writer flag left set would stall every later webhook request.
+            with self._cond:
+                if outcomes is None:
+                    outcomes = [RuntimeError("the webhook batch writer was interrupted") for _ in batch]
+                for b, outcome in zip(batch, outcomes, strict=True):
+                    b.outcome, b.done = outcome, True
+                self._writing = False
+                self._cond.notify_all()
         if self._on_batch is not None:
             self._on_batch(len(batch))
+
+    def _outcomes(self, batch: list[_Slot]) -> list[TicketJoin | Exception]:
+        """Each delivery's outcome from one write; a batch failing for a reason other than the registry
+        being unreachable is written again one delivery at a time, so one request's bad data (a value the
+        database refuses) fails that request alone."""
+        try:
+            return self._checked(batch)
+        except RetryableError as exc:  # registry unreachable: every request in it fails (503), each its own copy
+            return [exc if i == 0 else _copy(exc) for i in range(len(batch))]
+        except Exception as exc:
+            if len(batch) == 1:
+                return [exc]
+            log.warning("a webhook batch of %d failed; writing its deliveries one by one", len(batch), exc_info=True)
+            out: list[TicketJoin | Exception] = []
+            for b in batch:
+                try:
+                    out.extend(self._checked([b]))
+                except Exception as one:
+                    out.append(one)
+            return out
+
+    def _checked(self, batch: list[_Slot]) -> list[TicketJoin | Exception]:
+        outcomes = list(self._write([b.request for b in batch]))
+        if len(outcomes) != len(batch):
+            raise RuntimeError(f"batch write gave {len(outcomes)} outcomes for {len(batch)} deliveries")
+        return outcomes
+
+
+def _copy(exc: Exception) -> Exception:
+    """A copy of ``exc`` to raise in another thread (one object raised in many threads tangles its traceback)."""
+    try:
+        return copy.copy(exc)
+    except Exception:
+        return exc
 
 
 class _KnownSources:

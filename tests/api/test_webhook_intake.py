@@ -148,6 +148,56 @@ def test_a_failed_batch_fails_every_caller_and_the_next_batch_still_runs() -> No
     assert batcher.submit(DeliveryRequest("s", "b", None)) == TicketJoin(7, False)
 
 
+def test_one_bad_delivery_in_a_batch_fails_alone() -> None:
+    # Given a write that refuses any batch holding the delivery "bad" (a value the database rejects)
+    release = threading.Event()
+    writes: list[list[str]] = []
+
+    def write(batch: list[DeliveryRequest]) -> list[Any]:
+        writes.append([b.delivery_id for b in batch])
+        if len(writes) == 1:
+            release.wait(30)
+        if any(b.delivery_id == "bad" for b in batch):
+            raise ValueError("invalid byte sequence for encoding UTF8: 0x00")
+        return [TicketJoin(3, True) for _ in batch]
+
+    batcher = DeliveryBatcher(write)
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(batcher.submit, DeliveryRequest("s", "first", None))
+        while not writes:
+            time.sleep(0.01)
+        good = pool.submit(batcher.submit, DeliveryRequest("s", "good", None))
+        bad = pool.submit(batcher.submit, DeliveryRequest("s", "bad", None))
+        while len(batcher._pending) < 2:
+            time.sleep(0.01)
+        release.set()
+        # When the second batch (good + bad) fails, Then it is written again one delivery at a time
+        assert first.result(30) == TicketJoin(3, True)
+        assert good.result(30) == TicketJoin(3, True)
+        with pytest.raises(ValueError):
+            bad.result(30)
+    assert sorted(writes[1]) == ["bad", "good"] and sorted(map(tuple, writes[2:])) == [("bad",), ("good",)]
+
+
+def test_an_interrupted_writer_releases_its_waiters_and_the_role() -> None:
+    # Given a write interrupted by a BaseException (not an Exception)
+    calls = 0
+
+    def write(batch: list[DeliveryRequest]) -> list[Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise KeyboardInterrupt
+        return [TicketJoin(9, False) for _ in batch]
+
+    batcher = DeliveryBatcher(write)
+    with pytest.raises(KeyboardInterrupt):
+        batcher.submit(DeliveryRequest("s", "a", None))
+    # Then the writer's role was handed back: the next delivery is written, not stalled
+    assert not batcher._writing
+    assert batcher.submit(DeliveryRequest("s", "b", None)) == TicketJoin(9, False)
+
+
 def test_replays_are_refused_after_a_restart(tmp_path: Path) -> None:
     # Given a delivery accepted by one intake, When the process is gone and a new one opens the same file
     reg = _registry(tmp_path)
