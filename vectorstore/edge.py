@@ -42,6 +42,7 @@ Pass ``hnsw_m=16`` for collections far larger than the embedded default.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -384,9 +385,7 @@ class EdgeStore:
         self, name: str, vector: Sequence[float], *, limit: int, flt: Filter | None = None, exact: bool = False,
         text: str | None = None,
     ) -> list[ScoredHit]:
-        with self._lock:
-            self._inflight[name] = self._inflight.get(name, 0) + 1
-        try:
+        with self._reading(name):
             query = lexical.query_vector(text) if text else None
             if query and self._lexical_configured(name):
                 hits = self._hybrid(name, vector, query, limit=limit, flt=flt, exact=exact)
@@ -394,6 +393,15 @@ class EdgeStore:
                 hits = self._search(name, vector, limit=limit, flt=flt, exact=exact)
             self._still_there(name)
             return hits
+
+    @contextlib.contextmanager
+    def _reading(self, name: str) -> Iterator[None]:
+        """A query in flight on ``name``: its handle is not closed under it (an alias resolution in
+        another thread retires it only when the last reader leaves)."""
+        with self._lock:
+            self._inflight[name] = self._inflight.get(name, 0) + 1
+        try:
+            yield
         finally:
             with self._lock:
                 self._inflight[name] -= 1
@@ -478,12 +486,14 @@ class EdgeStore:
         indices = [lexical.token_index(t) for t in unique]
         requests = [qe.QueryRequest(limit=1, query=qe.Query.Nearest(qe.SparseVector([i], [1.0]), using=LEXICAL),
                                     filter=where, with_payload=False, with_vector=[LEXICAL]) for i in indices]
-        try:
-            answers = self._shard(name).query_batch(qe.QueryBatchRequest(requests))
-        except (NotFoundError, StoreBusyError):
-            raise
-        except Exception as exc:
-            raise StoreError(f"lexical statistics of {name!r} failed: {exc}") from exc
+        with self._reading(name):
+            try:
+                answers = self._shard(name).query_batch(qe.QueryBatchRequest(requests))
+            except (NotFoundError, StoreBusyError):
+                raise
+            except Exception as exc:
+                raise StoreError(f"lexical statistics of {name!r} failed: {exc}") from exc
+            self._still_there(name)
         return lexical.idf_from_hits(unique, indices, answers, lambda v: (v or {}).get(LEXICAL))
 
     def flush(self, name: str) -> None:
