@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -106,8 +107,11 @@ def test_concurrent_deliveries_share_commits_and_each_is_answered(tmp_path: Path
     reg.close()
 
 
-def test_batcher_groups_waiting_callers_into_one_write() -> None:
-    # Given a write that blocks until released, When five callers submit while the first write is held
+def _behind_a_held_write(outcome: Callable[[list[DeliveryRequest]], list[Any]],
+                         rest: list[str]) -> tuple[list[list[str]], dict[str, Any]]:
+    """Submit "first", hold its write until every id of ``rest`` waits behind it, then release it.
+
+    Returns the delivery ids of each write, and each delivery's result (or the exception it raised)."""
     release = threading.Event()
     writes: list[list[str]] = []
 
@@ -115,21 +119,33 @@ def test_batcher_groups_waiting_callers_into_one_write() -> None:
         writes.append([b.delivery_id for b in batch])
         if len(writes) == 1:
             release.wait(30)
-        return [TicketJoin(1, True) for _ in batch]
+        return outcome(batch)
 
     batcher = DeliveryBatcher(write)
-    with ThreadPoolExecutor(6) as pool:
-        first = pool.submit(batcher.submit, DeliveryRequest("s", "first", None))
+    results: dict[str, Any] = {}
+    with ThreadPoolExecutor(len(rest) + 1) as pool:
+        futures = {"first": pool.submit(batcher.submit, DeliveryRequest("s", "first", None))}
         while not writes:
             time.sleep(0.01)
-        rest = [pool.submit(batcher.submit, DeliveryRequest("s", f"d{i}", None)) for i in range(5)]
-        while len(batcher._pending) < 5:
+        futures.update({d: pool.submit(batcher.submit, DeliveryRequest("s", d, None)) for d in rest})
+        while len(batcher._pending) < len(rest):
             time.sleep(0.01)
         release.set()
-        assert first.result(30) == TicketJoin(1, True)
-        assert all(f.result(30) == TicketJoin(1, True) for f in rest)
-    # Then the five waiting deliveries went in one second write
-    assert writes == [["first"], [f"d{i}" for i in range(5)]]
+        for d, f in futures.items():
+            try:
+                results[d] = f.result(30)
+            except Exception as exc:
+                results[d] = exc
+    return writes, results
+
+
+def test_batcher_groups_waiting_callers_into_one_write() -> None:
+    # Given a write that blocks until released, When five callers submit while the first write is held
+    rest = [f"d{i}" for i in range(5)]
+    writes, results = _behind_a_held_write(lambda batch: [TicketJoin(1, True) for _ in batch], rest)
+    # Then every caller got its ticket, and the five waiting deliveries went in one second write
+    assert all(r == TicketJoin(1, True) for r in results.values()) and len(results) == 6
+    assert writes == [["first"], rest]
 
 
 def test_a_failed_batch_fails_every_caller_and_the_next_batch_still_runs() -> None:
@@ -150,32 +166,16 @@ def test_a_failed_batch_fails_every_caller_and_the_next_batch_still_runs() -> No
 
 def test_one_bad_delivery_in_a_batch_fails_alone() -> None:
     # Given a write that refuses any batch holding the delivery "bad" (a value the database rejects)
-    release = threading.Event()
-    writes: list[list[str]] = []
-
-    def write(batch: list[DeliveryRequest]) -> list[Any]:
-        writes.append([b.delivery_id for b in batch])
-        if len(writes) == 1:
-            release.wait(30)
+    def outcome(batch: list[DeliveryRequest]) -> list[Any]:
         if any(b.delivery_id == "bad" for b in batch):
             raise ValueError("invalid byte sequence for encoding UTF8: 0x00")
         return [TicketJoin(3, True) for _ in batch]
 
-    batcher = DeliveryBatcher(write)
-    with ThreadPoolExecutor(4) as pool:
-        first = pool.submit(batcher.submit, DeliveryRequest("s", "first", None))
-        while not writes:
-            time.sleep(0.01)
-        good = pool.submit(batcher.submit, DeliveryRequest("s", "good", None))
-        bad = pool.submit(batcher.submit, DeliveryRequest("s", "bad", None))
-        while len(batcher._pending) < 2:
-            time.sleep(0.01)
-        release.set()
-        # When the second batch (good + bad) fails, Then it is written again one delivery at a time
-        assert first.result(30) == TicketJoin(3, True)
-        assert good.result(30) == TicketJoin(3, True)
-        with pytest.raises(ValueError):
-            bad.result(30)
+    # When "good" and "bad" wait behind a held write and then go in one batch that fails
+    writes, results = _behind_a_held_write(outcome, ["good", "bad"])
+    # Then the batch is written again one delivery at a time: only "bad" fails
+    assert results["first"] == TicketJoin(3, True) and results["good"] == TicketJoin(3, True)
+    assert isinstance(results["bad"], ValueError)
     assert sorted(writes[1]) == ["bad", "good"] and sorted(map(tuple, writes[2:])) == [("bad",), ("good",)]
 
 
