@@ -16,7 +16,6 @@ from freshindex.core.errors import ConfigError, SourceError
 from freshindex.schedules.gc import collect_tombstones, retain_snapshots
 from freshindex.schedules.plan import due_sources
 from freshindex.schedules.sweep import sweep
-from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
 
 from freshindex.services import Services
@@ -30,15 +29,6 @@ def _keys(packet) -> list[str]:
 
 def _iso(t: dt.datetime) -> str:
     return t.isoformat().replace("+00:00", "Z")
-
-
-@pytest.fixture
-def svc(tmp_path: Path):
-    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
-    try:
-        yield services
-    finally:
-        services.close()
 
 
 def _folder(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -13,19 +13,9 @@ import pytest
 from freshindex.core.errors import SourceError
 from freshindex.registry.schema import Chunk
 from freshindex.schedules.reconcile import reconcile
-from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
 
 from freshindex.services import Services
-
-
-@pytest.fixture
-def svc(tmp_path: Path):
-    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
-    try:
-        yield services
-    finally:
-        services.close()
 
 
 def _folder(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
