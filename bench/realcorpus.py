@@ -7,10 +7,20 @@ Two real release pairs, in one invocation on the same machine:
   :mod:`bench.evidence` does, by importing its ``fetch``/``pages``).
   ``--limit-pages N`` keeps N pages present in both releases, evenly spaced
   over the sorted page list (deterministic); 0 keeps all of them.
-* **code**: the PyPI sdists of MarkupSafe 1.0 and 1.1.0 (files.pythonhosted.org,
-  cached under ``~/.cache/freshindex-bench/pypi/``): 1.1.0 moved the package
-  ``markupsafe/`` to ``src/markupsafe/`` and ``tests.py`` to ``tests/``.
-  The Python files of each sdist are the corpus.
+* **code** (``--corpus code`` runs both pairs, ``--corpus requests`` or
+  ``--corpus markupsafe`` one): PyPI sdists, URL and sha256 pinned from PyPI's
+  simple index, cached under ``~/.cache/freshindex-bench/pypi/``; the Python
+  files of each sdist are the corpus.
+
+  - **requests** 2.31.0 -> 2.32.0: 2.32.0 moved the package ``requests/`` to
+    ``src/requests/`` (19 of 33 files at a new path) while most of its code
+    stayed the same (82 of about 660 symbols changed or new): the release pair
+    that shows whether a move re-embeds only what changed.  2.32.0 was later
+    yanked for an unrelated certificate-handling regression; its sdist stays
+    on PyPI and is the release that made the move.
+  - **MarkupSafe** 1.0 -> 1.1.0: also moved ``markupsafe/`` to
+    ``src/markupsafe/`` (and ``tests.py`` to ``tests/``), but rewrote most of
+    its code in the same release.
 
 Each side runs in its own child process (peak RSS from ``os.wait4``):
 
@@ -40,12 +50,15 @@ and ``one-per-run``: the before/after of the embedder in one invocation.
 
 Then, untimed, freshindex's own parser and chunker are run over both
 releases to count the chunks whose text truly changed (a multiset diff of
-chunk texts) and to give a reason for every embed beyond those; for the
-code pair, the changed symbols (a symbol, keyed by its file path without a
+chunk texts; the goal ratio divides by the distinct ones, since a text that
+occurs twice is embedded once) and to give a reason for every embed beyond
+those, and the files at a new path (and how many of them moved byte for
+byte); for a code pair, the changed symbols (a symbol, keyed by its file path without a
 leading ``src/`` and its qualified name, changed when its parts' text
 differs or it is new).
 
-    python -m bench.realcorpus [--limit-pages 150] [--corpus django --corpus code] [--variant legacy --variant fresh]
+    python -m bench.realcorpus [--limit-pages 150] [--corpus django --corpus code|requests|markupsafe]
+        [--variant legacy --variant fresh] [--name realcorpus]
 
 Writes bench/results/realcorpus.json and .md.
 """
@@ -72,12 +85,22 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("FRESHINDEX_BENCH_CACHE", Path.home() / ".cache" / "freshindex-bench"))
-#: MarkupSafe's sdists: 1.1.0 moved the package under src/ (the URLs PyPI's JSON API lists).
-SDISTS = {
-    "1.0": "https://files.pythonhosted.org/packages/4d/de/32d741db316d8fdb7680822dd37001ef7a448255de9699ab4bfcbdf4172b/"
-           "MarkupSafe-1.0.tar.gz",
-    "1.1.0": "https://files.pythonhosted.org/packages/ac/7e/1b4c2e05809a4414ebce0892fe1e32c14ace86ca7d50c70f00979ca9b3a3/"
-             "MarkupSafe-1.1.0.tar.gz",
+_PYPI = "https://files.pythonhosted.org/packages/"
+#: Code release pairs (old, new): each an sdist's URL and sha256, as PyPI's simple index lists them.
+#: Both releases moved their package under ``src/``.
+CODE_PAIRS: dict[str, dict[str, Any]] = {
+    "requests": {"label": "requests 2.31.0 -> 2.32.0 (*.py)", "releases": (
+        (_PYPI + "9d/be/10918a2eac4ae9f02f6cfe6414b7a155ccd8f7f9d4380d62fd5b955065c3/requests-2.31.0.tar.gz",
+         "942c5a758f98d790eaed1a29cb6eefc7ffb0d1cf7af05c3d2791656dbd6ad1e1"),
+        (_PYPI + "28/a2/423f4d16d6934ef502f10ad56673719dd4345e656aedbd6687ccc359ffc5/requests-2.32.0.tar.gz",
+         "fa5490319474c82ef1d2c9bc459d3652e3ae4ef4c4ebdd18a21145a47ca4b6b8"),
+    )},
+    "markupsafe": {"label": "MarkupSafe 1.0 -> 1.1.0 (*.py)", "releases": (
+        (_PYPI + "4d/de/32d741db316d8fdb7680822dd37001ef7a448255de9699ab4bfcbdf4172b/MarkupSafe-1.0.tar.gz",
+         "a6be69091dac236ea9c6bc7d012beab42010fa914c459791d627dad4910eb665"),
+        (_PYPI + "ac/7e/1b4c2e05809a4414ebce0892fe1e32c14ace86ca7d50c70f00979ca9b3a3/MarkupSafe-1.1.0.tar.gz",
+         "4e97332c9ce444b0c2c38dd22ddc61c743eb208d916e4265a2a3b575bdccb1d3"),
+    )},
 }
 NAIVE_CHUNK_CHARS = 1000
 GOALS = {"full_build_wall_ratio": 0.75, "update_over_truly_changed": 1.1, "update_over_naive": 0.5,
@@ -98,27 +121,33 @@ def django_trees(limit: int) -> tuple[dict[str, Path], dict[str, Path]]:
     return {k: old[k] for k in common}, {k: new[k] for k in common}
 
 
-def _sdist(version: str) -> Path:
-    """The unpacked sdist of one MarkupSafe release, downloaded once."""
+def _sdist(url: str, sha256: str) -> Path:
+    """The unpacked sdist at ``url``, downloaded once and checked against its pinned sha256."""
     base = CACHE / "pypi"
     base.mkdir(parents=True, exist_ok=True)
-    target = base / f"MarkupSafe-{version}"
+    name = url.rsplit("/", 1)[1]
+    target = base / name.removesuffix(".tar.gz")
     if not target.is_dir():
-        archive = base / f"MarkupSafe-{version}.tar.gz"
+        archive = base / name
         if not archive.exists():
-            with urllib.request.urlopen(SDISTS[version], timeout=60) as resp:
+            with urllib.request.urlopen(url, timeout=60) as resp:
                 archive.write_bytes(resp.read())
+        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+        if digest != sha256:
+            archive.unlink()
+            raise SystemExit(f"{name}: sha256 {digest}, expected {sha256}")
         with tarfile.open(archive) as tar:
             tar.extractall(base, filter="data")
     return target
 
 
-def code_trees() -> tuple[dict[str, Path], dict[str, Path]]:
-    """(old, new) Python files of MarkupSafe 1.0 and 1.1.0, keyed by their path in the sdist."""
+def code_trees(pair: str = "requests") -> tuple[dict[str, Path], dict[str, Path]]:
+    """(old, new) Python files of one :data:`CODE_PAIRS` release pair, keyed by their path in the sdist."""
     def py(root: Path) -> dict[str, Path]:
         return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*.py"))}
 
-    return py(_sdist("1.0")), py(_sdist("1.1.0"))
+    old, new = CODE_PAIRS[pair]["releases"]
+    return py(_sdist(*old)), py(_sdist(*new))
 
 
 def materialise(tree: dict[str, Path], dest: Path) -> None:
@@ -353,9 +382,11 @@ def analyse(old: Path, new: Path) -> dict[str, Any]:
             expected.setdefault(c.content_hash, c)
     reasons: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
+    distinct = 0  # new texts, counted once however often they occur (the vector cache embeds them once)
     for c in expected.values():
         twin = by_text.get(c.text)
         if twin is None:
+            distinct += 1
             continue  # its text changed: a true change
         if twin.title != c.title:
             why = "same text, document title changed"
@@ -370,12 +401,18 @@ def analyse(old: Path, new: Path) -> dict[str, Any]:
         examples.setdefault(why, []).append(f"{key} :: {' > '.join(c.heading_path)[:80]}")
     result: dict[str, Any] = {
         "old_chunks": len(old_chunks), "new_chunks": len(new_chunks), "truly_changed_chunks": changed,
+        "truly_changed_distinct": distinct,
         "expected_embeds": len(expected), "extra_embed_reasons": dict(reasons),
         "extra_embed_examples": {k: v[:5] for k, v in examples.items()},
         "pages_bytes_changed": sum(1 for k in after if k in before and (new / k).read_bytes() != (old / k).read_bytes()),
         "pages_text_changed": sum(1 for k in after if k in before
                                   and [c.text for c in after[k]] != [c.text for c in before[k]]),
     }
+    # Moves: a file at a path the old release does not have, byte for byte one the old release had elsewhere.
+    gone = {(old / k).read_bytes() for k in before if k not in after}
+    moved = [k for k in after if k not in before]
+    result["files_new_path"] = len(moved)
+    result["files_moved_unchanged"] = sum(1 for k in moved if (new / k).read_bytes() in gone)
     old_sym: dict[tuple[str, str], list[str]] = {}
     new_sym: dict[tuple[str, str], list[str]] = {}
     for chunks, into in ((old_chunks, old_sym), (new_chunks, new_sym)):
@@ -430,7 +467,7 @@ def run_corpus(name: str, old_tree: dict[str, Path], new_tree: dict[str, Path], 
     naive, fresh = sides["naive"], sides[variants[-1]]
     ratios = {
         "full_build_wall_ratio": _ratio(fresh["full"]["wall_s"], naive["full"]["wall_s"]),
-        "update_over_truly_changed": _ratio(fresh["update"]["embedded"], truth["truly_changed_chunks"]),
+        "update_over_truly_changed": _ratio(fresh["update"]["embedded"], truth["truly_changed_distinct"]),
         "update_over_naive": _ratio(fresh["update"]["embedded"], naive["update"]["embedded"]),
         "update_over_naive_changed_files": _ratio(fresh["update"]["embedded"], naive["update"]["changed_file_chunks"]),
         "noop_over_full": _ratio(fresh["noop"]["wall_s"], fresh["full"]["wall_s"], 4),
@@ -441,7 +478,8 @@ def run_corpus(name: str, old_tree: dict[str, Path], new_tree: dict[str, Path], 
     }
     if truth.get("changed_symbols") is not None:
         ratios["code_update_over_changed_symbols"] = _ratio(fresh["update"]["embedded"], truth["changed_symbols"])
-    unexplained = fresh["update"]["embedded"] - truth["truly_changed_chunks"] - sum(truth["extra_embed_reasons"].values())
+    unexplained = (fresh["update"]["embedded"] - truth["truly_changed_distinct"]
+                   - sum(truth["extra_embed_reasons"].values()))
     truth["unexplained_embeds"] = unexplained
     return {"corpus": name, "files_old": len(old_tree), "files_new": len(new_tree), "sides": sides,
             "measured_variant": variants[-1], "naive": naive, "fresh": fresh,
@@ -470,7 +508,8 @@ def _goal_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit-pages", type=int, default=150, help="Django pages (0: all of them)")
-    parser.add_argument("--corpus", action="append", choices=("django", "code"), help="default: both")
+    parser.add_argument("--corpus", action="append", choices=("django", "code", *CODE_PAIRS),
+                        help="django, a code pair, or code (every code pair); default: all of them")
     parser.add_argument("--noop-repeat", type=int, default=3)
     parser.add_argument("--name", default="realcorpus", help="results file name")
     parser.add_argument("--variant", action="append", choices=tuple(VARIANTS),
@@ -490,11 +529,15 @@ def main() -> None:
         return
     from bench.report import table, write
 
-    corpora = args.corpus or ["django", "code"]
+    corpora: list[str] = []
+    for name in args.corpus or ["django", "code"]:
+        for each in (CODE_PAIRS if name == "code" else [name]):
+            if each not in corpora:
+                corpora.append(each)
     rows = []
     for name in corpora:
-        old, new = django_trees(args.limit_pages) if name == "django" else code_trees()
-        label = (f"django ({len(old)} pages)" if name == "django" else "MarkupSafe 1.0 -> 1.1.0 (*.py)")
+        old, new = django_trees(args.limit_pages) if name == "django" else code_trees(name)
+        label = f"django ({len(old)} pages)" if name == "django" else CODE_PAIRS[name]["label"]
         rows.append(run_corpus(label, old, new, args.noop_repeat, args.variant or ["legacy", "fresh"]))
     command = "python -m bench.realcorpus " + " ".join(sys.argv[1:])
     meta = {"command": command.strip(), "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
@@ -503,6 +546,8 @@ def main() -> None:
     lines = ["# Real-corpus benchmark: freshindex against a naive pipeline", "",
              f"`{meta['command']}` on {meta['cores']} cores ({meta['machine']}), load at the end: {meta['uptime']}.",
              f"freshindex embedding settings: {meta['embedding']}. Each side in its own process, one after the other.",
+             "The machine may be shared with other jobs (the load averages beside each corpus say how busy it "
+             "was): wall-time ratios move with the load, embed counts do not.",
              ""]
     lines += table(
         ["corpus", "side", "full build s", "in model s", "chunks", "embedded (full)", "no-op s", "update s",
@@ -524,8 +569,11 @@ def main() -> None:
         t = r["truth"]
         sym = (f", symbols {t['symbols_old']} -> {t['symbols_new']}, {t['changed_symbols']} changed"
                if "changed_symbols" in t else "")
-        lines.append(f"- {r['corpus']}: {t['pages_bytes_changed']} files changed in bytes, {t['pages_text_changed']} "
-                     f"in chunk text; {t['truly_changed_chunks']} of {t['new_chunks']} chunks with new text{sym}; "
+        moves = (f", {t['files_new_path']} at a new path ({t['files_moved_unchanged']} of them moved byte for byte)"
+                 if t.get("files_new_path") else "")
+        lines.append(f"- {r['corpus']}: {t['pages_bytes_changed']} files changed in bytes at the same path, "
+                     f"{t['pages_text_changed']} in chunk text{moves}; {t['truly_changed_chunks']} of "
+                     f"{t['new_chunks']} chunks with new text ({t['truly_changed_distinct']} distinct){sym}; "
                      f"update embedded {r['fresh']['update']['embedded']} (naive: {r['naive']['update']['embedded']} "
                      f"incremental, {r['naive']['update']['changed_file_chunks']} re-embedding changed files); extra: "
                      + (", ".join(f"{n} {why}" for why, n in t["extra_embed_reasons"].items()) or "none")

@@ -11,8 +11,13 @@ or before a closing brace or ``else``.  Statements are packed into parts with
 content-defined boundaries (:func:`~workers.chunking.pack.pack`), and a part
 under :data:`FLOOR` of the budget joins its neighbour when they fit together,
 so a split symbol is not a trail of two-line fragments.  Each part after the
-first starts with a ``<signature> (continued)`` comment, carries its own
-``lines`` and the whole symbol's ``symbol_lines``, and the parts are linked.
+first starts with a ``<signature> (continued)`` comment whose parameters are
+elided (``# def send(...) (continued)``: an edited parameter list re-embeds
+the first part, not every part), carries its own ``lines`` and the whole
+symbol's ``symbol_lines``, and the parts are linked.  Whether a statement
+ends a part depends on its words only (:func:`~workers.chunking.pack.is_anchor`
+over its whitespace-collapsed text), so re-indenting code or adding a blank
+line moves no cut.
 
 The docstring is inside the symbol's source, so it always travels with the
 code it explains.  Each chunk's meta says ``path``, ``symbol``,
@@ -91,7 +96,9 @@ def _symbol(text: str, numbers: list[int], heading_path: tuple[str, ...], base: 
         yield Piece(text, BlockKind.CODE, heading_path, None, meta)
         return
     signature = meta.get("signature")
-    head = f"{_comment(meta.get('language'))} {signature} (continued)" if signature else ""
+    # The parameters stay out of the continued line: an edited signature re-embeds the first part only.
+    short = short_signature(signature, str(meta.get("symbol") or "")) if signature else ""
+    head = f"{_comment(meta.get('language'))} {short} (continued)" if short else ""
     lines = text.split("\n")
     group = "/".join(heading_path)
     symbol_lines = meta.get("lines") or [numbers[0], numbers[-1]]
@@ -109,7 +116,10 @@ def split_statements(lines: list[str], budget: int, count: Count = estimate_toke
     sizes = [count(line) for line in lines]
     segments = _segments(0, len(lines), levels, sizes, budget)
     seg_sizes = [sum(sizes[a:b]) for a, b in segments]
-    anchors = [b < len(lines) and (not lines[b].strip() or is_anchor("\n".join(lines[a:b]))) for a, b in segments]
+    # A statement's anchor status hangs on its words only: re-indenting it, or adding or
+    # removing a blank line inside it, moves no cut.
+    anchors = [b < len(lines) and (not lines[b].strip() or is_anchor(" ".join("\n".join(lines[a:b]).split())))
+               for a, b in segments]
     groups = pack(seg_sizes, anchors, budget, min_fill=budget // 2)
     groups = _floor(groups, seg_sizes, budget, int(budget * FLOOR))
     out: list[tuple[int, int, str]] = []
@@ -200,3 +210,15 @@ def _comment(language: str | None) -> str:
     if language in ("python", "shell", "ruby", "yaml", "toml"):
         return "#"
     return "--" if language == "sql" else "//"
+
+
+def short_signature(signature: str, symbol: str) -> str:
+    """The signature up to the symbol's name, its parameters as ``(...)``:
+    ``def send(self, request, stream=False, timeout=None) -> Response`` -> ``def send(...)``."""
+    name = symbol.rsplit(".", 1)[-1]
+    found = re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", signature) if name else None
+    if found is None:
+        head, paren, _ = signature.partition("(")
+        return f"{head.strip()}(...)" if paren else signature
+    rest = signature[found.end() :].lstrip()
+    return signature[: found.end()] + ("(...)" if rest.startswith(("(", "<", "[")) else "")

@@ -28,7 +28,7 @@ ParserFn = Callable[[bytes, str], ParsedDocument]
 
 #: Bumped whenever any parser's output may change; it enters the pipeline
 #: version recorded per document, so a parser upgrade re-chunks deliberately.
-PARSER_SET_VERSION = "p4"
+PARSER_SET_VERSION = "p5"  # p5: code parser code-4 (Python signatures end at their colon)
 
 __all__ = ["PARSER_SET_VERSION", "Limits", "Parsers", "PdfOptions"]
 

@@ -25,7 +25,9 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import io
 import re
+import tokenize
 from typing import Any
 
 from freshindex.core.enums import BlockKind
@@ -33,7 +35,9 @@ from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.decode import decode_text
 
-VERSION = "code-3"  # code-3: a block's heading path is its symbol, not the file path
+VERSION = "code-4"  # code-3: a block's heading path is its symbol, not the file path
+#: code-4: a Python signature ends at its colon (no comment below it); split parts name the symbol without
+#: its parameters and cut by the words of a statement (workers.chunking.code), so code chunks re-embed once.
 
 LANGUAGES = {
     ".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".ts": "typescript",
@@ -132,6 +136,9 @@ def _python_blocks(text: str, key: str) -> list[Block] | None:
         return min([node.lineno] + [d.lineno for d in decos])
 
     def signature(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
+        found = _python_header(lines, node.lineno, node.body[0].lineno if node.body else node.lineno)
+        if found is not None:
+            return found
         body_start = node.body[0].lineno if node.body else node.lineno
         end = max(node.lineno, body_start - 1) if body_start > node.lineno else node.lineno
         head = " ".join(line.strip() for line in lines[node.lineno - 1 : end])
@@ -161,6 +168,31 @@ def _python_blocks(text: str, key: str) -> list[Block] | None:
     if module is not None:
         blocks.insert(0, module)
     return blocks
+
+
+def _python_header(lines: list[str], first: int, body_start: int) -> str | None:
+    """The ``def``/``class`` header from line ``first`` to the colon that ends it, comments
+    dropped (``def f(\\n    x,  # the x\\n):`` -> ``def f(x)``); None if it cannot be tokenized."""
+    source = "\n".join(lines[first - 1 : body_start]) + "\n"
+    depth = 0
+    cuts: dict[int, int] = {}  # line (1-based, in source) -> column where a comment starts
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                cuts[tok.start[0]] = tok.start[1]
+            elif tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth -= 1
+            elif tok.type == tokenize.OP and tok.string == ":" and depth == 0:
+                row, col = tok.start
+                parts = [lines[first - 1 + r][: cuts.get(r + 1)] for r in range(row - 1)]
+                parts.append(lines[first - 2 + row][:col])
+                head = re.sub(r"\s+", " ", " ".join(p.strip() for p in parts)).strip()
+                return re.sub(r",?\s+([)\]])", r"\1", re.sub(r"([(\[])\s+", r"\1", head))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return None
 
 
 # -- tree-sitter: JavaScript, TypeScript, Go ---------------------------------------
