@@ -199,6 +199,48 @@ class RunsStore(_Base):
             done = set(s.scalars(select(DocumentResult.key).where(DocumentResult.sync_run_id == run_id)))
             return [(k, e, int(z)) for k, e, z in planned if k not in done]
 
+    def advance_dispatch(self, run_id: int, start: int, end: int) -> bool:
+        """Move a running run's dispatch cursor (``summary["dispatched"]``, the
+        planned documents enqueued so far) from ``start`` to ``end``, and renew
+        its lease; False when the run is closed or the cursor is elsewhere.
+
+        Fair dispatch (workers/tasks.py) calls it before enqueueing a batch
+        and its continuation: of two continuations starting at the same
+        place (a redelivery, or the reaper's copy) only the first sends its
+        batch.  The renewed lease gives the continuation a full lease to
+        reach the head of the queue.  A run without a cursor (planned by a
+        release without one) accepts any ``start``.
+        """
+        with self.session() as s:
+            self._write_lock(s)
+            q = select(SyncRun).where(SyncRun.id == run_id)
+            if self._dialect == "postgresql":
+                # FOR NO KEY UPDATE: lets the FOR KEY SHARE fences of its staging documents through.
+                q = q.with_for_update(key_share=True)
+            run = s.scalars(q).first()
+            if run is None:
+                raise NotFoundError(f"no sync run {run_id}")
+            if run.status != RunStatus.RUNNING:
+                return False
+            summary = dict(run.summary or {})
+            current = summary.get("dispatched")
+            if current is not None and int(current) != start:
+                return False
+            summary["dispatched"] = int(end)
+            run.summary = summary
+            run.heartbeat_at, run.worker = utcnow(), process_name()
+            return True
+
+    def worked_runs(self, lease_s: float, *, now: dt.datetime | None = None) -> list[int]:
+        """Running runs a worker (not the reaper) renewed within ``lease_s`` seconds:
+        evidence that the workers are alive and the queues move."""
+        cutoff = (now or utcnow()) - dt.timedelta(seconds=lease_s)
+        with self.session() as s:
+            rows = s.execute(select(SyncRun.id, SyncRun.heartbeat_at, SyncRun.worker)
+                             .where(SyncRun.status == RunStatus.RUNNING)).all()
+        return [rid for rid, seen, worker in rows
+                if seen is not None and _aware(seen) > cutoff and not (worker or "").startswith("reaper:")]
+
     def record_reap(self, run_id: int, action: str, *, worker: str | None = None, **details: Any) -> int:
         """Note that the reaper acted on a run (and renew its lease, so the
         next reaper waits a full lease); returns how often it has been reaped."""

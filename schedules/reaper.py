@@ -10,6 +10,13 @@ runs, see :class:`Heartbeat`), and a run nobody renewed for
   ``process_document`` for every planned document without an outcome (tasks
   are idempotent, a copy the broker also redelivers changes nothing), or
   ``finish_sync`` when every document has one (the finishing task died);
+* ``running``, dispatched in batches (fair dispatch, ``summary["dispatched"]``
+  short of the plan): re-enqueue the documents sent but without an outcome,
+  and the ``dispatch_documents`` continuation from the cursor (a copy of one
+  still queued sends nothing).  While other runs are being worked on, a run
+  whose only outstanding work is that continuation is waiting in the queue
+  behind them, not dead: such a redispatch does not count towards
+  ``max_resumes``, so a long queue never closes a run;
 * ``running`` without a plan, in embedded mode (nobody to hand documents
   to), or resumed ``max_resumes`` times already: close it as failed
   ("worker lost"), its unprocessed documents recorded as ``worker_lost`` so
@@ -61,6 +68,8 @@ class ReapActions:
     build: Callable[[str, int], None]
     resume_document: ResumeDocument | None = None
     finish: Callable[[int], None] | None = None
+    #: (run, start): enqueue the run's ``dispatch_documents`` continuation from ``start``.
+    redispatch: Callable[[SyncRunInfo, int], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -107,19 +116,49 @@ def reap(registry: ReaperRegistry, actions: ReapActions, *, lease_s: float, metr
 
 
 def _resumes_without_progress(run: SyncRunInfo, missing: int) -> int:
-    """Resumes in a row after which the run's missing documents did not shrink."""
+    """Resumes in a row after which the run's missing documents did not shrink.
+
+    A redispatch while other runs were being worked on (``queued``: the
+    continuation waits behind them) neither counts nor breaks the row."""
     n = 0
     for r in reversed(run.summary.get("reaps", [])):
-        if r.get("action") not in ("resumed", "finished") or r.get("missing") != missing:
+        if r.get("action") not in ("resumed", "finished", "redispatched") or r.get("missing") != missing:
             break
-        n += 1
+        if not r.get("queued"):
+            n += 1
     return n
+
+
+def _dispatch_cursor(run: SyncRunInfo) -> int | None:
+    """How many planned documents fair dispatch has enqueued, when some are still to send (else None)."""
+    summary = run.summary or {}
+    cursor, planned = summary.get("dispatched"), summary.get("planned_keys")
+    if cursor is None or planned is None or int(cursor) >= len(planned):
+        return None
+    return int(cursor)
 
 
 def _reap_running(registry: ReaperRegistry, actions: ReapActions, run: SyncRunInfo, lease_s: float,
                   max_resumes: int) -> Reaped:
     missing = registry.unprocessed_documents(run.id)
     lost = f"worker lost: no heartbeat from {run.worker or 'its worker'} for {lease_s:.0f}s"
+    cursor = _dispatch_cursor(run)
+    if cursor is not None and missing and actions.redispatch is not None and actions.resume_document is not None:
+        # Fair dispatch: documents up to the cursor were enqueued; the rest wait for
+        # a continuation, which may only be waiting in the queue behind other sources.
+        sent = {k for k, _e, _z in run.summary["planned_keys"][:cursor]}
+        lost_docs = [m for m in missing if m[0] in sent]
+        queued = not lost_docs and any(r != run.id for r in registry.worked_runs(lease_s))
+        stuck = _resumes_without_progress(run, len(missing))
+        if queued or stuck < max_resumes:
+            for key, etag, size in lost_docs:
+                actions.resume_document(run, key, etag, size)
+            actions.redispatch(run, cursor)  # a copy of a queued continuation sends nothing
+            action = "resumed" if lost_docs else "redispatched"
+            registry.record_reap(run.id, action, missing=len(missing), dispatched=cursor, queued=queued)
+            detail = (f"continuation from document {cursor} re-enqueued" if queued
+                      else f"{lost}; continuation from document {cursor} re-enqueued")
+            return Reaped(run.id, run.source_id, run.kb, action, documents=len(lost_docs), detail=detail)
     stuck = _resumes_without_progress(run, len(missing)) if missing is not None else 0
     if actions.resume_document is not None and actions.finish is not None and missing is not None \
             and stuck < max_resumes:

@@ -48,7 +48,9 @@ d. verifies and swaps as above.  The version that served until now becomes
 
 A builder SIGKILLed at any step: before (b) nothing was modified (the
 rename is completed by the next reconcile if the base was already marked
-pruned); after (b) the collection is kept, marked failed with its side
+pruned, before it fails the dead version's record; when a reader still
+holds the base the rename is refused and the base, untouched, is made
+``retired`` again instead); after (b) the collection is kept, marked failed with its side
 record, and the next build repairs it by replaying from ``base`` again
 (plus everything the dead attempt may have applied) instead of copying or
 rebuilding.  A recycled side that fails verification is dropped; the next
@@ -90,7 +92,7 @@ from typing import Any
 
 import numpy as np
 from freshindex.core.enums import SERVING_SNAPSHOTS, BuildStatus, SnapshotStatus
-from freshindex.core.errors import FreshIndexError, VerificationError
+from freshindex.core.errors import FreshIndexError, StoreBusyError, VerificationError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder, embed_text
@@ -534,24 +536,51 @@ class Builder:
                                                 reason="alias already swapped; completing the record")
                 log.warning("reconciled %s: the alias pointed at it but the registry had not recorded it", snap.id)
                 continue
+            # Settle the side before failing the record: a reconcile killed in
+            # between then finds the version still abandoned and settles again.
+            settled = snap.strategy == "bluegreen" and self._settle_side(snap)
             self.registry.fail_snapshot(snap.id, f"abandoned while {snap.status}: its builder died",
                                         {"failed_check": "abandoned"})
             self.metrics.builds.labels(kb, "abandoned").inc()
-            if snap.strategy == "bluegreen" and self.strategy == "bluegreen" and self._settle_side(snap):
+            if settled and self.strategy == "bluegreen":
                 log.warning("kept %s, abandoned while %s, as the standby: the next build replays it from %s",
                             snap.collection, snap.status, (snap.verification.get("side") or {}).get("base"))
                 continue
             self.store.drop_collection(snap.collection)
             log.warning("dropped %s, abandoned while %s", snap.id, snap.status)
+        self._settle_failed_sides(kb)
         if self.strategy != "bluegreen":
             existing = set(self.store.list_collections())
             for snap in self.registry.list_snapshots(kb):  # standbys kept for repair, strategy since changed
                 if snap.status == SnapshotStatus.FAILED and snap.strategy == "bluegreen" and snap.collection in existing:
                     self.store.drop_collection(snap.collection)
 
+    def _settle_failed_sides(self, kb: str) -> None:
+        """Settle failed sides whose rename was never completed: the rename was busy, or a
+        reconcile (of a release that failed the record first) died before it."""
+        snaps = self.registry.list_snapshots(kb)
+        by_id = {s.id: s for s in snaps}
+        existing = set(self.store.list_collections())
+        for snap in snaps:
+            origin = by_id.get((snap.verification.get("side") or {}).get("from", ""))
+            if (snap.status == SnapshotStatus.FAILED and snap.strategy == "bluegreen" and origin is not None
+                    and snap.collection not in existing and origin.status == SnapshotStatus.PRUNED
+                    and origin.collection in existing):
+                self._settle_side(snap)
+
     def _settle_side(self, snap: SnapshotInfo) -> bool:
         """Finish the rename of a recycled side whose builder died between pruning its
-        base and renaming it; True when ``snap``'s collection now exists as a standby."""
+        base and renaming it; True when ``snap``'s collection now exists as a standby.
+
+        The origin's collection was not modified before the rename, so when
+        the rename cannot be completed (a reader in another process has it
+        open: :class:`StoreBusyError`; or the strategy is no longer
+        blue/green) the origin is made ``retired`` again: it still holds its
+        version exactly, so it serves as a retained version (rollback, the
+        next recycle) instead of lingering ``pruned`` on disk, where no build
+        would ever recycle or drop it.  What this does not check: that the
+        origin's files are intact beyond its point count.
+        """
         side = snap.verification.get("side") or {}
         existing = set(self.store.list_collections())
         if snap.collection in existing:
@@ -560,10 +589,29 @@ class Builder:
             origin = self.registry.get_snapshot(side.get("from", ""))
         except FreshIndexError:
             return False
-        if origin.status == SnapshotStatus.PRUNED and origin.collection in existing:
-            self.store.rename_collection(origin.collection, snap.collection)  # type: ignore[attr-defined]
-            return True
-        return False  # the base was never touched: it still serves as a retained version
+        if origin.status != SnapshotStatus.PRUNED or origin.collection not in existing:
+            return False  # the base was never touched: it still serves as a retained version
+        if self.strategy == "bluegreen":
+            try:
+                self.store.rename_collection(origin.collection, snap.collection)  # type: ignore[attr-defined]
+                return True
+            except StoreBusyError as exc:
+                log.warning("could not settle %s as %s (%s): %s serves as a retained version again",
+                            origin.collection, snap.collection, exc, origin.id,
+                            extra={"event": "standby_unsettled", "kb": snap.kb, "snapshot": snap.id})
+        try:
+            intact = self.store.count(origin.collection) == origin.point_count
+        except FreshIndexError:
+            intact = False
+        finally:
+            self.store.release(origin.collection)
+        if intact:
+            self.registry.set_snapshot_status(origin.id, SnapshotStatus.RETIRED)
+        else:
+            log.warning("dropping %s: it does not hold the %d points of %s", origin.collection, origin.point_count,
+                        origin.id)
+            self.store.drop_collection(origin.collection)
+        return False
 
     def retain(self, kb: str) -> list[str]:
         """Keep the newest ``keep_versions`` built versions; never the active one

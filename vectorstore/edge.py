@@ -360,22 +360,27 @@ class EdgeStore:
             raise StoreError(f"delete from {name!r} failed: {exc}") from exc
 
     def count(self, name: str) -> int:
-        return int(self._shard(name).count(qe.CountRequest(exact=True)))
+        with self._reading(name):
+            return int(self._shard(name).count(qe.CountRequest(exact=True)))
 
     def retrieve(self, name: str, ids: Sequence[str], *, with_vectors: bool = False) -> list[PointRecord]:
         if not ids:
             return []
-        records = self._shard(name).retrieve(list(ids), True, [DENSE] if with_vectors else False)
+        with self._reading(name):  # a read in flight: no re-index or release closes the shard under it
+            records = self._shard(name).retrieve(list(ids), True, [DENSE] if with_vectors else False)
         return [
             PointRecord(id=str(r.id), vector=_dense(r.vector) if with_vectors else None, payload=dict(r.payload or {}))
             for r in records
         ]
 
     def iter_ids(self, name: str, batch: int = 1000) -> Iterator[str]:
-        shard = self._shard(name)
         offset: Any = None
         while True:
-            records, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=batch, with_payload=False))
+            # In flight per page, not for the generator's life: a caller that
+            # abandons the iterator must not leave the collection "being read".
+            with self._reading(name):
+                records, offset = self._shard(name).scroll(
+                    qe.ScrollRequest(offset=offset, limit=batch, with_payload=False))
             for r in records:
                 yield str(r.id)
             if offset is None:
@@ -508,8 +513,9 @@ class EdgeStore:
         applied to an optimised clone costs in proportion to what it wrote).
         A collection whose persisted index settings differ from this store's
         (a clone of a version built with an HNSW graph) is reopened with this
-        store's settings first, which needs no query of this process reading
-        it (:class:`StoreBusyError` otherwise).  Returns whether any segment
+        store's settings first, which needs no read of this process in flight
+        and no handle open in another process (:class:`StoreBusyError`
+        otherwise, see :meth:`_reopen_reindexed`).  Returns whether any segment
         changed (False: already optimal, and the call was cheap).  Queries may
         run meanwhile; the store lock is not held during the work.
         """
@@ -522,20 +528,52 @@ class EdgeStore:
             except (OSError, ValueError) as exc:
                 raise StoreError(f"cannot read the config of collection {name!r}: {exc}") from exc
             if not self._index_current(persisted):
-                if self._inflight.get(name):
-                    raise StoreBusyError(f"collection {name!r} is being queried; optimise it before it serves")
-                self.release(name)
-                try:
-                    self._open[name] = qe.EdgeShard.load(str(path), self._config_like(persisted))
-                except Exception as exc:
-                    raise StoreError(f"cannot re-index collection {name!r}: {exc}") from exc
+                self._reopen_reindexed(name, persisted)
+        with self._reading(name):  # in use while the engine works: no release closes it under the work
             shard = self._shard(name)
-        try:
-            changed = bool(shard.optimize())
-            shard.flush()
-        except Exception as exc:
-            raise StoreError(f"optimizing collection {name!r} failed: {exc}") from exc
+            try:
+                changed = bool(shard.optimize())
+                shard.flush()
+            except Exception as exc:
+                raise StoreError(f"optimizing collection {name!r} failed: {exc}") from exc
         return changed
+
+    def _reopen_reindexed(self, name: str, persisted: dict[str, Any]) -> None:
+        """Close ``name`` and open it again with this store's index settings (caller holds ``_lock``).
+
+        The same rules as :meth:`rename_collection`: no read of this process
+        in flight, and no handle open in any process (the exclusive
+        ``flock``), since closing a handle writes into the files it mapped.
+        The new handle then keeps the shared lock every handle holds
+        (:meth:`_hold`), so another process's builder sees it in use.
+        """
+        if self._inflight.get(name):
+            raise StoreBusyError(f"collection {name!r} is being read; optimise it before it serves")
+        self.release(name)
+        fd = os.open(self._dir(name) / ".readers.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise StoreBusyError(f"collection {name!r} is open in another process; not re-indexing it") from exc
+            try:
+                shard = qe.EdgeShard.load(str(self._dir(name)), self._config_like(persisted))
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise StoreError(f"cannot re-index collection {name!r}: {exc}") from exc
+            try:
+                # Down to the shared hold of an ordinary handle (not atomic: a
+                # builder that took the lock in between wins, and this handle goes).
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                shard.close()
+                raise StoreBusyError(f"collection {name!r} was taken by a builder while re-indexing") from exc
+        except BaseException:
+            os.close(fd)
+            raise
+        self._holds[name] = fd
+        self._open[name] = shard
 
     def _index_current(self, persisted: dict[str, Any]) -> bool:
         hnsw = persisted.get("hnsw_config") or {}

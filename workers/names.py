@@ -71,10 +71,14 @@ def enqueue_actions(app: Any) -> ReapActions:
     def resume(run: Any, key: str, etag: str | None, size: int) -> None:
         app.send_task(str(TaskName.PROCESS_DOCUMENT), args=[run.id, run.changeset_id, run.source_id, key, etag, size])
 
+    def redispatch(run: Any, start: int) -> None:
+        app.send_task(str(TaskName.DISPATCH_DOCUMENTS), args=[run.id, run.changeset_id, run.source_id, start])
+
     return ReapActions(
         build=lambda kb, run_id: app.send_task(str(TaskName.BUILD_SNAPSHOT), args=[kb, run_id]),
         resume_document=resume,
         finish=lambda run_id: app.send_task(str(TaskName.FINISH_SYNC), args=[run_id]),
+        redispatch=redispatch,
     )
 
 

@@ -153,6 +153,12 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
         returns how many document tasks were sent."""
         size = broker.dispatch_batch or len(documents)
         batch = documents[start:start + size]
+        # Batched: advance the run's dispatch cursor first (it renews the lease, so the
+        # continuation has a full lease to reach the head of the queue, and of two
+        # copies of one continuation only the first sends); the reaper resumes from it.
+        if (start > 0 or start + size < len(documents)) and \
+                not services().registry.advance_dispatch(run_id, start, min(start + size, len(documents))):
+            return 0
         for key, etag, doc_size in batch:
             process_document.delay(run_id, changeset_id, source_id, key, etag, doc_size)
         if start + size < len(documents):
@@ -239,8 +245,10 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
         """The next batch of a run's planned documents (see "Fair dispatch" above); 0 once the run is closed.
 
         A closed run (finished, or adopted by a later run that re-planned its
-        unprocessed documents) gets nothing more.  A redelivered continuation
-        sends its batch twice: harmless, document tasks are idempotent.
+        unprocessed documents) gets nothing more.  A second copy of a
+        continuation (a redelivery, or the reaper's re-enqueue of one that
+        waited longer than the lease) sends nothing: the run's dispatch
+        cursor has moved on (:meth:`registry.Registry.advance_dispatch`).
         """
         svc = services()
         run = svc.registry.get_sync_run(run_id)
@@ -249,7 +257,7 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
             count("dispatch_documents", "stale")
             return 0
         sent = dispatch(run_id, changeset_id, source_id, [(k, e, int(z)) for k, e, z in planned], int(start))
-        count("dispatch_documents", "ok")
+        count("dispatch_documents", "ok" if sent else "duplicate")
         return sent
 
     # Celery's own retry options fit here: nothing to record when retries run out.
