@@ -18,6 +18,7 @@ from freshindex.registry.base import _aware, _Base, _refusal, _run_info, process
 from freshindex.registry.records import DocumentErrorInfo, SyncRunInfo
 from freshindex.registry.schema import Changeset, ChangesetEntry, DocumentResult, Lock, Source, SyncRun, utcnow
 from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,23 @@ class RunsStore(_Base):
             done = set(s.scalars(select(DocumentResult.key).where(DocumentResult.sync_run_id == run_id)))
             return [(k, e, int(z)) for k, e, z in planned if k not in done]
 
+    def _summary_row(self, s: Session, run_id: int) -> SyncRun:
+        """The run's row, locked for a read-modify-write of its JSON summary.
+
+        The summary holds the dispatch cursor, the reaper's resumes and the
+        deletion guard's hold, written by different processes: without the
+        lock (BEGIN IMMEDIATE on SQLite, FOR NO KEY UPDATE on PostgreSQL, as
+        in ``advance_dispatch``) one writer's update overwrites another's.
+        """
+        self._write_lock(s)
+        q = select(SyncRun).where(SyncRun.id == run_id)
+        if self._dialect == "postgresql":
+            q = q.with_for_update(key_share=True)
+        run = s.scalars(q).first()
+        if run is None:
+            raise NotFoundError(f"no sync run {run_id}")
+        return run
+
     def advance_dispatch(self, run_id: int, start: int, end: int) -> bool:
         """Move a running run's dispatch cursor (``summary["dispatched"]``, the
         planned documents enqueued so far) from ``start`` to ``end``, and renew
@@ -245,9 +263,7 @@ class RunsStore(_Base):
         """Note that the reaper acted on a run (and renew its lease, so the
         next reaper waits a full lease); returns how often it has been reaped."""
         with self.session() as s:
-            run = s.get(SyncRun, run_id)
-            if run is None:
-                raise NotFoundError(f"no sync run {run_id}")
+            run = self._summary_row(s, run_id)
             summary = dict(run.summary or {})
             reaps = list(summary.get("reaps", []))
             reaps.append({"at": utcnow().isoformat(), "action": action, **details})
@@ -374,9 +390,7 @@ class RunsStore(_Base):
     def hold_deletions(self, run_id: int, *, reason: str, held: dict[str, Any]) -> None:
         """Mark a run as holding its deletions back; ``held`` (counts) joins its summary."""
         with self.session() as s:
-            run = s.get(SyncRun, run_id)
-            if run is None:
-                raise NotFoundError(f"no sync run {run_id}")
+            run = self._summary_row(s, run_id)
             run.held_reason = reason
             run.summary = {**(run.summary or {}), "held": dict(held)}
 
