@@ -482,7 +482,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         keys = sorted(cited & set(old) | set(rest[:max(0, args.limit_pages - len(cited))]))
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="fi-evidence-"))
     state_file = work / "state.json"
-    state = {"pages": keys, "lexical": _lexical_version()}
+    state = {"pages": keys, "lexical": _lexical_version(), "pipeline": _pipeline_version()}
     kept = json.loads(state_file.read_text()) if args.work and state_file.exists() else {}
     reused = kept.get("state") == state
     try:
@@ -582,6 +582,13 @@ def _lexical_version() -> str:
     return LEXICAL_VERSION
 
 
+def _pipeline_version() -> str:
+    """Parser set and chunker versions: a kept index chunked by another version is rebuilt."""
+    from freshindex.workers.pipeline import PIPELINE_VERSION
+
+    return PIPELINE_VERSION
+
+
 def _load() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -605,6 +612,8 @@ def markdown(res: dict[str, Any], command: str) -> list[str]:
     lines = ["# Evidence benchmark (Django 3.2.25 docs, golden set)", "",
              f"`{command}` on {m['cores']} cores (load {m['load_avg_1_5_15']}), {m['embedding_model']}, {m['store']}; "
              f"{m['pages']} pages, {m['chunks']} chunks, first sync {m['first_sync_s']} s. Corpus: {m['corpus']}.", "",
+             "The machine was shared with other sessions' tests and benchmarks (the load above): the sync times "
+             "are not comparable across runs; the quality figures do not depend on load.", "",
              "## Retrieval (answerable questions; update_only asked after the update)", ""]
     rows = []
     for kind in ("all", *(k for k in KINDS if k != "unanswerable")):

@@ -108,21 +108,70 @@ def coverage_reranker(weights: Mapping[str, float], *, prior: float = 0.2) -> Re
     of the question is the one to keep.  ``prior / (1 + position)`` in the
     pool's fusion order breaks near-ties (measured on the Django golden set,
     ``bench.evidence``: passage@5 0.71 -> 0.81 with the prior, 0.79 without).
-    What it does not do: understand paraphrase; it reorders, never admits.
+
+    The parts of one split unit (an entry or a code block the chunker cut,
+    linked by ``prev_id``/``next_id``) rank as that unit: each takes the
+    best position any of its parts has in the pool, and parts that cover
+    the question equally come in reading order, so the part that starts a
+    definition is not outranked by its own continuation (``bench.evidence``
+    on the same candidate pools, passage@5: dev unchanged; test 0.81 -> 0.85
+    with the c4 chunks, 0.92 -> 0.96 with c5).  What it does not do:
+    understand paraphrase; it reorders, never admits.
     """
     total = sum(weights.values())
 
     def rerank(_question: str, pool: Sequence[Candidate]) -> list[float]:
+        best, order = _units(pool)
         out = []
         for i, c in enumerate(pool):
             e = c.evidence
             have = set(lexical.tokenize(lexical.lexical_text(text=e.text, title=e.title, heading_path=e.heading_path,
                                                              key=e.key)))
             cov = sum(w for t, w in weights.items() if t in have) / total if total > 0 else 0.0
-            out.append(cov + prior / (1 + i))
+            out.append(cov + prior / (1 + best[i]) - _READING_ORDER * order[i])
         return out
 
     return rerank
+
+
+#: What each later part of a unit gives up against its predecessor: a tie-break, far below any coverage step.
+_READING_ORDER = 1e-4
+
+
+def _units(pool: Sequence[Candidate]) -> tuple[list[int], list[int]]:
+    """Per candidate: the best pool position of its unit (parts linked by prev/next ids inside the pool),
+    and its place in the unit's reading order (0 for the first part the pool holds)."""
+    at = {c.chunk_id: i for i, c in enumerate(pool)}
+    root = list(range(len(pool)))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    for i, c in enumerate(pool):
+        for other in (c.prev_id, c.next_id):
+            j = at.get(other) if other is not None else None
+            if j is not None:
+                root[find(i)] = find(j)
+    first: dict[int, int] = {}
+    for i in range(len(pool)):
+        r = find(i)
+        first[r] = min(first.get(r, i), i)
+    order = [0] * len(pool)
+    placed: set[int] = set()
+    for i, c in enumerate(pool):
+        if c.prev_id in at:
+            continue  # not the first part the pool holds: placed from its predecessor
+        n, j = 0, i
+        while j is not None and j not in placed:
+            placed.add(j)
+            order[j] = n
+            n += 1
+            nxt = pool[j].next_id
+            j = at.get(nxt) if nxt is not None else None
+    return [first[find(i)] for i in range(len(pool))], order
 
 
 @dataclass(frozen=True)

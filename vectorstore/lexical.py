@@ -37,7 +37,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 #: Bumped whenever tokens or weights change: vectors of another version do not match.
-LEXICAL_VERSION = "1"
+#: 2: an upper-case plain plural (``DATABASES``) keeps its whole form beside the folded one.
+LEXICAL_VERSION = "2"
 
 #: BM25 parameters (the classic defaults; ``AVG_LEN`` in tokens, near a chunk's length here).
 K1 = 1.2
@@ -113,7 +114,14 @@ def _word_tokens(raw: str) -> list[str]:
     if raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower()):
         # The common case, a plain word: no parts (fast path, same result as below).
         whole = raw.lower()
-        return [] if whole in STOPWORDS or len(whole) > MAX_TOKEN_LEN else [_fold(whole)]
+        if whole in STOPWORDS or len(whole) > MAX_TOKEN_LEN:
+            return []
+        folded = _fold(whole)
+        if folded != whole and raw.isupper() and len(raw) > 3:
+            # An upper-case plural is a name (the STORAGES or CACHES setting): kept whole beside the fold,
+            # so the name matches itself and not only the common word.
+            return [whole, folded]
+        return [folded]
     whole = raw.lower().rstrip(".:-/")
     parts: list[str] = []
     for piece in _PART.findall(raw):

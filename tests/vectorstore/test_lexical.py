@@ -14,7 +14,10 @@ from freshindex.vectorstore.lexical import (
 
 def test_identifiers_are_kept_whole_and_split_into_parts() -> None:
     assert tokenize("get_object_or_404(Model)") == ["get_object_or_404", "get", "object", "404", "model"]
-    assert tokenize("Set DATABASES") == ["set", "database"]  # plain words: lower-cased, plural folded
+    assert tokenize("Set databases") == ["set", "database"]  # plain words: lower-cased, plural folded
+    # an upper-case plural is a name: whole beside the fold (STORAGES is not just any "storage")
+    assert tokenize("Set DATABASES") == ["set", "databases", "database"]
+    assert tokenize("STORAGES") == ["storages", "storage"] and tokenize("CACHE") == ["cache"]
     assert tokenize("max_connections = 100")[:3] == ["max_connections", "max", "connection"]
     assert "--no-input" in tokenize("migrate --no-input") and "input" in tokenize("migrate --no-input")
     assert {"httpresponse", "http", "response"} <= set(tokenize("HttpResponse"))

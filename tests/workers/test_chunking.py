@@ -38,10 +38,25 @@ def test_every_table_chunk_repeats_the_header() -> None:
 def test_ids_are_stable_when_a_section_is_inserted_above() -> None:
     original = (KB / "guides/release.md").read_bytes()
     before = chunks_of("guides/release.md", original)
-    inserted = original.replace(b"## Preparation", b"## Scope\n\nThis applies to billing only.\n\n## Preparation")
+    inserted = original.replace(b"## Deployment", b"## Scope\n\nThis applies to billing only.\n\n## Deployment")
     after = chunks_of("guides/release.md", inserted)
     assert {c.id for c in before} <= {c.id for c in after}
     assert len(after) == len(before) + 1
+
+
+def test_a_section_inserted_right_under_a_short_lead_takes_the_lead_along() -> None:
+    # The lead (two sentences under the title) shares a chunk with the first subsection, under the
+    # lead's own heading path; a new first subsection takes it over: the old host is re-chunked, every
+    # other id stays.
+    original = (KB / "guides/release.md").read_bytes()
+    before = chunks_of("guides/release.md", original)
+    inserted = original.replace(b"## Preparation", b"## Scope\n\nThis applies to billing only.\n\n## Preparation")
+    after = chunks_of("guides/release.md", inserted)
+    assert len({c.id for c in before} - {c.id for c in after}) == 1
+    host = next(c for c in after if "announced in #releases" in c.text)
+    assert host.heading_path == ("Release procedure",)
+    assert host.text.index("announced in #releases") < host.text.index("Scope") < host.text.index("billing only")
+    assert not any("announced in #releases" in c.text for c in after if c is not host)
 
 
 def test_an_edited_paragraph_changes_only_its_chunk() -> None:
@@ -168,7 +183,7 @@ def test_a_long_symbol_is_split_into_linked_parts() -> None:
     for a, b in itertools.pairwise(parts):
         assert a.meta["next"] == b.id and b.meta["prev"] == a.id
     assert parts[0].text.startswith("def price(items):")
-    assert parts[1].text.startswith("# def price(items) (continued)")
+    assert parts[1].text.startswith("# def price(...) (continued)")
     assert all(estimate_tokens(c.text) <= 220 for c in parts)
 
 

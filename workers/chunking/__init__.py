@@ -1,13 +1,20 @@
 """Blocks to chunks, by document type, with ids that survive edits.
 
 * **Prose** (Markdown, HTML, text, PDF) is chunked section by section: a
-  chunk never spans two headings.  Inside a section, blocks become units (a
+  chunk never spans two headings, but for one case: a section whose own
+  text is a line or two (at most a quarter of a chunk: a date and a summary
+  above the first subsection) shares a chunk with that subsection's first
+  piece, under the section's own path, when both fit and sit on one page;
+  a section inserted right below such a lead takes it over (one chunk
+  re-embedded beside the new one).  Inside a section, blocks become units (a
   step with its conditions, warnings and code, see
   :mod:`workers.chunking.units`) and units are packed into the token budget
   with content-defined boundaries (:mod:`workers.chunking.pack`), so an
   edited paragraph re-chunks its own chunk and not the rest of the section.
   A unit over the budget is cut at sentence ends with a small overlap (or
-  between lines, for code and lists) into parts linked to each other.
+  between lines, for code and lists) into parts linked to each other; a
+  comment that would end a part moves to the next one, with the code it
+  explains, when that part has room.
 * **Tables** (and CSV/TSV files) are groups of whole rows, each carrying the
   caption, the column headers and the units (:mod:`workers.chunking.tables`).
 * **Code** files are one chunk per symbol (:mod:`workers.chunking.code`).
@@ -71,7 +78,8 @@ from freshindex.workers.embedding.tokens import minilm_count
 #: c3: sizes by the model's tokenizer, the title in the embedded context, no file path and no
 #: section numbers in it (a full re-embed once, on upgrade).
 #: c4: every chunk holding part of a definition-list entry names its term (:func:`term_label`).
-CHUNKER_VERSION = "c4"
+#: c5: a short section lead joins its first subsection; a comment ending a code part moves to the next.
+CHUNKER_VERSION = "c5"
 
 __all__ = ["CHUNKER_VERSION", "Chunker", "estimate_tokens", "normalize", "slug", "strip_section_number", "term_label"]
 
@@ -261,14 +269,59 @@ class Chunker:
         rows = [b for b in parsed.blocks if b.kind == BlockKind.TABLE_ROW]
         if rows:
             yield from self._csv(rows, parsed)
+        # A section whose own text is a line or two (a date and a one-sentence summary above its first
+        # subsection) is held and shares a chunk with that subsection's first piece, under its own heading
+        # path, the subsection's heading written in between: alone it is too small a chunk to be found, and
+        # the subsection it introduces would lose what it says (which release, which product).
+        lead: tuple[tuple[str, ...], tuple[str, ...], list[Block]] | None = None
         for raw_path, blocks in _sections(b for b in parsed.blocks if b.kind != BlockKind.TABLE_ROW):
             heading_path, numbered = _heading_paths(blocks, raw_path)
-            room = self.room(heading_path, title)
-            for piece in self._section(heading_path, blocks, room):
-                piece.meta.pop("heading_numbers", None)
-                if numbered != heading_path:
-                    piece.meta["numbered_heading_path"] = list(numbered)
-                yield piece
+            pieces = self._section_pieces(heading_path, numbered, blocks, title)
+            merged = None
+            if lead is not None:
+                held, lead = list(self._section_pieces(*lead, title)), None
+                if len(held) == 1 and len(heading_path) > len(held[0].heading_path) \
+                        and heading_path[: len(held[0].heading_path)] == held[0].heading_path:
+                    first = next(pieces, None)
+                    merged = self._with_lead(held[0], first, heading_path[-1], title) if first is not None else None
+                    yield from [merged] if merged is not None else [*held, *([first] if first else [])]
+                else:
+                    yield from held
+            if merged is None and self._short_lead(heading_path, blocks, title):
+                lead = (heading_path, numbered, blocks)
+                continue
+            yield from pieces
+        if lead is not None:
+            yield from self._section_pieces(*lead, title)
+
+    def _with_lead(self, lead: Piece, first: Piece, heading: str, title: str) -> Piece | None:
+        """``lead`` then ``heading`` then ``first`` as one piece under the lead's path (None: over its room)."""
+        if first.kind == BlockKind.TABLE or (lead.page and first.page and lead.page != first.page):
+            return None  # a table keeps its header first; a lead on another page (a cover) stays on its own
+        text = f"{lead.text.strip()}\n\n{heading}\n\n{first.text.strip()}"
+        if self._count(text) > self.room(lead.heading_path, title):
+            return None
+        meta = {**first.meta, **lead.meta}  # the lead's provenance first: the chunk starts there
+        if "numbered_heading_path" not in lead.meta:
+            meta.pop("numbered_heading_path", None)
+        kind = lead.kind if lead.kind == first.kind else MIXED_KIND
+        return Piece(text, kind, lead.heading_path, lead.page or first.page, meta, group=first.group)
+
+    def _short_lead(self, heading_path: tuple[str, ...], blocks: list[Block], title: str) -> bool:
+        """Whether a section's text is prose of at most a quarter of a chunk (see :meth:`_document_pieces`)."""
+        if any(b.kind == BlockKind.TABLE for b in blocks):
+            return False
+        texts = [b.text for b in blocks if b.kind != BlockKind.HEADING and b.text.strip()]
+        return bool(texts) and self._count("\n\n".join(texts)) <= self.room(heading_path, title) // 4
+
+    def _section_pieces(self, heading_path: tuple[str, ...], numbered: tuple[str, ...], blocks: list[Block],
+                        title: str) -> Iterator[Piece]:
+        room = self.room(heading_path, title)
+        for piece in self._section(heading_path, blocks, room):
+            piece.meta.pop("heading_numbers", None)
+            if numbered != heading_path:
+                piece.meta["numbered_heading_path"] = list(numbered)
+            yield piece
 
     def _section(self, heading_path: tuple[str, ...], blocks: list[Block], room: int) -> Iterator[Piece]:
         run: list[Block] = []

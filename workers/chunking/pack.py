@@ -152,8 +152,37 @@ def split_lines(text: str, budget: int, header: Sequence[str] = (), count: Count
     sizes = [count(u) for u in units]
     # Blank lines (between functions, between logical steps) are the natural cuts.
     anchors = [not u.strip() or is_anchor(u) for u in units]
-    groups = pack(sizes, anchors, room, min_fill=room // 2)
+    groups = _comments_forward(pack(sizes, anchors, room, min_fill=room // 2), units, sizes, room)
     return [t for g in groups if (t := "\n".join(head + [units[i] for i in g]).strip("\n"))]
+
+
+# A whole-line comment in the common syntaxes: ``#`` (Python, shell, YAML), ``//`` and ``/*`` (C family), ``--`` (SQL).
+# Not ``*``: a list item in line-split prose starts so.
+_COMMENT = re.compile(r"\s*(?:#|//|/\*|--\s)")
+
+
+def _comments_forward(groups: list[list[int]], units: Sequence[str], sizes: Sequence[int],
+                      room: int) -> list[list[int]]:
+    """A comment that ends a group moves to the start of the next one, with the code it introduces.
+
+    A comment explains the lines below it; a cut between them leaves one chunk
+    with the explanation and the next with the code, and neither answers a
+    question about it.  The trailing run of comment (and blank) lines moves
+    when the next group still fits ``room`` and the group keeps a line of its own.
+    """
+    out = [list(g) for g in groups]
+    for k in range(len(out) - 1):
+        cur, nxt = out[k], out[k + 1]
+        cut = len(cur)
+        while cut > 1 and (not units[cur[cut - 1]].strip() or _COMMENT.match(units[cur[cut - 1]])):
+            cut -= 1
+        moved = cur[cut:]
+        if not any(units[i].strip() for i in moved):
+            continue
+        if sum(sizes[i] for i in moved) + sum(sizes[i] for i in nxt) > room:
+            continue
+        out[k], out[k + 1] = cur[:cut], moved + nxt
+    return out
 
 
 @dataclass
