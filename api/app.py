@@ -12,6 +12,9 @@ loads the parsers or Celery).  Endpoints:
   a snapshot yet does not make the process unready;
 * ``GET /metrics``: Prometheus exposition;
 * ``POST /v1/query``: question (+ principal) -> cited context packet;
+* ``POST /v1/citations/check``: a finished answer + the packet it was written
+  from -> its invalid citations (``api.max_check_bytes`` bounds the body: 413;
+  a body that is not an answer and a packet: 400);
 * ``GET /v1/kbs/{kb}/health``: freshness signals of one knowledge base;
 * ``GET /v1/snapshots``: snapshot manifests.
 * ``POST /v1/webhooks/{github,gitlab,s3,generic}/{source}``: signed change
@@ -31,6 +34,7 @@ request input never becomes a metric label.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -181,6 +185,26 @@ def create_app(services: ApiServices) -> FastAPI:
         for reason, n in packet.withheld.items():  # every reason; the response shows only packet.dropped
             services.metrics.recheck_drops.labels(kb, reason).inc(n)
         return packet.as_dict()
+
+    @app.post("/v1/citations/check")
+    async def citations_check(request: Request, _identity: Identity = Depends(authorize)) -> JSONResponse:
+        # The body is read capped before it is parsed: FastAPI's own body model would read it whole first.
+        from freshindex.injection.citations import check_answer
+
+        limit = settings.api.max_check_bytes
+        body = await webhooks.read_capped(request, limit)
+        if body is None:
+            return JSONResponse(status_code=413, content={"error": "too_large", "detail": f"body over {limit} bytes"})
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return JSONResponse(status_code=400, content={"error": "bad_json", "detail": str(exc)[:200]})
+        if not isinstance(data, dict):
+            return JSONResponse(status_code=400, content={"error": "CitationInputError",
+                                                          "detail": 'the body is {"answer": ..., "packet": ...}'})
+        # CitationInputError (a FreshIndexError) answers 400 through _errors; nothing is counted then.
+        report = check_answer(data.get("answer"), data.get("packet"), on_report=services.metrics.count_citations)
+        return JSONResponse(status_code=200, content=report.as_dict())
 
     @app.get("/v1/kbs/{kb}/health", dependencies=[Depends(authorize)])
     def kb_health(kb: str) -> dict[str, Any]:

@@ -696,6 +696,42 @@ def query(state: _State, question: str, kb: str | None, principal: str, groups: 
                 click.echo(f"  {e.citation}  score={e.score:.3f}")
 
 
+@cli.command("check-citations")
+@click.argument("answer", type=click.File("r", encoding="utf-8"))
+@click.option("--packet", "packet_file", required=True, type=click.File("r", encoding="utf-8"),
+              help="The packet the answer was written from: `freshindex query --json` output (- for stdin).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def check_citations_command(state: _State, answer: Any, packet_file: Any, as_json: bool) -> None:
+    """Check the citations of a finished ANSWER (a file, - for stdin) against a packet's source list.
+
+    Exit 0 when every citation is listed and supported, 3 when some is not
+    (counted in freshindex_invalid_citations_total), 2 when the input is not
+    an answer and a packet.
+    """
+    from freshindex.injection.citations import MAX_ANSWER_CHARS, CitationInputError, check_answer
+
+    text = answer.read(MAX_ANSWER_CHARS + 1)
+    try:
+        packet = json.loads(packet_file.read())
+        report = check_answer(text, packet, on_report=state.services.metrics.count_citations)
+    except (ValueError, CitationInputError) as exc:
+        raise click.UsageError(f"cannot check citations: {exc}") from exc
+
+    def human(d: dict[str, Any]) -> str:
+        lines = [f"citations {'ok' if d['ok'] else 'INVALID'}: cited {d['cited'] or 'none'}, "
+                 f"{d['sentences']} sentences ({d['uncited_sentences']} without a citation)"]
+        if d["missing"]:
+            lines.append(f"  not in the source list: {d['missing']}")
+        if d["unsupported"]:
+            lines.append(f"  no citing sentence supported by the source: {d['unsupported']}")
+        return "\n".join(lines)
+
+    _emit(report.as_dict(), as_json, human)
+    if not report.ok:
+        raise click.exceptions.Exit(ExitCode.VERIFICATION_HELD)
+
+
 # -- services -----------------------------------------------------------------------
 
 

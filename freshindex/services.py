@@ -187,12 +187,21 @@ class Services:
                                on_decision=self._count_refusal,
                                on_stage=self.metrics.observe_stage,
                                on_empty_recall=lambda _kb: self.metrics.empty_recalls.inc(),
+                               sources=self._kb_sources, max_stale_s=self.settings.context.max_stale_s,
+                               on_insufficient=self.metrics.count_insufficient,
                                lexical_rerank=self.settings.context.lexical_rerank)
 
     def _count_refusal(self, kb: str, reason: Any, _signals: Any) -> None:
         """The client's decision sink: ``freshindex_refusals_total{reason}`` (library, CLI and HTTP alike)."""
         if reason is not None:
             self.metrics.refusals.labels(str(reason)).inc()
+
+    def _kb_sources(self, kb: str) -> Any:
+        """``registry.list_sources(kb)`` (ids, owners, ACLs) for an insufficient-evidence packet.
+
+        Not cached: a source narrowed a moment ago must not be named to a caller it no longer admits.
+        """
+        return self.registry.list_sources(kb)
 
     def _stale_sources(self, kb: str) -> Any:
         """``registry.stale_sources(kb)``, re-read at most every 5 s (the query path asks on every query)."""

@@ -14,6 +14,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+#: Distinct ``source`` values of ``freshindex_insufficient_evidence_total`` before new ones count as ``other``.
+MAX_SOURCE_LABELS = 200
+
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -60,6 +63,12 @@ class Metrics:
                                          "Citations of checked answers that failed, by kind (missing: the number is "
                                          "not in the source list; unsupported: no citing sentence overlaps it)",
                                          ["kind"], registry=r)
+        self.insufficient_evidence = Counter("freshindex_insufficient_evidence_total",
+                                             "Insufficient-evidence packets by the registry source of the nearest "
+                                             "candidate the caller could read (none: nothing readable came back); "
+                                             f"at most {MAX_SOURCE_LABELS} source values, then other", ["source"],
+                                             registry=r)
+        self._insufficient_sources: set[str] = set()
         self.recheck_drops = Counter("freshindex_recheck_dropped_total",
                                      "Hits dropped by the registry recheck before return", ["kb", "reason"],
                                      registry=r)
@@ -128,6 +137,21 @@ class Metrics:
     def observe_stage(self, stage: str, seconds: float) -> None:
         """A :data:`injection.context.StageSink`: one query's time in one stage."""
         self.query_seconds.labels(stage).observe(seconds)
+
+    def count_insufficient(self, _kb: str, source: str | None, _reason: Any = None) -> None:
+        """A :data:`injection.client.InsufficientSink`: one insufficient-evidence packet, by source.
+
+        ``source`` comes from a point's payload (a registry source id, so an
+        operator-bounded set); past :data:`MAX_SOURCE_LABELS` distinct values
+        new ones count as ``other`` (``none``: nothing readable came back). The reason is already ``freshindex_refusals_total{reason}``.
+        """
+        label = source or "none"
+        if label not in self._insufficient_sources and label not in ("none", "other"):
+            if len(self._insufficient_sources) >= MAX_SOURCE_LABELS:
+                label = "other"
+            else:
+                self._insufficient_sources.add(label)
+        self.insufficient_evidence.labels(label).inc()
 
     def count_citations(self, report: Any) -> None:
         """A :data:`injection.citations.CitationSink`: the invalid citations of one checked answer, by kind."""

@@ -18,18 +18,33 @@ not a paraphrase that reverses the meaning.  Standard library only.
 ``on_report`` (a :data:`CitationSink`, e.g. ``Metrics.count_citations``)
 hears every report, so invalid citations are counted wherever the check
 runs (``freshindex_invalid_citations_total{kind}``).
+
+Over HTTP (``POST /v1/citations/check``) and the CLI (``freshindex
+check-citations``) the source list arrives as JSON, the packet ``POST
+/v1/query`` or ``query --json`` gave: :func:`sources_from` reads it and
+refuses what no packet holds (:class:`CitationInputError`). It checks the
+shape, not the content: a caller who edits a source's text only changes its
+own report.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from freshindex.core.errors import PermanentError
 from freshindex.injection.types import ContextPacket, Evidence
 
-__all__ = ["CitationReport", "CitationSink", "check_citations", "cited_numbers"]
+__all__ = ["MAX_ANSWER_CHARS", "MAX_SOURCES", "CitationInputError", "CitationReport", "CitationSink", "check_answer",
+           "check_citations", "cited_numbers", "sources_from"]
+
+#: The longest answer checked (characters), the most sources, and the longest source text a packet may hold.
+MAX_ANSWER_CHARS = 50_000
+MAX_SOURCES = 200
+MAX_SOURCE_CHARS = 200_000
 
 _CITE = re.compile(r"\[(\d{1,4}(?:\s*[-–,;]\s*\d{1,4})*)\]")
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
@@ -80,6 +95,12 @@ class CitationReport:
     @property
     def ok(self) -> bool:
         return not self.missing and not self.unsupported
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "cited": list(self.cited), "missing": list(self.missing),
+                "unsupported": list(self.unsupported), "sentences": self.sentences,
+                "uncited_sentences": self.uncited_sentences,
+                "support": {str(n): s for n, s in sorted(self.support.items())}}
 
     def counts(self) -> dict[str, int]:
         """For metrics: how many cited, missing, unsupported, uncited sentences."""
@@ -134,3 +155,56 @@ def check_citations(answer: str, sources: ContextPacket | Sequence[Evidence], *,
     if on_report is not None:
         on_report(report)
     return report
+
+
+class CitationInputError(PermanentError):
+    """A citation check's input is not an answer and a packet's source list (HTTP 400, CLI exit 2)."""
+
+
+def sources_from(data: Any) -> tuple[Evidence, ...]:
+    """The source list of a packet as JSON (``POST /v1/query``'s body, or ``{"evidence": [...]}``).
+
+    Raises :class:`CitationInputError` for anything no packet holds: not an
+    object, evidence not a list or over :data:`MAX_SOURCES`, an item that
+    is not evidence, a number below 1 or given twice, a text over
+    :data:`MAX_SOURCE_CHARS`.
+    """
+    if not isinstance(data, Mapping):
+        raise CitationInputError(f"the packet is a JSON object, not {type(data).__name__}")
+    items = data.get("evidence")
+    if not isinstance(items, list):
+        raise CitationInputError("the packet has no evidence list")
+    if len(items) > MAX_SOURCES:
+        raise CitationInputError(f"the packet lists {len(items)} sources; at most {MAX_SOURCES}")
+    out: list[Evidence] = []
+    seen: set[int] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise CitationInputError(f"evidence[{i}] is not an object")
+        if not isinstance(item.get("n"), int) or isinstance(item.get("n"), bool):
+            raise CitationInputError(f"evidence[{i}].n is not an integer")
+        if not isinstance(item.get("text"), str) or len(item["text"]) > MAX_SOURCE_CHARS:
+            raise CitationInputError(f"evidence[{i}].text is not a string of at most {MAX_SOURCE_CHARS} characters")
+        try:
+            e = Evidence.from_dict(item)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CitationInputError(f"evidence[{i}] is not evidence: {type(exc).__name__}: {exc}") from None
+        if e.n < 1 or e.n in seen:
+            raise CitationInputError(f"evidence[{i}].n = {e.n}: numbers start at 1 and appear once")
+        seen.add(e.n)
+        out.append(e)
+    return tuple(out)
+
+
+def check_answer(answer: Any, packet: Any, *, on_report: CitationSink | None = None) -> CitationReport:
+    """:func:`check_citations` over JSON input (HTTP, CLI): the answer and a packet's source list, both checked.
+
+    Raises :class:`CitationInputError` for an answer that is not a
+    non-empty string of at most :data:`MAX_ANSWER_CHARS`, or a packet
+    :func:`sources_from` refuses; nothing is counted then.
+    """
+    if not isinstance(answer, str) or not answer.strip():
+        raise CitationInputError("the answer is not a non-empty string")
+    if len(answer) > MAX_ANSWER_CHARS:
+        raise CitationInputError(f"the answer has {len(answer)} characters; at most {MAX_ANSWER_CHARS}")
+    return check_citations(answer, sources_from(packet), on_report=on_report)

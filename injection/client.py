@@ -21,13 +21,15 @@ recheck are passed in, so it runs next to the service or inside an app.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from freshindex.acl import Principal, query_filter, visible
 from freshindex.acl.access import DenialRecord, DocumentStatus, SensitiveRecheck, Verdict, decide, denial_records
+from freshindex.acl.principal import allows
 from freshindex.core.errors import NotFoundError, StoreError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
@@ -45,7 +47,14 @@ from freshindex.injection.refusal import (
 )
 from freshindex.injection.refusal import decide as decide_refusal
 from freshindex.injection.refusal import signals as refusal_signals
-from freshindex.injection.types import ContextPacket, Evidence, insufficient_context, render_context
+from freshindex.injection.types import (
+    ContextPacket,
+    Evidence,
+    NextAction,
+    SearchReport,
+    insufficient_context,
+    render_context,
+)
 from freshindex.vectorstore.base import ScoredHit, VectorStore
 from freshindex.vectorstore.lexical import tokenize as lexical_tokens
 
@@ -61,13 +70,25 @@ DenialSink = Callable[[Sequence[DenialRecord]], None]
 #: what exists. Every other reason (acl, tenant, tombstoned, orphan, ...) is kept in ``withheld``, the audit
 #: trail and the metrics, so "denied" and "not found" answer the same bytes.
 PUBLIC_DROPS = frozenset({"low_score", "per_document", "budget", "duplicate", "pool", "max_chunks", "expired",
-                          "refused"})
+                          "refused", "stale"})
 
 #: (kb, refusal reason or None when answered, the signals when computed): every retrieval's decision; must not raise.
 DecisionSink = Callable[[str, RefusalReason | None, Signals | None], None]
 
 #: kb -> {source id: its freshness (``.last_verified_at``, ``.stale_reason``)} for the sources that are stale now.
 StaleSources = Callable[[str], Mapping[str, Any]]
+
+#: kb -> its source records (``registry.records.SourceInfo``: ``.id``, ``.owner``, ``.acl``, ``.tenant``,
+#: ``.removed``): who to ask and what to refresh when a question goes unanswered.
+SourceDirectory = Callable[[str], Iterable[Any]]
+
+#: (kb, the registry source of the nearest readable candidate or None, the refusal reason): every
+#: insufficient-evidence packet (``freshindex_insufficient_evidence_total{source}``); must not raise.
+InsufficientSink = Callable[[str, str | None, RefusalReason], None]
+
+#: At most this many sources are listed as searched, and this many next actions proposed, per packet.
+MAX_LISTED_SOURCES = 20
+MAX_NEXT_ACTIONS = 5
 
 
 class InjectionClient:
@@ -90,6 +111,10 @@ class InjectionClient:
         lexical_rerank: bool = True,
         on_stage: StageSink | None = None,
         on_empty_recall: Callable[[str], None] | None = None,
+        sources: SourceDirectory | None = None,
+        max_stale_s: float | None = None,
+        on_insufficient: InsufficientSink | None = None,
+        clock: Callable[[], dt.datetime] | None = None,
     ) -> None:
         self.store, self.embedder, self.naming = store, embedder, naming
         self.recheck, self.sensitive, self.on_denials = recheck, sensitive, on_denials
@@ -103,6 +128,11 @@ class InjectionClient:
         # Query metrics: each stage's time (freshindex_query_seconds) and recalls that found
         # nothing the principal may read (freshindex_empty_recalls_total); sinks must not raise.
         self.on_stage, self.on_empty_recall = on_stage, on_empty_recall
+        # The insufficient-evidence packet's report: the kb's sources (who owns what), a staleness policy
+        # (evidence of a source unverified for longer than max_stale_s is rejected, not served labelled;
+        # None: served labelled), and its sink (by source).
+        self.sources, self.max_stale_s, self.on_insufficient = sources, max_stale_s, on_insufficient
+        self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         # collection -> point count, for the weight of absent terms (a count that lags a little shifts it little)
         self._points: dict[str, int] = {}
 
@@ -139,7 +169,8 @@ class InjectionClient:
             target = self.resolve(kb)
             if target is None:
                 return self._refuse(question, kb, None, RefusalReason.NO_SNAPSHOT,
-                                    "the knowledge base has no snapshot yet")
+                                    "the knowledge base has no snapshot yet",
+                                    tally=_Tally(), principal=principal, deterministic=deterministic)
             try:
                 # One alias resolution, one collection: every hit comes from one snapshot.
                 with timer.stage("search"):
@@ -157,6 +188,9 @@ class InjectionClient:
         denied: list[tuple[str, Verdict, DocumentStatus | None]] = []
         candidates: list[Candidate] = []
         dense_ok = False  # refusal as before: insufficient unless some hit clears the dense floor
+        tally = _Tally()  # what the caller may be told: only hits it may read, by reason
+        stale = self.stale_sources(kb) if self.stale_sources is not None else {}
+        now = self.clock() if stale and self.max_stale_s is not None else None
         for h in hits:
             if not visible(principal, h.payload):
                 dropped["acl"] = dropped.get("acl", 0) + 1  # the engine filter let it through: never serve it
@@ -168,12 +202,15 @@ class InjectionClient:
                     dropped[str(verdict)] = dropped.get(str(verdict), 0) + 1
                     if verdict.denial:
                         denied.append((h.id, verdict, status))
+                    elif verdict is Verdict.EXPIRED:  # decided only for a hit the principal may read
+                        tally.reject("expired", getattr(status, "source_id", None) or h.payload.get("source_id"))
                     continue
             readable += 1
             # Admission: dense similarity over the floor, or a place in the lexical ranking (an exact
             # identifier the dense side ranks low). Order: the engine's fused rank, never the dense score.
             if h.score < self.min_score and h.lexical_rank is None:
                 dropped["low_score"] = dropped.get("low_score", 0) + 1
+                tally.reject("low_score", h.payload.get("source_id"))
                 continue
             try:
                 p = PointPayload.from_dict(h.payload)
@@ -181,6 +218,12 @@ class InjectionClient:
                 # Not a point the builder wrote: nothing to cite it by.
                 dropped["bad_payload"] = dropped.get("bad_payload", 0) + 1
                 continue
+            if now is not None and _beyond(stale.get(p.source_id), now, self.max_stale_s):
+                # Unverified for longer than the staleness policy allows: rejected, its source named to refresh.
+                dropped["stale"] = dropped.get("stale", 0) + 1
+                tally.reject("stale", p.source_id)
+                continue
+            tally.accept(p.source_id)
             dense_ok = dense_ok or h.score >= self.min_score
             rank_score = h.fused if h.fused is not None else h.score
             # evidence.score stays the dense cosine (what callers see); Candidate.score orders the pool
@@ -195,16 +238,18 @@ class InjectionClient:
         if not candidates or not dense_ok:
             if candidates:
                 dropped["low_score"] = dropped.get("low_score", 0) + len(candidates)
+                tally.demote(len(candidates), "low_score")
             return self._refuse(question, kb, snapshot_id, RefusalReason.NO_EVIDENCE,
-                                "no evidence above the relevance threshold", dropped)
+                                "no evidence above the relevance threshold", dropped,
+                                tally=tally, principal=principal, deterministic=deterministic)
         admitted = {c.chunk_id for c in candidates}
         sig = self._signals(question, _collection, principal, candidates,
                             [h for h in hits if h.id in admitted])
         refused = decide_refusal(self.refusal, sig)
         if refused is not None:
             dropped["refused"] = dropped.get("refused", 0) + len(candidates)
-            return self._refuse(question, kb, snapshot_id, refused[0], refused[1], dropped, sig)
-        stale = self.stale_sources(kb) if self.stale_sources is not None else {}
+            return self._refuse(question, kb, snapshot_id, refused[0], refused[1], dropped, sig,
+                                tally=tally, principal=principal, deterministic=deterministic)
         if stale:  # the source could not be verified lately: its last good content, labelled with when
             candidates = [_label_stale(c, stale.get(c.evidence.source_id)) for c in candidates]
         packet = compose(question, kb, snapshot_id, candidates, policy=self.policy, query_type=query_type,
@@ -213,10 +258,17 @@ class InjectionClient:
                          on_stage=timer.sink)
         if packet.insufficient:  # assembly left nothing, or the budget cannot hold even the frame
             budget = (packet.reason or "").startswith("the context budget")
-            self._decided(kb, RefusalReason.BUDGET if budget else RefusalReason.NO_EVIDENCE, sig)
-        else:
-            self._decided(kb, None, sig)
-        return replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped))
+            why = RefusalReason.BUDGET if budget else RefusalReason.NO_EVIDENCE
+            self._decided(kb, why, sig)
+            report = self._report(kb, snapshot_id, principal, tally, why, stale)
+            self._count_insufficient(kb, tally, why)
+            rendered = insufficient_context(kb, snapshot_id, reason=packet.reason, search=report,
+                                            deterministic=deterministic)
+            return replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped), search=report,
+                           rendered=rendered)
+        self._decided(kb, None, sig)
+        return replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped),
+                       search=self._report(kb, snapshot_id, principal, tally, None, stale))
 
     def _signals(self, question: str, collection: str, principal: Principal, candidates: Sequence[Candidate],
                  hits: Sequence[ScoredHit]) -> Signals:
@@ -262,15 +314,120 @@ class InjectionClient:
             self.on_decision(kb, reason, sig)
 
     def _refuse(self, question: str, kb: str, snapshot_id: str | None, reason: RefusalReason, why: str,
-                dropped: dict[str, int] | None = None, sig: Signals | None = None) -> ContextPacket:
+                dropped: dict[str, int] | None = None, sig: Signals | None = None, *, tally: _Tally,
+                principal: Principal, deterministic: bool = False) -> ContextPacket:
         self._decided(kb, reason, sig)
-        return self._insufficient(question, kb, snapshot_id, f"insufficient evidence ({reason}): {why}", dropped)
+        report = self._report(kb, snapshot_id, principal, tally, reason)
+        self._count_insufficient(kb, tally, reason)
+        text = f"insufficient evidence ({reason}): {why}"
+        rendered = insufficient_context(kb, snapshot_id, reason=text, search=report, deterministic=deterministic)
+        return ContextPacket(question, kb, snapshot_id, (), True, text, rendered, _public(dropped or {}),
+                             withheld=dict(dropped or {}), search=report)
 
-    def _insufficient(self, question: str, kb: str, snapshot_id: str | None, reason: str,
-                      dropped: dict[str, int] | None = None) -> ContextPacket:
-        rendered = insufficient_context(kb, snapshot_id)
-        return ContextPacket(question, kb, snapshot_id, (), True, reason, rendered, _public(dropped or {}),
-                             withheld=dict(dropped or {}))
+    def _count_insufficient(self, kb: str, tally: _Tally, reason: RefusalReason) -> None:
+        if self.on_insufficient is None:
+            return
+        try:
+            self.on_insufficient(kb, tally.nearest, reason)
+        except Exception:  # a metrics sink must not fail the query it measures
+            log.warning("the insufficient-evidence sink failed", exc_info=True)
+
+    def _report(self, kb: str, snapshot_id: str | None, principal: Principal, tally: _Tally,
+                reason: RefusalReason | None, stale: Mapping[str, Any] | None = None) -> SearchReport:
+        """What was searched and rejected, and (``reason`` set: insufficient) what to do next.
+
+        Names only sources the caller may see: a source whose own ACL and
+        tenant allow the principal, or the source of a candidate it may read.
+        """
+        directory: dict[str, Any] = {}
+        if self.sources is not None and reason is not None:  # answered: the evidence names its own sources
+            try:
+                directory = {str(s.id): s for s in self.sources(kb) if not getattr(s, "removed", False)}
+            except Exception:  # the report helps; it must not fail the answer
+                log.warning("the source directory of %s is unavailable", kb, exc_info=True)
+        seen = {sid for sid, s in directory.items()
+                if allows(principal, tuple(getattr(s, "acl", ()) or ()), getattr(s, "tenant", None))}
+        seen |= set(tally.readable_sources)
+        listed = tuple(sorted(seen)[:MAX_LISTED_SOURCES])
+        actions: list[NextAction] = []
+        if reason is not None:
+            def owner(source_id: str) -> str | None:
+                rec = directory.get(source_id)
+                return str(rec.owner) if rec is not None and getattr(rec, "owner", None) else None
+
+            def add(action: str, why: str, source_id: str | None) -> None:
+                if len(actions) < MAX_NEXT_ACTIONS and all(a.source_id != source_id for a in actions):
+                    actions.append(NextAction(action, why, source_id, owner(source_id) if source_id else None))
+
+            for source_id, why in tally.flagged.items():  # evidence the caller could read was too old
+                add("refresh_source", why, source_id)
+            for source_id in tally.accepted_sources:  # refused, and the evidence it had came from a stale source
+                if stale and source_id in stale:
+                    add("refresh_source", "stale", source_id)
+            if reason is RefusalReason.NO_SNAPSHOT:
+                for source_id in sorted(seen):
+                    add("refresh_source", "no_snapshot", source_id)
+            if not actions:  # nothing to refresh: ask who owns the nearest readable content, else any visible
+                for source_id in [*tally.readable_sources, *sorted(seen)]:
+                    add("ask_owner", "not_found", source_id)
+            if not actions:
+                actions.append(NextAction("ask_owner", "not_found"))
+        return SearchReport(kb, snapshot_id, listed, tally.candidates, tally.accepted, dict(tally.rejected),
+                            tuple(actions))
+
+
+class _Tally:
+    """One query's candidates the caller may read: accepted, rejected by reason, and their sources in rank order."""
+
+    def __init__(self) -> None:
+        self.candidates = self.accepted = 0
+        self.rejected: dict[str, int] = {}
+        self.flagged: dict[str, str] = {}  # source id -> expired / stale, first seen first
+        self.readable_sources: list[str] = []  # distinct, in the engine's rank order
+        self.accepted_sources: list[str] = []
+
+    @property
+    def nearest(self) -> str | None:
+        """The source of the best-ranked candidate the caller may read (the metric's ``source``)."""
+        return self.readable_sources[0] if self.readable_sources else None
+
+    def _seen(self, source_id: Any) -> str | None:
+        self.candidates += 1
+        if not source_id:
+            return None
+        sid = str(source_id)
+        if sid not in self.readable_sources:
+            self.readable_sources.append(sid)
+        return sid
+
+    def reject(self, why: str, source_id: Any) -> None:
+        sid = self._seen(source_id)
+        self.rejected[why] = self.rejected.get(why, 0) + 1
+        if sid is not None and why in ("expired", "stale"):
+            self.flagged.setdefault(sid, why)
+
+    def accept(self, source_id: Any) -> None:
+        sid = self._seen(source_id)
+        self.accepted += 1
+        if sid is not None and sid not in self.accepted_sources:
+            self.accepted_sources.append(sid)
+
+    def demote(self, n: int, why: str) -> None:
+        """``n`` accepted candidates rejected after all (none cleared the dense floor)."""
+        self.accepted -= n
+        self.rejected[why] = self.rejected.get(why, 0) + n
+
+
+def _beyond(freshness: Any, now: dt.datetime, max_stale_s: float | None) -> bool:
+    """Whether a stale source's last verification is older than ``max_stale_s`` (never verified: beyond)."""
+    if freshness is None or max_stale_s is None:
+        return False
+    verified = getattr(freshness, "last_verified_at", None)
+    if verified is None:
+        return True
+    if verified.tzinfo is None:
+        verified = verified.replace(tzinfo=dt.UTC)
+    return (now - verified).total_seconds() > max_stale_s
 
 
 def _label_stale(c: Candidate, freshness: Any) -> Candidate:

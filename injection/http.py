@@ -158,6 +158,20 @@ class FreshIndexClient:
             raise BadResponse(f"POST /v1/query answered something that is not a context packet: {exc!r}",
                               status=200, detail=repr(exc), url=self.base_url + "/v1/query") from exc
 
+    def check_citations(self, answer: str, packet: ContextPacket) -> dict[str, Any]:
+        """The invalid citations of ``answer`` written from ``packet`` (``POST /v1/citations/check``).
+
+        Returns the report as the server sends it (``ok``, ``cited``,
+        ``missing``, ``unsupported``, ...); the server counts what failed.
+        Raises :class:`BadRequest` when the server refuses the input.
+        """
+        body = {"answer": answer, "packet": {"evidence": [e.as_dict() for e in packet.evidence]}}
+        data = self._call("POST", "/v1/citations/check", json=body)
+        if not isinstance(data, dict) or "ok" not in data:
+            raise BadResponse("POST /v1/citations/check answered something that is not a citation report",
+                              status=200, url=self.base_url + "/v1/citations/check")
+        return data
+
     def health(self, kb: str) -> dict[str, Any]:
         """Freshness signals of ``kb`` (``GET /v1/kbs/KB/health``): active snapshot, last sync, backlogs."""
         data = self._call("GET", f"/v1/kbs/{quote(kb, safe='')}/health")

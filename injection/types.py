@@ -89,6 +89,83 @@ class Evidence:
         )
 
 
+#: The next actions an insufficient-evidence packet may propose (a fixed set).
+NEXT_ACTIONS = ("refresh_source", "ask_owner")
+
+#: Why a next action is proposed (a fixed set): a source's evidence was past its validity (``expired``) or
+#: its source unverified beyond the staleness policy (``stale``); the knowledge base has nothing served
+#: yet (``no_snapshot``); nothing the caller may read answered (``not_found``).
+ACTION_REASONS = ("expired", "stale", "no_snapshot", "not_found")
+
+
+@dataclass(frozen=True)
+class NextAction:
+    """What to do about an unanswered question: refresh a named source, or ask its owner.
+
+    ``source_id`` and ``owner`` are None when no source the caller may see
+    is known (ask the knowledge base's operators).  Only sources the caller
+    may see are ever named (:class:`injection.client.InjectionClient`).
+    """
+
+    action: str  # one of NEXT_ACTIONS
+    reason: str  # one of ACTION_REASONS
+    source_id: str | None = None
+    owner: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "reason": self.reason, "source_id": self.source_id, "owner": self.owner}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NextAction:
+        source, owner = d.get("source_id"), d.get("owner")
+        return cls(action=str(d["action"]), reason=str(d["reason"]),
+                   source_id=str(source) if source is not None else None,
+                   owner=str(owner) if owner is not None else None)
+
+
+@dataclass(frozen=True)
+class SearchReport:
+    """What a query searched and what became of the candidates it found, in terms a caller may see.
+
+    ``sources`` are the knowledge base's sources the caller may see (never
+    one it may not).  ``candidates`` counts the hits the caller may read
+    (after the ACL filter and the registry recheck); ``accepted`` those
+    admitted as evidence; ``rejected`` the others by reason (``expired``,
+    ``stale`` beyond the staleness policy, ``low_score``).  A hit the caller
+    may not read, or one the registry has retired or does not know, is in
+    no count at all: denied and absent look the same ("not found").
+
+    What it does not guarantee: that the counts are independent of access
+    when the candidate pool is full (a hit denied at the recheck, before the
+    next build re-tags it, takes a place in the pool as an absent one would not).
+    """
+
+    kb: str
+    snapshot_id: str | None
+    sources: tuple[str, ...] = ()
+    candidates: int = 0
+    accepted: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    next_actions: tuple[NextAction, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kb": self.kb, "snapshot_id": self.snapshot_id, "sources": list(self.sources),
+                "candidates": self.candidates, "accepted": self.accepted,
+                "rejected": {k: self.rejected[k] for k in sorted(self.rejected)},
+                "next_actions": [a.as_dict() for a in self.next_actions]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SearchReport:
+        if not isinstance(d, Mapping):
+            raise TypeError(f"a search report is a JSON object, not {type(d).__name__}")
+        snapshot = d.get("snapshot_id")
+        return cls(kb=str(d["kb"]), snapshot_id=str(snapshot) if snapshot is not None else None,
+                   sources=tuple(str(s) for s in (d.get("sources") or ())),
+                   candidates=int(d.get("candidates") or 0), accepted=int(d.get("accepted") or 0),
+                   rejected={str(k): int(v) for k, v in (d.get("rejected") or {}).items()},
+                   next_actions=tuple(NextAction.from_dict(a) for a in (d.get("next_actions") or ())))
+
+
 @dataclass(frozen=True)
 class ContextPacket:
     """What a question gets: numbered evidence and the rendered block, or *insufficient evidence*.
@@ -112,6 +189,9 @@ class ContextPacket:
     dropped: dict[str, int] = field(default_factory=dict)
     #: Every drop by reason, access and existence included: for metrics and audit, never sent to the caller.
     withheld: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    #: What was searched, accepted and rejected, and (when insufficient) what to do next; None from an
+    #: older server or a packet built without a client.
+    search: SearchReport | None = None
 
     def render(self) -> str:
         """The context block for the prompt (the same text as ``rendered``)."""
@@ -131,6 +211,7 @@ class ContextPacket:
             "reason": self.reason,
             "evidence": [e.as_dict() for e in self.evidence],
             "dropped": self.dropped,
+            "search": self.search.as_dict() if self.search is not None else None,
             "context": self.rendered,
         }
 
@@ -153,6 +234,7 @@ class ContextPacket:
             evidence=tuple(Evidence.from_dict(e) for e in evidence),
             insufficient=bool(d["insufficient_evidence"]), reason=d.get("reason"), rendered=str(d["context"]),
             dropped={str(k): int(v) for k, v in (d.get("dropped") or {}).items()},
+            search=SearchReport.from_dict(d["search"]) if d.get("search") is not None else None,
         )
 
 
@@ -172,8 +254,13 @@ def render_context(question: str, kb: str, snapshot_id: str, evidence: Sequence[
     return render_block(kb, snapshot_id, evidence, deterministic=deterministic, kb_version=kb_version)
 
 
-def insufficient_context(kb: str, snapshot_id: str | None) -> str:
-    """The block an *insufficient evidence* packet renders: tells the model not to guess."""
+def insufficient_context(kb: str, snapshot_id: str | None, *, reason: str | None = None,
+                         search: SearchReport | None = None, deterministic: bool = False) -> str:
+    """The block an *insufficient evidence* packet renders: tells the model not to guess.
+
+    With ``search`` it also says what was searched, what was rejected and
+    why, and the next action, inside a nonce fence (:func:`injection.render.insufficient_block`).
+    """
     from freshindex.injection.render import insufficient_block
 
-    return insufficient_block(kb, snapshot_id)
+    return insufficient_block(kb, snapshot_id, reason=reason, search=search, deterministic=deterministic)

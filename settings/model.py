@@ -287,6 +287,8 @@ class ApiSettings(BaseModel):
     token: SecretStr | None = Field(
         default=None, description="legacy static bearer token accepted on /v1 endpoints (required when auth.mode is none); it identifies the anonymous principal and grants no groups",
     )
+    max_check_bytes: int = Field(default=1 << 20, ge=1024, description="largest body POST /v1/citations/check "
+                                 "reads (an answer and its packet); larger is 413")
 
 
 class WebhookSettings(BaseModel):
@@ -448,6 +450,8 @@ class ContextSettings(BaseModel):
                                         "on the embedding model, the lexical signals do not)")
     refusal_key_term_share: float = Field(default=0.15, ge=0, le=1, description="missing terms make the refusal "
                                           "reason key_terms_missing (and are named) from this share of the weight")
+    max_stale_s: float | None = Field(default=None, gt=0, description="reject (not serve labelled) evidence of a "
+                                      "stale source unverified for longer than this; None: serve it labelled STALE")
     budgets: dict[str, QueryBudgetSettings] = Field(
         default_factory=_default_budgets,
         description="query type (fact, procedure, compare, diverse) -> share, max_tokens, max_chunks, "

@@ -1,0 +1,103 @@
+"""The query metrics count on every path: the library client, ``freshindex query`` and ``POST /v1/query``.
+
+Latency (``freshindex_query_seconds{stage}``), empty recalls, insufficient
+evidence by source, and (where answers are checked) invalid citations, all
+read from the one process's ``/metrics`` exposition.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+from freshindex.acl import Principal
+from freshindex.api.app import create_app
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
+
+from freshindex import cli as cli_module
+from freshindex.services import Services
+
+TEXT = "Releases are cut every Tuesday from the main branch after the code freeze ends."
+ANSWERABLE = "When are releases cut from the main branch?"
+UNANSWERABLE = "Which quantum entanglement protocol does the zeppelin hangar use?"
+
+
+@pytest.fixture
+def svc(tmp_path: Path) -> Iterator[Services]:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "release.md").write_text(f"# Releases\n\n{TEXT}\n")
+    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
+                                      auth={"mode": "keys"}))
+    services.registry.add_source("docs", kind="folder", location=str(docs), owner="docs-team", kb="default")
+    assert sync_inline(services, "docs").build_status == "built"
+    try:
+        yield services
+    finally:
+        services.close()
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    prefix = f"{name}{{{want}}} " if want else f"{name} "
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def _insufficient(text: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("freshindex_insufficient_evidence_total{"))
+
+
+def _counts(svc: Services) -> tuple[float, float, float]:
+    text = svc.metrics.render().decode()
+    return (_sample(text, "freshindex_query_seconds_count", stage="total"),
+            _sample(text, "freshindex_empty_recalls_total"), _insufficient(text))
+
+
+def test_the_library_path_counts_latency_empty_recalls_and_insufficient_evidence(svc: Services) -> None:
+    assert not svc.client.retrieve(ANSWERABLE, kb="default").insufficient
+    assert _counts(svc) == (1.0, 0.0, 0.0)
+    assert svc.client.retrieve(UNANSWERABLE, kb="default").insufficient
+    stranger = Principal(id="mallory", groups=frozenset({"nobody"}), tenant="elsewhere")
+    assert svc.client.retrieve(ANSWERABLE, kb="default", principal=stranger).insufficient
+    assert _counts(svc) == (3.0, 1.0, 2.0)
+    assert svc.metrics.value("freshindex_insufficient_evidence_total", source="none") >= 1.0
+
+
+def test_the_http_path_counts_the_same_series(svc: Services) -> None:
+    key = svc.registry.create_api_key("bob", ["eng"]).key
+    auth = {"Authorization": f"Bearer {key}"}
+    with TestClient(create_app(svc)) as http:
+        assert http.post("/v1/query", json={"question": ANSWERABLE}, headers=auth).status_code == 200
+        refused = http.post("/v1/query", json={"question": UNANSWERABLE}, headers=auth).json()
+        assert refused["insufficient_evidence"] and refused["search"]["next_actions"]
+        other = svc.registry.create_api_key("eve", ["eng"], tenant="elsewhere").key
+        assert http.post("/v1/query", json={"question": ANSWERABLE},
+                         headers={"Authorization": f"Bearer {other}"}).json()["insufficient_evidence"]
+        text = http.get("/metrics").text
+    assert _sample(text, "freshindex_query_seconds_count", stage="total") == 3.0
+    assert _sample(text, "freshindex_query_seconds_count", stage="embed") == 3.0
+    assert _sample(text, "freshindex_empty_recalls_total") == 1.0
+    assert _insufficient(text) == 2.0 and _sample(text, "freshindex_insufficient_evidence_total", source="none") >= 1
+    assert 'freshindex_queries_total{kb="default",outcome="insufficient"} 2.0' in text
+
+
+def test_the_cli_path_counts_the_same_series(svc: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CLI builds its services from configuration; hand it this process's, to read its metrics.
+    import freshindex.services as services_module
+
+    monkeypatch.setattr(services_module, "Services", lambda _settings: svc)
+    monkeypatch.setattr(svc, "close", lambda: None)
+    config = tmp_path / "freshindex.toml"
+    config.write_text(f'data_dir = "{tmp_path / "cli-data"}"\n')
+    runner = CliRunner()
+    for question, extra in ((ANSWERABLE, []), (UNANSWERABLE, []), (ANSWERABLE, ["--tenant", "elsewhere"])):
+        r = runner.invoke(cli_module.cli, ["--config", str(config), "query", question, "--json", *extra])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["search"]["kb"] == "default"
+    assert _counts(svc) == (3.0, 1.0, 2.0)
