@@ -25,6 +25,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy import false as sa_false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -73,14 +74,19 @@ class Source(Base):
 
 class Document(Base):
     __tablename__ = "documents"
-    __table_args__ = (UniqueConstraint("source_id", "key", name="uq_documents_source_key"),)
+    __table_args__ = (
+        UniqueConstraint("source_id", "key", name="uq_documents_source_key"),
+        # Partial: the freshness sweep looks only for the few documents that have one (migration 0009).
+        *(Index(f"ix_documents_{c}", c, postgresql_where=text(f"{c} IS NOT NULL"), sqlite_where=text(f"{c} IS NOT NULL"))
+          for c in ("valid_until", "supersedes", "withdrawn_reason")),
+    )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     source_id: Mapped[str] = mapped_column(ForeignKey("sources.id", ondelete="CASCADE"), index=True)
     key: Mapped[str] = mapped_column(Text)
     etag: Mapped[str | None] = mapped_column(String(255), nullable=True)
     size: Mapped[int] = mapped_column(BigInteger, default=0)
-    content_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    content_hash: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     # active | deleted | error
     state: Mapped[str] = mapped_column(String(16), default="active", index=True)
     error_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -179,7 +185,7 @@ class SyncRun(Base):
     changeset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
     # pending | built | unchanged | failed
-    build_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    build_status: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)
     build_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -263,6 +269,11 @@ class Tombstone(Base):
     """A removal, kept for audit and for the tombstone-backlog metric."""
 
     __tablename__ = "tombstones"
+    __table_args__ = (
+        # The backlog gauge counts the unapplied ones only (migration 0009).
+        Index("ix_tombstones_unapplied", "kb", postgresql_where=text("applied_snapshot_id IS NULL"),
+              sqlite_where=text("applied_snapshot_id IS NULL")),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     chunk_id: Mapped[str] = mapped_column(String(36), index=True)
