@@ -41,6 +41,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse
 from freshindex.api import webhooks
 from freshindex.api.auth import Authenticator, AuthError, Identity, narrow
@@ -189,14 +190,20 @@ def create_app(services: ApiServices) -> FastAPI:
     @app.post("/v1/citations/check")
     async def citations_check(request: Request, _identity: Identity = Depends(authorize)) -> JSONResponse:
         # The body is read capped before it is parsed: FastAPI's own body model would read it whole first.
-        from freshindex.injection.citations import check_answer
-
         limit = settings.api.max_check_bytes
         body = await webhooks.read_capped(request, limit)
         if body is None:
             return JSONResponse(status_code=413, content={"error": "too_large", "detail": f"body over {limit} bytes"})
+        # Parsing and checking are CPU work on up to max_check_bytes: off the event loop, in the threadpool.
+        return await run_in_threadpool(_check_body, body)
+
+    def _check_body(body: bytes) -> JSONResponse:
+        from freshindex.injection.citations import check_answer
+
         try:
             data = json.loads(body)
+        except RecursionError:  # nested deeper than the parser's recursion limit: not a packet either
+            return JSONResponse(status_code=400, content={"error": "bad_json", "detail": "nested too deeply"})
         except (ValueError, UnicodeDecodeError) as exc:
             return JSONResponse(status_code=400, content={"error": "bad_json", "detail": str(exc)[:200]})
         if not isinstance(data, dict):

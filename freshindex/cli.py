@@ -701,20 +701,22 @@ def query(state: _State, question: str, kb: str | None, principal: str, groups: 
 @click.option("--packet", "packet_file", required=True, type=click.File("r", encoding="utf-8"),
               help="The packet the answer was written from: `freshindex query --json` output (- for stdin).")
 @click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def check_citations_command(state: _State, answer: Any, packet_file: Any, as_json: bool) -> None:
+def check_citations_command(answer: Any, packet_file: Any, as_json: bool) -> None:
     """Check the citations of a finished ANSWER (a file, - for stdin) against a packet's source list.
 
-    Exit 0 when every citation is listed and supported, 3 when some is not
-    (counted in freshindex_invalid_citations_total), 2 when the input is not
-    an answer and a packet.
+    Exit 0 when every citation is listed and supported, 3 when some is not,
+    2 when the input is not an answer and a packet. Nothing is counted: a
+    CLI process is never scraped (POST /v1/citations/check counts in
+    freshindex_invalid_citations_total), and no registry or store is opened.
     """
     from freshindex.injection.citations import MAX_ANSWER_CHARS, CitationInputError, check_answer
 
     text = answer.read(MAX_ANSWER_CHARS + 1)
     try:
         packet = json.loads(packet_file.read())
-        report = check_answer(text, packet, on_report=state.services.metrics.count_citations)
+        report = check_answer(text, packet)
+    except RecursionError as exc:  # JSON nested deeper than the parser's recursion limit
+        raise click.UsageError("cannot check citations: the packet is nested too deeply") from exc
     except (ValueError, CitationInputError) as exc:
         raise click.UsageError(f"cannot check citations: {exc}") from exc
 

@@ -7,6 +7,7 @@ Label sets are small and fixed: ``source``, ``kb``, ``reason``, ``outcome``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -14,8 +15,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-#: Distinct ``source`` values of ``freshindex_insufficient_evidence_total`` before new ones count as ``other``.
+#: Distinct ``source`` values of ``freshindex_insufficient_evidence_total`` before new ones count as ``_other``.
 MAX_SOURCE_LABELS = 200
+#: Its built-in ``source`` values: nothing readable came back, and past the cap. A registry source id starts with
+#: a letter or digit (:func:`core.ids.validate_source_id`), so no source shares a series with either.
+NO_SOURCE_LABEL = "_none"
+OTHER_SOURCES_LABEL = "_other"
 
 
 class Metrics:
@@ -65,10 +70,11 @@ class Metrics:
                                          ["kind"], registry=r)
         self.insufficient_evidence = Counter("freshindex_insufficient_evidence_total",
                                              "Insufficient-evidence packets by the registry source of the nearest "
-                                             "candidate the caller could read (none: nothing readable came back); "
-                                             f"at most {MAX_SOURCE_LABELS} source values, then other", ["source"],
-                                             registry=r)
+                                             f"candidate the caller could read ({NO_SOURCE_LABEL}: nothing "
+                                             f"readable came back); at most {MAX_SOURCE_LABELS} source values, "
+                                             f"then {OTHER_SOURCES_LABEL}", ["source"], registry=r)
         self._insufficient_sources: set[str] = set()
+        self._insufficient_lock = threading.Lock()  # the cap's check-then-add, across the API's threads
         self.recheck_drops = Counter("freshindex_recheck_dropped_total",
                                      "Hits dropped by the registry recheck before return", ["kb", "reason"],
                                      registry=r)
@@ -143,14 +149,17 @@ class Metrics:
 
         ``source`` comes from a point's payload (a registry source id, so an
         operator-bounded set); past :data:`MAX_SOURCE_LABELS` distinct values
-        new ones count as ``other`` (``none``: nothing readable came back). The reason is already ``freshindex_refusals_total{reason}``.
+        new ones count as :data:`OTHER_SOURCES_LABEL` (:data:`NO_SOURCE_LABEL`: nothing readable came back).
+        The reason is already ``freshindex_refusals_total{reason}``.
         """
-        label = source or "none"
-        if label not in self._insufficient_sources and label not in ("none", "other"):
-            if len(self._insufficient_sources) >= MAX_SOURCE_LABELS:
-                label = "other"
-            else:
-                self._insufficient_sources.add(label)
+        label = source or NO_SOURCE_LABEL
+        if label not in (NO_SOURCE_LABEL, OTHER_SOURCES_LABEL):
+            with self._insufficient_lock:
+                if label not in self._insufficient_sources:
+                    if len(self._insufficient_sources) >= MAX_SOURCE_LABELS:
+                        label = OTHER_SOURCES_LABEL
+                    else:
+                        self._insufficient_sources.add(label)
         self.insufficient_evidence.labels(label).inc()
 
     def count_citations(self, report: Any) -> None:

@@ -16,8 +16,14 @@ its source; overlap catches a citation pinned to the wrong source or to none,
 not a paraphrase that reverses the meaning.  Standard library only.
 
 ``on_report`` (a :data:`CitationSink`, e.g. ``Metrics.count_citations``)
-hears every report, so invalid citations are counted wherever the check
-runs (``freshindex_invalid_citations_total{kind}``).
+hears every report; the HTTP endpoint passes its metrics, so invalid
+citations are counted where they are scraped
+(``freshindex_invalid_citations_total{kind}``); the CLI counts nothing.
+
+Citations are ``[n]``, lists and ranges with one dash per part: a bracketed
+date (``[2024-01-15]``) is text.  The work is linear in the answer: an
+answer citing over :data:`MAX_CITED_NUMBERS` numbers (ranges expanded) or
+:data:`MAX_DISTINCT_CITED` distinct ones is refused.
 
 Over HTTP (``POST /v1/citations/check``) and the CLI (``freshindex
 check-citations``) the source list arrives as JSON, the packet ``POST
@@ -38,15 +44,21 @@ from typing import Any
 from freshindex.core.errors import PermanentError
 from freshindex.injection.types import ContextPacket, Evidence
 
-__all__ = ["MAX_ANSWER_CHARS", "MAX_SOURCES", "CitationInputError", "CitationReport", "CitationSink", "check_answer",
-           "check_citations", "cited_numbers", "sources_from"]
+__all__ = ["MAX_ANSWER_CHARS", "MAX_CITED_NUMBERS", "MAX_DISTINCT_CITED", "MAX_SOURCES", "CitationInputError",
+           "CitationReport", "CitationSink", "check_answer", "check_citations", "cited_numbers", "sources_from"]
 
 #: The longest answer checked (characters), the most sources, and the longest source text a packet may hold.
 MAX_ANSWER_CHARS = 50_000
 MAX_SOURCES = 200
 MAX_SOURCE_CHARS = 200_000
+#: The most citation numbers one answer may cite, ranges expanded, and the most distinct ones: the check's work
+#: stays linear in them, and an answer beyond either is refused (:class:`CitationInputError`, HTTP 400).
+MAX_CITED_NUMBERS = 5_000
+MAX_DISTINCT_CITED = 400
 
-_CITE = re.compile(r"\[(\d{1,4}(?:\s*[-–,;]\s*\d{1,4})*)\]")
+#: Each part a number or one range ``a-b``: ``[2024-01-15]`` (a bracketed date) is not a citation.
+_PART = r"\d{1,4}(?:\s*[-–]\s*\d{1,4})?"
+_CITE = re.compile(rf"\[({_PART}(?:\s*[,;]\s*{_PART})*)\]")
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -57,16 +69,26 @@ _STOP = frozenset(
 )
 
 
-def cited_numbers(text: str) -> list[int]:
-    """Every ``[n]`` cited in ``text`` in order of appearance (ranges expanded, at most 100 wide)."""
+class CitationInputError(PermanentError):
+    """A citation check's input is not an answer and a packet's source list (HTTP 400, CLI exit 2)."""
+
+
+def cited_numbers(text: str, *, limit: int | None = None) -> list[int]:
+    """Every ``[n]`` cited in ``text`` in order of appearance (ranges expanded, at most 100 wide).
+
+    With ``limit``, raises :class:`CitationInputError` before expanding
+    more than ``limit`` numbers.
+    """
     out: list[int] = []
     for m in _CITE.finditer(text):
         for part in re.split(r"\s*[,;]\s*", m.group(1)):
-            if re.search(r"[-–]", part):
-                lo, hi = (int(x) for x in re.split(r"\s*[-–]\s*", part))
-                out += list(range(lo, hi + 1)) if 0 <= hi - lo <= 100 else [lo, hi]
-            else:
-                out.append(int(part))
+            lo, _, hi = re.sub(r"\s+", "", part).replace("–", "-").partition("-")
+            a = int(lo)
+            b = int(hi) if hi else a
+            numbers = range(a, b + 1) if 0 <= b - a <= 100 else (a, b)
+            if limit is not None and len(out) + len(numbers) > limit:
+                raise CitationInputError(f"the answer cites more than {limit} numbers (ranges expanded)")
+            out += numbers
     return out
 
 
@@ -126,7 +148,12 @@ CitationSink = Callable[[CitationReport], None]
 
 def check_citations(answer: str, sources: ContextPacket | Sequence[Evidence], *, min_overlap: float = 0.3,
                     min_shared: int = 2, on_report: CitationSink | None = None) -> CitationReport:
-    """What is wrong with the citations of ``answer`` written from ``sources`` (``on_report`` hears it)."""
+    """What is wrong with the citations of ``answer`` written from ``sources`` (``on_report`` hears it).
+
+    Raises :class:`CitationInputError` (nothing heard) for an answer citing
+    more than :data:`MAX_CITED_NUMBERS` numbers or :data:`MAX_DISTINCT_CITED`
+    distinct ones.
+    """
     evidence = sources.evidence if isinstance(sources, ContextPacket) else tuple(sources)
     by_n = {e.n: e for e in evidence}
     source_words = {n: _words(e.text + " " + e.title + " " + " ".join(e.heading_path)) for n, e in by_n.items()}
@@ -134,15 +161,21 @@ def check_citations(answer: str, sources: ContextPacket | Sequence[Evidence], *,
     best: dict[int, float] = {}
     sentences = _sentences(answer)
     uncited = 0
+    seen: set[int] = set()
+    budget = MAX_CITED_NUMBERS
     for sentence in sentences:
-        numbers = cited_numbers(sentence)
+        numbers = cited_numbers(sentence, limit=budget)
+        budget -= len(numbers)
         words = _words(_CITE.sub(" ", sentence))
         if not numbers:
             uncited += bool(words)
             continue
-        for n in numbers:
-            if n not in cited:
+        for n in dict.fromkeys(numbers):  # each distinct number once per sentence
+            if n not in seen:
+                seen.add(n)
                 cited.append(n)
+                if len(cited) > MAX_DISTINCT_CITED:
+                    raise CitationInputError(f"the answer cites more than {MAX_DISTINCT_CITED} distinct numbers")
             if n not in by_n or not words:
                 continue
             shared = len(words & source_words[n])
@@ -155,10 +188,6 @@ def check_citations(answer: str, sources: ContextPacket | Sequence[Evidence], *,
     if on_report is not None:
         on_report(report)
     return report
-
-
-class CitationInputError(PermanentError):
-    """A citation check's input is not an answer and a packet's source list (HTTP 400, CLI exit 2)."""
 
 
 def sources_from(data: Any) -> tuple[Evidence, ...]:
@@ -200,7 +229,8 @@ def check_answer(answer: Any, packet: Any, *, on_report: CitationSink | None = N
     """:func:`check_citations` over JSON input (HTTP, CLI): the answer and a packet's source list, both checked.
 
     Raises :class:`CitationInputError` for an answer that is not a
-    non-empty string of at most :data:`MAX_ANSWER_CHARS`, or a packet
+    non-empty string of at most :data:`MAX_ANSWER_CHARS` (or cites over
+    the limits of :func:`check_citations`), or a packet
     :func:`sources_from` refuses; nothing is counted then.
     """
     if not isinstance(answer, str) or not answer.strip():

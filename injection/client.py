@@ -29,7 +29,6 @@ from typing import Any
 
 from freshindex.acl import Principal, query_filter, visible
 from freshindex.acl.access import DenialRecord, DocumentStatus, SensitiveRecheck, Verdict, decide, denial_records
-from freshindex.acl.principal import allows
 from freshindex.core.errors import NotFoundError, StoreError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
@@ -336,8 +335,11 @@ class InjectionClient:
                 reason: RefusalReason | None, stale: Mapping[str, Any] | None = None) -> SearchReport:
         """What was searched and rejected, and (``reason`` set: insufficient) what to do next.
 
-        Names only sources the caller may see: a source whose own ACL and
-        tenant allow the principal, or the source of a candidate it may read.
+        Names only the sources of candidates the caller may read: a source's
+        own ACL admitting it proves nothing, since per-document rules can
+        deny it every document. When nothing readable came back no source is
+        named, and the one action is to ask the knowledge base's operators
+        (``source_id`` None) for the reason (``no_snapshot`` or ``not_found``).
         """
         directory: dict[str, Any] = {}
         if self.sources is not None and reason is not None:  # answered: the evidence names its own sources
@@ -345,9 +347,7 @@ class InjectionClient:
                 directory = {str(s.id): s for s in self.sources(kb) if not getattr(s, "removed", False)}
             except Exception:  # the report helps; it must not fail the answer
                 log.warning("the source directory of %s is unavailable", kb, exc_info=True)
-        seen = {sid for sid, s in directory.items()
-                if allows(principal, tuple(getattr(s, "acl", ()) or ()), getattr(s, "tenant", None))}
-        seen |= set(tally.readable_sources)
+        seen = set(tally.readable_sources)
         listed = tuple(sorted(seen)[:MAX_LISTED_SOURCES])
         actions: list[NextAction] = []
         if reason is not None:
@@ -367,11 +367,12 @@ class InjectionClient:
             if reason is RefusalReason.NO_SNAPSHOT:
                 for source_id in sorted(seen):
                     add("refresh_source", "no_snapshot", source_id)
-            if not actions:  # nothing to refresh: ask who owns the nearest readable content, else any visible
-                for source_id in [*tally.readable_sources, *sorted(seen)]:
+            if not actions:  # nothing to refresh: ask who owns the nearest readable content
+                for source_id in tally.readable_sources:
                     add("ask_owner", "not_found", source_id)
-            if not actions:
-                actions.append(NextAction("ask_owner", "not_found"))
+            if not actions:  # nothing readable: no source is named, the operators are the ones to ask
+                actions.append(NextAction("ask_owner", "no_snapshot" if reason is RefusalReason.NO_SNAPSHOT
+                                          else "not_found"))
         return SearchReport(kb, snapshot_id, listed, tally.candidates, tally.accepted, dict(tally.rejected),
                             tuple(actions))
 

@@ -154,7 +154,7 @@ class FreshIndexClient:
         data = self._call("POST", "/v1/query", json=body)
         try:
             return ContextPacket.from_dict(data)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # AttributeError: a shape not foreseen
             raise BadResponse(f"POST /v1/query answered something that is not a context packet: {exc!r}",
                               status=200, detail=repr(exc), url=self.base_url + "/v1/query") from exc
 

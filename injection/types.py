@@ -19,6 +19,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def _obj(value: Any, what: str) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else TypeError (so a wrong shape never surfaces as AttributeError)."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} is a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, what: str) -> Sequence[Any]:
+    """``value`` (None: empty) if it is a JSON array, else TypeError."""
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+        raise TypeError(f"{what} is a JSON array, not {type(value).__name__}")
+    return value
+
+
 @dataclass(frozen=True)
 class Evidence:
     """One numbered source of a context packet, with where it came from."""
@@ -74,16 +90,17 @@ class Evidence:
         Raises ``KeyError``/``TypeError``/``ValueError`` when a required
         field is missing or has the wrong type.
         """
+        d = _obj(d, "evidence")
         page = d.get("page")
         return cls(
             n=int(d["n"]), chunk_id=str(d["chunk_id"]), score=float(d["score"]), text=str(d["text"]),
             title=str(d.get("title") or ""), key=str(d["key"]), source_id=str(d.get("source_id") or ""),
-            heading_path=tuple(str(h) for h in (d.get("heading_path") or ())), anchor=str(d.get("anchor") or ""),
+            heading_path=tuple(str(h) for h in _list(d.get("heading_path"), "heading_path")), anchor=str(d.get("anchor") or ""),
             page=int(page) if page is not None else None, doc_version=int(d.get("doc_version") or 0),
             snapshot_id=str(d["snapshot_id"]), written_in=str(d.get("written_in") or ""), ocr=bool(d.get("ocr")),
             date=str(d["date"]) if d.get("date") is not None else None, stale=bool(d.get("stale")),
             verified_at=str(d["verified_at"]) if d.get("verified_at") is not None else None,
-            table_columns=tuple(str(c) for c in (d.get("table_columns") or ())),
+            table_columns=tuple(str(c) for c in _list(d.get("table_columns"), "table_columns")),
             page_end=int(d["page_end"]) if d.get("page_end") is not None else None,
             ocr_confidence=float(d["ocr_confidence"]) if d.get("ocr_confidence") is not None else None,
         )
@@ -102,8 +119,8 @@ ACTION_REASONS = ("expired", "stale", "no_snapshot", "not_found")
 class NextAction:
     """What to do about an unanswered question: refresh a named source, or ask its owner.
 
-    ``source_id`` and ``owner`` are None when no source the caller may see
-    is known (ask the knowledge base's operators).  Only sources the caller
+    ``source_id`` and ``owner`` are None when nothing the caller may read
+    came back (ask the knowledge base's operators).  Only sources the caller
     may see are ever named (:class:`injection.client.InjectionClient`).
     """
 
@@ -117,6 +134,7 @@ class NextAction:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NextAction:
+        d = _obj(d, "a next action")
         source, owner = d.get("source_id"), d.get("owner")
         return cls(action=str(d["action"]), reason=str(d["reason"]),
                    source_id=str(source) if source is not None else None,
@@ -127,8 +145,9 @@ class NextAction:
 class SearchReport:
     """What a query searched and what became of the candidates it found, in terms a caller may see.
 
-    ``sources`` are the knowledge base's sources the caller may see (never
-    one it may not).  ``candidates`` counts the hits the caller may read
+    ``sources`` are the sources of candidates the caller may read (never
+    one it may not, nor one whose default ACL admits it but whose documents
+    all deny it).  ``candidates`` counts the hits the caller may read
     (after the ACL filter and the registry recheck); ``accepted`` those
     admitted as evidence; ``rejected`` the others by reason (``expired``,
     ``stale`` beyond the staleness policy, ``low_score``).  A hit the caller
@@ -156,14 +175,13 @@ class SearchReport:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SearchReport:
-        if not isinstance(d, Mapping):
-            raise TypeError(f"a search report is a JSON object, not {type(d).__name__}")
+        d = _obj(d, "a search report")
         snapshot = d.get("snapshot_id")
         return cls(kb=str(d["kb"]), snapshot_id=str(snapshot) if snapshot is not None else None,
-                   sources=tuple(str(s) for s in (d.get("sources") or ())),
+                   sources=tuple(str(s) for s in _list(d.get("sources"), "sources")),
                    candidates=int(d.get("candidates") or 0), accepted=int(d.get("accepted") or 0),
-                   rejected={str(k): int(v) for k, v in (d.get("rejected") or {}).items()},
-                   next_actions=tuple(NextAction.from_dict(a) for a in (d.get("next_actions") or ())))
+                   rejected={str(k): int(v) for k, v in _obj(d.get("rejected") or {}, "rejected").items()},
+                   next_actions=tuple(NextAction.from_dict(a) for a in _list(d.get("next_actions"), "next_actions")))
 
 
 @dataclass(frozen=True)
@@ -223,17 +241,14 @@ class ContextPacket:
         packets. Raises ``KeyError``/``TypeError``/``ValueError`` on a body
         that is not a packet.
         """
-        if not isinstance(d, Mapping):
-            raise TypeError(f"a context packet is a JSON object, not {type(d).__name__}")
-        evidence = d.get("evidence") or []
-        if not isinstance(evidence, Sequence) or isinstance(evidence, str | bytes):
-            raise TypeError("evidence is not a list")
+        d = _obj(d, "a context packet")
+        evidence = _list(d.get("evidence"), "evidence")
         snapshot = d.get("snapshot_id")
         return cls(
             question=str(d["question"]), kb=str(d["kb"]), snapshot_id=str(snapshot) if snapshot is not None else None,
             evidence=tuple(Evidence.from_dict(e) for e in evidence),
             insufficient=bool(d["insufficient_evidence"]), reason=d.get("reason"), rendered=str(d["context"]),
-            dropped={str(k): int(v) for k, v in (d.get("dropped") or {}).items()},
+            dropped={str(k): int(v) for k, v in _obj(d.get("dropped") or {}, "dropped").items()},
             search=SearchReport.from_dict(d["search"]) if d.get("search") is not None else None,
         )
 

@@ -66,7 +66,7 @@ def test_the_library_path_counts_latency_empty_recalls_and_insufficient_evidence
     stranger = Principal(id="mallory", groups=frozenset({"nobody"}), tenant="elsewhere")
     assert svc.client.retrieve(ANSWERABLE, kb="default", principal=stranger).insufficient
     assert _counts(svc) == (3.0, 1.0, 2.0)
-    assert svc.metrics.value("freshindex_insufficient_evidence_total", source="none") >= 1.0
+    assert svc.metrics.value("freshindex_insufficient_evidence_total", source="_none") >= 1.0
 
 
 def test_the_http_path_counts_the_same_series(svc: Services) -> None:
@@ -83,7 +83,7 @@ def test_the_http_path_counts_the_same_series(svc: Services) -> None:
     assert _sample(text, "freshindex_query_seconds_count", stage="total") == 3.0
     assert _sample(text, "freshindex_query_seconds_count", stage="embed") == 3.0
     assert _sample(text, "freshindex_empty_recalls_total") == 1.0
-    assert _insufficient(text) == 2.0 and _sample(text, "freshindex_insufficient_evidence_total", source="none") >= 1
+    assert _insufficient(text) == 2.0 and _sample(text, "freshindex_insufficient_evidence_total", source="_none") >= 1
     assert 'freshindex_queries_total{kb="default",outcome="insufficient"} 2.0' in text
 
 

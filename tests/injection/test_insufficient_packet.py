@@ -142,7 +142,8 @@ def test_evidence_stale_beyond_the_policy_is_rejected_and_its_source_named(world
     assert packet.search.next_actions[0].source_id == "docs" and packet.search.next_actions[0].reason == "stale"
 
 
-def test_a_knowledge_base_without_a_snapshot_asks_for_its_visible_sources_to_be_refreshed(tmp_path: Path) -> None:
+def test_a_knowledge_base_without_a_snapshot_names_no_source(tmp_path: Path) -> None:
+    # Nothing readable came back, so no source is named, not even a public one: the operators are asked.
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
     try:
         svc.registry.add_source("docs", kind="folder", location=str(tmp_path), owner="ops", kb="fresh")
@@ -150,9 +151,10 @@ def test_a_knowledge_base_without_a_snapshot_asks_for_its_visible_sources_to_be_
         packet = svc.client.retrieve("anything at all", kb="fresh")
         assert packet.insufficient and packet.search is not None and packet.search.snapshot_id is None
         assert [(a.action, a.reason, a.source_id, a.owner) for a in packet.search.next_actions] == [
-            ("refresh_source", "no_snapshot", "docs", "ops")]
-        assert "secret" not in packet.rendered and "spy" not in packet.rendered
-        assert svc.metrics.value("freshindex_insufficient_evidence_total", source="none") == 1.0
+            ("ask_owner", "no_snapshot", None, None)]
+        assert packet.search.sources == ()
+        assert "secret" not in packet.rendered and "spy" not in packet.rendered and '"ops"' not in packet.rendered
+        assert svc.metrics.value("freshindex_insufficient_evidence_total", source="_none") == 1.0
     finally:
         svc.close()
 
@@ -176,12 +178,12 @@ def test_insufficient_packets_are_counted_by_the_nearest_readable_source(world: 
     packet = world.client.retrieve(UNANSWERABLE, kb="default")
     assert packet.insufficient
     nearest = world.metrics.value("freshindex_insufficient_evidence_total", source="docs")
-    nothing = world.metrics.value("freshindex_insufficient_evidence_total", source="none")
+    nothing = world.metrics.value("freshindex_insufficient_evidence_total", source="_none")
     assert (nearest - before) + nothing == 1.0  # one packet, one series: docs when anything readable came back
     # A caller who may read nothing is counted under none, never under the hidden source
     stranger = Principal(id="mallory", groups=frozenset({"nobody"}), tenant="elsewhere")
     assert world.client.retrieve(SALARY, kb="default", principal=stranger).insufficient
-    assert world.metrics.value("freshindex_insufficient_evidence_total", source="none") == nothing + 1.0
+    assert world.metrics.value("freshindex_insufficient_evidence_total", source="_none") == nothing + 1.0
     assert world.metrics.value("freshindex_insufficient_evidence_total", source="hr-private") == 0.0
 
 
@@ -193,7 +195,7 @@ def test_the_source_label_is_capped() -> None:
     series = [line for line in m.render().decode().splitlines()
               if line.startswith("freshindex_insufficient_evidence_total{")]
     assert len(series) == MAX_SOURCE_LABELS + 2  # the first sources, other, and none (always its own)
-    assert m.value("freshindex_insufficient_evidence_total", source="none") == 1.0
-    assert m.value("freshindex_insufficient_evidence_total", source="other") == 25.0
+    assert m.value("freshindex_insufficient_evidence_total", source="_none") == 1.0
+    assert m.value("freshindex_insufficient_evidence_total", source="_other") == 25.0
     m.count_insufficient("kb", "s0", None)  # a source already labelled keeps its own series
     assert m.value("freshindex_insufficient_evidence_total", source="s0") == 2.0

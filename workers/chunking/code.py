@@ -216,9 +216,30 @@ def short_signature(signature: str, symbol: str) -> str:
     """The signature up to the symbol's name, its parameters as ``(...)``:
     ``def send(self, request, stream=False, timeout=None) -> Response`` -> ``def send(...)``."""
     name = symbol.rsplit(".", 1)[-1]
-    found = re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", signature) if name else None
+    found = _name_in(signature, name) if name else None
     if found is None:
         head, paren, _ = signature.partition("(")
         return f"{head.strip()}(...)" if paren else signature
     rest = signature[found.end() :].lstrip()
     return signature[: found.end()] + ("(...)" if rest.startswith(("(", "<", "[")) else "")
+
+
+def _name_in(signature: str, name: str) -> re.Match[str] | None:
+    """Where ``signature`` names ``name`` itself: outside brackets (not a Go receiver ``(s Send)`` nor a
+    parameter), preferring the place its parameter list follows; else the first mention."""
+    matches = list(re.finditer(rf"(?<![\w$]){re.escape(name)}(?![\w$])", signature))
+    if not matches:
+        return None
+    depth_at: dict[int, int] = {}
+    depth = 0
+    starts = {m.start() for m in matches}
+    for i, ch in enumerate(signature):
+        if i in starts:
+            depth_at[i] = depth
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+    outside = [m for m in matches if depth_at[m.start()] == 0]
+    opened = [m for m in outside if signature[m.end() :].lstrip().startswith(("(", "<", "["))]
+    return (opened or outside or matches)[0]

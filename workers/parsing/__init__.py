@@ -28,7 +28,8 @@ ParserFn = Callable[[bytes, str], ParsedDocument]
 
 #: Bumped whenever any parser's output may change; it enters the pipeline
 #: version recorded per document, so a parser upgrade re-chunks deliberately.
-PARSER_SET_VERSION = "p5"  # p5: code parser code-4 (Python signatures end at their colon)
+PARSER_SET_VERSION = "p6"  # p6: code parser code-5 (signatures keep string literals; Go receivers)
+# p5: code parser code-4 (Python signatures end at their colon)
 
 __all__ = ["PARSER_SET_VERSION", "Limits", "Parsers", "PdfOptions"]
 

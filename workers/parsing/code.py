@@ -35,9 +35,11 @@ from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.decode import decode_text
 
-VERSION = "code-4"  # code-3: a block's heading path is its symbol, not the file path
+VERSION = "code-5"  # code-3: a block's heading path is its symbol, not the file path
 #: code-4: a Python signature ends at its colon (no comment below it); split parts name the symbol without
 #: its parameters and cut by the words of a statement (workers.chunking.code), so code chunks re-embed once.
+#: code-5: a Python signature keeps its string literals as written (``y=' )'``), and a split part names the
+#: symbol, not a Go receiver of the same name (``func (s Send) Send(...)``).
 
 LANGUAGES = {
     ".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".ts": "typescript",
@@ -172,24 +174,37 @@ def _python_blocks(text: str, key: str) -> list[Block] | None:
 
 def _python_header(lines: list[str], first: int, body_start: int) -> str | None:
     """The ``def``/``class`` header from line ``first`` to the colon that ends it, comments
-    dropped (``def f(\\n    x,  # the x\\n):`` -> ``def f(x)``); None if it cannot be tokenized."""
+    dropped (``def f(\\n    x,  # the x\\n):`` -> ``def f(x)``); None if it cannot be tokenized.
+
+    Rebuilt from its tokens: a line break, continuation or run of blanks
+    between two tokens becomes one space (none just inside brackets, and a
+    trailing comma before a closing bracket goes), while every token, a
+    string literal's inside included, stays as written (``y=' )'``).
+    """
     source = "\n".join(lines[first - 1 : body_start]) + "\n"
     depth = 0
-    cuts: dict[int, int] = {}  # line (1-based, in source) -> column where a comment starts
+    out: list[str] = []
+    prev: tokenize.TokenInfo | None = None
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if tok.type == tokenize.COMMENT:
-                cuts[tok.start[0]] = tok.start[1]
-            elif tok.type == tokenize.OP and tok.string in "([{":
+            if tok.type in skip:
+                continue
+            if tok.type == tokenize.OP and tok.string == ":" and depth == 0:
+                return "".join(out) if out else None
+            if tok.type == tokenize.OP and tok.string in "([{":
                 depth += 1
             elif tok.type == tokenize.OP and tok.string in ")]}":
                 depth -= 1
-            elif tok.type == tokenize.OP and tok.string == ":" and depth == 0:
-                row, col = tok.start
-                parts = [lines[first - 1 + r][: cuts.get(r + 1)] for r in range(row - 1)]
-                parts.append(lines[first - 2 + row][:col])
-                head = re.sub(r"\s+", " ", " ".join(p.strip() for p in parts)).strip()
-                return re.sub(r",?\s+([)\]])", r"\1", re.sub(r"([(\[])\s+", r"\1", head))
+            if prev is not None:
+                gap = tok.start != prev.end
+                if tok.string in (")", "]") and prev.string == "," and gap:
+                    out.pop()  # a trailing comma before a bracket that closes on its own line
+                    gap = False
+                if gap and prev.string not in ("(", "[") and tok.string not in (")", "]"):
+                    out.append(" ")
+            out.append(tok.string)
+            prev = tok
     except (tokenize.TokenError, SyntaxError):
         return None
     return None
