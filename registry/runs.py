@@ -16,8 +16,17 @@ from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, ChangesetStatus,
 from freshindex.core.errors import NotFoundError
 from freshindex.registry.base import _aware, _Base, _refusal, _run_info, process_name
 from freshindex.registry.records import DocumentErrorInfo, SyncRunInfo
-from freshindex.registry.schema import Changeset, ChangesetEntry, DocumentResult, Lock, Source, SyncRun, utcnow
-from sqlalchemy import func, or_, select, update
+from freshindex.registry.schema import (
+    Changeset,
+    ChangesetEntry,
+    DocumentResult,
+    DocumentStart,
+    Lock,
+    Source,
+    SyncRun,
+    utcnow,
+)
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 
@@ -217,7 +226,7 @@ class RunsStore(_Base):
             raise NotFoundError(f"no sync run {run_id}")
         return run
 
-    def advance_dispatch(self, run_id: int, start: int, end: int) -> bool:
+    def advance_dispatch(self, run_id: int, start: int, end: int, *, worked: bool = True) -> bool:
         """Move a running run's dispatch cursor (``summary["dispatched"]``, the
         planned documents enqueued so far) from ``start`` to ``end``, and renew
         its lease; False when the run is closed or the cursor is elsewhere.
@@ -227,7 +236,9 @@ class RunsStore(_Base):
         place (a redelivery, or the reaper's copy) only the first sends its
         batch.  The renewed lease gives the continuation a full lease to
         reach the head of the queue.  A run without a cursor (planned by a
-        release without one) accepts any ``start``.
+        release without one) accepts any ``start``.  ``worked`` (a parse-queue
+        worker sends the batch) makes it evidence for :meth:`worked_runs`; the
+        planner sending the first batch passes False.
         """
         with self.session() as s:
             self._write_lock(s)
@@ -247,17 +258,68 @@ class RunsStore(_Base):
             summary["dispatched"] = int(end)
             run.summary = summary
             run.heartbeat_at, run.worker = utcnow(), process_name()
+            if worked:
+                run.worked_at = run.heartbeat_at
             return True
 
     def worked_runs(self, lease_s: float, *, now: dt.datetime | None = None) -> list[int]:
-        """Running runs a worker (not the reaper) renewed within ``lease_s`` seconds:
-        evidence that the workers are alive and the queues move."""
-        cutoff = (now or utcnow()) - dt.timedelta(seconds=lease_s)
+        """Running runs a parse-queue worker took work of within ``lease_s`` seconds
+        (a document started, :meth:`mark_document_started`, or a batch sent by a
+        continuation, :meth:`advance_dispatch`): evidence that the parse workers
+        are alive and the parse queue moves.
+
+        Other renewals of a run's lease are no such evidence: the planner's
+        (``set_run_planned``, the first batch), plain heartbeats, the reaper's.
+        """
+        now = now or utcnow()
+        cutoff = now - dt.timedelta(seconds=lease_s)
         with self.session() as s:
-            rows = s.execute(select(SyncRun.id, SyncRun.heartbeat_at, SyncRun.worker)
-                             .where(SyncRun.status == RunStatus.RUNNING)).all()
-        return [rid for rid, seen, worker in rows
-                if seen is not None and _aware(seen) > cutoff and not (worker or "").startswith("reaper:")]
+            by_batch = set(s.scalars(select(SyncRun.id).where(
+                SyncRun.status == RunStatus.RUNNING, SyncRun.worked_at > cutoff)))
+            by_start = set(s.scalars(
+                select(DocumentStart.sync_run_id).distinct()
+                .join(SyncRun, SyncRun.id == DocumentStart.sync_run_id)
+                .where(SyncRun.status == RunStatus.RUNNING, DocumentStart.started_at > cutoff)))
+        return sorted(by_batch | by_start)
+
+    def mark_document_started(self, run_id: int, key: str, worker: str | None = None) -> None:
+        """A ``process_document`` task of a running run begins on ``key`` (a redelivery renews the marker).
+
+        What the reaper tells a lost document by (started, no outcome: its
+        worker died) from one still queued (never started).  Nothing is
+        written for a closed or unknown run.
+        """
+        with self.session() as s:
+            self._write_lock(s)
+            if s.scalar(select(SyncRun.status).where(SyncRun.id == run_id)) != RunStatus.RUNNING:
+                return
+            values = {"sync_run_id": run_id, "key": key, "started_at": utcnow(), "worker": worker or process_name()}
+            stmt = self._insert(DocumentStart).values(**values)
+            s.execute(stmt.on_conflict_do_update(index_elements=["sync_run_id", "key"],
+                                                 set_={"started_at": values["started_at"], "worker": values["worker"]}))
+
+    def started_documents(self, run_id: int) -> dict[str, dt.datetime]:
+        """Keys of the run's documents a task began on (marker still set), with when."""
+        with self.session() as s:
+            return {k: _aware(at) for k, at in s.execute(  # type: ignore[misc]
+                select(DocumentStart.key, DocumentStart.started_at).where(DocumentStart.sync_run_id == run_id))}
+
+    def clear_started(self, run_id: int, keys: Sequence[str], *, up_to: dt.datetime) -> int:
+        """Drop the start markers of ``keys`` written at or before ``up_to``; returns how many.
+
+        The reaper re-sent these documents: until a worker takes the copy they
+        are waiting in the queue, not lost.  A copy that began since (a newer
+        marker) keeps its marker.
+        """
+        if not keys:
+            return 0
+        with self.session() as s:
+            done = 0
+            for i in range(0, len(keys), 500):
+                done += s.execute(delete(DocumentStart).where(
+                    DocumentStart.sync_run_id == run_id, DocumentStart.key.in_(list(keys[i:i + 500])),
+                    DocumentStart.started_at <= up_to)).rowcount or 0
+            return done
 
     def record_reap(self, run_id: int, action: str, *, worker: str | None = None, **details: Any) -> int:
         """Note that the reaper acted on a run (and renew its lease, so the
@@ -270,6 +332,7 @@ class RunsStore(_Base):
             summary["reaps"] = reaps
             run.summary = summary
             run.heartbeat_at, run.worker = utcnow(), worker or f"reaper:{process_name()}"
+            run.worked_at = None  # the reaper renewed it: no evidence that a worker is alive
             return len(reaps)
 
     def get_sync_run(self, run_id: int) -> SyncRunInfo:
@@ -369,6 +432,7 @@ class RunsStore(_Base):
                 "changeset_entries": entries,
             }
             run.build_status = BuildStatus.PENDING
+            s.execute(delete(DocumentStart).where(DocumentStart.sync_run_id == run_id))
             return _run_info(run), True
 
     def set_run_build(self, run_id: int, *, status: str, snapshot_id: str | None, error: str | None = None) -> None:

@@ -204,6 +204,27 @@ class SyncRun(Base):
     observed_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     visible_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     lag_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: When a parse-queue worker last sent a batch of this run (``dispatch_documents``):
+    #: with :class:`DocumentStart`, the reaper's evidence that the parse workers are alive.
+    worked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class DocumentStart(Base):
+    """A ``process_document`` task of a running run began on this document (migration 0010).
+
+    A planned document without an outcome is *lost* (its worker died) only
+    when it has a start marker; without one it is still waiting in the queue.
+    Deleted when the run finishes; the reaper clears the markers of documents
+    it re-sends (their copies are queued, not started).
+    """
+
+    __tablename__ = "document_starts"
+    __table_args__ = (Index("ix_document_starts_started_at", "started_at"),)
+
+    sync_run_id: Mapped[int] = mapped_column(ForeignKey("sync_runs.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
 class DocumentResult(Base):

@@ -7,16 +7,26 @@ runs, see :class:`Heartbeat`), and a run nobody renewed for
 :func:`reap` then, per stalled run:
 
 * ``running``, distributed, with a recorded plan: re-enqueue
-  ``process_document`` for every planned document without an outcome (tasks
-  are idempotent, a copy the broker also redelivers changes nothing), or
-  ``finish_sync`` when every document has one (the finishing task died);
+  ``process_document`` for every planned document without an outcome that
+  was *lost* (tasks are idempotent, a copy the broker also redelivers
+  changes nothing), or ``finish_sync`` when every document has one (the
+  finishing task died).  A document is lost when a task began on it (its
+  start marker, :meth:`registry.Registry.mark_document_started`) and no
+  outcome followed: its worker died.  One never started is waiting in the
+  queue; while the parse workers are alive (another run's document started,
+  or its continuation sent a batch, within the lease:
+  :meth:`registry.Registry.worked_runs`; the planner's and the reaper's
+  renewals are no such evidence) it is not re-sent and the reap
+  (``waiting``) does not count towards ``max_resumes``.  With no parse
+  worker taking work, every outstanding document is re-sent, as lost.  The
+  start markers of re-sent documents are cleared: their copies are queued;
 * ``running``, dispatched in batches (fair dispatch, ``summary["dispatched"]``
-  short of the plan): re-enqueue the documents sent but without an outcome,
-  and the ``dispatch_documents`` continuation from the cursor (a copy of one
-  still queued sends nothing).  While other runs are being worked on, a run
-  whose only outstanding work is that continuation is waiting in the queue
-  behind them, not dead: such a redispatch does not count towards
-  ``max_resumes``, so a long queue never closes a run;
+  short of the plan): the same for the documents sent so far, and the
+  ``dispatch_documents`` continuation from the cursor is re-enqueued (a copy
+  of one still queued sends nothing).  While the parse workers are alive, a
+  run with nothing lost is waiting in the queue behind other sources, not
+  dead: such a redispatch does not count towards ``max_resumes``, so a long
+  queue never closes a run;
 * ``running`` without a plan, in embedded mode (nobody to hand documents
   to), or resumed ``max_resumes`` times already: close it as failed
   ("worker lost"), its unprocessed documents recorded as ``worker_lost`` so
@@ -77,7 +87,7 @@ class Reaped:
     run_id: int
     source_id: str
     kb: str
-    action: str  # resumed | finished | closed | rebuilt | build_failed
+    action: str  # resumed | redispatched | waiting | finished | closed | rebuilt | build_failed
     documents: int = 0
     detail: str = ""
 
@@ -118,11 +128,12 @@ def reap(registry: ReaperRegistry, actions: ReapActions, *, lease_s: float, metr
 def _resumes_without_progress(run: SyncRunInfo, missing: int) -> int:
     """Resumes in a row after which the run's missing documents did not shrink.
 
-    A redispatch while other runs were being worked on (``queued``: the
-    continuation waits behind them) neither counts nor breaks the row."""
+    A reap while other runs were being worked on and nothing was lost
+    (``queued``: the run's documents or continuation wait behind them)
+    neither counts nor breaks the row."""
     n = 0
     for r in reversed(run.summary.get("reaps", [])):
-        if r.get("action") not in ("resumed", "finished", "redispatched") or r.get("missing") != missing:
+        if r.get("action") not in ("resumed", "finished", "redispatched", "waiting") or r.get("missing") != missing:
             break
         if not r.get("queued"):
             n += 1
@@ -143,34 +154,45 @@ def _reap_running(registry: ReaperRegistry, actions: ReapActions, run: SyncRunIn
     missing = registry.unprocessed_documents(run.id)
     lost = f"worker lost: no heartbeat from {run.worker or 'its worker'} for {lease_s:.0f}s"
     cursor = _dispatch_cursor(run)
-    if cursor is not None and missing and actions.redispatch is not None and actions.resume_document is not None:
-        # Fair dispatch: documents up to the cursor were enqueued; the rest wait for
-        # a continuation, which may only be waiting in the queue behind other sources.
-        sent = {k for k, _e, _z in run.summary["planned_keys"][:cursor]}
-        lost_docs = [m for m in missing if m[0] in sent]
-        queued = not lost_docs and any(r != run.id for r in registry.worked_runs(lease_s))
+    # Fair dispatch: documents up to the cursor were enqueued; the rest wait for
+    # a continuation, which may only be waiting in the queue behind other sources.
+    batched = cursor is not None and bool(missing) and actions.redispatch is not None
+    if missing is not None and actions.resume_document is not None and (batched or actions.finish is not None):
+        sent = {k for k, _e, _z in run.summary["planned_keys"][:cursor]} if batched else None
+        outstanding = [m for m in missing if sent is None or m[0] in sent]
+        # Sent, no outcome: lost only if a task began on it (its worker died);
+        # never started, it is still in the queue, behind other sources' work.
+        started = registry.started_documents(run.id) if outstanding else {}
+        lost_docs = [m for m in outstanding if m[0] in started]
+        alive = any(r != run.id for r in registry.worked_runs(lease_s))
+        # Without parse workers taking work, a document never started may as well be lost: re-send it.
+        resend = lost_docs if alive else outstanding
+        queued = alive and not lost_docs and (batched or bool(outstanding))
         stuck = _resumes_without_progress(run, len(missing))
         if queued or stuck < max_resumes:
-            for key, etag, size in lost_docs:
+            # Enqueue first, record after: a resume the broker refused (it is
+            # down) is not counted against the run; the next check tries again.
+            if not missing and actions.finish is not None:
+                actions.finish(run.id)
+            for key, etag, size in resend:
                 actions.resume_document(run, key, etag, size)
-            actions.redispatch(run, cursor)  # a copy of a queued continuation sends nothing
-            action = "resumed" if lost_docs else "redispatched"
-            registry.record_reap(run.id, action, missing=len(missing), dispatched=cursor, queued=queued)
-            detail = (f"continuation from document {cursor} re-enqueued" if queued
-                      else f"{lost}; continuation from document {cursor} re-enqueued")
-            return Reaped(run.id, run.source_id, run.kb, action, documents=len(lost_docs), detail=detail)
+            if batched and actions.redispatch is not None and cursor is not None:
+                actions.redispatch(run, cursor)  # a copy of a queued continuation sends nothing
+            again = [m[0] for m in resend if m[0] in started]
+            if again:  # their copies are queued, not started, until a worker takes them
+                registry.clear_started(run.id, again, up_to=max(started[k] for k in again))
+            action = ("resumed" if resend else "redispatched" if batched else "finished" if not missing
+                      else "waiting")
+            extra: dict[str, Any] = {"dispatched": cursor} if batched else {}
+            registry.record_reap(run.id, action, missing=len(missing), queued=queued,
+                                 waiting=len(outstanding) - len(lost_docs), **extra)
+            if queued:
+                detail = (f"continuation from document {cursor} re-enqueued" if batched
+                          else f"{len(outstanding)} documents waiting in the queue")
+            else:
+                detail = lost + (f"; continuation from document {cursor} re-enqueued" if batched else "")
+            return Reaped(run.id, run.source_id, run.kb, action, documents=len(resend), detail=detail)
     stuck = _resumes_without_progress(run, len(missing)) if missing is not None else 0
-    if actions.resume_document is not None and actions.finish is not None and missing is not None \
-            and stuck < max_resumes:
-        # Enqueue first, record after: a resume the broker refused (it is
-        # down) is not counted against the run; the next check tries again.
-        if not missing:
-            actions.finish(run.id)
-        for key, etag, size in missing:
-            actions.resume_document(run, key, etag, size)
-        action = "resumed" if missing else "finished"
-        registry.record_reap(run.id, action, missing=len(missing))
-        return Reaped(run.id, run.source_id, run.kb, action, documents=len(missing), detail=lost)
     if missing is None:
         detail = f"{lost} (no plan recorded)"
     elif stuck >= max_resumes:

@@ -148,16 +148,18 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
         services().metrics.tasks.labels(task, outcome).inc()
 
     def dispatch(run_id: int, changeset_id: int, source_id: str, documents: list[tuple[str, str | None, int]],
-                 start: int) -> int:
+                 start: int, worked: bool = True) -> int:
         """Enqueue ``documents[start:]`` up to one batch, and the continuation behind it if more remain;
-        returns how many document tasks were sent."""
+        returns how many document tasks were sent.  ``worked``: sent by a parse-queue worker (a
+        continuation), evidence for the reaper that the parse workers are alive; the planner's is not."""
         size = broker.dispatch_batch or len(documents)
         batch = documents[start:start + size]
         # Batched: advance the run's dispatch cursor first (it renews the lease, so the
         # continuation has a full lease to reach the head of the queue, and of two
         # copies of one continuation only the first sends); the reaper resumes from it.
         if (start > 0 or start + size < len(documents)) and \
-                not services().registry.advance_dispatch(run_id, start, min(start + size, len(documents))):
+                not services().registry.advance_dispatch(run_id, start, min(start + size, len(documents)),
+                                                         worked=worked):
             return 0
         for key, etag, doc_size in batch:
             process_document.delay(run_id, changeset_id, source_id, key, etag, doc_size)
@@ -194,7 +196,8 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
             return result(plan.run_id, True)
         if not plan.documents:
             finish_sync.delay(plan.run_id)
-        dispatch(plan.run_id, plan.changeset_id, source_id, [(d.key, d.etag, d.size) for d in plan.documents], 0)
+        dispatch(plan.run_id, plan.changeset_id, source_id, [(d.key, d.etag, d.size) for d in plan.documents], 0,
+                 worked=False)
         count("sync_source", "ok")
         return result(plan.run_id, False)
 
@@ -215,6 +218,9 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
             return "failed"
 
         try:
+            # The start marker: from here on the document is being worked on, not
+            # waiting in the queue; without an outcome after the lease, its worker died.
+            svc.registry.mark_document_started(run_id, key)
             outcome = pipeline.process_document(svc.pipeline, run_id, changeset_id, source_id, key, etag, size)
             result = outcome.outcome
         except RetryableError as exc:

@@ -114,7 +114,7 @@ def test_a_run_waiting_on_its_continuation_is_redispatched_not_failed(harness) -
     run_id = _waiting_run(svc, app, client, parse)
     other, _ = svc.registry.start_sync_run("other", "test")
     for round_ in range(5):  # more than max_resumes rounds of waiting
-        svc.registry.heartbeat_run(other, "worker-2")
+        svc.registry.mark_document_started(other, "elsewhere.md", "worker-2")  # a parse worker takes its work
         _lease_runs_out(svc, run_id)
         # When the reaper finds it stalled
         report = reap(svc.registry, enqueue_actions(app), lease_s=LEASE, max_resumes=3)
