@@ -194,23 +194,39 @@ class FreshnessStore(_Base):
     # -- freshness -------------------------------------------------------------------------
 
     def _verified(self, s: Session, source_ids: Iterable[str] | None = None) -> dict[str, tuple[Any, Any, Any]]:
-        """source -> (last verified, last successful sync, latest run's error if it failed)."""
-        verified = select(SyncRun.source_id, func.max(SyncRun.finished_at)).where(
-            SyncRun.status.in_(VERIFIED_RUNS)).group_by(SyncRun.source_id)
-        succeeded = select(SyncRun.source_id, func.max(SyncRun.finished_at)).where(
-            SyncRun.status.in_((RunStatus.SUCCEEDED, RunStatus.PARTIAL))).group_by(SyncRun.source_id)
-        latest = select(SyncRun.source_id, func.max(SyncRun.id)).where(
-            SyncRun.status != RunStatus.RUNNING).group_by(SyncRun.source_id)
-        v = dict(s.execute(verified).all())
-        ok = dict(s.execute(succeeded).all())
-        last_ids = dict(s.execute(latest).all())
+        """source -> (last verified, last successful sync, latest run's error if it failed).
+
+        One row per source, each figure a correlated subquery over that
+        source's runs alone (``ix_sync_runs_source_status_finished`` and
+        ``ix_sync_runs_source_id_id``, migration 0011): the cost follows the
+        number of sources asked for, not the run history (which was four
+        aggregates over every run of every source).
+        """
+        def last_finished(statuses: Iterable[str]) -> Any:
+            return (select(func.max(SyncRun.finished_at))
+                    .where(SyncRun.source_id == Source.id, SyncRun.status.in_(list(statuses)))
+                    .correlate(Source).scalar_subquery())
+
+        latest = (select(SyncRun.id).where(SyncRun.source_id == Source.id, SyncRun.status != RunStatus.RUNNING)
+                  .order_by(SyncRun.id.desc()).limit(1).correlate(Source).scalar_subquery())
+        q = select(Source.id, last_finished(VERIFIED_RUNS),
+                   last_finished((RunStatus.SUCCEEDED, RunStatus.PARTIAL)), latest)
+        if source_ids is not None:
+            ids = sorted(set(source_ids))
+            if not ids:
+                return {}
+            q = q.where(Source.id.in_(ids))
+        rows = s.execute(q).all()
+        last_ids = {sid: last for sid, _v, _ok, last in rows if last is not None}
         errors: dict[str, str | None] = {}
         if last_ids:
             for sid, status, error in s.execute(select(SyncRun.source_id, SyncRun.status, SyncRun.error)
                                                 .where(SyncRun.id.in_(list(last_ids.values())))):
                 errors[sid] = (error or "failed") if status == RunStatus.FAILED else None
-        ids = set(source_ids) if source_ids is not None else set(v) | set(ok) | set(errors)
-        return {sid: (_aware(v.get(sid)), _aware(ok.get(sid)), errors.get(sid)) for sid in ids}
+        out = {sid: (_aware(v), _aware(ok), errors.get(sid)) for sid, v, ok, _last in rows}
+        for sid in source_ids or ():  # a source id not (or no longer) in the registry: never verified
+            out.setdefault(sid, (None, None, None))
+        return out
 
     def source_freshness(self, kb: str | None = None, *, source_id: str | None = None,
                          now: dt.datetime | None = None) -> list[SourceFreshness]:

@@ -171,6 +171,11 @@ class Embedding(Base):
 
 class SyncRun(Base):
     __tablename__ = "sync_runs"
+    __table_args__ = (
+        # A source's last verified / succeeded / finished run (registry/freshness.py, migration 0011).
+        Index("ix_sync_runs_source_status_finished", "source_id", "status", "finished_at"),
+        Index("ix_sync_runs_source_id_id", "source_id", "id"),  # a source's latest run, newest first
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     source_id: Mapped[str] = mapped_column(ForeignKey("sources.id", ondelete="CASCADE"), index=True)
