@@ -93,6 +93,7 @@ class Services:
             vs.kind, path=self.settings.vector_path, url=vs.url,
             api_key=vs.api_key.get_secret_value() if vs.api_key else None, open_timeout=vs.open_timeout,
             layout=vs.cluster.resolved() if vs.kind == "server" else None,
+            renames=vs.server_renames and vs.kind in ("server", "local"), prefix=vs.collection_prefix,
         )
 
     @functools.cached_property

@@ -178,6 +178,11 @@ class VectorStoreSettings(BaseModel):
     collection_prefix: str = Field(default="fi_", description="prefix of collection and alias names")
     open_timeout: float = Field(default=30.0, description="seconds to wait for an embedded shard held by another process")
     cluster: QdrantClusterSettings = QdrantClusterSettings()
+    server_renames: bool = Field(
+        default=False,
+        description="kind=server/local: each version name is an alias over a neutral physical collection, so "
+                    "blue/green builds rename the standby (one alias update) instead of copying the active version",
+    )
 
 
 class EmbeddingSettings(BaseModel):

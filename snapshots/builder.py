@@ -78,7 +78,8 @@ it); older ones are restored from their archive (:meth:`SnapshotOps.restore`,
 a full import), since the ring has reused their collection.  Disk: one full
 copy per retained version either way; blue/green stops paying a full copy
 per *build*.  A store without ``rename_collection`` (the Qdrant server path
-today) builds ``incremental`` under either setting.
+unless ``vector_store.server_renames`` makes version names aliases) builds
+``incremental`` under either setting.
 """
 
 from __future__ import annotations

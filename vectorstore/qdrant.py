@@ -12,19 +12,39 @@ previous target on a mismatch.  Payload indexes on the filter fields
 matter on a server and are a no-op in local mode.  Hybrid search needs a
 server with ``RrfQuery`` (Qdrant 1.16 or later); the lexical vector is
 computed here (:mod:`vectorstore.lexical`), the server applies the IDF.
+
+Renames (``renames=True``, ``vector_store.server_renames``): Qdrant cannot
+rename a collection, so every version name (``fi_kb-v5``) is an alias over a
+physical collection with a neutral name (``fi_kb--p<12 hex>``), and
+:meth:`rename_collection` is one ``update_collection_aliases`` call (delete
+the old version alias, create the new one on the same physical collection):
+the blue/green builder recycles the standby without copying it.  Qdrant
+refuses an alias of an alias, so the knowledge base's alias points at the
+physical collection directly; :meth:`get_alias` and :meth:`swap_alias` speak
+version names and translate.  Version aliases are told from knowledge-base
+aliases by :class:`core.naming.Naming` (``<prefix><kb>-v<digits>``).  Point
+operations go to the version name (the server resolves aliases);
+collection-level ones (describe, optimise, snapshot, drop) resolve it here.
+A collection created before the setting was turned on keeps its own name
+until it is first renamed (then only its version alias names it).  Known
+limit: a knowledge base whose own name ends in ``-v<digits>`` reads as a
+version name.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator, Sequence
+import re
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 from freshindex.core.errors import NotFoundError, StoreError
+from freshindex.core.naming import Naming
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import (
     DENSE,
@@ -43,6 +63,8 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 _BATCH = 256
+#: The tail of a physical collection's neutral name when versions are aliases (``renames``).
+_PHYSICAL_TAIL = re.compile(r"--p[0-9a-f]{12}$")
 
 
 def _index_schema(kind: str) -> Any:
@@ -105,14 +127,113 @@ def search_params(layout: CollectionLayout, *, exact: bool) -> qm.SearchParams |
 class QdrantStore:
     """A :class:`vectorstore.base.VectorStore` on ``qdrant-client``."""
 
-    def __init__(self, client: QdrantClient, *, local: bool = False, layout: CollectionLayout | None = None) -> None:
+    #: Set (to :meth:`_rename`) only with ``renames``: the builder recycles a side only when it is callable.
+    rename_collection: Callable[[str, str], None] | None = None
+
+    def __init__(self, client: QdrantClient, *, local: bool = False, layout: CollectionLayout | None = None,
+                 renames: bool = False, naming: Naming | None = None) -> None:
         """``local`` marks the client's local mode, which ignores payload
         indexes and search parameters (it always searches exactly) and the
-        cluster ``layout`` (shards, replicas, quantization)."""
+        cluster ``layout`` (shards, replicas, quantization).  ``renames``
+        makes every version name an alias over a neutral physical collection
+        (see the module docstring); ``naming`` tells version names apart."""
         self.client = client
         self.local = local
         self.layout = layout or CollectionLayout()
+        self.renames = renames
+        self.naming = naming or Naming()
         self._has_lexical: dict[str, bool] = {}
+        if renames:
+            self.rename_collection = self._rename
+
+    # -- version names over physical collections (renames) ---------------------
+
+    def _is_version(self, name: str) -> bool:
+        return self.naming.kb_of_collection(name) is not None and name.rsplit("-v", 1)[1].isdigit()
+
+    def _aliases(self) -> dict[str, str]:
+        return {a.alias_name: a.collection_name for a in self._call("list aliases", self.client.get_aliases).aliases}
+
+    def _physicals(self) -> set[str]:
+        return {c.name for c in self._call("list collections", self.client.get_collections).collections}
+
+    def _versions_of(self, physical: str, aliases: dict[str, str]) -> list[str]:
+        """The version names over ``physical``, oldest first (normally one)."""
+        names = [a for a, t in aliases.items() if t == physical and self._is_version(a)]
+        return sorted(names, key=lambda a: int(a.rsplit("-v", 1)[1]))
+
+    def _resolve(self, name: str, aliases: dict[str, str] | None = None,
+                 physicals: set[str] | None = None) -> str | None:
+        """The physical collection behind ``name``, or None when no collection goes by that name.
+
+        A physical collection that version aliases point at goes only by them
+        (a collection created before ``renames`` and renamed since)."""
+        aliases = self._aliases() if aliases is None else aliases
+        physicals = self._physicals() if physicals is None else physicals
+        if name in aliases:
+            return aliases[name] if aliases[name] in physicals else None
+        if name in physicals and not self._versions_of(name, aliases):
+            return name
+        return None
+
+    def _physical(self, name: str) -> str:
+        """The name to give collection-level calls: the physical collection (renames) or ``name``."""
+        if not self.renames:
+            return name
+        physical = self._resolve(name)
+        if physical is None:
+            raise NotFoundError(f"collection {name!r} does not exist")
+        return physical
+
+    def _new_physical(self, name: str, aliases: dict[str, str], physicals: set[str]) -> str:
+        """A fresh neutral name for the physical collection of ``name``; first drops the
+        physical collections of the same knowledge base that no alias names (left by a
+        process that died between creating one and naming it: callers hold the build lock)."""
+        kb = self.naming.kb_of_collection(name) if self._is_version(name) else None
+        stem = self.naming.alias(kb) if kb is not None else name
+        named = set(aliases.values())
+        for p in sorted(physicals):
+            if p.startswith(f"{stem}--p") and _PHYSICAL_TAIL.search(p) and p not in named:
+                self._call(f"delete orphan collection {p}", self.client.delete_collection, p)
+        return f"{stem}--p{uuid.uuid4().hex[:12]}"
+
+    def _name(self, alias: str, physical: str) -> None:
+        op = qm.CreateAliasOperation(create_alias=qm.CreateAlias(collection_name=physical, alias_name=alias))
+        self._call(f"name {physical} {alias}", self.client.update_collection_aliases, change_aliases_operations=[op])
+
+    def _taken(self, name: str, aliases: dict[str, str], physicals: set[str]) -> bool:
+        return name in physicals or (name in aliases and aliases[name] in physicals)
+
+    def _rename(self, name: str, new_name: str) -> None:
+        """Give the version ``name`` the name ``new_name``: one alias update, nothing copied.
+
+        Readers that resolved the knowledge base's alias to ``name`` before
+        get NotFoundError and resolve it again.  The update is read back; a
+        half-applied one is undone (the old name restored) and raises
+        StoreError, so the builder finds its side untouched."""
+        aliases, physicals = self._aliases(), self._physicals()
+        if self._taken(new_name, aliases, physicals):
+            raise StoreError(f"collection {new_name!r} already exists")
+        physical = self._resolve(name, aliases, physicals)
+        if physical is None:
+            raise NotFoundError(f"collection {name!r} does not exist")
+        ops: list[Any] = []
+        if name in aliases:
+            ops.append(qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=name)))
+        ops.append(qm.CreateAliasOperation(create_alias=qm.CreateAlias(collection_name=physical, alias_name=new_name)))
+        self._call(f"rename {name} to {new_name}", self.client.update_collection_aliases,
+                   change_aliases_operations=ops)
+        self._has_lexical.pop(name, None)
+        self._has_lexical.pop(new_name, None)
+        after = self._aliases()
+        if after.get(new_name) != physical or (name in aliases and name in after):
+            if name in aliases and name not in after:
+                self._name(name, physical)
+            if after.get(new_name) == physical and name in after:
+                self._call(f"undo rename to {new_name}", self.client.update_collection_aliases,
+                           change_aliases_operations=[qm.DeleteAliasOperation(
+                               delete_alias=qm.DeleteAlias(alias_name=new_name))])
+            raise StoreError(f"renaming {name!r} to {new_name!r} did not take; {name!r} kept")
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -129,6 +250,11 @@ class QdrantStore:
     # -- collections --------------------------------------------------------
 
     def create_collection(self, name: str, dim: int, *, clone_from: str | None = None) -> None:
+        if self.renames and self._is_version(name):
+            self._create_named(name, dim, clone_from)
+            return
+        if self.renames and clone_from is not None:
+            clone_from = self._physical(clone_from)
         if self.client.collection_exists(name):
             raise StoreError(f"collection {name!r} already exists")
         params = collection_params(self.layout, dim)
@@ -146,22 +272,61 @@ class QdrantStore:
             if not self.local:
                 self._clone_on_server(name, clone_from)
                 return
-            offset: Any = None
-            while True:
-                records, offset = self._call(
-                    f"scroll {clone_from}", self.client.scroll, clone_from, limit=_BATCH, offset=offset,
-                    with_payload=True, with_vectors=True,
+            self._copy_points(name, clone_from)
+
+    def _copy_points(self, name: str, source: str) -> None:
+        """Client-side copy (local mode): every point of ``source`` into ``name``."""
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                f"scroll {source}", self.client.scroll, source, limit=_BATCH, offset=offset,
+                with_payload=True, with_vectors=True,
+            )
+            if records:
+                self._call(
+                    f"upsert {name}",
+                    self.client.upsert,
+                    name,
+                    points=[qm.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records],
+                    wait=True,
                 )
-                if records:
-                    self._call(
-                        f"upsert {name}",
-                        self.client.upsert,
-                        name,
-                        points=[qm.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records],
-                        wait=True,
-                    )
-                if offset is None:
-                    break
+            if offset is None:
+                break
+
+    def _create_named(self, name: str, dim: int, clone_from: str | None) -> None:
+        """``create_collection`` with renames: a neutral physical collection, then the version alias.
+
+        The alias is created right after the physical collection (before its
+        indexes and points), so a process that dies later leaves a version
+        the builder's reconcile drops; one that dies in between leaves an
+        unnamed physical collection, dropped by the next creation for the same
+        knowledge base.  A server clone recovers the source's snapshot into the
+        new physical collection before naming it (a recovery replaces a
+        collection, aliases included)."""
+        aliases, physicals = self._aliases(), self._physicals()
+        if self._taken(name, aliases, physicals):
+            raise StoreError(f"collection {name!r} already exists")
+        source = None
+        if clone_from is not None:
+            source = self._resolve(clone_from, aliases, physicals)
+            if source is None:
+                raise NotFoundError(f"collection {clone_from!r} does not exist")
+        physical = self._new_physical(name, aliases, physicals)
+        self._has_lexical.pop(name, None)
+        if source is not None and not self.local:
+            self._recover_copy(physical, source)
+            self._name(name, physical)
+            return
+        params = collection_params(self.layout, dim)
+        if self.local:
+            params = {k: params[k] for k in ("vectors_config", "sparse_vectors_config")}
+        self._call(f"create collection {physical}", self.client.create_collection, collection_name=physical, **params)
+        self._name(name, physical)
+        if not self.local:
+            for field, kind in INDEXED_FIELDS.items():
+                self._call(f"index {field}", self.client.create_payload_index, physical, field, _index_schema(kind))
+        if source is not None:
+            self._copy_points(name, source)
 
     def _clone_on_server(self, name: str, source: str) -> None:
         """Server-side copy: snapshot ``source`` and recover it under ``name``
@@ -171,6 +336,10 @@ class QdrantStore:
         Qdrant server runs on this machine.)"""
         self.drop_collection(name)
         self._has_lexical.pop(name, None)
+        self._recover_copy(name, source)
+
+    def _recover_copy(self, name: str, source: str) -> None:
+        """Snapshot the physical collection ``source`` and recover it as ``name`` on the server."""
         desc = self._call(f"snapshot {source}", self.client.create_snapshot, source, wait=True)
         try:
             self._call(f"recover {name}", self.client.recover_snapshot, name,
@@ -180,11 +349,35 @@ class QdrantStore:
             self._call(f"delete snapshot of {source}", self.client.delete_snapshot, source, desc.name)
 
     def drop_collection(self, name: str) -> None:
-        if self.client.collection_exists(name):
-            self._call(f"delete collection {name}", self.client.delete_collection, name)
+        """With renames: drop the version alias ``name``, and its physical collection with its last
+        version alias (the collection first: a process dying in between leaves a dangling alias,
+        which no listing shows, not an unnamed collection)."""
+        if not self.renames:
+            if self.client.collection_exists(name):
+                self._call(f"delete collection {name}", self.client.delete_collection, name)
+            return
+        aliases, physicals = self._aliases(), self._physicals()
+        physical = self._resolve(name, aliases, physicals)
+        self._has_lexical.pop(name, None)
+        if name not in aliases:
+            if physical is not None:  # a collection that was never renamed goes by its own name
+                self._call(f"delete collection {name}", self.client.delete_collection, name)
+            return
+        if physical is not None and self._versions_of(physical, aliases) == [name]:
+            self._call(f"delete collection {physical}", self.client.delete_collection, physical)
+        if name in self._aliases():
+            self._call(f"delete alias {name}", self.client.update_collection_aliases, change_aliases_operations=[
+                qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=name))])
 
     def list_collections(self) -> list[str]:
-        return sorted(c.name for c in self._call("list collections", self.client.get_collections).collections)
+        """Collection (version) names; with renames the version aliases, never the physical
+        collections behind them nor the knowledge bases' aliases."""
+        if not self.renames:
+            return sorted(self._physicals())
+        aliases, physicals = self._aliases(), self._physicals()
+        names = {a for a, t in aliases.items() if t in physicals and self._is_version(a)}
+        names |= {p for p in physicals if not self._versions_of(p, aliases) and not _PHYSICAL_TAIL.search(p)}
+        return sorted(names)
 
     # -- points -------------------------------------------------------------
 
@@ -258,7 +451,7 @@ class QdrantStore:
     def _lexical_configured(self, name: str) -> bool:
         known = self._has_lexical.get(name)
         if known is None:
-            info = self._call(f"describe {name}", self.client.get_collection, name)
+            info = self._call(f"describe {name}", self.client.get_collection, self._physical(name))
             known = LEXICAL in (info.config.params.sparse_vectors or {})
             self._has_lexical[name] = known
         return known
@@ -315,6 +508,7 @@ class QdrantStore:
         """
         import time
 
+        name = self._physical(name)
         if self.local:
             self._call(f"get collection {name}", self.client.get_collection, name)  # NotFoundError if missing
             return False
@@ -345,7 +539,8 @@ class QdrantStore:
 
     def export_collection(self, name: str, dest: Path) -> None:
         """Server: Qdrant's native snapshot, downloaded.  Local mode (no
-        snapshots): every point as JSON lines, gzip-compressed."""
+        snapshots): every point as JSON lines, gzip-compressed.  With renames, of the physical collection."""
+        name = self._physical(name)
         if not self.local:
             desc = self._call(f"snapshot {name}", self.client.create_snapshot, name, wait=True)
             try:
@@ -379,22 +574,39 @@ class QdrantStore:
 
     def import_collection(self, name: str, source: Path | str) -> None:
         """Server: recover from a URL the server can fetch (a presigned S3 URL)
-        with ``priority=snapshot``, or upload a local snapshot file."""
-        if self.client.collection_exists(name):
+        with ``priority=snapshot``, or upload a local snapshot file.  With renames, into a new
+        physical collection, then named ``name``."""
+        version = name
+        if self.renames and self._is_version(name):
+            aliases, physicals = self._aliases(), self._physicals()
+            if self._taken(name, aliases, physicals):
+                raise StoreError(f"collection {name!r} already exists")
+            if not self.local:
+                name = self._new_physical(version, aliases, physicals)
+        elif self.client.collection_exists(name):
             raise StoreError(f"collection {name!r} already exists")
         if not self.local:
-            if isinstance(source, str) and source.startswith(("http://", "https://", "file://")):
-                self._call(f"recover {name}", self.client.recover_snapshot, name, location=source,
-                           priority=qm.SnapshotPriority.SNAPSHOT, wait=True)
-                return
-            url = f"{self._url()}/collections/{name}/snapshots/upload?priority=snapshot&wait=true"
-            try:
-                with open(source, "rb") as fh:
-                    r = httpx.post(url, files={"snapshot": fh}, headers=self._headers(), timeout=3600)
-                r.raise_for_status()
-            except httpx.HTTPError as exc:
-                raise StoreError(f"cannot upload the snapshot for {name}: {exc}") from exc
+            self._import_snapshot(name, source)
+            if name != version:
+                self._name(version, name)
             return
+        self._import_lines(name, source)
+
+    def _import_snapshot(self, name: str, source: Path | str) -> None:
+        """Recover ``name`` from a URL the server fetches, or upload a local snapshot file."""
+        if isinstance(source, str) and source.startswith(("http://", "https://", "file://")):
+            self._call(f"recover {name}", self.client.recover_snapshot, name, location=source,
+                       priority=qm.SnapshotPriority.SNAPSHOT, wait=True)
+            return
+        url = f"{self._url()}/collections/{name}/snapshots/upload?priority=snapshot&wait=true"
+        try:
+            with open(source, "rb") as fh:
+                r = httpx.post(url, files={"snapshot": fh}, headers=self._headers(), timeout=3600)
+            r.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise StoreError(f"cannot upload the snapshot for {name}: {exc}") from exc
+
+    def _import_lines(self, name: str, source: Path | str) -> None:
         with gzip.open(Path(source), "rt", encoding="utf-8") as fh:
             head = json.loads(fh.readline())
             self.create_collection(name, int(head["dim"]))
@@ -424,19 +636,33 @@ class QdrantStore:
     # -- aliases ------------------------------------------------------------
 
     def get_alias(self, alias: str) -> str | None:
-        for a in self._call("list aliases", self.client.get_aliases).aliases:
-            if a.alias_name == alias:
-                return a.collection_name
-        return None
+        """The collection ``alias`` names; with renames the version name of its physical collection."""
+        aliases = self._aliases()
+        target = aliases.get(alias)
+        if target is None or not self.renames:
+            return target
+        versions = self._versions_of(target, aliases)
+        return versions[-1] if versions else target
 
     def swap_alias(self, alias: str, collection: str) -> str | None:
-        if not self.client.collection_exists(collection):
-            raise NotFoundError(f"collection {collection!r} does not exist")
-        previous = self.get_alias(alias)
-        self._set_alias(alias, collection, previous)
-        if self.get_alias(alias) != collection:
-            if previous is not None:
-                self._set_alias(alias, previous, self.get_alias(alias))
+        """Point ``alias`` at ``collection`` (with renames: at its physical collection, as Qdrant
+        refuses an alias of an alias); returns the previous target by its collection name."""
+        if self.renames:
+            target = self._resolve(collection)
+            if target is None:
+                raise NotFoundError(f"collection {collection!r} does not exist")
+            previous_raw = self._aliases().get(alias)
+            previous = self.get_alias(alias)
+        else:
+            if not self.client.collection_exists(collection):
+                raise NotFoundError(f"collection {collection!r} does not exist")
+            target = collection
+            previous_raw = previous = self.get_alias(alias)
+        self._set_alias(alias, target, previous_raw)
+        now = self._aliases().get(alias)
+        if now != target:
+            if previous_raw is not None:
+                self._set_alias(alias, previous_raw, now)
             raise StoreError(f"alias {alias!r} did not take the new target {collection!r}; restored {previous!r}")
         return previous
 
