@@ -111,6 +111,12 @@ class SyncSettings(BaseModel):
     fetch_retries: int = Field(default=3, ge=0, description="retries of a transient fetch error, per document")
     fetch_backoff_s: float = Field(default=0.5, ge=0, description="first fetch retry delay (doubles, with jitter)")
     fetch_backoff_max_s: float = Field(default=10.0, ge=0, description="cap on one fetch retry delay")
+    parse_ahead: bool = Field(
+        default=False, description="in-process syncs fetch, parse and chunk the next document in a thread while "
+        "this one embeds (onnxruntime releases the GIL); off: one document after another. On 2 cores it gained "
+        "about 3 % (the parser takes CPU from the model's threads), so it is off by default; for more cores than "
+        "embedding.threads",
+    )
 
 
 #: Qdrant cluster layout per deployment size (chunks across all knowledge bases), the documented defaults of

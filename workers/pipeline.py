@@ -18,6 +18,7 @@ it directly.  Each is idempotent under redelivery:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeK
 from freshindex.core.enums import DocumentState as DocState
 from freshindex.core.errors import ConfigError, DocumentError, LockHeldError, RetryableError, StaleTaskError
 from freshindex.core.ids import content_hash, document_id
-from freshindex.core.types import Embedder, ObjectRef
+from freshindex.core.types import ChunkDraft, Embedder, ObjectRef, ParsedDocument
 from freshindex.health.metrics import Metrics
 from freshindex.registry import TRANSIENT_REASONS, DocumentOutcome, DocumentState, Registry, SourceInfo, SyncRunInfo
 from freshindex.registry.protocols import RunLedger
@@ -60,6 +61,9 @@ class PipelineContext:
     sync: SyncSettings = field(default_factory=SyncSettings)
     #: The HTTP permission service, for sources with ``acl_sources`` including ``http``.
     acl_service: PermissionService | None = None
+    #: Set by :func:`workers.runner.sync_inline`: the next document fetched, parsed and chunked in a
+    #: thread while this one embeds (:class:`ParseAhead`); None elsewhere (a Celery task).
+    ahead: ParseAhead | None = None
 
     @property
     def fetch_policy(self) -> RetryPolicy:
@@ -265,6 +269,87 @@ def _resolve_document_acl(ctx: PipelineContext, source: SourceInfo, connector: C
         raise DocumentError(DocumentError.ACL_INVALID, str(exc)) from exc
 
 
+@dataclass
+class _Prepared:
+    data: bytes | None = None
+    digest: str = ""
+    parsed: ParsedDocument | None = None
+    chunks: list[ChunkDraft] | None = None
+    error: BaseException | None = None  # a DocumentError of parsing or chunking, raised where it would have been
+
+
+class ParseAhead:
+    """Fetch, parse and chunk a document in a worker thread, ahead of the loop that processes it.
+
+    onnxruntime releases the GIL while it embeds, and parsing (BeautifulSoup,
+    PyMuPDF) is mostly Python, so parsing document n+1 while document n embeds
+    overlaps the two on a multi-core machine.  The thread touches no registry
+    and no vector cache: it reads the bytes, parses and chunks them (pure
+    functions); :func:`_process_document` takes that work when the bytes it
+    decides on hash the same, and does the work itself otherwise (a fetch the
+    thread could not make, retries, failures recorded as before).  Bytes whose
+    raw hash is the indexed one are not parsed ahead (they cost a touch).  At
+    most :attr:`HELD` documents are held ahead; the oldest is dropped first.
+    """
+
+    HELD = 2
+
+    def __init__(self) -> None:
+        self._pending: dict[str, tuple[threading.Thread, list[_Prepared]]] = {}
+
+    def submit(self, ctx: PipelineContext, source_id: str, key: str) -> None:
+        while len(self._pending) >= self.HELD:
+            thread, _ = self._pending.pop(next(iter(self._pending)))
+            thread.join()
+        try:
+            source = ctx.registry.get_source(source_id)
+            connector = ctx.connector_for(source)
+            doc_id = document_id(source_id, key)
+            known = ctx.registry.get_document(doc_id)
+            parsers = ctx.parsers.for_source(source.options)
+        except Exception:  # best effort: the document is then processed without help
+            return
+        skip = known.content_hash if known is not None and known.parser_version == PIPELINE_VERSION else None
+        box: list[_Prepared] = []
+
+        def work() -> None:
+            out = _Prepared()
+            try:
+                check_key(key)
+                data = connector.fetch(key)
+                if len(data) > ctx.max_file_bytes:
+                    return  # failed as too_large by the main path, nothing held
+                out.data, out.digest = data, content_hash(data)
+                if out.digest == skip:
+                    return
+                out.parsed = parsers.parse(data, key)
+                out.chunks = ctx.chunker.chunk(doc_id, out.parsed)
+            except DocumentError as exc:
+                out.error = exc
+            except Exception:  # a fetch error (retried by the main path) or a bug: nothing prepared
+                out = _Prepared()
+            finally:
+                box.append(out)
+
+        thread = threading.Thread(target=work, name="freshindex-parse-ahead", daemon=True)
+        self._pending[key] = (thread, box)
+        thread.start()
+
+    def take(self, key: str) -> _Prepared | None:
+        """What was prepared for ``key`` (waiting for it), or None."""
+        entry = self._pending.pop(key, None)
+        if entry is None:
+            return None
+        thread, box = entry
+        thread.join()
+        return box[0] if box else None
+
+    def discard(self) -> None:
+        for thread, _ in self._pending.values():
+            thread.join()
+        self._pending.clear()
+
+
 def process_document(
     ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int
 ) -> DocumentOutcome:
@@ -323,11 +408,18 @@ def _process_document(
         # Retried here through a source outage, then recorded as fetch_failed
         # (transient): one retry loop for both runners (connectors/retry.py).
         connector = ctx.connector_for(source)
-        data = fetch_with_retry(
-            connector.fetch, key, ctx.fetch_policy, source_id=source_id,
-            on_retry=lambda _attempt, _exc: ctx.metrics.fetch_retries.labels(source_id).inc(),
-        )
+        ready = ctx.ahead.take(key) if ctx.ahead is not None else None
+        if ready is not None and ready.data is not None:
+            data = ready.data
+        else:
+            ready = None
+            data = fetch_with_retry(
+                connector.fetch, key, ctx.fetch_policy, source_id=source_id,
+                on_retry=lambda _attempt, _exc: ctx.metrics.fetch_retries.labels(source_id).inc(),
+            )
         digest = content_hash(data)
+        if ready is not None and (ready.digest != digest or (ready.parsed is None and ready.error is None)):
+            ready = None
         acl = _resolve_document_acl(ctx, source, connector, key)
         known = ctx.registry.get_document(doc_id)
 
@@ -344,7 +436,9 @@ def _process_document(
 
         if (same := unchanged(digest)) is not None:
             return same
-        parsed = ctx.parsers.for_source(source.options).parse(data, key)  # per-source OCR options
+        if ready is not None and ready.parsed is None and ready.error is not None:
+            raise ready.error  # parsing failed ahead: the same failure, recorded here
+        parsed = ready.parsed if ready is not None else ctx.parsers.for_source(source.options).parse(data, key)
         ctx.metrics.ocr_low_confidence_pages.labels(source_id).inc(len(parsed.meta.get("ocr_low_confidence_pages", ())))
         # A parser that hashes its extracted content (furniture removed) lets a
         # page whose bytes changed only in the navigation skip chunking and
@@ -362,7 +456,9 @@ def _process_document(
                 source_uri=provenance(data, kind=source.kind, location=source.location, key=key)["source_uri"])
             ctx.metrics.documents.labels(source_id, mirrored.outcome).inc()
             return mirrored
-        chunks = ctx.chunker.chunk(doc_id, parsed)
+        if ready is not None and ready.error is not None:
+            raise ready.error  # chunking failed ahead (too_large): the same failure, recorded here
+        chunks = ready.chunks if ready is not None else ctx.chunker.chunk(doc_id, parsed)
         if not chunks:
             raise DocumentError(DocumentError.EMPTY, "no text could be extracted")
     except DocumentError as exc:

@@ -11,6 +11,7 @@ Two dispatchers run the same pipeline functions:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -126,8 +127,13 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
     status, reason = BuildStatus.SKIPPED, None
     with Heartbeat(svc.registry, plan.run_id, svc.settings.sync.heartbeat_interval_s):
         stale = None
+        # The next document is fetched, parsed and chunked in a thread while this one embeds.
+        ahead = pipeline.ParseAhead() if svc.settings.sync.parse_ahead and total > 1 else None
+        ctx = dataclasses.replace(ctx, ahead=ahead) if ahead is not None else ctx
         try:
             for n, doc in enumerate(plan.documents, start=1):
+                if ahead is not None and n < total:
+                    ahead.submit(ctx, source_id, plan.documents[n].key)
                 outcome = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, source_id, doc.key,
                                                     doc.etag, doc.size)
                 if outcome.outcome == DocumentOutcomeKind.STALE:
@@ -138,8 +144,12 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
                 if progress:
                     progress(n, total, doc.key)
         except BaseException as exc:
+            if ahead is not None:
+                ahead.discard()
             _close_aborted(svc, plan.run_id, exc)
             raise
+        if ahead is not None:
+            ahead.discard()
         if stale is None:
             run, _ = pipeline.finish_sync(ctx, plan.run_id)
             if build:

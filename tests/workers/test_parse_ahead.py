@@ -1,0 +1,94 @@
+"""Parsing the next document while this one embeds changes no outcome (workers/pipeline.py ParseAhead).
+
+Given the same folder synced by two in-process runners, one parsing ahead in
+a thread and one document after another, then both record the same chunks,
+the same failures and the same summary; an edit between syncs is picked up
+from the bytes fetched ahead, and the parse-ahead thread never parses a
+document whose bytes are the indexed ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from freshindex.settings import load_settings
+from freshindex.workers import pipeline
+from freshindex.workers.runner import sync_inline
+
+from freshindex.services import Services
+
+
+def _tree(root: Path) -> None:
+    root.mkdir(parents=True)
+    for n in range(6):
+        (root / f"page{n}.md").write_text(
+            f"# Page {n}\n\n## Setup\n\nInstall the agent {n} on every host and restart it.\n\n"
+            f"## Rollback\n\nRun `migrate down {n}` unless the ledger holds the migration.\n")
+    (root / "broken.pdf").write_bytes(b"%PDF-1.4 this is not a pdf at all")
+    (root / "empty.md").write_text("   \n\n")
+
+
+def _sync(tmp_path: Path, name: str, ahead: bool, root: Path) -> tuple[Services, Any]:
+    svc = Services(load_settings(data_dir=tmp_path / name, embedding={"provider": "hashing"},
+                                 sync={"parse_ahead": ahead}))
+    svc.registry.add_source("docs", kind="folder", location=str(root), owner="t", kb="kb")
+    return svc, sync_inline(svc, "docs")
+
+
+def _state(svc: Services, report: Any) -> dict[str, Any]:
+    s = report.run.summary
+    return {
+        "summary": {k: s.get(k) for k in ("documents", "chunks_embedded", "chunks_reused", "chunks_kept")},
+        "errors": sorted((e.key, e.reason) for e in report.errors),
+        "points": report.snapshot.point_count if report.snapshot else None,
+    }
+
+
+def test_parse_ahead_gives_the_same_outcome_as_one_after_another(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    _tree(root)
+    fast, first = _sync(tmp_path, "a", True, root)
+    slow, second = _sync(tmp_path, "b", False, root)
+    try:
+        assert _state(fast, first) == _state(slow, second)
+        assert {k for k, _ in _state(fast, first)["errors"]} == {"broken.pdf", "empty.md"}
+        assert first.run.summary["chunks_embedded"] > 0
+        # An edit: the next sync embeds the changed chunk, from the bytes the thread fetched.
+        (root / "page3.md").write_text("# Page 3\n\n## Setup\n\nInstall the agent on two hosts only.\n")
+        assert _state(fast, sync_inline(fast, "docs")) == _state(slow, sync_inline(slow, "docs"))
+    finally:
+        fast.close()
+        slow.close()
+
+
+def test_bytes_already_indexed_are_not_parsed_ahead(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    _tree(root)
+    svc, _ = _sync(tmp_path, "a", True, root)
+    try:
+        parsed: list[str] = []
+        real = svc.pipeline.parsers
+
+        class Counting:
+            def for_source(self, options: Any) -> Any:
+                return self
+
+            def parse(self, data: bytes, key: str) -> Any:
+                parsed.append(key)
+                return real.parse(data, key)
+
+        ctx = dataclasses.replace(svc.pipeline, parsers=Counting())
+        ahead = pipeline.ParseAhead()
+        ahead.submit(ctx, "docs", "page1.md")
+        ready = ahead.take("page1.md")
+        assert ready is not None and ready.data == (root / "page1.md").read_bytes()
+        assert ready.parsed is None and parsed == []  # same bytes as indexed: a touch, no parse
+        (root / "page1.md").write_text("# Page 1\n\nNew text.\n")
+        ahead.submit(ctx, "docs", "page1.md")
+        ready = ahead.take("page1.md")
+        assert ready is not None and ready.parsed is not None and ready.chunks and parsed == ["page1.md"]
+        assert ahead.take("page1.md") is None  # taken once
+    finally:
+        svc.close()
