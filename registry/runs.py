@@ -214,8 +214,9 @@ class RunsStore(_Base):
 
         The summary holds the dispatch cursor, the reaper's resumes and the
         deletion guard's hold, written by different processes: without the
-        lock (BEGIN IMMEDIATE on SQLite, FOR NO KEY UPDATE on PostgreSQL, as
-        in ``advance_dispatch``) one writer's update overwrites another's.
+        lock (BEGIN IMMEDIATE on SQLite, FOR NO KEY UPDATE on PostgreSQL,
+        which lets the FOR KEY SHARE fences of its staging documents through)
+        one writer's update overwrites another's.
         """
         self._write_lock(s)
         q = select(SyncRun).where(SyncRun.id == run_id)
@@ -241,14 +242,7 @@ class RunsStore(_Base):
         planner sending the first batch passes False.
         """
         with self.session() as s:
-            self._write_lock(s)
-            q = select(SyncRun).where(SyncRun.id == run_id)
-            if self._dialect == "postgresql":
-                # FOR NO KEY UPDATE: lets the FOR KEY SHARE fences of its staging documents through.
-                q = q.with_for_update(key_share=True)
-            run = s.scalars(q).first()
-            if run is None:
-                raise NotFoundError(f"no sync run {run_id}")
+            run = self._summary_row(s, run_id)
             if run.status != RunStatus.RUNNING:
                 return False
             summary = dict(run.summary or {})

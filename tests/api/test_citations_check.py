@@ -18,13 +18,11 @@ from fastapi.testclient import TestClient
 from freshindex.api.app import create_app
 from freshindex.injection.citations import MAX_SOURCES
 from freshindex.injection.http import BadRequest, FreshIndexClient
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
 
 from freshindex import cli as cli_module
 from freshindex.services import Services
+from tests.api.release_kb import RELEASE, release_kb
 
-RELEASE = "Releases are cut every Tuesday from the main branch after the code freeze ends."
 QUESTION = "When are releases cut from the main branch?"
 GOOD = "Releases are cut every Tuesday from the main branch [1]."
 BAD = "Releases are cut every Tuesday from the main branch [1]. Deploys need two approvals [7]. Bananas are yellow [1]."
@@ -32,17 +30,8 @@ BAD = "Releases are cut every Tuesday from the main branch [1]. Deploys need two
 
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[Services]:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "release.md").write_text(f"# Releases\n\n{RELEASE}\n")
-    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
-                                      auth={"mode": "keys"}, api={"max_check_bytes": 64 * 1024}))
-    services.registry.add_source("docs", kind="folder", location=str(docs), owner="docs-team", kb="default")
-    assert sync_inline(services, "docs").build_status == "built"
-    try:
+    with release_kb(tmp_path, api={"max_check_bytes": 64 * 1024}) as services:
         yield services
-    finally:
-        services.close()
 
 
 @pytest.fixture

@@ -16,30 +16,19 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from freshindex.acl import Principal
 from freshindex.api.app import create_app
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
 
 from freshindex import cli as cli_module
 from freshindex.services import Services
+from tests.api.release_kb import release_kb
 
-TEXT = "Releases are cut every Tuesday from the main branch after the code freeze ends."
 ANSWERABLE = "When are releases cut from the main branch?"
 UNANSWERABLE = "Which quantum entanglement protocol does the zeppelin hangar use?"
 
 
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[Services]:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "release.md").write_text(f"# Releases\n\n{TEXT}\n")
-    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
-                                      auth={"mode": "keys"}))
-    services.registry.add_source("docs", kind="folder", location=str(docs), owner="docs-team", kb="default")
-    assert sync_inline(services, "docs").build_status == "built"
-    try:
+    with release_kb(tmp_path) as services:
         yield services
-    finally:
-        services.close()
 
 
 def _sample(text: str, name: str, **labels: str) -> float:

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from freshindex.workers.runner import sync_inline
 
 from freshindex.services import Services
 from tests.snapshots.test_builder import _with
-from tests.snapshots.test_crash_and_concurrency import _proc, _wait_for
+from tests.snapshots.test_crash_and_concurrency import kill_builder_at
 
 LOCK_TTL = 2.0
 
@@ -299,12 +298,7 @@ def test_a_builder_killed_at_any_step_leaves_a_standby_repaired_by_replay(phase:
     sync_inline(svc, "s", build=False)
     svc.store.release()
 
-    marker = tmp_path / "marker"
-    proc = _proc(["build", env["FRESHINDEX_DATA_DIR"], phase, str(marker)], env, tmp_path / "builder.log")
-    _wait_for(marker, proc, tmp_path / "builder.log")
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    killed_at = time.monotonic()
+    killed_at = kill_builder_at(phase, env, tmp_path)
 
     # The alias is on a verified version: the old one, or (killed after the swap) the new one.
     serving = svc.store.get_alias("fi_kb1")

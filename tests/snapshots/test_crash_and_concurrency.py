@@ -47,6 +47,16 @@ def _proc(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
                             env={**os.environ, **env}, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
+def kill_builder_at(phase: str, env: dict[str, str], tmp_path: Path) -> float:
+    """Start a builder process on ``env``'s data dir, SIGKILL it once it reaches ``phase``; the kill's monotonic time."""
+    marker, log = tmp_path / "marker", tmp_path / "builder.log"
+    proc = _proc(["build", env["FRESHINDEX_DATA_DIR"], phase, str(marker)], env, log)
+    _wait_for(marker, proc, log)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return time.monotonic()
+
+
 def _wait_for(path: Path, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
@@ -71,12 +81,7 @@ def test_a_builder_killed_mid_build_changes_nothing_that_serves(phase: str, env,
     sync_inline(svc, "s", build=False)
     svc.store.release()
 
-    marker = tmp_path / "marker"
-    proc = _proc(["build", env["FRESHINDEX_DATA_DIR"], phase, str(marker)], env, tmp_path / "builder.log")
-    _wait_for(marker, proc, tmp_path / "builder.log")
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    killed_at = time.monotonic()
+    killed_at = kill_builder_at(phase, env, tmp_path)
 
     assert svc.store.get_alias("fi_kb1") == "fi_kb1-v1"
     with pytest.raises(LockHeldError):

@@ -19,7 +19,6 @@ server when ``QDRANT_URL`` is set (skipped otherwise: no server runs here).
 from __future__ import annotations
 
 import os
-import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -46,7 +45,7 @@ from tests.snapshots.test_bluegreen import (  # noqa: F401
     test_rollback_to_the_standby_is_a_swap_and_the_next_build_replays_it_away,
     test_the_third_build_recycles_the_standby_and_replays_only_the_change,
 )
-from tests.snapshots.test_crash_and_concurrency import _proc, _wait_for
+from tests.snapshots.test_crash_and_concurrency import kill_builder_at
 from tests.vectorstore.test_contract import (  # noqa: F401
     test_alias_swaps_atomically_and_reports_the_previous_target,
     test_clone_is_independent_of_its_source,
@@ -437,12 +436,7 @@ def test_a_builder_killed_at_any_step_leaves_the_alias_on_a_verified_version(
     finally:
         svc.close()  # local mode admits one client per folder: the builder's process opens it
 
-    marker = tmp_path / "marker"
-    proc = _proc(["build", env["FRESHINDEX_DATA_DIR"], phase, str(marker)], env, tmp_path / "builder.log")
-    _wait_for(marker, proc, tmp_path / "builder.log")
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    killed_at = time.monotonic()
+    killed_at = kill_builder_at(phase, env, tmp_path)
 
     svc = _svc(tmp_path)
     try:
