@@ -62,6 +62,18 @@ def _kb(svc: Services, tmp_path: Path, docs: int = 30) -> Path:
     return src
 
 
+def stage_pending_change(svc: Services, tmp_path: Path) -> Path:
+    """The source after two built changes (the ring of two full), with a third staged but not built."""
+    src = _kb(svc, tmp_path)
+    for rev in range(1, 3):
+        _write(src, range(rev, rev + 3), rev)
+        sync_inline(svc, "s")
+    _write(src, range(10, 15), 7)
+    (src / "doc29.md").unlink()
+    sync_inline(svc, "s", build=False)
+    return src
+
+
 def _served(svc: Services, kb: str = "kb1") -> list[str]:
     return sorted(c for c in svc.store.list_collections() if c.startswith(f"fi_{kb}-"))
 
@@ -289,13 +301,7 @@ def test_a_builder_killed_at_any_step_leaves_a_standby_repaired_by_replay(phase:
     env = {k: v for k, v in os.environ.items() if k.startswith("FRESHINDEX_")}
     env["FRESHINDEX_DATA_DIR"] = str(tmp_path / "data")
     svc = Services(load_settings(data_dir=tmp_path / "data"))
-    src = _kb(svc, tmp_path)
-    for rev in range(1, 3):
-        _write(src, range(rev, rev + 3), rev)
-        sync_inline(svc, "s")
-    _write(src, range(10, 15), 7)
-    (src / "doc29.md").unlink()
-    sync_inline(svc, "s", build=False)
+    stage_pending_change(svc, tmp_path)
     svc.store.release()
 
     killed_at = kill_builder_at(phase, env, tmp_path)

@@ -39,6 +39,9 @@ from freshindex.services import Services
 # The contract suite and the store-independent blue/green tests, collected again here
 # with this module's ``store`` and ``build_strategy`` fixtures (renames on, local mode).
 from tests.snapshots.test_bluegreen import (  # noqa: F401
+    _kb,
+    _write,
+    stage_pending_change,
     test_a_full_rebuild_goes_beside_and_the_ring_copies_once_after_it,
     test_a_recycled_side_that_fails_verification_is_dropped_and_the_ring_refills,
     test_a_store_without_rename_builds_by_copy,
@@ -299,22 +302,8 @@ def _env_for(kind: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return "fi_"
 
 
-def _write(src: Path, docs: range, rev: int) -> None:
-    src.mkdir(exist_ok=True)
-    for i in docs:
-        (src / f"doc{i}.md").write_text(f"# Doc {i}\n\nParagraph about topic {i} at revision {rev}.\n\n"
-                                        f"Second paragraph {i} revision {rev}.")
-
-
 def _svc(tmp_path: Path) -> Services:
     return Services(load_settings(data_dir=tmp_path / "data"))
-
-
-def _kb(svc: Services, tmp_path: Path, docs: int = 30) -> Path:
-    src = tmp_path / "src"
-    _write(src, range(docs), 0)
-    svc.registry.add_source("s", kind="folder", location=str(src), owner="t", kb="kb1")
-    return src
 
 
 class _Watch:
@@ -425,13 +414,7 @@ def test_a_builder_killed_at_any_step_leaves_the_alias_on_a_verified_version(
     env["FRESHINDEX_DATA_DIR"] = str(tmp_path / "data")
     svc = _svc(tmp_path)
     try:
-        src = _kb(svc, tmp_path)
-        for rev in range(1, 3):
-            _write(src, range(rev, rev + 3), rev)
-            sync_inline(svc, "s")
-        _write(src, range(10, 15), 7)
-        (src / "doc29.md").unlink()
-        sync_inline(svc, "s", build=False)
+        stage_pending_change(svc, tmp_path)
         physicals = _physicals_of(svc)
     finally:
         svc.close()  # local mode admits one client per folder: the builder's process opens it
