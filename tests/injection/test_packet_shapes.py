@@ -60,6 +60,9 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_siz
 @given(st.fixed_dictionaries({}, optional={k: _JSON for k in GOOD_SEARCH}))
 def test_any_json_search_report_parses_or_raises_a_declared_error(change: dict[str, Any]) -> None:
     try:
-        ContextPacket.from_dict({**GOOD_PACKET, "search": {**GOOD_SEARCH, **change}})
+        packet = ContextPacket.from_dict({**GOOD_PACKET, "search": {**GOOD_SEARCH, **change}})
     except (KeyError, TypeError, ValueError):
-        pass
+        return  # a declared error: the thin client turns these into BadResponse
+    # Parsed: what comes out is a report of the declared shape, whatever went in
+    assert isinstance(packet.search, SearchReport)
+    assert isinstance(packet.search.next_actions, tuple)
