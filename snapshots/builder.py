@@ -644,11 +644,12 @@ class Builder:
         return pruned
 
 
-def _lineage_path(by_id: dict[str, SnapshotInfo], a: SnapshotInfo, b: SnapshotInfo) -> list[SnapshotInfo] | None:
-    """The snapshots between ``a`` and ``b`` in the parent tree (both up to their
-    common ancestor, which is left out): their changesets are every difference
-    between the two collections.  None when there is no common ancestor or a
-    full build (new model or pipeline: every vector differs) lies on the path."""
+def tree_path(by_id: dict[str, SnapshotInfo], a: SnapshotInfo,
+              b: SnapshotInfo) -> tuple[list[SnapshotInfo], list[SnapshotInfo]] | None:
+    """The snapshots from ``a`` and from ``b`` up to their common ancestor in the
+    parent tree (each list nearest first, the ancestor left out), or None when
+    they share none.  Their changesets are every chunk that can differ between
+    the two versions: ``a``'s side undone, then ``b``'s side applied."""
 
     def chain(s: SnapshotInfo | None) -> list[SnapshotInfo]:
         out: list[SnapshotInfo] = []
@@ -662,7 +663,18 @@ def _lineage_path(by_id: dict[str, SnapshotInfo], a: SnapshotInfo, b: SnapshotIn
     common = next((s for s in up_a if s.id in ids_b), None)
     if common is None:
         return None
-    path = up_a[: up_a.index(common)] + up_b[: ids_b.index(common.id)]
+    return up_a[: up_a.index(common)], up_b[: ids_b.index(common.id)]
+
+
+def _lineage_path(by_id: dict[str, SnapshotInfo], a: SnapshotInfo, b: SnapshotInfo) -> list[SnapshotInfo] | None:
+    """The snapshots between ``a`` and ``b`` in the parent tree (:func:`tree_path`,
+    both sides): their changesets are every difference between the two
+    collections.  None when there is no common ancestor or a full build (new
+    model or pipeline: every vector differs) lies on the path."""
+    sides = tree_path(by_id, a, b)
+    if sides is None:
+        return None
+    path = sides[0] + sides[1]
     if any(s.strategy == "full" for s in path):
         return None
     return path

@@ -24,7 +24,7 @@ from freshindex.health.metrics import Metrics
 from freshindex.registry import SnapshotInfo
 from freshindex.registry.protocols import SnapshotOpsRegistry
 from freshindex.snapshots.archive import ArchiveTarget
-from freshindex.snapshots.builder import Builder
+from freshindex.snapshots.builder import Builder, tree_path
 from freshindex.vectorstore.base import VectorStore
 
 log = logging.getLogger("freshindex.snapshots")
@@ -125,9 +125,11 @@ class SnapshotOps:
     def swap(self, kb: str, target_id: str, *, actor: str, reason: str) -> dict[str, Any]:
         """Serve ``target_id`` (a retained snapshot of ``kb``), forward or back.
 
-        The registry is realigned to the target: chunks the changesets in
-        between touched become live or removed according to what the target
-        collection holds, and their documents are re-checked on the next sync.
+        The registry is realigned to the target: chunks the changesets
+        between the two versions touched (:meth:`_difference`: both branches
+        up to their common ancestor) become live or removed according to what
+        the target collection holds, and their documents are re-checked on the
+        next sync.
         """
         with self.builder.lock(kb):
             target = self.registry.get_snapshot(target_id)
@@ -143,12 +145,8 @@ class SnapshotOps:
             if count != target.point_count:
                 raise VerificationError(f"{target.collection} holds {count} points, its manifest says "
                                         f"{target.point_count}; not swapping to it")
-            between = [s for s in self.registry.list_snapshots(kb)
-                       if s.status not in (SnapshotStatus.FAILED, SnapshotStatus.BUILDING, SnapshotStatus.VERIFIED) and active is not None
-                       and min(active.version, target.version) < s.version <= max(active.version, target.version)]
-            changesets = sorted({c for s in between for c in s.changeset_ids})
+            reverted, reapplied, touched = self._difference(kb, active, target)
             backwards = active is not None and target.version < active.version
-            touched = self.registry.changeset_chunk_ids(changesets)
             present: set[str] = set()
             ordered = sorted(touched)
             for i in range(0, len(ordered), 1000):
@@ -158,8 +156,7 @@ class SnapshotOps:
             swap_ms = (time.perf_counter() - started) * 1000
             withheld = self.registry.realign_to_snapshot(
                 target.id, present=present, touched=touched,
-                changesets_reverted=changesets if backwards else [],
-                changesets_reapplied=[] if backwards else changesets, actor=actor, reason=reason,
+                changesets_reverted=reverted, changesets_reapplied=reapplied, actor=actor, reason=reason,
             )
             self.metrics.alias_swaps.labels(kb).inc()
             log.warning("alias moved", extra={"event": "alias_swapped", "kb": kb, "snapshot": target.id,
@@ -168,6 +165,29 @@ class SnapshotOps:
                     "previous_id": active.id if active else None, "direction": "back" if backwards else "forward",
                     "chunks_realigned": len(touched), "chunks_withheld": withheld, "documents_to_recheck": "next sync",
                     "swap_ms": round(swap_ms, 3)}
+
+    def _difference(self, kb: str, active: SnapshotInfo | None,
+                    target: SnapshotInfo) -> tuple[list[int], list[int], set[str]]:
+        """What a swap from ``active`` to ``target`` changes: (changesets undone, changesets
+        applied, chunks whose state may differ).
+
+        The changesets on the parent-tree path between the two (through their
+        common ancestor: after a rollback and a build, the two versions sit on
+        different branches, and a range of version numbers would miss one
+        branch and leave the registry describing chunks the target does not
+        hold).  Without a common ancestor (a version restored from an
+        archive), every chunk that is live now or in the target."""
+        if active is None:
+            return [], [], set(self.store.iter_ids(target.collection))
+        by_id = {s.id: s for s in self.registry.list_snapshots(kb)}
+        sides = tree_path(by_id, active, target)
+        if sides is None:
+            log.warning("%s and %s share no ancestor: realigning every chunk", active.id, target.id,
+                        extra={"event": "swap_realign_all", "kb": kb})
+            return [], [], set(self.registry.live_chunk_ids_for_kb(kb)) | set(self.store.iter_ids(target.collection))
+        reverted = sorted({c for s in sides[0] for c in s.changeset_ids})
+        reapplied = sorted({c for s in sides[1] for c in s.changeset_ids})
+        return reverted, reapplied, self.registry.changeset_chunk_ids(reverted + reapplied)
 
     def rollback(self, kb: str, *, to: str | None = None, actor: str, reason: str) -> dict[str, Any]:
         """Serve the previous snapshot (or ``to``).

@@ -182,6 +182,40 @@ def test_rollback_to_the_standby_is_a_swap_and_the_next_build_replays_it_away(tm
     svc.close()
 
 
+def test_a_swap_across_branches_realigns_both_and_the_next_replay_serves_the_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """v2 edits a document; rollback to v1; v3 (another source) branches from v1; a swap to v2
+    must realign v2's edit too (its changesets lie on the other branch, not between v2 and v3 by
+    number), or the registry says v1's text is live and the next recycling build serves it."""
+    monkeypatch.setenv("FRESHINDEX_SNAPSHOTS__KEEP_VERSIONS", "3")
+    svc = _svc(tmp_path)
+    src = _kb(svc, tmp_path, docs=6)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "note.md").write_text("# Note\n\nA note about gardening, first draft.")
+    svc.registry.add_source("t", kind="folder", location=str(other), owner="t", kb="kb1")
+    sync_inline(svc, "s")
+    sync_inline(svc, "t")  # v2: both sources
+    _write(src, range(2, 3), 5)
+    sync_inline(svc, "s")  # v3: doc2 at revision 5
+    assert "revision 5" in _text(svc.client, 2)
+    svc.snapshots.rollback("kb1", to="kb1-v2", actor="t", reason="test")
+    assert "revision 0" in _text(svc.client, 2)
+    (other / "note.md").write_text("# Note\n\nA note about gardening, second draft.")
+    v4 = sync_inline(svc, "t").snapshot  # branches from v2
+    assert svc.registry.get_snapshot(v4.id).parent_id == "kb1-v2"
+    swapped = svc.snapshots.swap("kb1", "kb1-v3", actor="t", reason="test")
+    assert swapped["status"] == "swapped"
+    assert "revision 5" in _text(svc.client, 2)
+    _assert_exact(svc, "kb1-v3")  # the registry describes v3, doc2's revision 5 included
+    (other / "note.md").write_text("# Note\n\nA note about gardening, third draft.")
+    v5 = sync_inline(svc, "t").snapshot  # recycles a side and replays up to v3
+    assert svc.registry.get_snapshot(v5.id).strategy == "bluegreen"
+    assert "revision 5" in _text(svc.client, 2) and "revision 0" not in _text(svc.client, 2)
+    _assert_exact(svc, v5.id)
+    svc.close()
+
+
 def test_a_recycled_side_that_fails_verification_is_dropped_and_the_ring_refills(tmp_path: Path) -> None:
     from tests.snapshots.test_builder import DropsPoints
 
