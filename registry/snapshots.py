@@ -199,6 +199,13 @@ class SnapshotStore(_Base):
                 docs.update(s.scalars(select(Chunk.document_id).where(Chunk.id.in_(batch))))
                 live = [i for i in batch if i in present]
                 gone = [i for i in batch if i not in present]
+                if gone:
+                    # A pending chunk (an upsert staged, not yet built) is in neither version:
+                    # it stays pending and servable once built; tombstoning it here would hide
+                    # the point the next build writes.
+                    pending = set(s.scalars(select(Chunk.id).where(Chunk.id.in_(gone),
+                                                                   Chunk.state == ChunkState.PENDING)))
+                    gone = [i for i in gone if i not in pending]
                 final = self._final_tombstones(s, live)
                 withheld.update(final)
                 live = [i for i in live if i not in final]

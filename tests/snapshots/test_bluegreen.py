@@ -216,6 +216,32 @@ def test_a_swap_across_branches_realigns_both_and_the_next_replay_serves_the_tar
     svc.close()
 
 
+def test_a_rollback_does_not_hide_an_upsert_staged_before_it(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """doc2 at revision 1 is staged (not built) while v3 serves revision 2; a rollback to v1 realigns
+    the chunks v2 and v3 touched, revision 1's among them: it must stay pending, not be tombstoned,
+    or the next build writes its point and the query path hides it."""
+    monkeypatch.setenv("FRESHINDEX_SNAPSHOTS__KEEP_VERSIONS", "3")
+    svc = _svc(tmp_path)
+    src = _kb(svc, tmp_path, docs=6)
+    sync_inline(svc, "s")
+    for rev in (1, 2):
+        _write(src, range(2, 3), rev)
+        sync_inline(svc, "s")
+    _write(src, range(2, 3), 1)
+    sync_inline(svc, "s", build=False)  # revision 1 again, staged behind v3
+    svc.snapshots.rollback("kb1", to="kb1-v1", actor="t", reason="test")
+    assert "revision 0" in _text(svc.client, 2)
+    built = svc.builder.build("kb1")
+    assert built.status == "built"
+    assert "revision 1" in _text(svc.client, 2)
+    sync_inline(svc, "s")  # the rollback made doc2 be re-read: revision 1 only
+    text = _text(svc.client, 2)
+    assert "revision 1" in text and "revision 0" not in text
+    _assert_exact(svc, svc.registry.active_snapshot("kb1").id)
+    svc.close()
+
+
 def test_a_recycled_side_that_fails_verification_is_dropped_and_the_ring_refills(tmp_path: Path) -> None:
     from tests.snapshots.test_builder import DropsPoints
 
