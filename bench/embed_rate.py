@@ -29,7 +29,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.realcorpus import NaiveEmbedder, _uptime, chunk_release, django_trees, materialise, naive_text, split_recursive
+from bench.realcorpus import (
+    NaiveEmbedder,
+    _uptime,
+    chunk_release,
+    django_trees,
+    materialise,
+    naive_text,
+    split_recursive,
+)
 
 
 def text_sets(limit: int) -> dict[str, list[list[str]]]:
@@ -48,8 +56,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--name", default="embed_rate")
     args = parser.parse_args()
-    from bench.report import table, write
     from freshindex.workers.embedding.onnx import OnnxMiniLM
+
+    from bench.report import table, write
 
     sets = text_sets(args.limit_pages)
     naive = NaiveEmbedder()
