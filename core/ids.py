@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Iterable
 
 _KB_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+#: The end of a snapshot id (``<kb>-v<version>``), which no knowledge base name may share.
+_VERSION_SUFFIX = re.compile(r"-v(\d+)$")
 _SOURCE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -59,6 +61,14 @@ def validate_kb_name(name: str) -> str:
         raise ConfigError(
             f"invalid knowledge base name {name!r}: use 1-63 of a-z 0-9 _ -, starting with a letter or digit"
         )
+    if _VERSION_SUFFIX.search(name):
+        from freshindex.core.errors import ConfigError
+
+        # "docs-v2" is how version 2 of knowledge base "docs" is named: its alias would
+        # be that version's collection name, and a server read it as a version alias.
+        instead = _VERSION_SUFFIX.sub(r"_v\1", name)
+        raise ConfigError(f"invalid knowledge base name {name!r}: it ends like a version name "
+                          f"(-v<digits>); name it {instead!r}, say")
     return name
 
 

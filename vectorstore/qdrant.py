@@ -26,9 +26,9 @@ aliases by :class:`core.naming.Naming` (``<prefix><kb>-v<digits>``).  Point
 operations go to the version name (the server resolves aliases);
 collection-level ones (describe, optimise, snapshot, drop) resolve it here.
 A collection created before the setting was turned on keeps its own name
-until it is first renamed (then only its version alias names it).  Known
-limit: a knowledge base whose own name ends in ``-v<digits>`` reads as a
-version name.
+until it is first renamed (then only its version alias names it).  No
+knowledge base name ends in ``-v<digits>`` (:func:`core.ids.validate_kb_name`
+refuses it), so a knowledge base's alias never reads as a version name.
 """
 
 from __future__ import annotations
