@@ -31,5 +31,5 @@ def test_kb_names_may_not_end_like_a_version(good: str) -> None:
     """``docs-v2`` is version 2 of ``docs``: as a knowledge base, its alias would be that
     version's collection name (and a Qdrant server with renames reads it as a version)."""
     assert validate_kb_name(good) == good
-    with pytest.raises(ConfigError, match="ends like a version name.*'docs_v2'"):
+    with pytest.raises(ConfigError, match=r"ends like a version name.*'docs_v2'"):
         validate_kb_name("docs-v2")
