@@ -39,6 +39,7 @@ from freshindex.services import Services
 # The contract suite and the store-independent blue/green tests, collected again here
 # with this module's ``store`` and ``build_strategy`` fixtures (renames on, local mode).
 from tests.snapshots.test_bluegreen import (  # noqa: F401
+    _assert_exact,
     _kb,
     _write,
     stage_pending_change,
@@ -341,14 +342,6 @@ class _Watch:
         assert snap.point_count == self.store.count(serving)
 
 
-def _exact(svc: Services, snapshot_id: str) -> None:
-    collection = svc.registry.get_snapshot(snapshot_id).collection
-    ids = list(svc.store.iter_ids(collection))
-    assert len(ids) == len(set(ids)) == svc.registry.count_live("kb1")
-    report = svc.snapshots.verify(snapshot_id)
-    assert report["ok"], report
-
-
 def _physicals_of(svc: Services) -> list[str]:
     return sorted(p for p in svc.store._physicals() if p.startswith(svc.naming.alias("kb1") + "--p"))  # type: ignore[attr-defined]
 
@@ -388,7 +381,7 @@ def test_the_third_build_renames_the_standby_and_writes_only_the_change(kind: st
         assert 0 < snap.verification["replayed"] <= 12
         assert svc.store.get_alias(svc.naming.alias("kb1")) == snap.collection
         assert svc.store._aliases()[svc.naming.alias("kb1")] == v1_physical  # type: ignore[attr-defined]
-        _exact(svc, third.id)
+        _assert_exact(svc, third.id)
         assert watch.swapped_to == [svc.naming.collection(f"kb1-v{i}") for i in (1, 2, 3)]
         # Rollback is a swap to the standby; the next build replays it away on the recycled side.
         result = svc.snapshots.rollback("kb1", actor="t", reason="bad release")
@@ -399,7 +392,7 @@ def test_the_third_build_renames_the_standby_and_writes_only_the_change(kind: st
         assert again.strategy == "bluegreen" and again.parent_id == "kb1-v2"
         assert again.verification["side"]["base"] == "kb1-v3" and watch.copies == []
         assert watch.upserted <= 12 < again.point_count and _physicals_of(svc) == physicals
-        _exact(svc, again.id)
+        _assert_exact(svc, again.id)
         watch.serving_is_verified()
     finally:
         _cleanup_svc(svc, prefix)
@@ -434,7 +427,7 @@ def test_a_builder_killed_at_any_step_leaves_the_alias_on_a_verified_version(
         result = svc.builder.build("kb1")
         if phase == "swapped":
             assert result.status == "unchanged" and svc.registry.get_snapshot("kb1-v3").status == "active"
-            _exact(svc, "kb1-v3")
+            _assert_exact(svc, "kb1-v3")
             return
         dead = svc.registry.get_snapshot("kb1-v3")
         assert dead.status == "failed" and dead.verification["side"]["base"] == "kb1-v1"
@@ -444,7 +437,7 @@ def test_a_builder_killed_at_any_step_leaves_the_alias_on_a_verified_version(
         assert watch.upserted < result.point_count
         assert svc.store.list_collections() == sorted(naming.collection(f"kb1-v{i}") for i in (2, 4))
         assert svc.store.get_alias(naming.alias("kb1")) == naming.collection("kb1-v4")
-        _exact(svc, "kb1-v4")
+        _assert_exact(svc, "kb1-v4")
     finally:
         _cleanup_svc(svc, prefix)
 
