@@ -135,19 +135,19 @@ class KeyStore(_Base):
             s.flush()
             return _info(row)
 
-    def verify_api_key(self, key: str) -> ApiKeyInfo:
+    def verify_api_key(self, key: str, *, now: dt.datetime | None = None) -> ApiKeyInfo:
         """The record of a valid, unrevoked ``key``; raises :class:`ApiKeyRejected` otherwise.
 
         The secret is compared in constant time with the stored hash. Reads
         the row on every call (no cache), so a revocation takes effect on the
         next request. Touches ``last_used_at`` when it is older than
-        :data:`TOUCH_INTERVAL`.
+        :data:`TOUCH_INTERVAL` (``now`` is the clock, injectable for tests).
         """
         parts = split_key(key)
         if parts is None:
             raise ApiKeyRejected("malformed_key")
         key_id, secret = parts
-        now = utcnow()
+        now = now or utcnow()
         with self.session() as s:
             row = s.get(ApiKey, key_id)
             matches = hmac.compare_digest(_hash(secret), row.secret_hash if row is not None else _DUMMY_HASH)
@@ -158,7 +158,7 @@ class KeyStore(_Base):
             if row.revoked_at is not None:
                 raise ApiKeyRejected("revoked_key")
             info = _info(row)
-            last = _aware(row.last_used_at)
+            last = row.last_used_at
             if last is None or now - last >= TOUCH_INTERVAL:
                 # Conditional, so concurrent verifications of one key write once.
                 s.execute(update(ApiKey).where(ApiKey.key_id == key_id)

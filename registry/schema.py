@@ -29,10 +29,35 @@ from sqlalchemy import (
 )
 from sqlalchemy import false as sa_false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """A ``DateTime(timezone=True)`` that is always UTC and always aware, on every dialect.
+
+    PostgreSQL keeps the zone; SQLite stores the text without it and hands
+    back a naive value. This is the one place that rule lives: values are
+    converted to UTC on the way in (a naive value is taken as UTC) and given
+    the UTC zone on the way out, so no caller compares a naive time with an
+    aware one. The DDL is unchanged (``impl``), so no migration is needed.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
 class Base(DeclarativeBase):
@@ -58,17 +83,17 @@ class Source(Base):
     acl_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     poll_interval_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
     #: Freshness policy and state (registry/freshness.py): stale after this long without a
     #: successful listing, withdrawn after ``hard_expiry_s``; paused sources are not polled
     #: nor synced by webhooks; ``removed_at`` set by ``freshindex sources remove``.
     stale_after_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     hard_expiry_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     paused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
-    removed_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    last_verified_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    last_successful_sync_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    removed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_verified_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_successful_sync_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
@@ -111,16 +136,16 @@ class Document(Base):
     source_uri: Mapped[str | None] = mapped_column(Text, nullable=True)
     mirrors: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
     source_version: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    valid_from: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    valid_until: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    valid_from: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    valid_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     supersedes: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    last_fetched_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_fetched_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: Set when the freshness sweep withdrew the document (expired, superseded).
     withdrawn_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    first_seen_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    deleted_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    first_seen_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    deleted_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class Chunk(Base):
@@ -153,8 +178,8 @@ class Chunk(Base):
     tombstoned: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
     added_changeset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Embedding(Base):
@@ -166,7 +191,7 @@ class Embedding(Base):
     content_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     dim: Mapped[int] = mapped_column(Integer)
     vector: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class SyncRun(Base):
@@ -183,8 +208,8 @@ class SyncRun(Base):
     trigger: Mapped[str] = mapped_column(String(32), default="cli")
     # running | succeeded | partial | failed
     status: Mapped[str] = mapped_column(String(16), default="running", index=True)
-    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     docs_listed: Mapped[int] = mapped_column(Integer, default=0)
     docs_planned: Mapped[int] = mapped_column(Integer, default=0)
     changeset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -196,7 +221,7 @@ class SyncRun(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: Renewed by the process working on the run (plan, documents, build); the
     #: reaper treats a run whose heartbeat is older than ``sync.run_lease_s`` as dead.
-    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
     #: Tasks of this run that arrived after it closed and were fenced off (changed nothing).
     stale_tasks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
@@ -206,12 +231,12 @@ class SyncRun(Base):
     held_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: Sync lag: the earliest change this run saw (event time, or the object's
     #: modification time when polled) to its snapshot going active.
-    observed_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    visible_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    observed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    visible_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     lag_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: When a parse-queue worker last sent a batch of this run (``dispatch_documents``):
     #: with :class:`DocumentStart`, the reaper's evidence that the parse workers are alive.
-    worked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    worked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class DocumentStart(Base):
@@ -228,7 +253,7 @@ class DocumentStart(Base):
 
     sync_run_id: Mapped[int] = mapped_column(ForeignKey("sync_runs.id", ondelete="CASCADE"), primary_key=True)
     key: Mapped[str] = mapped_column(Text, primary_key=True)
-    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
     worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
@@ -257,7 +282,7 @@ class DocumentResult(Base):
     error_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
     error_detail: Mapped[str | None] = mapped_column(Text, nullable=True)
     seconds: Mapped[float] = mapped_column(Float, default=0.0)
-    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Changeset(Base):
@@ -275,9 +300,9 @@ class Changeset(Base):
     source_id: Mapped[str] = mapped_column(String(128))
     sync_run_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     status: Mapped[str] = mapped_column(String(16), default="open", index=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    staged_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    applied_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    staged_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    applied_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
@@ -308,7 +333,7 @@ class Tombstone(Base):
     # deleted | superseded | expired | revoked
     reason: Mapped[str] = mapped_column(String(16))
     changeset_id: Mapped[int] = mapped_column(Integer, index=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
     applied_snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
@@ -337,8 +362,8 @@ class Snapshot(Base):
     archive_uri: Mapped[str | None] = mapped_column(Text, nullable=True)
     archive_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     build_seconds: Mapped[float] = mapped_column(Float, default=0.0)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    activated_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    activated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class Canary(Base):
@@ -352,7 +377,7 @@ class Canary(Base):
     question: Mapped[str] = mapped_column(Text)
     expected_key: Mapped[str] = mapped_column(Text)
     top_k: Mapped[int] = mapped_column(Integer, default=5)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class AliasEvent(Base):
@@ -366,7 +391,7 @@ class AliasEvent(Base):
     to_snapshot_id: Mapped[str] = mapped_column(String(128))
     actor: Mapped[str] = mapped_column(String(255))
     reason: Mapped[str] = mapped_column(Text)
-    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Lock(Base):
@@ -397,9 +422,9 @@ class ApiKey(Base):
     groups: Mapped[list[Any]] = mapped_column(JSON, default=list)
     tenant: Mapped[str | None] = mapped_column(String(128), nullable=True)
     description: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class WebhookDelivery(Base):
@@ -414,7 +439,7 @@ class WebhookDelivery(Base):
 
     source_id: Mapped[str] = mapped_column(String(255), primary_key=True)
     delivery_id: Mapped[str] = mapped_column(String(255), primary_key=True)
-    received_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    received_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
 
 
 class SyncTicket(Base):
@@ -431,13 +456,13 @@ class SyncTicket(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     source_id: Mapped[str] = mapped_column(String(255))
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
     paths: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
     run_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     status: Mapped[str] = mapped_column(String(16), default="queued")
     events: Mapped[int] = mapped_column(Integer, default=1)
-    dispatched_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    dispatched_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     #: joined (the sync followed a run another trigger opened), or why it failed.
     detail: Mapped[str | None] = mapped_column(Text, nullable=True)
 
@@ -449,7 +474,7 @@ class AclDenial(Base):
     __table_args__ = (Index("ix_acl_denials_kb_at", "kb", "at"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
     kb: Mapped[str] = mapped_column(String(63))
     principal: Mapped[str] = mapped_column(String(255))
     tenant: Mapped[str] = mapped_column(String(63))
