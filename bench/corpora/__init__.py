@@ -1,0 +1,1 @@
+"""Corpora for the golden sets: each module materialises one corpus and verifies its questions."""
