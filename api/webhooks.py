@@ -24,10 +24,22 @@ the source's queued ticket.  A rejected request writes nothing.
 :class:`Dispatcher` turns due tickets into syncs through a callable the
 composition root gives it (inline or Celery), one at a time per source.
 
+Replays: the delivery id headers are not signed, so a delivery is also
+known by the sha256 of what its signature covers (:func:`delivery_digest`):
+the timestamp and the body for generic and S3 (one signing scheme: the same
+signed body is the same delivery on either endpoint), the body for GitHub
+and GitLab.  The same content again, under any id, is answered 409 as a
+duplicate id is, and counted as ``replayed_body`` (a repeated id stays
+``replayed``).  Both are remembered for ``webhooks.replay_window_s``.
+
 What it does not guarantee: that a GitHub/GitLab replay older than
 ``webhooks.replay_window_s`` is caught (those carry no signed timestamp);
-that a sync reads only the named paths (today a ticket records their union
-and the sync lists the whole source, which the etag diff keeps cheap).
+that a GitLab delivery is authentic beyond its token (``X-Gitlab-Token`` is
+a bearer secret: whoever saw one request can sign any body); that two
+deliveries whose signed content is byte-identical (a generic sender posting
+the same body twice within one second) are both taken: the second is a
+replay; that a sync reads only the named paths (today a ticket records their
+union and the sync lists the whole source, which the etag diff keeps cheap).
 """
 
 from __future__ import annotations
@@ -48,7 +60,14 @@ from urllib.parse import unquote_plus
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from freshindex.core.errors import NotFoundError, RetryableError
-from freshindex.registry.webhooks import DeliveryRequest, DuplicateDelivery, TicketInfo, TicketJoin
+from freshindex.registry.webhooks import (
+    DIGEST_PREFIX,
+    DeliveryRequest,
+    DuplicateDelivery,
+    ReplayedBody,
+    TicketInfo,
+    TicketJoin,
+)
 from starlette.concurrency import run_in_threadpool
 
 if TYPE_CHECKING:
@@ -60,8 +79,8 @@ log = logging.getLogger("freshindex.webhooks")
 
 PROVIDERS = ("github", "gitlab", "s3", "generic")
 #: Every rejection reason (a bounded label set: request input never becomes a label).
-REASONS = ("missing_signature", "bad_signature", "replayed", "stale_timestamp", "unknown_source", "too_large",
-           "malformed")
+REASONS = ("missing_signature", "bad_signature", "replayed", "replayed_body", "stale_timestamp", "unknown_source",
+           "too_large", "malformed")
 
 #: What a dispatcher calls for a claimed ticket: (source id, ticket id) -> (run id, joined another run).
 RunSync = Callable[[str, int], tuple[int, bool]]
@@ -99,6 +118,17 @@ def sign_generic(secret: str, timestamp: str, body: bytes) -> str:
 def sign_github(secret: str, body: bytes) -> str:
     """The ``X-Hub-Signature-256`` value GitHub sends for ``body`` (the raw bytes, never a re-serialisation)."""
     return "sha256=" + hmac_hex(secret, body)
+
+
+def delivery_digest(provider: str, body: bytes, timestamp: str | None = None) -> str:
+    """Hex sha256 of what ``provider``'s signature covers: the same signed content is the same delivery.
+
+    Generic and S3 share one scheme (``timestamp.body``), so a body signed
+    for one is a replay on the other; GitHub and GitLab cover the body alone.
+    """
+    scheme = "hmac-timestamp" if provider in ("generic", "s3") else provider
+    signed = body if timestamp is None else timestamp.encode() + b"." + body
+    return hashlib.sha256(scheme.encode() + b"\n" + signed).hexdigest()
 
 
 def check_signature(expected: str, given: str | None) -> None:
@@ -333,8 +363,7 @@ class WebhookIntake:
         self.settings, self._services, self.clock = settings, services, clock
         self._secrets = settings.resolved_secrets()
         self._known = _KnownSources(source_ttl_s)
-        self._batcher = DeliveryBatcher(lambda batch: self.registry.accept_deliveries(batch),
-                                        on_batch=lambda n: self.metrics.webhook_batch_size.observe(n))
+        self._batcher = DeliveryBatcher(self._write, on_batch=lambda n: self.metrics.webhook_batch_size.observe(n))
 
     # Looked up per call: the HTTP app is built before the registry is (and a test's fake has none).
     @property
@@ -344,6 +373,11 @@ class WebhookIntake:
     @property
     def metrics(self) -> Metrics:
         return self._services.metrics
+
+    def _write(self, batch: list[DeliveryRequest]) -> list[TicketJoin | Exception]:
+        """One group commit; ``now`` is this intake's clock, so the replay window follows it."""
+        now = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
+        return list(self.registry.accept_deliveries(batch, now=now, replay_window_s=self.settings.replay_window_s))
 
     def secret_for(self, source_id: str) -> str:
         """The source's secret, or 404 when it has none or the registry does not know it (may read the registry)."""
@@ -393,6 +427,7 @@ class WebhookIntake:
             if event != "push":
                 return Accepted(None, note=f"{event or 'unnamed'} event: nothing to sync")
             delivery = h.get("x-github-delivery")
+            digest = delivery_digest(provider, body)
             paths = push_paths(body)
         elif provider == "gitlab":
             token = h.get("x-gitlab-token")
@@ -404,6 +439,7 @@ class WebhookIntake:
             if event not in ("Push Hook", "Tag Push Hook", "System Hook"):
                 return Accepted(None, note=f"{event or 'unnamed'} event: nothing to sync")
             delivery = h.get("x-gitlab-event-uuid") or h.get("idempotency-key")
+            digest = delivery_digest(provider, body)
             paths = push_paths(body)
         else:
             timestamp = h.get("x-freshindex-timestamp") or ""
@@ -411,12 +447,18 @@ class WebhookIntake:
             paths = s3_paths(body) if provider == "s3" else generic_paths(body)
             check_timestamp(timestamp, now=self.clock(), max_skew_s=self.settings.max_skew_s)
             delivery = h.get("x-freshindex-delivery")
+            digest = delivery_digest(provider, body, timestamp)
         if not delivery or len(delivery) > 255:
             raise Rejected(400, "malformed", "a delivery id header (1-255 characters) is required")
+        if delivery.startswith(DIGEST_PREFIX):  # that key space holds the digests of signed content
+            raise Rejected(400, "malformed", f"a delivery id may not start with {DIGEST_PREFIX!r}")
         if provider == "s3" and not paths:
             return Accepted(None, note="no ObjectCreated/ObjectRemoved record: nothing to sync")
         try:
-            join = self._batcher.submit(DeliveryRequest(source_id, delivery, paths))
+            join = self._batcher.submit(DeliveryRequest(source_id, delivery, paths, digest))
+        except ReplayedBody:
+            raise Rejected(409, "replayed_body", "this signed content was already received (under another "
+                           "delivery id)") from None
         except DuplicateDelivery:
             raise Rejected(409, "replayed", "delivery id already received") from None
         except NotFoundError:  # removed since the check above
@@ -595,5 +637,5 @@ def ticket_state(registry: Registry, ticket_id: int) -> dict[str, Any]:
     }
 
 
-__all__ = ["PROVIDERS", "REASONS", "Accepted", "DeliveryBatcher", "Dispatcher", "Rejected", "WebhookIntake", "read_capped", "router",
-           "sign_generic", "sign_github", "ticket_state"]
+__all__ = ["PROVIDERS", "REASONS", "Accepted", "DeliveryBatcher", "Dispatcher", "Rejected", "WebhookIntake",
+           "delivery_digest", "read_capped", "router", "sign_generic", "sign_github", "ticket_state"]

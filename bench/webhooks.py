@@ -53,7 +53,11 @@ from bench.report import table, write
 
 SECRET = "bench-secret"
 PATH = "/v1/webhooks/generic/docs"
-BODY = json.dumps({"paths": ["guides/release.md"]}).encode()
+
+
+def _body() -> bytes:
+    """One event's body: its own id in it, as a sender's (the same signed body twice is a replay, 409)."""
+    return json.dumps({"paths": ["guides/release.md"], "event": uuid.uuid4().hex}).encode()
 
 
 def _free_port() -> int:
@@ -95,9 +99,9 @@ def _client(args: tuple[int, str, int, bool | None]) -> dict[int, int]:
             conn.request("GET", "/healthz")
         else:
             ts = str(int(time.time()))
-            mac = key.copy()
-            mac.update(ts.encode() + b"." + BODY)
-            conn.request("POST", PATH, body=BODY, headers={
+            mac, body = key.copy(), _body()
+            mac.update(ts.encode() + b"." + body)
+            conn.request("POST", PATH, body=body, headers={
                 "Content-Type": "application/json", "X-Freshindex-Timestamp": ts,
                 "X-Freshindex-Delivery": uuid.uuid4().hex, "X-Freshindex-Signature": "sha256=" + mac.hexdigest()})
         resp = conn.getresponse()
@@ -125,10 +129,10 @@ def _httpx_round(url: str, n: int, concurrency: int, forged: bool) -> tuple[floa
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     with httpx.Client(base_url=url, timeout=30, limits=limits) as http_:
         def one(_: int) -> int:
-            ts = str(int(time.time()))
-            return http_.post(PATH, content=BODY, headers={
+            ts, body = str(int(time.time())), _body()
+            return http_.post(PATH, content=body, headers={
                 "X-Freshindex-Timestamp": ts, "X-Freshindex-Delivery": uuid.uuid4().hex,
-                "X-Freshindex-Signature": sign_generic("wrong" if forged else SECRET, ts, BODY)}).status_code
+                "X-Freshindex-Signature": sign_generic("wrong" if forged else SECRET, ts, body)}).status_code
 
         started = time.perf_counter()
         with ThreadPoolExecutor(concurrency) as pool:
@@ -151,11 +155,11 @@ def _in_process_round(n: int, threads: int) -> tuple[float, dict[int, int]]:
                            type("S", (), {"registry": reg, "metrics": Metrics()})())
 
     def one(_: int) -> int:
-        ts = str(int(time.time()))
+        ts, body = str(int(time.time())), _body()
         headers = {"X-Freshindex-Timestamp": ts, "X-Freshindex-Delivery": uuid.uuid4().hex,
-                   "X-Freshindex-Signature": sign_generic(SECRET, ts, BODY)}
+                   "X-Freshindex-Signature": sign_generic(SECRET, ts, body)}
         try:
-            intake.receive("generic", "docs", headers, BODY)
+            intake.receive("generic", "docs", headers, body)
             return 202
         except Rejected as exc:
             return exc.status

@@ -113,8 +113,8 @@ class Metrics:
                                      ["reason"], registry=r)
         self.webhook_rejections = Counter("freshindex_webhook_rejections_total",
                                           "Webhook requests refused before anything was enqueued, by reason "
-                                          "(bad_signature, replayed, stale_timestamp, unknown_source, too_large, "
-                                          "malformed)", ["reason"], registry=r)
+                                          "(bad_signature, replayed, replayed_body, stale_timestamp, unknown_source, "
+                                          "too_large, malformed)", ["reason"], registry=r)
         self.webhook_events = Counter("freshindex_webhook_events_total",
                                       "Webhook requests taken, by provider and outcome (accepted, ignored, failed: "
                                       "the registry write failed, 503)",

@@ -6,6 +6,13 @@ concurrent events never open two tickets (the source row is locked first,
 as :meth:`registry.runs.RunsStore.open_or_join_run` does).  Dispatchers in
 several processes may claim tickets: a claim is a conditional update, so one
 ticket is dispatched once.
+
+A delivery is remembered by its delivery id and, when the intake gives one,
+by the digest of what its signature covers (a row ``sha256:<hex>`` beside
+the id's row, in the same table): the sender's id header is not signed, so
+a captured body sent again under a fresh id is refused by its digest
+(:class:`ReplayedBody`).  Both are forgotten ``replay_window_s`` after they
+were received (at the next use of the key, or when pruned).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass
 from freshindex.core.errors import NotFoundError, PermanentError
 from freshindex.registry.base import _aware, _Base
 from freshindex.registry.schema import Source, SyncTicket, WebhookDelivery, utcnow
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, insert, select, tuple_, update
 from sqlalchemy.orm import Session
 
 #: A ticket naming more paths than this becomes a full listing (paths=None): the
@@ -27,21 +34,46 @@ MAX_TICKET_PATHS = 10_000
 QUEUED, DISPATCHED, DONE, FAILED = "queued", "dispatched", "done", "failed"
 
 
+#: How a signed-content digest is kept in ``webhook_deliveries.delivery_id``; the intake refuses delivery id
+#: headers that start with it, so a sender's id can never stand for (or block) a digest.
+DIGEST_PREFIX = "sha256:"
+
+
 class DuplicateDelivery(PermanentError):
     """This delivery id was already received for this source (a replay)."""
 
 
+class ReplayedBody(DuplicateDelivery):
+    """What this delivery's signature covers was already received for this source, under another delivery id."""
+
+
 @dataclass(frozen=True)
 class DeliveryRequest:
-    """One verified delivery to record: ``paths`` None asks for a full listing."""
+    """One verified delivery to record: ``paths`` None asks for a full listing.
+
+    ``digest`` (hex sha256 of what the signature covers) makes the same
+    signed content a replay whatever its ``delivery_id``; None (API and SQS
+    triggers, whose ids the service or SQS assigns) checks the id alone.
+    """
 
     source_id: str
     delivery_id: str
     paths: list[str] | None
+    digest: str | None = None
+
+    def keys(self) -> list[tuple[str, str]]:
+        """The ``(source_id, delivery_id)`` rows this delivery writes: its id, and its digest when given."""
+        out = [(self.source_id, self.delivery_id)]
+        if self.digest is not None:
+            out.append((self.source_id, DIGEST_PREFIX + self.digest))
+        return out
 
 
-def _duplicate(d: DeliveryRequest) -> DuplicateDelivery:
-    return DuplicateDelivery(f"delivery {d.delivery_id!r} of source {d.source_id!r} was already received")
+def _duplicate(d: DeliveryRequest, *, by_id: bool = True) -> DuplicateDelivery:
+    if by_id:
+        return DuplicateDelivery(f"delivery {d.delivery_id!r} of source {d.source_id!r} was already received")
+    return ReplayedBody(f"the signed content of delivery {d.delivery_id!r} of source {d.source_id!r} was already "
+                        "received under another delivery id")
 
 
 @dataclass(frozen=True)
@@ -87,21 +119,25 @@ class WebhookStore(_Base):
     """Record deliveries, coalesce them into tickets, claim and close tickets."""
 
     def accept_delivery(self, source_id: str, delivery_id: str, paths: list[str] | None, *,
-                        now: dt.datetime | None = None) -> TicketJoin:
+                        now: dt.datetime | None = None, digest: str | None = None,
+                        replay_window_s: float | None = None) -> TicketJoin:
         """Record ``delivery_id`` and join (or open) the source's queued ticket.
 
         ``paths`` None asks for a full listing.  Raises
         :class:`DuplicateDelivery` when the id was seen (within the pruning
-        window) and :class:`NotFoundError` for an unknown or removed source;
-        either way nothing is written.
+        window), :class:`ReplayedBody` when ``digest`` was, and
+        :class:`NotFoundError` for an unknown or removed source; either way
+        nothing is written.
         """
-        outcome = self.accept_deliveries([DeliveryRequest(source_id, delivery_id, paths)], now=now)[0]
+        outcome = self.accept_deliveries([DeliveryRequest(source_id, delivery_id, paths, digest)], now=now,
+                                         replay_window_s=replay_window_s)[0]
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
 
-    def accept_deliveries(self, batch: Sequence[DeliveryRequest], *,
-                          now: dt.datetime | None = None) -> list[TicketJoin | DuplicateDelivery | NotFoundError]:
+    def accept_deliveries(self, batch: Sequence[DeliveryRequest], *, now: dt.datetime | None = None,
+                          replay_window_s: float | None = None,
+                          ) -> list[TicketJoin | DuplicateDelivery | NotFoundError]:
         """:meth:`accept_delivery` for many deliveries in one transaction (a group commit).
 
         One outcome per request, in order, exactly what the requests one after
@@ -112,6 +148,10 @@ class WebhookStore(_Base):
         burst of concurrent deliveries then pays for one.  The replay rows are
         committed before this returns, so a restarted server still refuses
         them.  Any other error (the registry is unreachable) fails the batch.
+
+        With ``replay_window_s``, an id or digest received longer ago than
+        that (by ``now``) is forgotten when it comes again, even before the
+        dispatcher prunes it.
         """
         now = now or utcnow()
         outcomes: list[TicketJoin | DuplicateDelivery | NotFoundError | None] = [None] * len(batch)
@@ -122,21 +162,33 @@ class WebhookStore(_Base):
             if self._dialect == "postgresql":
                 q = q.with_for_update()  # sorted: two batches lock sources in one order
             known = set(s.scalars(q))
-            first: dict[tuple[str, str], int] = {}
+            claimed: dict[tuple[str, str], int] = {}  # every key of the batch's candidates -> its request
+            candidates: list[int] = []
             for i, d in enumerate(batch):
+                keys = d.keys()
                 if d.source_id not in known:
                     outcomes[i] = NotFoundError(f"no source {d.source_id!r}")
-                elif (d.source_id, d.delivery_id) in first:
-                    outcomes[i] = _duplicate(d)
+                elif any(k in claimed for k in keys):  # an earlier request of this batch holds its id or digest
+                    outcomes[i] = _duplicate(d, by_id=keys[0] in claimed)
                 else:
-                    first[(d.source_id, d.delivery_id)] = i
-            inserted = self._insert_deliveries(s, list(first), now)
+                    claimed.update(dict.fromkeys(keys, i))
+                    candidates.append(i)
+            inserted = self._insert_deliveries(s, list(claimed), now)
+            refused = [i for i in candidates if not all(k in inserted for k in batch[i].keys())]
+            if refused and replay_window_s is not None:
+                seen = [k for i in refused for k in batch[i].keys() if k not in inserted]
+                if self._forget(s, seen, now - dt.timedelta(seconds=replay_window_s)):
+                    inserted |= self._insert_deliveries(s, seen, now)
+                    refused = [i for i in refused if not all(k in inserted for k in batch[i].keys())]
+            if refused:  # rare (a replay): take back the rows a refused request did write, so it writes nothing
+                self._forget(s, [k for i in refused for k in batch[i].keys() if k in inserted], None)
+            for i in refused:
+                outcomes[i] = _duplicate(batch[i], by_id=batch[i].keys()[0] not in inserted)
             accepted: dict[str, list[int]] = {}
-            for key, i in first.items():
-                if key in inserted:
-                    accepted.setdefault(key[0], []).append(i)
-                else:
-                    outcomes[i] = _duplicate(batch[i])
+            no = set(refused)
+            for i in candidates:
+                if i not in no:
+                    accepted.setdefault(batch[i].source_id, []).append(i)
             for source_id, indices in accepted.items():
                 for i, join in zip(indices, self._join_ticket(s, source_id, [batch[i].paths for i in indices], now),
                                    strict=True):
@@ -155,6 +207,16 @@ class WebhookStore(_Base):
                 .returning(table.c.source_id, table.c.delivery_id))
         rows = s.execute(stmt, [{"source_id": src, "delivery_id": did, "received_at": now} for src, did in keys])
         return {(row[0], row[1]) for row in rows}
+
+    def _forget(self, s: Session, keys: list[tuple[str, str]], received_before: dt.datetime | None) -> int:
+        """Delete these delivery rows (only those received before ``received_before``, when given)."""
+        if not keys:
+            return 0
+        c = WebhookDelivery.__table__.c
+        stmt = delete(WebhookDelivery).where(tuple_(c.source_id, c.delivery_id).in_(keys))
+        if received_before is not None:
+            stmt = stmt.where(c.received_at < received_before)
+        return s.execute(stmt).rowcount
 
     def _join_ticket(self, s: Session, source_id: str, wanted: list[list[str] | None],
                      now: dt.datetime) -> list[TicketJoin]:
@@ -255,4 +317,5 @@ class WebhookStore(_Base):
             return s.execute(delete(WebhookDelivery).where(WebhookDelivery.received_at < received_before)).rowcount
 
 
-__all__ = ["MAX_TICKET_PATHS", "DeliveryRequest", "DuplicateDelivery", "TicketInfo", "TicketJoin", "WebhookStore"]
+__all__ = ["DIGEST_PREFIX", "MAX_TICKET_PATHS", "DeliveryRequest", "DuplicateDelivery", "ReplayedBody", "TicketInfo",
+           "TicketJoin", "WebhookStore"]

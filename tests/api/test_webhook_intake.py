@@ -83,10 +83,10 @@ def test_concurrent_deliveries_share_commits_and_each_is_answered(tmp_path: Path
     # Given an intake on a file registry, When 200 signed deliveries arrive from 16 threads (10 replayed)
     reg = _registry(tmp_path)
     intake, metrics = _intake(tmp_path, reg)
-    body = b'{"paths": ["x.md"]}'
     ids = [uuid.uuid4().hex for _ in range(190)] + [f"r{i}" for i in range(5)] * 2
 
     def send(delivery: str) -> int:
+        body = b'{"paths": ["x.md"], "event": "%s"}' % delivery.encode()  # one body per event, as senders send
         try:
             intake.receive("generic", "docs", _headers(body, delivery), body)
             return 202
@@ -246,7 +246,7 @@ def test_a_registry_failure_is_counted_and_records_nothing(tmp_path: Path) -> No
         def __getattr__(self, name: str) -> Any:
             return getattr(reg, name)
 
-        def accept_deliveries(self, batch: Any) -> Any:
+        def accept_deliveries(self, batch: Any, **_kw: Any) -> Any:
             raise RetryableError("registry unavailable: database is locked")
 
     settings = load_settings(data_dir=tmp_path, webhooks={"secrets": {"docs": SECRET}}).webhooks

@@ -102,7 +102,8 @@ def generic_headers(body: bytes, *, delivery: str | None = None, ts: int | None 
 
 
 def post_generic(http: httpx.Client, paths: list[str] | None, **kw: Any) -> httpx.Response:
-    body = json.dumps({} if paths is None else {"paths": paths}).encode()
+    # Each event carries its own id in the body, as a sender should: the same signed body twice is a replay.
+    body = json.dumps({"event": uuid.uuid4().hex, **({} if paths is None else {"paths": paths})}).encode()
     return http.post("/v1/webhooks/generic/docs", content=body, headers=generic_headers(body, **kw))
 
 
@@ -159,7 +160,8 @@ def test_intake_without_http_unions_paths_and_refuses_replays(tmp_path: Path) ->
     # When the ticket is claimed, the next event opens a new (follow-up) ticket, which waits while it runs
     claimed = reg.claim_due_tickets(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1))
     assert [t.id for t in claimed] == [first.ticket_id]
-    nxt = intake.receive("generic", "docs", generic_headers(a, delivery="d4"), a)
+    # (signed a second later: the same signed body at the same timestamp would be a replay)
+    nxt = intake.receive("generic", "docs", generic_headers(a, delivery="d4", ts=int(time.time()) + 1), a)
     assert nxt.ticket_id != first.ticket_id and not nxt.joined
     assert reg.claim_due_tickets(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)) == []
     reg.finish_ticket(first.ticket_id, run_id=None)
