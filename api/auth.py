@@ -73,18 +73,21 @@ class Identity:
 class AuthError(Exception):
     """A refused request: ``status`` 401 (who are you?), 403 (not that) or 503 (cannot check now)."""
 
-    def __init__(self, reason: str, *, status: int = 401, detail: str | None = None) -> None:
+    def __init__(self, reason: str, *, status: int = 401, detail: str | None = None,
+                 public: str | None = None) -> None:
         assert reason in REASONS, reason
         super().__init__(detail or reason)
         self.reason, self.status = reason, status
-        self.detail = detail or reason.replace("_", " ")
+        # What the caller is told (body and challenge); ``reason`` stays in the metric and the log only.
+        self.public = public or reason
+        self.detail = detail or self.public.replace("_", " ")
 
     @property
     def www_authenticate(self) -> str:
         """RFC 6750 challenge; ``error`` only when a credential was presented and refused."""
         if self.reason == "missing_credential":
             return 'Bearer realm="freshindex"'
-        return f'Bearer realm="freshindex", error="invalid_token", error_description="{self.reason}"'
+        return f'Bearer realm="freshindex", error="invalid_token", error_description="{self.public}"'
 
 
 class ApiKeyVerifier(Protocol):
@@ -309,7 +312,9 @@ class Authenticator:
         try:
             info = self._keys.verify_api_key(key)
         except ApiKeyRejected as exc:
-            raise AuthError(exc.reason) from None
+            # One answer for every bad key (malformed, unknown id, wrong secret, revoked): telling them apart
+            # would let a caller test whether a key id exists.
+            raise AuthError(exc.reason, public="invalid_key") from None
         return Identity(Principal.of(info.principal, info.groups), tenant=info.tenant, method="key",
                         key_id=info.key_id)
 
