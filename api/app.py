@@ -20,6 +20,20 @@ loads the parsers or Celery).  Endpoints:
 * ``POST /v1/webhooks/{github,gitlab,s3,generic}/{source}``: signed change
   events -> a coalesced sync ticket (:mod:`api.webhooks`).
 
+Every route is under :mod:`api.limits` first, before authentication: a body
+over its route's cap is 413 (``api.max_query_bytes`` for a query,
+``api.max_check_bytes`` for a citations check, ``webhooks.max_body_bytes``,
+``api.max_body_bytes`` for the rest), more than ``api.max_in_flight``
+requests at once is 503; then each authenticated caller (or, failing that,
+its peer address) is rate limited (``api.rate_limit_*``: 429).  A request
+whose body does not validate is 422, or 400 when its text is not valid
+Unicode (a lone surrogate escape).
+
+A caller whose credential names a tenant sees only the knowledge bases that
+have a source of its tenant, and only its tenant's sources in their health
+(another's answers 404, as an unknown one does); a caller without a tenant
+sees every knowledge base.
+
 Who calls the query endpoints is decided by :mod:`api.auth` from the
 credential (API key, JWT, trusted gateway headers; ``auth.mode``), never
 from the body: a query's ``principal`` and ``groups`` can only narrow the
@@ -42,11 +56,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from freshindex.api import webhooks
 from freshindex.api.auth import Authenticator, AuthError, Identity, narrow
+from freshindex.api.limits import BodyTooLarge, RateLimited, RateLimits, RequestLimits, too_large_body
 from freshindex.core.errors import FreshIndexError, NotFoundError, RetryableError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 if TYPE_CHECKING:
     from freshindex.core.naming import Naming
@@ -67,6 +85,19 @@ class QueryRequest(BaseModel):
     principal: str | None = None
     groups: list[str] = Field(default_factory=list)
     limit: int = Field(default=5, ge=1, le=50)
+
+    @field_validator("question", "kb", "principal", "groups")
+    @classmethod
+    def _unicode(cls, value: Any) -> Any:
+        # JSON lets a body escape a lone surrogate ("\\ud800"); such a string cannot be encoded, logged or
+        # answered. Pydantic refuses it in some fields only: refuse it in every one (the handler's 400).
+        for text in value if isinstance(value, list) else (value,):
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise PydanticCustomError("string_unicode", "not valid Unicode text") from None
+        return value
 
 
 class ApiServices(Protocol):
@@ -98,10 +129,64 @@ def create_app(services: ApiServices) -> FastAPI:
     authenticator = Authenticator(settings.auth, _RegistryKeys(services), static_token=token,
                                   on_failure=lambda reason: services.metrics.auth_failures.labels(reason).inc())
 
+    api = settings.api
+
+    def cap_for(path: str) -> int:
+        if path == "/v1/query":
+            return api.max_query_bytes
+        if path == "/v1/citations/check":
+            return api.max_check_bytes
+        if path.startswith("/v1/webhooks/"):
+            return settings.webhooks.max_body_bytes
+        return api.max_body_bytes
+
+    def limited(reason: str, path: str) -> None:
+        services.metrics.api_limited.labels(reason).inc()
+        if reason == "too_large" and path.startswith("/v1/webhooks/"):  # still a webhook rejection too
+            services.metrics.webhook_rejections.labels("too_large").inc()
+        log.info("request limited: %s", reason, extra={"event": "request_limited", "reason": reason})
+
+    app.add_middleware(RequestLimits, cap_for=cap_for, max_in_flight=api.max_in_flight, on_limited=limited,
+                       exempt=frozenset({"/healthz", "/readyz", "/metrics"}))
+    rates = RateLimits(api.rate_limit_burst, api.rate_limit_per_s) if api.rate_limit_burst else None
+
     def authorize(request: Request) -> Identity:
         # request.client is the TCP peer: `freshindex serve` runs uvicorn without proxy_headers, so no
         # X-Forwarded-For rewrites it (gateway mode trusts the peer address, nothing else).
-        return authenticator.authenticate(request.headers, request.client.host if request.client else None)
+        peer = request.client.host if request.client else None
+        try:
+            identity = authenticator.authenticate(request.headers, peer)
+        except AuthError:
+            if rates is not None:  # failed attempts count against the peer: guessing keys is rate limited too
+                rates.hit(f"peer:{peer}", "rate_peer")
+            raise
+        if rates is not None:
+            key = _rate_key(identity)
+            rates.hit(key or f"peer:{peer}", "rate_credential" if key else "rate_peer")
+        return identity
+
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(_request: Any, exc: BodyTooLarge) -> JSONResponse:
+        return JSONResponse(status_code=413, content=too_large_body(exc.limit))
+
+    @app.exception_handler(RateLimited)
+    async def _rate_limited(_request: Any, exc: RateLimited) -> JSONResponse:
+        services.metrics.api_limited.labels(exc.reason).inc()
+        return JSONResponse(status_code=429, headers={"Retry-After": str(exc.retry_after)},
+                            content={"error": "rate_limited", "detail": f"retry after {exc.retry_after} s"})
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Any, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        unicode = [e for e in errors if e.get("type") == "string_unicode"]
+        if unicode:
+            where = ".".join(str(p) for p in unicode[0].get("loc", ()))
+            return JSONResponse(status_code=400, content={
+                "error": "bad_unicode",
+                "detail": f"{where}: not valid Unicode text (a lone surrogate escape such as \\ud800)"})
+        # The errors echo the input: make every string encodable (a lone surrogate would make this a 500).
+        return JSONResponse(status_code=422, content={"detail": _encodable(jsonable_encoder(
+            errors, custom_encoder={bytes: lambda b: b.decode("utf-8", "backslashreplace")}))})
 
     @app.exception_handler(AuthError)
     async def _refused(_request: Any, exc: AuthError) -> JSONResponse:
@@ -213,15 +298,57 @@ def create_app(services: ApiServices) -> FastAPI:
         report = check_answer(data.get("answer"), data.get("packet"), on_report=services.metrics.count_citations)
         return JSONResponse(status_code=200, content=report.as_dict())
 
-    @app.get("/v1/kbs/{kb}/health", dependencies=[Depends(authorize)])
-    def kb_health(kb: str) -> dict[str, Any]:
-        return services.registry.health(require_kb(kb, "kb_health"))
+    def tenant_sources(identity: Identity, kb: str) -> set[str] | None:
+        """The ids of ``kb``'s sources ``identity`` may see; None: every one (a caller without a tenant)."""
+        if identity.tenant is None:
+            return None
+        return {s.id for s in services.registry.list_sources(kb) if s.tenant == identity.tenant}
 
-    @app.get("/v1/snapshots", dependencies=[Depends(authorize)])
-    def snapshots(kb: str | None = None) -> list[dict[str, Any]]:
-        return [s.as_dict() for s in services.registry.list_snapshots(kb)]
+    @app.get("/v1/kbs/{kb}/health")
+    def kb_health(kb: str, identity: Identity = Depends(authorize)) -> dict[str, Any]:
+        mine = tenant_sources(identity, kb) if known.contains(kb) else None
+        if mine is not None and not mine:  # another tenant's knowledge base: answered as an unknown one
+            services.metrics.unknown_kb_requests.labels("kb_health").inc()
+            raise NotFoundError(f"unknown knowledge base {kb!r}")
+        health = services.registry.health(require_kb(kb, "kb_health"))
+        if mine is not None:
+            for field in ("stale_sources", "deletions_held_by_source"):
+                health[field] = {sid: v for sid, v in health[field].items() if sid in mine}
+        return health
+
+    @app.get("/v1/snapshots")
+    def snapshots(kb: str | None = None, identity: Identity = Depends(authorize)) -> list[dict[str, Any]]:
+        found = services.registry.list_snapshots(kb)
+        if identity.tenant is not None:
+            visible = {s.kb for s in services.registry.list_sources() if s.tenant == identity.tenant}
+            found = [s for s in found if s.kb in visible]
+        return [s.as_dict() for s in found]
 
     return app
+
+
+def _rate_key(identity: Identity) -> str | None:
+    """What a caller's rate is counted under: its key, or its principal; None for the anonymous (its peer)."""
+    if identity.key_id is not None:
+        return f"key:{identity.key_id}"
+    if identity.method in ("jwt", "gateway"):
+        return f"{identity.method}:{identity.tenant or ''}:{identity.principal.id}"
+    return None
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with every string UTF-8 encodable: a lone surrogate becomes its ``\\udXXX`` escape text."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, list):
+        return [_encodable(v) for v in value]
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    return value
 
 
 class _RegistryKeys:

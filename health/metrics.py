@@ -111,6 +111,9 @@ class Metrics:
         self.auth_failures = Counter("freshindex_auth_failures_total",
                                      "API requests refused (401/403) by reason (a fixed set: api/auth.py)",
                                      ["reason"], registry=r)
+        self.api_limited = Counter("freshindex_api_limited_total",
+                                   "API requests refused by a limit: too_large (413), busy (503: api.max_in_flight), "
+                                   "rate_credential and rate_peer (429: api.rate_limit_*)", ["reason"], registry=r)
         self.webhook_rejections = Counter("freshindex_webhook_rejections_total",
                                           "Webhook requests refused before anything was enqueued, by reason "
                                           "(bad_signature, replayed, replayed_body, stale_timestamp, unknown_source, "

@@ -300,6 +300,19 @@ class ApiSettings(BaseModel):
     )
     max_check_bytes: int = Field(default=1 << 20, ge=1024, description="largest body POST /v1/citations/check "
                                  "reads (an answer and its packet); larger is 413")
+    # Body caps are applied to every route before authentication (api/limits.py); webhooks use
+    # webhooks.max_body_bytes.
+    max_query_bytes: int = Field(default=64 * 1024, ge=1024, description="largest body POST /v1/query reads; "
+                                 "larger is 413, before the credential is checked")
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024, description="largest body any other route reads "
+                                "(the operator API, GET routes); larger is 413")
+    max_in_flight: int = Field(default=64, ge=0, description="requests this process serves at once (probes and "
+                               "/metrics excepted); one more is 503 with Retry-After. 0 = no limit")
+    rate_limit_burst: int = Field(default=60, ge=0, description="requests one credential (or, unauthenticated, one "
+                                  "peer address) may make in a burst; past it 429 with Retry-After. 0 = no limit")
+    rate_limit_per_s: float = Field(default=20.0, gt=0, description="sustained requests per second per credential: "
+                                    "the burst is a moving window of rate_limit_burst requests over "
+                                    "ceil(burst / rate) seconds")
 
 
 class WebhookSettings(BaseModel):

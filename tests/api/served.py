@@ -1,0 +1,84 @@
+"""A real ``freshindex serve`` process for the HTTP tests: its own data dir, keys made by ``freshindex keys create``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import ROOT, free_port
+
+
+@dataclass
+class Served:
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+    def status(self, field: str) -> int:
+        """A ``/proc/PID/status`` figure in kB (VmRSS now, VmHWM the peak resident set)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        raise AssertionError(f"no {field} for pid {self.proc.pid}")
+
+
+def serve_env(tmp_path: Path, **settings: str) -> dict[str, str]:
+    """The environment of a serve process on ``tmp_path``: hashing embedder, keys mode, plus ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
+    env.update(FRESHINDEX_DATA_DIR=str(tmp_path / "data"), FRESHINDEX_EMBEDDING__PROVIDER="hashing",
+               FRESHINDEX_AUTH__MODE="keys", FRESHINDEX_LOG_LEVEL="WARNING", **settings)
+    return env
+
+
+def cli(env: dict[str, str], *args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "freshindex", *args], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def create_key(env: dict[str, str], principal: str, *groups: str, tenant: str | None = None) -> str:
+    """A key made the way an operator makes one: ``freshindex keys create``."""
+    args = ["keys", "create", principal, "--json", *[a for g in groups for a in ("--group", g)]]
+    if tenant:
+        args += ["--tenant", tenant]
+    return json.loads(cli(env, *args))["key"]
+
+
+@contextlib.contextmanager
+def serving(env: dict[str, str], tmp_path: Path) -> Iterator[Served]:
+    port = free_port()
+    log_path = tmp_path / f"serve-{port}.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "freshindex", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    served = Served(f"http://127.0.0.1:{port}", proc, log_path)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(served.url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"serve did not start:\n{log_path.read_text()}")
+            time.sleep(0.2)
+        yield served
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
