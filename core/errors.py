@@ -67,6 +67,9 @@ class DocumentError(PermanentError):
     FETCH_FAILED = "fetch_failed"
     #: The worker processing the document died; the reaper recorded it.
     WORKER_LOST = "worker_lost"
+    #: Processing the document killed its worker process more than ``sync.document_crash_retries``
+    #: times (a poison pill: SIGKILL, a native parser's segfault, the OOM killer); skipped until it changes.
+    WORKER_CRASHED = "worker_crashed"
     #: The document's ACL could not be trusted (a malformed sidecar, an invalid
     #: group in a tag or a service answer): it is not served wider than before.
     ACL_INVALID = "acl_invalid"

@@ -100,6 +100,10 @@ class Metrics:
         self.ocr_low_confidence_pages = Counter("freshindex_ocr_low_confidence_pages_total",
                                                 "Scanned pages read with an OCR confidence under the floor",
                                                 ["source"], registry=r)
+        self.worker_crashes = Counter("freshindex_worker_crashes_total",
+                                      "Document attempts whose worker process died on the document (found by the "
+                                      "next attempt); past sync.document_crash_retries it is recorded worker_crashed",
+                                      ["source"], registry=r)
         self.reaped_runs = Counter("freshindex_reaped_runs_total",
                                    "Stalled sync runs the reaper resumed, closed or rebuilt", ["action"], registry=r)
         self.readiness_failures = Counter("freshindex_readiness_failures_total",

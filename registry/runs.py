@@ -19,6 +19,7 @@ from freshindex.registry.records import DocumentErrorInfo, SyncRunInfo
 from freshindex.registry.schema import (
     Changeset,
     ChangesetEntry,
+    DocumentAttempt,
     DocumentResult,
     DocumentStart,
     Lock,
@@ -28,6 +29,19 @@ from freshindex.registry.schema import (
 )
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
+
+
+def lease_alive(run: Any, *, now: dt.datetime, lease_s: float) -> bool:
+    """The one rule "is this run's lease alive", for a run row or a :class:`SyncRunInfo`.
+
+    A run is renewed by its heartbeat; before its first one, a running run
+    counts from its start and a finished run (its build pending) from its
+    finish.  Alive while that moment is younger than ``lease_s`` seconds at
+    ``now``.  The registry's join and reap decisions, the scheduler's "is
+    this source busy" and a CLI following a joined run all call this.
+    """
+    seen = _aware(run.heartbeat_at or (run.started_at if run.status == RunStatus.RUNNING else run.finished_at))
+    return seen is not None and (now - seen).total_seconds() < lease_s
 
 
 @dataclass(frozen=True)
@@ -86,14 +100,12 @@ class RunsStore(_Base):
                 raise NotFoundError(f"no source {source_id!r}")
             now = utcnow()
             if lease_s is not None:
-                cutoff = now - dt.timedelta(seconds=lease_s)
                 running = s.scalars(
                     select(SyncRun).where(SyncRun.source_id == source_id, SyncRun.status == RunStatus.RUNNING)
                     .order_by(SyncRun.id.desc())
                 ).all()
                 for r in running:
-                    seen = _aware(r.heartbeat_at or r.started_at)
-                    if seen is not None and seen > cutoff:
+                    if lease_alive(r, now=now, lease_s=lease_s):
                         if followup:
                             r.followup_requested = True
                         return RunClaim(run_id=r.id, changeset_id=r.changeset_id, joined=True)
@@ -155,12 +167,12 @@ class RunsStore(_Base):
                 values["summary"] = summary
             s.execute(update(SyncRun).where(SyncRun.id == run_id).values(**values))
 
-    def heartbeat_run(self, run_id: int, worker: str | None = None) -> None:
+    def heartbeat_run(self, run_id: int, worker: str | None = None, *, now: dt.datetime | None = None) -> None:
         """Renew a run's lease: the process working on it (``worker``,
-        default this process's hostname:pid) is alive."""
+        default this process's hostname:pid) is alive.  ``now``: a test's clock."""
         with self.session() as s:
             s.execute(update(SyncRun).where(SyncRun.id == run_id)
-                      .values(heartbeat_at=utcnow(), worker=worker or process_name()))
+                      .values(heartbeat_at=now or utcnow(), worker=worker or process_name()))
 
     def stalled_runs(self, lease_s: float, *, now: dt.datetime | None = None) -> list[SyncRunInfo]:
         """Runs nobody has renewed for ``lease_s`` seconds.
@@ -176,7 +188,6 @@ class RunsStore(_Base):
         ``sync.heartbeat_interval_s`` well under ``sync.run_lease_s``.
         """
         now = now or utcnow()
-        cutoff = now - dt.timedelta(seconds=lease_s)
         wall = time.time()
         out: list[SyncRunInfo] = []
         with self.session() as s:
@@ -186,8 +197,7 @@ class RunsStore(_Base):
             ).all()
             locks = {r.name: r for r in s.scalars(select(Lock).where(Lock.name.like("build:%")))}
             for r in rows:
-                seen = _aware(r.heartbeat_at or (r.started_at if r.status == RunStatus.RUNNING else r.finished_at))
-                if seen is not None and seen > cutoff:
+                if lease_alive(r, now=now, lease_s=lease_s):
                     continue
                 if r.status != RunStatus.RUNNING:
                     lock = locks.get(f"build:{r.kb}")
@@ -291,6 +301,59 @@ class RunsStore(_Base):
             stmt = self._insert(DocumentStart).values(**values)
             s.execute(stmt.on_conflict_do_update(index_elements=["sync_run_id", "key"],
                                                  set_={"started_at": values["started_at"], "worker": values["worker"]}))
+
+    def begin_document_attempt(self, document_id: str, *, etag: str | None, run_id: int,
+                               worker: str | None = None) -> tuple[int, bool]:
+        """A worker process begins ``document_id`` (before fetching or parsing it); returns
+        (crashes counted against this version of it, whether the previous attempt just counted).
+
+        The previous attempt crashed when it is still open: its process began
+        the document and never ended the attempt (:meth:`end_document_attempt`),
+        so it died on it.  Durable and shared by every process, unlike the
+        broker's ``redelivered`` flag (set by RabbitMQ, not by Redis or SQS
+        after a visibility timeout) and Celery's ``retries`` (which counts
+        only retries the task asked for, never a worker lost).  A new
+        ``etag`` starts the count again.  Not guaranteed: two copies of one
+        task running side by side (a redelivery while the first still runs)
+        count the second's start as a crash of the first.
+        """
+        now = utcnow()
+        with self.session() as s:
+            self._write_lock(s)
+            s.execute(self._insert(DocumentAttempt).values(
+                document_id=document_id, etag=etag, crashes=0, open=False, sync_run_id=run_id, updated_at=now,
+            ).on_conflict_do_nothing(index_elements=["document_id"]))
+            q = select(DocumentAttempt).where(DocumentAttempt.document_id == document_id)
+            if self._dialect == "postgresql":
+                q = q.with_for_update()
+            row = s.scalars(q).one()
+            crashed = False
+            if row.etag != etag:
+                row.crashes = 0
+            elif row.open:
+                row.crashes, crashed = (row.crashes or 0) + 1, True
+            row.open, row.etag, row.sync_run_id, row.updated_at = True, etag, run_id, now
+            row.worker = worker or process_name()
+            return row.crashes, crashed
+
+    def end_document_attempt(self, document_id: str, *, outcome: bool) -> None:
+        """The process that began ``document_id`` is done with it, alive.
+
+        ``outcome``: it recorded one (indexed, unchanged, failed): the crash
+        count starts again.  Otherwise (an error the task retries) the attempt
+        is closed and the crashes counted so far are kept.
+        """
+        with self.session() as s:
+            if outcome:
+                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id == document_id))
+            else:
+                s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id == document_id)
+                          .values(open=False, updated_at=utcnow()))
+
+    def document_crashes(self, document_id: str) -> int:
+        """Crashes counted against the document's current attempts (0 when none is recorded)."""
+        with self.session() as s:
+            return s.scalar(select(DocumentAttempt.crashes).where(DocumentAttempt.document_id == document_id)) or 0
 
     def started_documents(self, run_id: int) -> dict[str, dt.datetime]:
         """Keys of the run's documents a task began on (marker still set), with when."""

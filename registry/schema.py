@@ -257,6 +257,28 @@ class DocumentStart(Base):
     worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
+class DocumentAttempt(Base):
+    """A worker process began processing this document (migration 0012): the poison-pill counter.
+
+    Written before the fetch and parse, so a process killed on the document
+    (SIGKILL, a segfault in a native parser, the OOM killer) leaves ``open``
+    set; the next attempt that finds it open counts a crash.  An attempt
+    that ends in the process (an outcome, or an error the task retries)
+    closes it.  Kept across runs (an inline sync that dies is a run that
+    dies), reset by an outcome or by a new etag.
+    """
+
+    __tablename__ = "document_attempts"
+
+    document_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    etag: Mapped[str | None] = mapped_column(Text, nullable=True)
+    crashes: Mapped[int] = mapped_column(Integer, default=0)
+    open: Mapped[bool] = mapped_column(Boolean, default=False)
+    sync_run_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 class DocumentResult(Base):
     """What one sync run did to one document (also the per-document error log).
 

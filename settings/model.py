@@ -93,11 +93,23 @@ class SyncSettings(BaseModel):
     """How runs are guarded, fenced and recovered."""
 
     run_lease_s: float = Field(
-        default=120.0, gt=0,
+        default=30.0, gt=0,
         description="a running sync run (or its pending build) whose heartbeat is older than this is presumed "
-        "dead and is resumed or closed by the reaper",
+        "dead and is resumed or closed by the reaper (on beat every third of it): a SIGKILLed worker's run "
+        "resumes within about 1.3 leases. The one default every lease check uses",
     )
-    heartbeat_interval_s: float = Field(default=10.0, gt=0, description="how often a working process renews its run's heartbeat")
+    heartbeat_interval_s: float = Field(
+        default=5.0, gt=0,
+        description="how often a working process renews its run's heartbeat (a thread, so it keeps renewing "
+        "through a long parse, OCR or embedding); keep it a sixth of run_lease_s or less, so a few missed "
+        "beats (a registry blip) do not look like a dead worker",
+    )
+    document_crash_retries: int = Field(
+        default=2, ge=0,
+        description="a document whose processing killed its worker process (SIGKILL, a segfault in a native "
+        "parser, the OOM killer) is tried again this many times, then recorded as worker_crashed and skipped "
+        "until it changes",
+    )
     max_deletion_share: float = Field(
         default=0.3, ge=0, le=1,
         description="a sync that would tombstone more than this share of a source's documents (or all of them) is "

@@ -157,7 +157,10 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
     known = ctx.registry.documents_for_source(source_id)
     listed = {ref.key for ref in refs}
     planned = tuple(PlannedDocument(r.key, r.etag, r.size) for r in refs if _needs_processing(known.get(r.key), r))
-    gone = [doc for key, doc in known.items() if key not in listed and doc.state in (DocState.ACTIVE, DocState.ERROR)]
+    # Under a folder the connector could not read (listed as one unreadable entry), nothing is gone.
+    unlisted = tuple(getattr(connector, "unlisted_prefixes", ()))
+    gone = [doc for key, doc in known.items() if key not in listed and doc.state in (DocState.ACTIVE, DocState.ERROR)
+            and not (unlisted and key.startswith(unlisted))]
     live = sum(1 for doc in known.values() if doc.state == DocState.ACTIVE)
     deleting = sum(1 for doc in gone if doc.state == DocState.ACTIVE)
     guard = ctx.sync
@@ -362,15 +365,73 @@ def process_document(
     redelivery usually costs no embedding; the check that decides is the one
     inside the staging transaction (:class:`core.errors.StaleTaskError`).
     """
+    doc_id = document_id(source_id, key)
     try:
         why = ctx.registry.run_refusal(run_id, changeset_id)
         if why is not None:
             raise StaleTaskError(run_id, changeset_id, why)
-        return _process_document(ctx, run_id, changeset_id, source_id, key, etag, size)
+        poisoned = begin_attempt(ctx, run_id, changeset_id, source_id, key, etag, size)
+        if poisoned is not None:
+            return poisoned
+        try:
+            outcome = _process_document(ctx, run_id, changeset_id, source_id, key, etag, size)
+        except BaseException:
+            _end_attempt(ctx, doc_id, outcome=False)  # alive: a retry or a recorded error, not a crash
+            raise
+        _end_attempt(ctx, doc_id, outcome=True)
+        return outcome
     except StaleTaskError as exc:
         record_stale(ctx, "process_document", exc, source=source_id, key=key)
         return DocumentOutcome(document_id=document_id(source_id, key), key=key, outcome=DocumentOutcomeKind.STALE,
                                error_detail=exc.why)
+
+
+def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str,
+                  etag: str | None, size: int) -> DocumentOutcome | None:
+    """The poison-pill rule, one for the Celery task and the inline runner: None to go on, or the failure.
+
+    Counted in the registry before anything is fetched or parsed
+    (:meth:`registry.Registry.begin_document_attempt`), so a process that
+    dies on the document (SIGKILL, a native parser's segfault, the OOM
+    killer, Celery's hard time limit) leaves its attempt open and the next
+    attempt, a redelivery, the reaper's resume or the next inline sync,
+    counts the crash (``freshindex_worker_crashes_total{source}``).  Past
+    ``sync.document_crash_retries`` crashes the document is recorded as
+    ``worker_crashed`` with its etag, so the run completes (``partial``) and
+    later syncs skip it until it changes.  Not guaranteed: a worker killed
+    for another reason (an operator, a node lost) while on the document
+    counts against it too, so keep the limit above one.
+    """
+    doc_id = document_id(source_id, key)
+    crashes, crashed = ctx.registry.begin_document_attempt(doc_id, etag=etag, run_id=run_id)
+    if crashed:
+        ctx.metrics.worker_crashes.labels(source_id).inc()
+        log.warning("worker died on a document", extra={"event": "document_crashed_worker", "source": source_id,
+                                                        "key": key, "run": run_id, "crashes": crashes})
+    limit = ctx.sync.document_crash_retries
+    if crashes <= limit:
+        return None
+    detail = (f"its worker process died {crashes} times while processing it (limit "
+              f"sync.document_crash_retries={limit}); skipped until it changes")
+    ctx.registry.record_failure(run_id, source_id=source_id, document_id=doc_id, key=key,
+                                reason=DocumentError.WORKER_CRASHED, detail=detail, etag=etag, size=size,
+                                changeset_id=changeset_id)
+    _end_attempt(ctx, doc_id, outcome=True)
+    ctx.metrics.document_errors.labels(source_id, DocumentError.WORKER_CRASHED).inc()
+    ctx.metrics.documents.labels(source_id, "failed").inc()
+    log.error("document failed", extra={"event": "document_failed", "source": source_id, "key": key,
+                                        "reason": DocumentError.WORKER_CRASHED, "detail": detail})
+    return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.FAILED,
+                           error_reason=DocumentError.WORKER_CRASHED, error_detail=detail)
+
+
+def _end_attempt(ctx: PipelineContext, doc_id: str, *, outcome: bool) -> None:
+    # Best effort: when the registry is away the attempt stays open and the
+    # next one counts a crash that was not; the error that got here matters more.
+    try:
+        ctx.registry.end_document_attempt(doc_id, outcome=outcome)
+    except Exception:
+        log.warning("could not end the attempt on %s", doc_id, exc_info=True)
 
 
 def record_stale(ctx: PipelineContext, task: str, exc: StaleTaskError, **context: object) -> None:

@@ -60,9 +60,9 @@ class Workers:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def start(self, name: str, queues: str = "sync,parse,build", *, concurrency: int = 1,
-              extra_env: dict[str, str] | None = None, slow_build: bool = False) -> str:
+              extra_env: dict[str, str] | None = None, slow_build: bool = False, module: str | None = None) -> str:
         hostname = f"{name}-{uuid.uuid4().hex[:6]}@faults"
-        module = "tests.e2e.test_faults" if slow_build else "freshindex"
+        module = module or ("tests.e2e.test_faults" if slow_build else "freshindex")
         log = open(self.logs / f"worker-{name}.log", "w")
         proc = subprocess.Popen(
             [sys.executable, "-m", module, "worker", "--queues", queues, "-c", str(concurrency),
