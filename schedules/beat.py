@@ -45,7 +45,7 @@ def beat_schedule(settings: Settings, *, task_for: Callable[[Job], str], queue: 
         **{str(job): {"task": task_for(job), "schedule": every,
                       "options": {"queue": queue, "expires": max(1.0, every * 0.9)}}
            for job, every in periodic.items()},
-        # Twice per lease, so a dead worker's run is picked up within about 1.5 leases.
+        # Three times per lease, so a dead worker's run is picked up within about 1.33 leases.
         str(Job.REAP_RUNS): {
             "task": task_for(Job.REAP_RUNS),
             "schedule": reap_interval(settings),
@@ -55,4 +55,4 @@ def beat_schedule(settings: Settings, *, task_for: Callable[[Job], str], queue: 
 
 
 def reap_interval(settings: Settings) -> float:
-    return max(5.0, min(60.0, settings.sync.run_lease_s / 2))
+    return max(5.0, min(60.0, settings.sync.run_lease_s / 3))

@@ -25,9 +25,8 @@ import datetime as dt
 from freshindex.core.enums import RunStatus
 from freshindex.registry import SourceInfo, SyncRunInfo
 from freshindex.registry.protocols import RunHistory
-
-#: Default for ``lease_s`` (settings ``sync.run_lease_s``).
-DEFAULT_LEASE_S = 120.0
+from freshindex.registry.runs import lease_alive
+from freshindex.settings.model import SyncSettings
 
 
 def _aware(t: dt.datetime | None) -> dt.datetime | None:
@@ -38,10 +37,7 @@ def _aware(t: dt.datetime | None) -> dt.datetime | None:
 
 def run_blocks(run: SyncRunInfo, now: dt.datetime, lease_s: float) -> bool:
     """True while ``run`` is running and its lease has not run out."""
-    if run.status != RunStatus.RUNNING:
-        return False
-    seen = _aware(run.heartbeat_at or run.started_at)
-    return seen is None or (now - seen).total_seconds() < lease_s
+    return run.status == RunStatus.RUNNING and lease_alive(run, now=now, lease_s=lease_s)
 
 
 def is_due(source: SourceInfo, last_ok: dt.datetime | None, running: bool, now: dt.datetime) -> bool:
@@ -55,8 +51,10 @@ def is_due(source: SourceInfo, last_ok: dt.datetime | None, running: bool, now: 
 
 
 def due_sources(registry: RunHistory, now: dt.datetime | None = None, *,
-                lease_s: float = DEFAULT_LEASE_S) -> list[str]:
+                lease_s: float | None = None) -> list[str]:
+    """Sources due for a scheduled sync; ``lease_s`` defaults to the settings' ``sync.run_lease_s``."""
     now = now or dt.datetime.now(dt.UTC)
+    lease_s = SyncSettings().run_lease_s if lease_s is None else lease_s
     due = []
     for source in registry.list_sources():
         if not source.poll_interval_s:

@@ -43,6 +43,7 @@ work is then done twice, never lost or duplicated in the index.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 from collections.abc import Callable
@@ -104,10 +105,10 @@ class ReapReport:
 
 
 def reap(registry: ReaperRegistry, actions: ReapActions, *, lease_s: float, metrics: Metrics | None = None,
-         max_resumes: int = 3) -> ReapReport:
-    """Resume, close or rebuild every run stalled for ``lease_s`` seconds."""
+         max_resumes: int = 3, now: dt.datetime | None = None) -> ReapReport:
+    """Resume, close or rebuild every run stalled for ``lease_s`` seconds (at ``now``: a test's clock)."""
     done: list[Reaped] = []
-    for run in registry.stalled_runs(lease_s):
+    for run in (registry.stalled_runs(lease_s) if now is None else registry.stalled_runs(lease_s, now=now)):
         try:
             item = (_reap_running(registry, actions, run, lease_s, max_resumes) if run.status == RunStatus.RUNNING
                     else _reap_build(registry, actions, run, max_resumes))

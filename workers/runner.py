@@ -23,6 +23,7 @@ from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeK
 from freshindex.core.errors import FreshIndexError, LockHeldError, RetryableError
 from freshindex.core.exit_codes import ExitCode
 from freshindex.registry import DocumentErrorInfo, SnapshotInfo, SyncRunInfo
+from freshindex.registry.runs import lease_alive
 from freshindex.schedules.reaper import Heartbeat
 from freshindex.snapshots import BuildResult
 from freshindex.workers import pipeline
@@ -174,7 +175,7 @@ def _follow_joined(svc: RunnerServices, run_id: int, *, progress: Progress | Non
     (heartbeat, or start/finish before the first beat, older than
     ``sync.run_lease_s``) without ending.
     """
-    lease = dt.timedelta(seconds=svc.settings.sync.run_lease_s)
+    lease = svc.settings.sync.run_lease_s
     last = -1
     while True:
         run = svc.registry.get_sync_run(run_id)
@@ -184,10 +185,7 @@ def _follow_joined(svc: RunnerServices, run_id: int, *, progress: Progress | Non
         if progress and done != last:
             progress(done, planned, "")
             last = done
-        seen = run.heartbeat_at or (run.started_at if run.status == RunStatus.RUNNING else run.finished_at)
-        if seen is not None and seen.tzinfo is None:
-            seen = seen.replace(tzinfo=dt.UTC)
-        if seen is None or dt.datetime.now(dt.UTC) - seen > lease:
+        if not lease_alive(run, now=dt.datetime.now(dt.UTC), lease_s=lease):
             log.warning("joined run stopped renewing its lease", extra={"event": "joined_run_stalled",
                                                                         "run": run_id, "worker": run.worker})
             return None
