@@ -727,6 +727,8 @@ def check_citations_command(answer: Any, packet_file: Any, as_json: bool) -> Non
             lines.append(f"  not in the source list: {d['missing']}")
         if d["unsupported"]:
             lines.append(f"  no citing sentence supported by the source: {d['unsupported']}")
+        for m in d.get("malformed", []):
+            lines.append(f"  malformed citation {m['citation'][:40]} ({m['kind']})")
         return "\n".join(lines)
 
     _emit(report.as_dict(), as_json, human)

@@ -66,7 +66,9 @@ class Metrics:
                                      "label: a library caller may name any kb)", registry=r)
         self.invalid_citations = Counter("freshindex_invalid_citations_total",
                                          "Citations of checked answers that failed, by kind (missing: the number is "
-                                         "not in the source list; unsupported: no citing sentence overlaps it)",
+                                         "not in the source list; unsupported: no citing sentence overlaps it; "
+                                         "zero_number, reversed_range, range_too_wide, number_too_large: "
+                                         "malformed)",
                                          ["kind"], registry=r)
         self.insufficient_evidence = Counter("freshindex_insufficient_evidence_total",
                                              "Insufficient-evidence packets by the registry source of the nearest "
@@ -171,10 +173,8 @@ class Metrics:
 
     def count_citations(self, report: Any) -> None:
         """A :data:`injection.citations.CitationSink`: the invalid citations of one checked answer, by kind."""
-        for kind in ("missing", "unsupported"):
-            n = len(getattr(report, kind))
-            if n:
-                self.invalid_citations.labels(kind).inc(n)
+        for kind, n in report.invalid_by_kind().items():  # kinds from a fixed set, never the answer's text
+            self.invalid_citations.labels(kind).inc(n)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -21,8 +21,14 @@ citations are counted where they are scraped
 (``freshindex_invalid_citations_total{kind}``); the CLI counts nothing.
 
 Citations are ``[n]``, lists and ranges with one dash per part: a bracketed
-date (``[2024-01-15]``) is text.  The work is linear in the answer: an
-answer citing over :data:`MAX_CITED_NUMBERS` numbers (ranges expanded) or
+date (``[2024-01-15]``) is text.  A third failure, ``malformed``, is a
+bracket shaped as a citation that no source list can hold, by kind
+(:data:`MALFORMED_KINDS`): ``zero_number`` (``[0]``), ``reversed_range``
+(``[9-2]``), ``range_too_wide`` (``[1-1000000000]``: more numbers than
+:data:`MAX_DISTINCT_CITED`), ``number_too_large`` (over 4 digits).  Such a
+citation cites nothing and fails the report, so an absurd range is never
+read as plain text.  The work is linear in the answer: an answer citing over
+:data:`MAX_CITED_NUMBERS` numbers (ranges expanded) or
 :data:`MAX_DISTINCT_CITED` distinct ones is refused.
 
 Over HTTP (``POST /v1/citations/check``) and the CLI (``freshindex
@@ -44,8 +50,9 @@ from typing import Any
 from freshindex.core.errors import PermanentError
 from freshindex.injection.types import ContextPacket, Evidence
 
-__all__ = ["MAX_ANSWER_CHARS", "MAX_CITED_NUMBERS", "MAX_DISTINCT_CITED", "MAX_SOURCES", "CitationInputError",
-           "CitationReport", "CitationSink", "check_answer", "check_citations", "cited_numbers", "sources_from"]
+__all__ = ["MALFORMED_KINDS", "MAX_ANSWER_CHARS", "MAX_CITED_NUMBERS", "MAX_DISTINCT_CITED", "MAX_SOURCES",
+           "CitationInputError", "CitationReport", "CitationSink", "check_answer", "check_citations", "cited_numbers",
+           "malformed_citations", "sources_from"]
 
 #: The longest answer checked (characters), the most sources, and the longest source text a packet may hold.
 MAX_ANSWER_CHARS = 50_000
@@ -57,8 +64,14 @@ MAX_CITED_NUMBERS = 5_000
 MAX_DISTINCT_CITED = 400
 
 #: Each part a number or one range ``a-b``: ``[2024-01-15]`` (a bracketed date) is not a citation.
-_PART = r"\d{1,4}(?:\s*[-–]\s*\d{1,4})?"
+#: Any number of digits is read, so an absurd number or range is seen (and refused as malformed), not skipped.
+_PART = r"\d+(?:\s*[-–]\s*\d+)?"
 _CITE = re.compile(rf"\[({_PART}(?:\s*[,;]\s*{_PART})*)\]")
+#: The largest citation number read as one: four digits (a packet holds at most :data:`MAX_SOURCES`).
+_MAX_NUMBER_DIGITS = 4
+#: The kinds of a malformed citation (the ``kind`` label of ``freshindex_invalid_citations_total``, with
+#: ``missing`` and ``unsupported``): a bounded set, never the answer's text.
+MALFORMED_KINDS = ("zero_number", "reversed_range", "range_too_wide", "number_too_large")
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -73,23 +86,63 @@ class CitationInputError(PermanentError):
     """A citation check's input is not an answer and a packet's source list (HTTP 400, CLI exit 2)."""
 
 
-def cited_numbers(text: str, *, limit: int | None = None) -> list[int]:
-    """Every ``[n]`` cited in ``text`` in order of appearance (ranges expanded, at most 100 wide).
+def _malformed(lo: str, hi: str) -> str | None:
+    """The kind of malformed citation part ``lo-hi`` (``hi`` empty for one number), or None when it is sound."""
+    lo_d, hi_d = lo.lstrip("0"), hi.lstrip("0")
+    if len(lo_d) > _MAX_NUMBER_DIGITS or len(hi_d) > _MAX_NUMBER_DIGITS:
+        # Decided on the digits, before int(): a 10,000-digit "number" is never parsed.
+        if hi and (len(hi_d), hi_d) < (len(lo_d), lo_d):
+            return "reversed_range"
+        return "range_too_wide" if hi and len(hi_d) > len(lo_d) else "number_too_large"
+    a = int(lo)
+    b = int(hi) if hi else a
+    if b < a:
+        return "reversed_range"
+    if a == 0:
+        return "zero_number"
+    if b - a + 1 > MAX_DISTINCT_CITED:
+        return "range_too_wide"
+    return None
 
-    With ``limit``, raises :class:`CitationInputError` before expanding
-    more than ``limit`` numbers.
-    """
+
+def _read(text: str, limit: int | None, malformed: list[tuple[str, str]] | None) -> list[int]:
     out: list[int] = []
     for m in _CITE.finditer(text):
         for part in re.split(r"\s*[,;]\s*", m.group(1)):
             lo, _, hi = re.sub(r"\s+", "", part).replace("–", "-").partition("-")
+            kind = _malformed(lo, hi)
+            if kind is not None:
+                if malformed is not None:
+                    malformed.append((kind, part))
+                continue
             a = int(lo)
             b = int(hi) if hi else a
-            numbers = range(a, b + 1) if 0 <= b - a <= 100 else (a, b)
+            numbers = range(a, b + 1) if b - a <= 100 else (a, b)
             if limit is not None and len(out) + len(numbers) > limit:
                 raise CitationInputError(f"the answer cites more than {limit} numbers (ranges expanded)")
             out += numbers
     return out
+
+
+def cited_numbers(text: str, *, limit: int | None = None) -> list[int]:
+    """Every ``[n]`` cited in ``text`` in order of appearance (ranges expanded, at most 100 wide).
+
+    Malformed parts (:func:`malformed_citations`) cite nothing.  With
+    ``limit``, raises :class:`CitationInputError` before expanding more
+    than ``limit`` numbers.
+    """
+    return _read(text, limit, None)
+
+
+def malformed_citations(text: str) -> list[tuple[str, str]]:
+    """``(kind, part)`` for each citation part in ``text`` no source list can hold (:data:`MALFORMED_KINDS`).
+
+    ``[0]``, ``[9-2]``, ``[1-1000000000]`` and ``[12345]`` are malformed;
+    a bracketed date (``[2024-01-15]``) is text, not a citation.
+    """
+    found: list[tuple[str, str]] = []
+    _read(text, None, found)
+    return found
 
 
 def _words(text: str) -> set[str]:
@@ -113,21 +166,30 @@ class CitationReport:
     sentences: int = 0
     uncited_sentences: int = 0  # sentences with content words and no citation
     support: dict[int, float] = field(default_factory=dict)  # best overlap per cited, listed source
+    malformed: tuple[tuple[str, str], ...] = ()  # (kind, citation part): shaped as a citation, citing nothing
 
     @property
     def ok(self) -> bool:
-        return not self.missing and not self.unsupported
+        return not self.missing and not self.unsupported and not self.malformed
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "cited": list(self.cited), "missing": list(self.missing),
-                "unsupported": list(self.unsupported), "sentences": self.sentences,
-                "uncited_sentences": self.uncited_sentences,
+                "unsupported": list(self.unsupported),
+                "malformed": [{"kind": kind, "citation": f"[{part}]"} for kind, part in self.malformed],
+                "sentences": self.sentences, "uncited_sentences": self.uncited_sentences,
                 "support": {str(n): s for n, s in sorted(self.support.items())}}
 
     def counts(self) -> dict[str, int]:
-        """For metrics: how many cited, missing, unsupported, uncited sentences."""
+        """How many cited, missing, unsupported, uncited sentences (malformed ones: :meth:`invalid_by_kind`)."""
         return {"cited": len(self.cited), "missing": len(self.missing), "unsupported": len(self.unsupported),
                 "uncited_sentences": self.uncited_sentences}
+
+    def invalid_by_kind(self) -> dict[str, int]:
+        """Invalid citations by kind (``missing``, ``unsupported`` and each of :data:`MALFORMED_KINDS`), nonzero only."""
+        out = {"missing": len(self.missing), "unsupported": len(self.unsupported)}
+        for kind, _part in self.malformed:
+            out[kind] = out.get(kind, 0) + 1
+        return {k: n for k, n in out.items() if n}
 
 
 def _sentences(answer: str) -> list[str]:
@@ -163,12 +225,14 @@ def check_citations(answer: str, sources: ContextPacket | Sequence[Evidence], *,
     uncited = 0
     seen: set[int] = set()
     budget = MAX_CITED_NUMBERS
+    malformed: list[tuple[str, str]] = []
     for sentence in sentences:
-        numbers = cited_numbers(sentence, limit=budget)
+        before = len(malformed)
+        numbers = _read(sentence, budget, malformed)
         budget -= len(numbers)
         words = _words(_CITE.sub(" ", sentence))
         if not numbers:
-            uncited += bool(words)
+            uncited += bool(words) and len(malformed) == before  # a malformed citation is counted as such
             continue
         for n in dict.fromkeys(numbers):  # each distinct number once per sentence
             if n not in seen:
@@ -184,7 +248,7 @@ def check_citations(answer: str, sources: ContextPacket | Sequence[Evidence], *,
     missing = tuple(n for n in cited if n not in by_n)
     unsupported = tuple(n for n in cited if n in by_n and best.get(n, 0.0) < min_overlap)
     report = CitationReport(tuple(cited), missing, unsupported, len(sentences), uncited,
-                            {n: round(s, 3) for n, s in best.items()})
+                            {n: round(s, 3) for n, s in best.items()}, tuple(malformed))
     if on_report is not None:
         on_report(report)
     return report

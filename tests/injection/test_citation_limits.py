@@ -15,6 +15,7 @@ from freshindex.injection.citations import (
     check_answer,
     check_citations,
     cited_numbers,
+    malformed_citations,
 )
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -87,12 +88,18 @@ def test_any_bracket_text_is_read_or_refused_never_a_crash(text: str) -> None:
 def test_ranges_expand_as_written(pairs: list[tuple[int, int]]) -> None:
     text = " ".join(f"[{a}-{b}]" for a, b in pairs)
     expected: list[int] = []
+    malformed = 0
     for a, b in pairs:
-        expected += list(range(a, b + 1)) if 0 <= b - a <= 100 else [a, b]
+        if b < a or a == 0 or b - a + 1 > MAX_DISTINCT_CITED:  # reversed, zero, over the cap: cite nothing
+            malformed += 1
+            continue
+        expected += list(range(a, b + 1)) if b - a <= 100 else [a, b]
     assert cited_numbers(text) == expected
+    assert len(malformed_citations(text)) == malformed
     if len(set(expected)) > MAX_DISTINCT_CITED:
         with pytest.raises(CitationInputError):
             check_citations("Backups run " + text, [])
         return
     report = check_citations("Backups run " + text, [])
     assert list(report.cited) == list(dict.fromkeys(expected))
+    assert len(report.malformed) == malformed and (report.ok is False or not pairs)
