@@ -11,6 +11,7 @@ in-process Qdrant Edge store under ``data_dir``, no broker.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -596,11 +597,16 @@ class Settings(BaseSettings):
         return data
 
 
-def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+def load_settings(config_file: str | Path | None = None, *, strict: bool | None = None,
+                  on_unknown: Callable[[str], None] | None = None, **overrides: Any) -> Settings:
     """Build the settings once, at process start.
 
     ``config_file`` (or ``FRESHINDEX_CONFIG``) names an optional TOML file with
     the same nesting as the environment variables (``[registry] url = ...``).
+    A ``FRESHINDEX_`` variable or file key no setting takes is passed to
+    ``on_unknown`` (default: a log warning) with the closest known name, or
+    is a ConfigError when ``strict`` (None: ``FRESHINDEX_STRICT``); see
+    :mod:`settings.keys`.
     """
     path = config_file or os.environ.get("FRESHINDEX_CONFIG")
     if path:
@@ -612,6 +618,9 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         # A subclass carries the file name in its model_config, which is
         # where pydantic-settings' TOML source looks for it.
         cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": path}})
+    from freshindex.settings.keys import check_unknown
+
+    check_unknown(Settings, config_file=Path(path) if path else None, strict=strict, report=on_unknown)
     try:
         return cls(**overrides)
     except ValueError as exc:  # pydantic.ValidationError derives from ValueError
