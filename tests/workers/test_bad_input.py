@@ -256,7 +256,7 @@ def test_every_bad_input_fails_alone_with_its_reason_and_memory_stays_bounded(tm
     assert not any(ln.startswith("break.md") for ln in lines)
 
 
-def test_an_unreadable_sub_folder_fails_the_listing_instead_of_deleting_its_documents(
+def test_an_unreadable_sub_folder_is_recorded_and_keeps_its_documents_while_the_rest_syncs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from freshindex.settings import load_settings
     from freshindex.workers.runner import sync_inline
@@ -273,23 +273,26 @@ def test_an_unreadable_sub_folder_fails_the_listing_instead_of_deleting_its_docu
         assert sync_inline(svc, "docs").run.status == "succeeded"
 
         (root / "team").chmod(0)
-        if os.geteuid() == 0:  # root reads a mode-0 folder anyway: make scandir fail as it would for a user
-            real = os.scandir
+        (root / "new.md").write_text("# New\n\nA page added while the team folder is unreadable.\n")
+        real = os.scandir
 
-            def scandir(path: object = ".") -> object:
-                if Path(os.fsdecode(path)) == root / "team":
-                    raise PermissionError(13, "Permission denied", os.fsdecode(path))
-                return real(path)
+        def scandir(path: object = ".") -> object:  # root reads a mode-0 folder anyway: fail as for a user
+            if Path(os.fsdecode(path)) in (root / "team", root.parent / "gone-root"):
+                raise PermissionError(13, "Permission denied", os.fsdecode(path))
+            return real(path)
 
-            monkeypatch.setattr(os, "scandir", scandir)
-        with pytest.raises(SourceError) as err:
-            list(FolderConnector(root, max_bytes=1000).list())
-        assert "team" in str(err.value)
-        with pytest.raises(SourceError):
-            sync_inline(svc, "docs")
+        monkeypatch.setattr(os, "scandir", scandir)
+        refs = list(FolderConnector(root, max_bytes=1000).list())
+        assert [r.key for r in refs] == ["index.md", "new.md", "team/"]
+        report = sync_inline(svc, "docs")
+        assert [(e.key, e.reason) for e in report.errors] == [("team/", "unreadable")]
+        assert "folder team/ cannot be read (Permission denied)" in report.errors[0].detail
         states = {k: d.state for k, d in svc.registry.documents_for_source("docs").items()}
-        assert states == {"index.md": "active", "team/oncall.md": "active"}  # nothing tombstoned
-        assert svc.metrics.value("freshindex_sync_runs_total", source="docs", status="failed") == 1
+        assert states["team/oncall.md"] == "active" and states["new.md"] == "active"  # kept, and the rest indexed
+        assert states["team/"] == "error"
+        (root.parent / "gone-root").mkdir()
+        with pytest.raises(SourceError, match="cannot read folder"):  # the root itself: the listing stops
+            list(FolderConnector(root.parent / "gone-root", max_bytes=1000).list())
     finally:
         (root / "team").chmod(0o755)
         svc.close()

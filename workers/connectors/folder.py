@@ -8,9 +8,15 @@ inside the root.  Nothing is left out silently:
   its own key and fails as ``symlink_outside`` when fetched, so it is
   counted, shown by ``freshindex errors`` and never followed;
 * a dangling link is listed and fails as ``unreadable``;
-* a sub-folder that cannot be read fails the whole listing with
-  :class:`core.errors.SourceError`: leaving it out would make every
-  document under it look deleted and tombstone it.
+* a sub-folder that cannot be read (no read permission, or no search
+  permission so its entries cannot be opened) is listed as one entry, its
+  key with a trailing slash (``team/``), which fails as ``unreadable``; its
+  key prefix is in :attr:`FolderConnector.unlisted_prefixes`, and the sync
+  keeps the documents under it as they were (leaving them out would make
+  them look deleted and tombstone them) while the rest of the source is
+  indexed;
+* the root itself unreadable fails the whole listing with
+  :class:`core.errors.SourceError`.
 
 A link to a folder inside the root is not followed (its files are listed
 under their real path) and is not an error.
@@ -34,45 +40,78 @@ class FolderConnector:
         #: ACL sidecars (``.freshindex-acl.json``, ``<name>.acl.json``) the last
         #: listing saw: never listed as documents, read by ACL resolution.
         self.sidecar_keys: set[str] = set()
+        #: Key prefixes (``team/``) of sub-folders the last listing could not read: the
+        #: sync deletes nothing under them (workers/pipeline.py).
+        self.unlisted_prefixes: frozenset[str] = frozenset()
+        self._unlisted_why: dict[str, str] = {}
 
     def list(self) -> Iterator[ObjectRef]:
-        if not self.root.is_dir():
+        try:
+            is_dir = self.root.is_dir()
+        except OSError as exc:  # a folder above the root cannot be searched
+            raise SourceError(f"cannot reach folder {self.root}: {exc.strerror or exc}") from exc
+        if not is_dir:
             raise SourceError(f"folder {self.root} does not exist or is not a folder")
+        unlisted: dict[str, str] = {}
 
         def unreadable(exc: OSError) -> None:
-            raise SourceError(
-                f"cannot read folder {exc.filename or self.root}: {exc.strerror or exc}; the listing would "
-                "miss its documents (and delete them from the index), so the sync stops"
-            ) from exc
+            where = Path(exc.filename) if exc.filename else self.root
+            if where == self.root:
+                raise SourceError(
+                    f"cannot read folder {self.root}: {exc.strerror or exc}; the listing would miss its "
+                    "documents (and delete them from the index), so the sync stops"
+                ) from exc
+            unlisted[self._folder_key(where)] = exc.strerror or str(exc)
 
         self.sidecar_keys = set()
+        self.unlisted_prefixes = frozenset()
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False, onerror=unreadable):
-            links = sorted(d for d in dirnames if not d.startswith(".") and (Path(dirpath) / d).is_symlink())
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in links)
-            for name in links:
-                path = Path(dirpath) / name
-                if not self._inside(path):
-                    yield self._link_ref(path)
-            for name in sorted(filenames):
-                if name.startswith(".") and name != FOLDER_SIDECAR:
-                    continue
-                path = Path(dirpath) / name
-                key = path.relative_to(self.root).as_posix()
-                if is_sidecar(key):
-                    self.sidecar_keys.add(key)
-                    continue
-                try:
-                    st = path.stat()
-                except OSError:
-                    st = path.lstat()  # dangling link: list it, fetching it will fail
-                    yield ObjectRef(key=key, etag=f"broken-{st.st_mtime_ns}", size=0, modified=st.st_mtime)
-                    continue
-                if path.is_symlink() and not self._inside(path):
-                    yield self._link_ref(path)
-                    continue
-                if not path.is_file():
-                    continue  # sockets, FIFOs, devices
-                yield ObjectRef(key=key, etag=f"{st.st_mtime_ns}-{st.st_size}", size=st.st_size, modified=st.st_mtime)
+            try:
+                refs = list(self._folder_refs(Path(dirpath), dirnames, filenames))
+            except PermissionError as exc:  # names readable, entries not (no search permission)
+                dirnames[:] = []
+                unlisted[self._folder_key(Path(dirpath))] = exc.strerror or str(exc)
+                continue
+            yield from refs
+        self.unlisted_prefixes = frozenset(unlisted)
+        self._unlisted_why = dict(unlisted)
+        for key, why in sorted(unlisted.items()):
+            # Listed so that the sync records it (reason unreadable) and keeps what was indexed under it.
+            yield ObjectRef(key=key, etag=f"unreadable-{why}", size=0, modified=None)
+
+    def _folder_key(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix() + "/"
+
+    def _folder_refs(self, dirpath: Path, dirnames: list[str], filenames: list[str]) -> Iterator[ObjectRef]:
+        """The refs of one folder's files (and of links out of the root); prunes ``dirnames`` in place."""
+        links = sorted(d for d in dirnames if not d.startswith(".") and (dirpath / d).is_symlink())
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in links)
+        for name in links:
+            path = dirpath / name
+            if not self._inside(path):
+                yield self._link_ref(path)
+        for name in sorted(filenames):
+            if name.startswith(".") and name != FOLDER_SIDECAR:
+                continue
+            path = dirpath / name
+            key = path.relative_to(self.root).as_posix()
+            if is_sidecar(key):
+                self.sidecar_keys.add(key)
+                continue
+            try:
+                st = path.stat()
+            except PermissionError:
+                raise
+            except OSError:
+                st = path.lstat()  # dangling link: list it, fetching it will fail
+                yield ObjectRef(key=key, etag=f"broken-{st.st_mtime_ns}", size=0, modified=st.st_mtime)
+                continue
+            if path.is_symlink() and not self._inside(path):
+                yield self._link_ref(path)
+                continue
+            if not path.is_file():
+                continue  # sockets, FIFOs, devices
+            yield ObjectRef(key=key, etag=f"{st.st_mtime_ns}-{st.st_size}", size=st.st_size, modified=st.st_mtime)
 
     def _inside(self, path: Path) -> bool:
         try:
@@ -89,10 +128,25 @@ class FolderConnector:
 
     def fetch(self, key: str) -> bytes:
         path = (self.root / key)
+        if key.endswith("/"):  # a folder the listing could not read (see list())
+            why = getattr(self, "_unlisted_why", {}).get(key) or "it cannot be read"
+            raise DocumentError(
+                DocumentError.UNREADABLE,
+                f"folder {key} cannot be read ({why}); the documents under it keep their last indexed state "
+                "until it can be read",
+            )
         try:
             resolved = path.resolve(strict=True)
+        except PermissionError as exc:  # a folder on the way lost its search permission
+            raise DocumentError(
+                DocumentError.UNREADABLE, f"permission denied: {key} cannot be reached ({exc.strerror or exc})",
+            ) from exc
         except (OSError, RuntimeError) as exc:
-            if path.is_symlink():
+            try:
+                link = path.is_symlink()
+            except OSError:  # lstat fails too (EACCES, ENAMETOOLONG): it cannot be read, whatever it is
+                raise DocumentError(DocumentError.UNREADABLE, f"{key} cannot be read: {exc}") from exc
+            if link:
                 raise DocumentError(DocumentError.UNREADABLE, f"broken symbolic link: {exc}") from exc
             raise DocumentError(DocumentError.VANISHED, f"{key} disappeared after listing") from exc
         if not resolved.is_relative_to(self.root):
