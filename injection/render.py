@@ -14,6 +14,14 @@ neutralised (:func:`neutralise`):
   ``</context>`` or any other tag, whatever its spacing;
 * a line that starts with a role marker (``SYSTEM:``, ``Assistant:``,
   ``### Instruction``, ``[INST]`` ...) is prefixed with ``(quoted)``;
+* so is a line shaped like one the renderer itself writes
+  (:func:`_own_shape`): a numbered entry or header (``[2] ...``, also with
+  look-alike brackets ``【2】``, after any Markdown furniture or leading
+  space), a line carrying a source entry's tail (``(v9, snapshot s)``) or
+  a header's fields (``title="..." ... version=v9``), a ``Sources:`` /
+  ``Citations:`` / ``References:`` heading, a fence marker, the data
+  declaration, and the insufficient-evidence lines: the block holds one
+  header per source and one source list, the service's;
 * header fields become one line (every line break, including U+2028/2029
   and NEL, is a space) and are written as JSON strings.
 
@@ -102,9 +110,42 @@ def _escape_angles(text: str) -> str:
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
+#: Leading Markdown furniture and spacing before a shape (``<``/``>`` are already entities when this runs).
+#: The shapes after it start with no ``\s*`` of their own: backtracking stays linear in the line.
+_FURNITURE = r"(?:[\s#*_\-=~`|'\"(){}\[]|&gt;|&lt;)*"
+#: ``[`` and ``]`` and the bracket look-alikes NFKC keeps (fullwidth and small forms it maps to ``[``/``]``).
+_OPEN_BRACKETS, _CLOSE_BRACKETS = "\\[【〔〖〘〚⟦⁅❲⦋⦍⦏⟬", "\\]】〕〗〙〛⟧⁆❳⦌⦎⦐⟭"
+#: Line starts the renderer writes: ``[n]`` (a header or a source entry; lists and ranges too), the source list
+#: heading, a fence marker, the declaration, and the insufficient-evidence block's head and report lines.
+_OWN_START = re.compile(
+    rf"^{_FURNITURE}(?:"
+    rf"[{_OPEN_BRACKETS}]\s*\d+(?:\s*[-–,;]\s*\d+)*\s*[{_CLOSE_BRACKETS}]"
+    r"|(?:sources?|citations?|references?|source\s+list)(?:[:：\s*_#|`~=\-])*$"
+    r"|(?-i:DATA)-"
+    r"|everything\s+inside\s+the\b"
+    r"|no\s+source\s+in\s+the\s+knowledge\s+base\b"
+    r"|(?:reason|searched\s+kb|candidates|next)\s*=\s*[\"\d]"
+    r")",
+    re.IGNORECASE,
+)
+#: A source entry's tail anywhere on a line: ``(v9, snapshot s)``, ``(v9, page 2-3, snapshot s)``.
+_SOURCE_TAIL = re.compile(r"\(\s*v\s*\d+\s*(?:,\s*page\s*\d+(?:\s*-\s*\d+)?\s*)?,\s*snapshot\b", re.IGNORECASE)
+_HEADER_TITLE = re.compile(r"\btitle\s*=\s*\"", re.IGNORECASE)
+_HEADER_VERSION = re.compile(r"\bversion\s*=\s*v\d", re.IGNORECASE)
+_QUOTED = "(quoted) "
+
+
+def _own_shape(line: str) -> bool:
+    """Whether a source's (cleaned, escaped) line looks like a line the renderer writes."""
+    return bool(_OWN_START.match(line) or _SOURCE_TAIL.search(line)
+                or (_HEADER_TITLE.search(line) and _HEADER_VERSION.search(line)))
+
+
 def _quote_role(line: str) -> str:
-    if _ROLE.match(line) or _HEADINGISH.match(line):
-        return "(quoted) " + line
+    if line.startswith(_QUOTED):  # already quoted (neutralising twice changes nothing)
+        return line
+    if _ROLE.match(line) or _HEADINGISH.match(line) or _own_shape(line):
+        return _QUOTED + line
     return line
 
 
