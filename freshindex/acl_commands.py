@@ -18,6 +18,7 @@ import click
 
 from freshindex.acl.model import AclError, normalise_acl, sensitivity, split_names, validate_group
 from freshindex.acl.sources import AclResolver, AclRule, SourceAcl
+from freshindex.display import escaped
 
 #: Origins the registry can recompute without reading the source.
 STATIC_ORIGINS = (None, "source", "rule")
@@ -134,7 +135,7 @@ def register(cli: click.Group) -> None:
 
         data = update_source(state.services.registry, source_id, groups=groups, users=users, rules=rules,
                              clear_rules=clear_rules, tenant=tenant, sensitivity_=sensitivity_)
-        click.echo(json.dumps(data, indent=2, default=str) if as_json else _human(data))
+        click.echo(json.dumps(data, indent=2, default=str) if as_json else _human(escaped(data)))
 
 
 __all__ = ["check_tenant", "parse_rules", "recompute_documents", "register", "split_tokens", "update_source"]

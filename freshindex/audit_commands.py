@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from freshindex.acl.access import Verdict
+from freshindex.display import escaped
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 _SINCE = re.compile(r"^(\d+)([smhd])$")
@@ -61,7 +62,7 @@ def audit_denials(state: Any, kb: str | None, principal: str | None, reason: str
     if not rows:
         click.echo("no denials recorded")
         return
-    for r in rows:
+    for r in escaped(rows):
         click.echo(f"{r['at']}  {r['kb']}  {r['principal']} ({r['tenant']})  {r['reason']}  "
                    f"document {r['document_id']} chunk {r['chunk_id']}  acl v{r['policy_version']}")
 

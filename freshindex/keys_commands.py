@@ -18,6 +18,8 @@ from typing import Any
 
 import click
 
+from freshindex.display import printable, table
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
@@ -41,7 +43,7 @@ def keys_create(state: Any, principal: str, groups: tuple[str, ...], tenant: str
         click.echo(json.dumps({**new.info.as_dict(), "key": new.key}, indent=2, ensure_ascii=False))
         return
     click.echo(new.key)
-    click.echo(f"key {new.info.key_id} for {principal} (groups: {', '.join(new.info.groups) or 'none'}); "
+    click.echo(f"key {new.info.key_id} for {printable(principal)} (groups: {printable(', '.join(new.info.groups)) or 'none'}); "
                "store it now: it is not shown again", err=True)
 
 
@@ -55,16 +57,8 @@ def keys_list(state: Any, active: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
-    if not rows:
-        click.echo("no API keys")
-        return
     columns = ("key_id", "principal", "groups", "tenant", "created_at", "last_used_at", "revoked_at", "description")
-    cells = [[", ".join(r[c]) if c == "groups" else ("" if r[c] is None else str(r[c])) for c in columns]
-             for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for row in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    click.echo(table([{**r, "groups": ", ".join(r["groups"])} for r in rows], columns, "no API keys"))
 
 
 @keys.command("revoke")
@@ -77,7 +71,7 @@ def keys_revoke(state: Any, key_id: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(info.as_dict(), indent=2, ensure_ascii=False))
     else:
-        click.echo(f"revoked {info.key_id} ({info.principal}) at {info.revoked_at.isoformat()}")
+        click.echo(f"revoked {info.key_id} ({printable(info.principal)}) at {info.revoked_at.isoformat()}")
 
 
 def register(cli: click.Group) -> None:

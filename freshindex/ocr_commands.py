@@ -21,6 +21,8 @@ from typing import Any
 
 import click
 
+from freshindex.display import escaped
+
 _BATCH = 500
 
 
@@ -110,6 +112,7 @@ def ocr_report(state: Any, kb: str, floor: float | None, as_json: bool) -> None:
     if not report:
         click.echo(f"no OCR'd pages in the live chunks of {kb}")
         return
+    report = escaped(report)
     for e in report:
         conf = "?" if e["confidence"] is None else f"{e['confidence']:.2f}"
         flagged = ", ".join(f"{t['text']} ({t['kind']} {t['confidence']})" for t in e["flagged"][:8])

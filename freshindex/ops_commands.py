@@ -14,33 +14,17 @@ on its own.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
+from freshindex.display import emit as _emit
+from freshindex.display import table as _table
+
 _STATES = click.Choice(["active", "deleted", "error"])
 _RUN_STATUSES = click.Choice(["running", "succeeded", "partial", "failed", "held"])
 _CHANGESET_STATUSES = ("open", "staged", "applied", "rolled_back")
-
-
-def _emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
-    if as_json:
-        click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
-    else:
-        click.echo(human(data))
-
-
-def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str], empty: str) -> str:
-    if not rows:
-        return empty
-    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    return "\n".join(lines)
 
 
 def _registry(state: Any) -> Any:

@@ -10,20 +10,13 @@ of ``freshindex/cli.py``); triggering a sync is ``freshindex sync SOURCE``
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from typing import Any
 
 import click
 
+from freshindex.display import emit as _emit
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-
-
-def _emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
-    if as_json:
-        click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
-    else:
-        click.echo(human(data))
 
 
 def _fresh_text(d: dict[str, Any]) -> str:

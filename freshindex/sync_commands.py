@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from freshindex.display import escaped
+
 if TYPE_CHECKING:  # the API needs the server extra; the CLI module must import without it
     from freshindex.api.webhooks import Dispatcher, RunSync
 
@@ -78,6 +80,7 @@ def syncs_show(state: Any, ticket_id: int, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2, default=str))
         return
+    data = escaped(data)
     run = f", run {data['run_id']}: {data['run_status']} (build {data['build_status']})" if data["run_id"] else ""
     paths = "all" if data["paths"] is None else str(len(data["paths"]))
     click.echo(f"ticket {data['ticket']} ({data['source']}): {data['state']}{run}; {data['events']} event(s), "
