@@ -1,0 +1,697 @@
+"""Transfer benchmark: retrieval and refusal on three whole corpora, refusal refitted leave-one-corpus-out.
+
+Corpora (each indexed WHOLE, no page limit), with their golden sets under ``bench/goldens/<name>/``:
+
+``django``
+    Debian ``python-django-doc`` 3:3.2.25-0+deb12u7 (``bench.corpora.django``).  Its ``update_only``
+    questions need the u3 -> u7 update and are left out here (``bench.evidence`` asks them).
+``python311``
+    Debian ``python3.11-doc`` 3.11.2-6+deb12u9 (``bench.corpora.python311``).
+``rmanuals``
+    Debian ``r-doc-pdf`` 4.2.2.20221110-2, seven manuals, 25 pages turned into scans that need OCR
+    (``bench.corpora.rmanuals``); a page id is ``<file>.pdf#page=N`` and an evidence item is on it when
+    its file matches and its cited page range contains N.
+
+Each corpus is materialised into ``$CACHE/transfer/corpus-<name>`` and its golden set verified against
+it there (a question that no longer verifies is dropped from scoring, with the reason printed).  It is
+indexed through the real pipeline with the DEFAULT settings (``Services`` + ``sync_inline``: ONNX
+MiniLM, SQLite + Qdrant Edge) into ``$CACHE/transfer/<name>-<key>``, where ``key`` hashes the parser set,
+chunker and lexical versions, the embedder id and the indexing settings: a re-run after a ranking or
+refusal change re-queries the kept index, a chunker change re-indexes.  ``$CACHE`` is
+``$FRESHINDEX_BENCH_CACHE`` or ``~/.cache/freshindex-bench``.
+
+Every question is asked through ``InjectionClient.retrieve`` twice over: with the default settings
+(refusal on) and with ``context.refusal = false`` (the retrieval alone), each at limit 5 (hit@5,
+passage@5) and limit 10 (MRR@10; whether the 5 are the 10's prefix is recorded).  The refusal signals
+are the ones the client computes, heard on its ``on_decision`` sink.  A question the client refuses
+has no evidence: with refusal on it counts as a miss.
+
+* hit@5: an item of the top 5 is on the question's page;
+* passage@5: the golden passage is inside the text of a top-5 item ON the question's page, compared
+  with whitespace and ``|`` removed (``bench.evidence.norm``: the chunker lays tables out as Markdown
+  and the code highlighter splits tokens, so whitespace cannot be relied on);
+* MRR@10: 1 / the rank of the first item on the page in the limit-10 packet (0 if none);
+* distractor above canonical: in the limit-10 ranking an item of a distractor page comes before the
+  first item of the canonical page (or the canonical page is absent and a distractor page is there).
+
+Leave-one-corpus-out: the refusal's weights (``context.refusal_bias``, ``refusal_coverage_weight``,
+``refusal_lexical_weight``; ``refusal_dense_weight`` stays 0) are refitted on every pair of corpora from
+the recorded signals with ``bench.evidence.fit_client_refusal`` (logistic regression, threshold moved
+for <= 5 % false refusals on the fit set) and applied to the held-out corpus's signals
+(``bench.evidence.client_decisions``).  The shipped defaults were fitted on Django's 60-page dev split,
+so their Django figures are not held-out.
+
+    python -m bench.transfer [--corpora django,python311,rmanuals] [--from-rows] [--reindex]
+
+Writes bench/results/transfer.json and .md; the raw answers (evidence texts included) are kept in
+each index's directory as ``rows.json`` (``--from-rows`` rebuilds the report from them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from bench.evidence import client_decisions, first_rank, fit_client_refusal, norm
+from bench.report import table, write
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("FRESHINDEX_BENCH_CACHE", Path.home() / ".cache" / "freshindex-bench")) / "transfer"
+NAMES = ("django", "python311", "rmanuals")
+LIMITS = (5, 10)
+#: (comparison, goal) of the figures with refusal on; the retrieval figures are held to the same goals with it off.
+GOALS: dict[str, tuple[str, float]] = {
+    "hit_at_5": (">=", 0.90), "passage_at_5": (">=", 0.80), "mrr_at_10": (">=", 0.80),
+    "unanswerable_refused": (">=", 0.80), "false_refusals": ("<=", 0.03), "distractor_above_canonical": ("<=", 0),
+}
+RETRIEVAL = ("hit_at_5", "passage_at_5", "mrr_at_10", "distractor_above_canonical")
+REFUSAL_PARAMS = ("bias", "coverage_weight", "lexical_weight", "dense_weight")
+
+
+# -- corpora ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    module: ModuleType  # materialise(cache, dest), verify(dest, questions), load_questions(), DEFAULT_CACHE
+    release: str
+    skip_kinds: tuple[str, ...] = ()
+    pdf: bool = False  # page ids are "<file>.pdf#page=N"
+
+    @property
+    def folder(self) -> Path:
+        return CACHE / f"corpus-{self.name}"
+
+    def count_pages(self) -> int:
+        if self.pdf:
+            import pymupdf
+
+            return sum(len(pymupdf.open(p)) for p in sorted(self.folder.glob("*.pdf")))
+        return sum(1 for _ in self.folder.rglob("*.html"))
+
+
+def corpora() -> dict[str, Corpus]:
+    from bench.corpora import django, python311, rmanuals
+
+    return {
+        "django": Corpus("django", django, f"{django.PACKAGE} {django.VERSION}", skip_kinds=("update_only",)),
+        "python311": Corpus("python311", python311, f"{python311.PACKAGE} {python311.VERSION}"),
+        "rmanuals": Corpus("rmanuals", rmanuals, f"{rmanuals.PACKAGE} {rmanuals.VERSION}", pdf=True),
+    }
+
+
+def materialise(corpus: Corpus) -> float:
+    """The corpus folder, made once (a marker beside it says it is complete); seconds spent."""
+    marker = corpus.folder.with_name(corpus.folder.name + ".done")
+    if marker.is_file() and marker.read_text() == corpus.release:
+        return 0.0
+    t0 = time.perf_counter()
+    print(f"[{corpus.name}] materialising {corpus.release} into {corpus.folder}", flush=True)
+    corpus.module.materialise(corpus.module.DEFAULT_CACHE, corpus.folder)
+    marker.write_text(corpus.release)  # beside the folder, not in it: the folder source would index it
+    return time.perf_counter() - t0
+
+
+def verified_questions(corpus: Corpus) -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
+    """(questions scored, {dropped id: reason}, problems naming no question), the skipped kinds left out."""
+    questions = corpus.module.load_questions()
+    problems = corpus.module.verify(corpus.folder, questions)
+    ids = {q["id"] for q in questions}
+    dropped: dict[str, str] = {}
+    general: list[str] = []
+    for p in problems:
+        qid, sep, why = p.partition(": ")
+        if sep and qid in ids:
+            dropped[qid] = "; ".join(filter(None, [dropped.get(qid), why]))
+        else:
+            general.append(p)
+    for qid, why in dropped.items():
+        print(f"[{corpus.name}] {qid} dropped from scoring: {why}", flush=True)
+    for p in general:
+        print(f"[{corpus.name}] golden set problem (no question dropped): {p}", flush=True)
+    kept = [q for q in questions if q["id"] not in dropped and q["kind"] not in corpus.skip_kinds]
+    return kept, dropped, general
+
+
+# -- the index ----------------------------------------------------------------
+
+def index_parts(settings: Any, model_id: str, corpus: Corpus) -> dict[str, Any]:
+    """What a kept index depends on: a change in any of these re-indexes."""
+    from freshindex.vectorstore.lexical import LEXICAL_VERSION
+    from freshindex.workers.chunking import CHUNKER_VERSION
+    from freshindex.workers.parsing import PARSER_SET_VERSION
+
+    return {"parser_set": PARSER_SET_VERSION, "chunker": CHUNKER_VERSION, "lexical": LEXICAL_VERSION,
+            "embedder": model_id, "corpus": corpus.release,
+            "sources_settings": settings.sources.model_dump(mode="json", exclude={"s3"}),
+            "embedding_settings": settings.embedding.model_dump(mode="json", exclude={"batch_size", "threads"})}
+
+
+def index_key(parts: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _progress(name: str) -> Callable[[int, int, str], None]:
+    t0, last = time.perf_counter(), [0.0]
+
+    def show(done: int, total: int, key: str) -> None:
+        now = time.perf_counter() - t0
+        if done == total or now - last[0] >= 20:
+            last[0] = now
+            rate = done / now if now else 0.0
+            left = (total - done) / rate if rate else float("nan")
+            print(f"[{name}] indexed {done}/{total} documents, {now:.0f} s, ~{left:.0f} s left ({key})", flush=True)
+
+    return show
+
+
+def open_index(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any], reindex: bool) -> tuple[Any, dict]:
+    """Services over the corpus's kept index, built (a full sync) when absent or stale; and its record."""
+    from freshindex.workers.runner import sync_inline
+
+    from freshindex.services import Services
+
+    parts = index_parts(settings_for(CACHE), embedder.model_id, corpus)
+    work = CACHE / f"{corpus.name}-{index_key(parts)}"
+    record_file = work / "index.json"
+    if reindex or not record_file.is_file():
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        svc = Services(settings_for(work / "data"), embedder=embedder)
+        svc.registry.add_source(corpus.name, kind="folder", location=str(corpus.folder), owner="bench",
+                                kb=corpus.name)
+        print(f"[{corpus.name}] indexing {corpus.folder} into {work}", flush=True)
+        t0 = time.perf_counter()
+        rep = sync_inline(svc, corpus.name, progress=_progress(corpus.name))
+        seconds = time.perf_counter() - t0
+        if rep.snapshot is None or str(rep.build_status) != "built":
+            raise SystemExit(f"[{corpus.name}] sync ended {rep.run.status}, build {rep.build_status}: "
+                             f"{rep.build_reason}")
+        record = {"parts": parts, "index_seconds": round(seconds, 1), "summary": rep.run.summary,
+                  "document_errors": [{"key": getattr(e, "key", None), "kind": str(getattr(e, "kind", "")),
+                                       "message": str(getattr(e, "message", e))[:300]} for e in rep.errors],
+                  "load_avg_after": _load(), "date": _now()}
+        record_file.write_text(json.dumps(record, indent=1, default=str))
+        record["reused"] = False
+        print(f"[{corpus.name}] indexed in {seconds:.0f} s: {rep.run.summary}", flush=True)
+    else:
+        svc = Services(settings_for(work / "data"), embedder=embedder)
+        record = {**json.loads(record_file.read_text()), "reused": True}
+        print(f"[{corpus.name}] reusing the index in {work} (built in {record['index_seconds']} s)", flush=True)
+    record["dir"] = str(work)
+    return svc, record
+
+
+# -- asking -------------------------------------------------------------------
+
+class Asker:
+    """One client as an application gets it from ``Services``; the decision sink heard for its signals."""
+
+    def __init__(self, client: Any, kb: str) -> None:
+        self.client, self.kb = client, kb
+        self.heard: list[tuple[Any, Any]] = []
+        chained = client.on_decision
+
+        def capture(kb: str, reason: Any, sig: Any) -> None:
+            self.heard.append((reason, sig))
+            if chained is not None:
+                chained(kb, reason, sig)
+
+        client.on_decision = capture
+
+    def ask(self, question: str, limit: int) -> dict[str, Any]:
+        self.heard.clear()
+        t0 = time.perf_counter()
+        packet = self.client.retrieve(question, kb=self.kb, limit=limit)
+        ms = (time.perf_counter() - t0) * 1000
+        reason, sig = self.heard[-1] if self.heard else (None, None)
+        return {"ms": round(ms, 1), "insufficient": bool(packet.insufficient),
+                "reason": str(reason) if reason is not None else None,
+                "why": packet.reason if packet.insufficient else None,
+                "signals": sig.as_dict() if sig is not None else None,
+                "evidence": [{"key": e.key, "chunk_id": e.chunk_id, "score": round(float(e.score), 4),
+                              "page": e.page, "page_end": e.page_end, "ocr": e.ocr, "text": e.text}
+                             for e in packet.evidence]}
+
+
+def on_page(corpus: Corpus, ev: dict[str, Any], page: str) -> bool:
+    """Whether evidence item ``ev`` is on the golden ``page`` (a document path, or "<file>.pdf#page=N")."""
+    if not corpus.pdf:
+        return first_rank([ev["key"]], page) == 1
+    name, _, n = page.partition("#page=")
+    if first_rank([ev["key"]], name) != 1 or ev.get("page") is None:
+        return False
+    return ev["page"] <= int(n) <= (ev.get("page_end") or ev["page"])
+
+
+def _rank(corpus: Corpus, evidence: list[dict[str, Any]], pages: list[str]) -> int | None:
+    for i, ev in enumerate(evidence, 1):
+        if any(on_page(corpus, ev, p) for p in pages):
+            return i
+    return None
+
+
+def judge(corpus: Corpus, q: dict[str, Any], at5: dict[str, Any], at10: dict[str, Any]) -> dict[str, Any]:
+    """hit@5, passage@5, reciprocal rank@10 and distractor order of one run (limit 5 and limit 10 packets)."""
+    ev5, ev10 = at5["evidence"], at10["evidence"]
+    out: dict[str, Any] = {
+        "insufficient": at5["insufficient"], "reason": at5["reason"], "why": at5["why"],
+        "ms5": at5["ms"], "ms10": at10["ms"],
+        "prefix": [e["chunk_id"] for e in ev5] == [e["chunk_id"] for e in ev10[:len(ev5)]],
+        "n10": len(ev10),
+        "ranked": [{k: e[k] for k in ("key", "chunk_id", "score", "page", "page_end")} for e in ev10],
+    }
+    if q["kind"] == "unanswerable":
+        return out
+    page = q["page"]
+    rank5, rank10 = _rank(corpus, ev5, [page]), _rank(corpus, ev10, [page])
+    passage = norm(q["passage"])
+    on = [e for e in ev5 if on_page(corpus, e, page)]
+    out.update(hit5=rank5 is not None, passage5=any(passage in norm(e["text"]) for e in on),
+               passage5_strict=any(" ".join(q["passage"].split()) in " ".join(e["text"].split()) for e in on),
+               passage5_any_page=any(passage in norm(e["text"]) for e in ev5), rr10=1.0 / rank10 if rank10 else 0.0,
+               rank10=rank10)
+    if q["kind"] == "distractor":
+        d = _rank(corpus, ev10, list(q.get("distractor_pages") or []))
+        out["distractor_rank10"] = d
+        out["distractor_above"] = d is not None and (rank10 is None or d < rank10)
+    return out
+
+
+def ask_all(corpus: Corpus, svc: Any, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every question with refusal on (the default client) and off (``context.refusal = false``)."""
+    from freshindex.services import Services
+
+    off_settings = svc.settings.model_copy(update={"context": svc.settings.context.model_copy(update={"refusal": False})})
+    off_svc = Services(off_settings, registry=svc.registry, store=svc.store, embedder=svc.embedder,
+                       naming=svc.naming, metrics=svc.metrics)  # not closed: it owns nothing
+    on, off = Asker(svc.client, corpus.name), Asker(off_svc.client, corpus.name)
+    on.ask("warm up", 5)
+    rows = []
+    for i, q in enumerate(questions, 1):
+        row = {k: q.get(k) for k in ("id", "kind", "split", "question", "page", "passage", "distractor_pages")}
+        raw = {}
+        for label, asker in (("on", on), ("off", off)):
+            at5, at10 = asker.ask(q["question"], 5), asker.ask(q["question"], 10)
+            row[label] = judge(corpus, q, at5, at10)
+            row[label]["signals"] = at5["signals"]
+            raw[label] = {"top5_text": [e["text"] for e in at5["evidence"]], "top10_text": [e["text"] for e in at10["evidence"]]}
+        row["texts"] = raw
+        if corpus.pdf:
+            from bench.corpora.rmanuals import scanned_pages
+
+            row["scanned"] = q.get("page") in set(scanned_pages)
+        rows.append(row)
+        if i % 10 == 0 or i == len(questions):
+            print(f"[{corpus.name}] asked {i}/{len(questions)}", flush=True)
+    return rows
+
+
+# -- figures ------------------------------------------------------------------
+
+def _rate(k: float, n: int) -> float | None:
+    return round(k / n, 4) if n else None
+
+
+def _pct(values: list[float], p: float) -> float | None:
+    return round(float(np.percentile(values, p)), 1) if values else None
+
+
+def figures(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
+    ans = [r for r in rows if r["kind"] != "unanswerable"]
+    un = [r for r in rows if r["kind"] == "unanswerable"]
+    dis = [r for r in rows if r["kind"] == "distractor"]
+    runs = [r[label] for r in ans]
+    out = {
+        "answerable": len(ans), "unanswerable": len(un),
+        "hit_at_5": _rate(sum(x["hit5"] for x in runs), len(runs)),
+        "passage_at_5": _rate(sum(x["passage5"] for x in runs), len(runs)),
+        "mrr_at_10": _rate(sum(x["rr10"] for x in runs), len(runs)),
+        "unanswerable_refused": _rate(sum(r[label]["insufficient"] for r in un), len(un)),
+        "false_refusals": _rate(sum(x["insufficient"] for x in runs), len(runs)),
+        "distractor_above_canonical": sum(bool(r[label].get("distractor_above")) for r in dis),
+        "query_ms_p50": _pct([r[label]["ms5"] for r in rows], 50),
+        "query_ms_p95": _pct([r[label]["ms5"] for r in rows], 95),
+        "passage_at_5_strict_whitespace": _rate(sum(x["passage5_strict"] for x in runs), len(runs)),
+        "top5_is_prefix_of_top10": _rate(sum(r[label]["prefix"] for r in rows), len(rows)),
+        "by_kind": {},
+    }
+    for kind in sorted({r["kind"] for r in ans}):
+        sel = [r[label] for r in ans if r["kind"] == kind]
+        out["by_kind"][kind] = {"n": len(sel), "hit_at_5": _rate(sum(x["hit5"] for x in sel), len(sel)),
+                                "passage_at_5": _rate(sum(x["passage5"] for x in sel), len(sel)),
+                                "mrr_at_10": _rate(sum(x["rr10"] for x in sel), len(sel))}
+    return out
+
+
+def goals(fig: dict[str, Any], names: tuple[str, ...] = tuple(GOALS)) -> dict[str, str]:
+    out = {}
+    for name in names:
+        op, goal = GOALS[name]
+        v = fig.get(name)
+        ok = v is not None and (v >= goal if op == ">=" else v <= goal)
+        out[name] = "met" if ok else "missed"
+    return out
+
+
+def fit_rows(rows: list[dict[str, Any]], split: str = "dev") -> list[dict[str, Any]]:
+    """Rows in the shape bench.evidence's fit and decisions read: the signals, and the refusals no weight can undo."""
+    out = []
+    for r in rows:
+        sig = r["on"]["signals"] or {}
+        forced = r["off"]["insufficient"]  # no evidence / budget: refused whatever the weights
+        out.append({"id": r["id"], "kind": r["kind"], "split": split, "hybrid": {"refused": r["on"]["insufficient"]},
+                    "client": {"reason": "no_evidence" if forced else None,
+                               **{n: float(sig.get(n, 0.0)) for n in ("coverage", "lexical", "dense")}}})
+    return out
+
+
+def leave_one_out(by_corpus: dict[str, list[dict[str, Any]]], shipped: dict[str, float]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for held in by_corpus:
+        fit_on = [c for c in by_corpus if c != held]
+        rows = fit_rows(by_corpus[held], "test")
+        entry: dict[str, Any] = {"shipped_defaults": {**_decided(rows, shipped),
+                                                      "held_out": held != "django",
+                                                      "note": None if held != "django" else
+                                                      "fitted on Django's 60-page dev split: not held-out"}}
+        if len(fit_on) >= 2 or (len(fit_on) == 1 and len(by_corpus) == 2):
+            fit = fit_client_refusal([x for c in fit_on for x in fit_rows(by_corpus[c])])
+            params = {"bias": fit["params"]["bias"], "coverage_weight": fit["params"].get("coverage_weight", 0.0),
+                      "lexical_weight": fit["params"].get("lexical_weight", 0.0),
+                      "dense_weight": fit["params"].get("dense_weight", 0.0)}
+            fit_self = _decided([x for c in fit_on for x in fit_rows(by_corpus[c])], params)
+            entry.update(fitted_on=fit_on, weights=params, held_out=_decided(rows, params),
+                         on_fit_set=fit_self)
+        out[held] = entry
+    return out
+
+
+def _decided(rows: list[dict[str, Any]], params: dict[str, float]) -> dict[str, Any]:
+    d = client_decisions(rows, params)["all"]
+    return {"unanswerable_refused": d["unanswerable_refused"], "false_refusals": d["false_refusals"],
+            "falsely_refused": d["false_refused_ids"]}
+
+
+# -- the run ------------------------------------------------------------------
+
+def run_corpus(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any], reindex: bool) -> dict[str, Any]:
+    steps: dict[str, float] = {}
+    steps["materialise_s"] = round(materialise(corpus), 1)
+    t0 = time.perf_counter()
+    questions, dropped, general = verified_questions(corpus)
+    steps["verify_s"] = round(time.perf_counter() - t0, 1)
+    svc, record = open_index(corpus, embedder, settings_for, reindex)
+    steps["index_s"] = record["index_seconds"] if not record["reused"] else 0.0
+    try:
+        t0 = time.perf_counter()
+        rows = ask_all(corpus, svc, questions)
+        steps["query_s"] = round(time.perf_counter() - t0, 1)
+    finally:
+        svc.close()
+    raw = {"corpus": corpus.name, "release": corpus.release, "pages": corpus.count_pages(), "index": record,
+           "dropped": dropped, "golden_problems": general, "steps": steps, "rows": rows, "commit": _commit()}
+    Path(record["dir"], "rows.json").write_text(json.dumps(raw, default=str))
+    return raw
+
+
+def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: list[str]) -> dict[str, Any]:
+    per: dict[str, Any] = {}
+    for name, raw in raws.items():
+        rows = raw["rows"]
+        on, off = figures(rows, "on"), figures(rows, "off")
+        # The shipped weights recomputed from the recorded signals must give the client's own decisions.
+        recomputed = client_decisions(fit_rows(rows), shipped)["all"]
+        per[name] = {
+            "release": raw["release"], "pages": raw["pages"],
+            "answerable": on["answerable"], "unanswerable": on["unanswerable"],
+            **{k: on[k] for k in ("hit_at_5", "passage_at_5", "mrr_at_10", "unanswerable_refused", "false_refusals",
+                                  "distractor_above_canonical")},
+            "index_seconds": raw["index"]["index_seconds"], "index_reused": raw["index"]["reused"],
+            "query_ms_p50": on["query_ms_p50"], "query_ms_p95": on["query_ms_p95"],
+            "goals": goals(on),
+            "refusal_off": {**{k: off[k] for k in (*RETRIEVAL, "unanswerable_refused", "false_refusals",
+                                                   "query_ms_p50", "query_ms_p95")},
+                            "goals": goals(off, RETRIEVAL)},
+            "by_kind": on["by_kind"], "by_kind_refusal_off": off["by_kind"],
+            "passage_at_5_strict_whitespace": on["passage_at_5_strict_whitespace"],
+            "passage_at_5_any_page_refusal_off": _rate(sum(r["off"]["passage5_any_page"] for r in rows
+                                                           if r["kind"] != "unanswerable"), on["answerable"]),
+            "top5_is_prefix_of_top10": on["top5_is_prefix_of_top10"],
+            "shipped_recomputed_matches_client": recomputed["false_refusals"] == on["false_refusals"]
+            and recomputed["unanswerable_refused"] == on["unanswerable_refused"],
+            "dropped_questions": raw["dropped"], "golden_problems": raw["golden_problems"],
+            "skipped_kinds": list(corpora()[name].skip_kinds), "steps": raw["steps"],
+            "chunks": (raw["index"].get("summary") or {}).get("chunks_embedded"),
+            "documents": (raw["index"].get("summary") or {}).get("documents"),
+            "document_errors": raw["index"].get("document_errors"), "index_dir": raw["index"]["dir"],
+            "index_parts": raw["index"]["parts"], "commit_at_query": raw["commit"],
+        }
+        if name == "rmanuals":
+            sc = [r for r in rows if r["kind"] != "unanswerable" and r.get("scanned")]
+            per[name]["scanned_page_questions"] = {
+                "n": len(sc), "hit_at_5": _rate(sum(r["on"]["hit5"] for r in sc), len(sc)),
+                "passage_at_5": _rate(sum(r["on"]["passage5"] for r in sc), len(sc))}
+    loo = leave_one_out({n: r["rows"] for n, r in raws.items()}, shipped)
+    questions = {name: [_slim(r) for r in raw["rows"]] for name, raw in raws.items()}
+    return {"meta": _meta(argv, shipped), "corpora": per, "leave_one_corpus_out": loo,
+            "misses": {name: misses(raw["rows"]) for name, raw in raws.items()}, "questions": questions}
+
+
+def _slim(r: dict[str, Any]) -> dict[str, Any]:
+    keep = {k: r[k] for k in ("id", "kind", "split", "page") if k in r}
+    for label in ("on", "off"):
+        x = dict(r[label])
+        keep[label] = x
+    if "scanned" in r:
+        keep["scanned"] = r["scanned"]
+    return keep
+
+
+def misses(rows: list[dict[str, Any]], n: int = 6) -> dict[str, list[dict[str, Any]]]:
+    """Examples for the engineers: false refusals, passage misses (with what ranked instead), distractor wins."""
+    def ranked(r: dict[str, Any], k: int = 3) -> list[str]:
+        out = []
+        for e, text in zip(r["off"]["ranked"][:k], r["texts"]["off"]["top10_text"][:k], strict=False):
+            where = e["key"] + (f"#p{e['page']}" + (f"-{e['page_end']}" if e.get("page_end") not in (None, e["page"]) else "")
+                                if e.get("page") else "")
+            out.append(f"{where} ({e['score']}): {' '.join(text.split())[:140]}")
+        return out
+
+    ans = [r for r in rows if r["kind"] != "unanswerable"]
+    fr = [{"id": r["id"], "question": r["question"], "reason": r["on"]["reason"], "why": r["on"]["why"],
+           "signals": {k: v for k, v in (r["on"]["signals"] or {}).items() if k != "terms"},
+           "hit5_refusal_off": r["off"]["hit5"], "passage5_refusal_off": r["off"]["passage5"]}
+          for r in ans if r["on"]["insufficient"]]
+    pm = [{"id": r["id"], "kind": r["kind"], "question": r["question"], "page": r["page"],
+           "passage": r["passage"], "hit5": r["off"]["hit5"], "rank10": r["off"]["rank10"],
+           "passage_on_another_page": r["off"]["passage5_any_page"], "ranked_instead": ranked(r)}
+          for r in ans if not r["off"]["passage5"]]
+    ua = [{"id": r["id"], "question": r["question"], "signals": {k: v for k, v in (r["on"]["signals"] or {}).items()
+                                                                 if k != "terms"}, "top": ranked(r, 2)}
+          for r in rows if r["kind"] == "unanswerable" and not r["on"]["insufficient"]]
+    da = [{"id": r["id"], "question": r["question"], "page": r["page"], "rank10": r["off"]["rank10"],
+           "distractor_rank10": r["off"].get("distractor_rank10"), "ranked": ranked(r)}
+          for r in rows if r["kind"] == "distractor" and r["off"].get("distractor_above")]
+    return {"false_refusals": fr, "passage_misses_refusal_off": pm, "unanswerable_answered": ua,
+            "distractor_above_canonical_refusal_off": da, "counts": {"false_refusals": len(fr),
+                                                                      "passage_misses": len(pm),
+                                                                      "unanswerable_answered": len(ua),
+                                                                      "distractor_above": len(da)},
+            "shown": n}
+
+
+def _commit() -> dict[str, Any]:
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    dirty = [line[3:] for line in git("status", "--porcelain").splitlines()
+             if line[3:] and not line[3:].startswith("bench/")]
+    return {"head": git("rev-parse", "HEAD"), "subject": git("log", "-1", "--format=%s"),
+            "uncommitted_product_files": dirty}
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def _meta(argv: list[str], shipped: dict[str, float]) -> dict[str, Any]:
+    return {"command": "python -m bench.transfer" + (" " + " ".join(argv) if argv else ""),
+            "commit": _commit(), "date": _now(), "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+            "cores": os.cpu_count(), "load_avg_1_5_15": _load(), "python": platform.python_version(),
+            "settings": "defaults (ONNX all-MiniLM-L6-v2 int8, SQLite registry + Qdrant Edge embedded store)",
+            "freshindex_env": sorted(k for k in os.environ if k.startswith("FRESHINDEX_")),
+            "shipped_refusal_defaults": shipped, "goals": {k: f"{op} {g}" for k, (op, g) in GOALS.items()},
+            "limits": list(LIMITS), "passage_match": "whitespace and '|' removed (bench.evidence.norm), on an item of "
+            "the question's page", "refused_answerable_counts_as_miss": True}
+
+
+def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
+    m, per, loo = res["meta"], res["corpora"], res["leave_one_corpus_out"]
+    c = m["commit"]
+    lines = ["# Transfer benchmark: three whole corpora, refusal refitted leave-one-corpus-out", "",
+             f"`{m['command']}` at {c['head'][:10]} ({c['subject']}), {m['date']}, {m['cores']} cores shared "
+             f"(load {m['load_avg_1_5_15']}); {m['settings']}. "
+             + (f"Uncommitted product files in the tree at the time: {', '.join(c['uncommitted_product_files'])}. "
+                if c["uncommitted_product_files"] else "")
+             + "Questions asked through `InjectionClient.retrieve` at limit 5 and 10; a refused answerable question "
+             "counts as a miss; passages compared with whitespace and `|` removed, on an item of the question's page.",
+             "", "## Figures with the default settings (refusal on)", ""]
+    names = list(per)
+
+    def val(name: str, key: str, src: dict[str, Any] | None = None) -> str:
+        f = src if src is not None else per[name]
+        v = f.get(key)
+        g = f.get("goals", {}).get(key)
+        return f"{v}" + (" ✓" if g == "met" else " ✗" if g == "missed" else "")
+
+    rows = [["pages", *[per[n]["pages"] for n in names], ""],
+            ["answerable / unanswerable", *[f"{per[n]['answerable']} / {per[n]['unanswerable']}" for n in names], ""]]
+    for key, (op, g) in GOALS.items():
+        rows.append([key, *[val(n, key) for n in names], f"{op} {g}"])
+    rows += [["index_seconds", *[per[n]["index_seconds"] for n in names], ""],
+             ["query_ms_p50 / p95", *[f"{per[n]['query_ms_p50']} / {per[n]['query_ms_p95']}" for n in names], ""],
+             ["chunks", *[per[n]["chunks"] for n in names], ""]]
+    lines += table(["figure", *names, "goal"], ["l", *"r" * len(names), "l"], rows)
+    lines += ["", "## Retrieval alone (`FRESHINDEX_CONTEXT__REFUSAL=false`)", ""]
+    rows = [[key, *[val(n, key, per[n]["refusal_off"]) for n in names], f"{GOALS[key][0]} {GOALS[key][1]}"]
+            for key in RETRIEVAL]
+    rows.append(["query_ms_p50 / p95", *[f"{per[n]['refusal_off']['query_ms_p50']} / "
+                                          f"{per[n]['refusal_off']['query_ms_p95']}" for n in names], ""])
+    rows.append(["passage@5, passage on any page", *[per[n]["passage_at_5_any_page_refusal_off"] for n in names], ""])
+    lines += table(["figure", *names, "goal"], ["l", *"r" * len(names), "l"], rows)
+    lines += ["", "By kind, refusal off (n, hit@5 / passage@5 / MRR@10):", ""]
+    kinds = sorted({k for n in names for k in per[n]["by_kind_refusal_off"]})
+    rows = [[k, *[(lambda b: f"{b['n']}: {b['hit_at_5']} / {b['passage_at_5']} / {b['mrr_at_10']}" if b else "-")(
+        per[n]["by_kind_refusal_off"].get(k)) for n in names]] for k in kinds]
+    lines += table(["kind", *names], ["l", *"r" * len(names)], rows)
+    if "rmanuals" in per and per["rmanuals"].get("scanned_page_questions"):
+        s = per["rmanuals"]["scanned_page_questions"]
+        lines += ["", f"rmanuals, answerable questions on scanned (OCR) pages: {s['n']}, hit@5 {s['hit_at_5']}, "
+                  f"passage@5 {s['passage_at_5']} (refusal on)."]
+    lines += ["", "## Refusal, leave one corpus out", "",
+              "Weights refitted on the two other corpora (all their questions; logistic regression on coverage and "
+              "lexical, threshold moved for <= 5 % false refusals on the fit set), applied to the held-out corpus's "
+              "recorded signals. The shipped defaults were fitted on Django's 60-page dev split: **their Django row is "
+              "not held-out**.", ""]
+    rows = []
+    for held, e in loo.items():
+        s = e["shipped_defaults"]
+        rows.append([held, "shipped defaults" + ("" if s["held_out"] else " (NOT held-out)"), "django (60-page dev)",
+                     _w(m["shipped_refusal_defaults"]), s["unanswerable_refused"], s["false_refusals"]])
+        if "weights" in e:
+            rows.append([held, "**held-out refit**", " + ".join(e["fitted_on"]), _w(e["weights"]),
+                         f"**{e['held_out']['unanswerable_refused']}**", f"**{e['held_out']['false_refusals']}**"])
+    lines += table(["held-out corpus", "weights", "fitted on", "bias / coverage / lexical / dense",
+                    "unanswerable refused", "false refusals"], list("lllrrr"), rows)
+    lines += ["", "## Misses (examples)", ""]
+    for name in names:
+        ms = res["misses"][name]
+        lines += [f"### {name}: {ms['counts']}", ""]
+        for x in ms["false_refusals"][:shown]:
+            sig = x["signals"]
+            lines.append(f"- false refusal {x['id']} ({x['reason']}): {x['question']!r}; coverage {sig.get('coverage')}, "
+                         f"lexical {sig.get('lexical')}, dense {sig.get('dense')}, missing {sig.get('missing')}; "
+                         f"with refusal off hit@5 {x['hit5_refusal_off']}, passage@5 {x['passage5_refusal_off']}")
+        for x in ms["passage_misses_refusal_off"][:shown]:
+            lines.append(f"- passage miss {x['id']} ({x['kind']}): {x['question']!r} wants {x['page']} "
+                         f"(hit@5 {x['hit5']}, rank {x['rank10']}); ranked instead: " + " | ".join(x["ranked_instead"]))
+        for x in ms["unanswerable_answered"][:shown]:
+            sig = x["signals"]
+            lines.append(f"- unanswerable answered {x['id']}: {x['question']!r}; coverage {sig.get('coverage')}, "
+                         f"lexical {sig.get('lexical')}, missing {sig.get('missing')}; top: " + " | ".join(x["top"]))
+        for x in ms["distractor_above_canonical_refusal_off"][:shown]:
+            lines.append(f"- distractor above canonical {x['id']}: wants {x['page']} (rank {x['rank10']}), a distractor "
+                         f"page at rank {x['distractor_rank10']}: " + " | ".join(x["ranked"]))
+        lines.append("")
+    lines += ["## Steps (wall seconds; index 0.0 = a kept index re-queried)", ""]
+    rows = [[n, *[per[n]["steps"].get(k) for k in ("materialise_s", "verify_s", "index_s", "query_s")],
+             per[n]["index_reused"], len(per[n]["dropped_questions"])] for n in names]
+    lines += table(["corpus", "materialise", "verify golden", "index", "query (4 calls per question)",
+                    "index reused", "questions dropped"], list("lrrrrlr"), rows)
+    for n in names:
+        for qid, why in per[n]["dropped_questions"].items():
+            lines.append(f"- {n} {qid} dropped: {why}")
+    return lines
+
+
+def _w(p: dict[str, float]) -> str:
+    return " / ".join(str(p.get(k)) for k in REFUSAL_PARAMS)
+
+
+def shipped_defaults() -> dict[str, float]:
+    from freshindex.settings.model import ContextSettings
+
+    c = ContextSettings()
+    return {"bias": c.refusal_bias, "coverage_weight": c.refusal_coverage_weight,
+            "lexical_weight": c.refusal_lexical_weight, "dense_weight": c.refusal_dense_weight}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpora", default=",".join(NAMES),
+                        help="comma-separated corpora to run now; the others' last answers are read from their kept "
+                             "index (rows.json) when present")
+    parser.add_argument("--from-rows", action="store_true", help="rebuild the report from the kept answers only")
+    parser.add_argument("--reindex", action="store_true", help="index again even when a kept index matches")
+    args = parser.parse_args()
+    wanted = [n.strip() for n in args.corpora.split(",") if n.strip()]
+    unknown = set(wanted) - set(NAMES)
+    if unknown:
+        raise SystemExit(f"unknown corpora {sorted(unknown)}; known: {', '.join(NAMES)}")
+    from freshindex.settings import load_settings
+    from freshindex.workers.embedding import build_embedder
+
+    def settings_for(data_dir: Path) -> Any:
+        return load_settings(data_dir=data_dir)
+
+    base = settings_for(CACHE)
+    e = base.embedding
+    embedder = build_embedder(e.provider, model=e.model, batch_size=e.batch_size, threads=e.threads)
+    all_corpora = corpora()
+    raws: dict[str, dict[str, Any]] = {}
+    for name in NAMES:
+        corpus = all_corpora[name]
+        if name in wanted and not args.from_rows:
+            t0 = time.perf_counter()
+            raws[name] = run_corpus(corpus, embedder, settings_for, args.reindex)
+            print(f"[{name}] done in {time.perf_counter() - t0:.0f} s", flush=True)
+            continue
+        work = CACHE / f"{name}-{index_key(index_parts(base, embedder.model_id, corpus))}"
+        kept = work / "rows.json"
+        if kept.is_file():
+            raws[name] = json.loads(kept.read_text())
+            print(f"[{name}] answers read from {kept} (asked at {raws[name]['commit']['head'][:10]})", flush=True)
+        elif name in wanted:
+            raise SystemExit(f"no kept answers for {name} in {work}: run without --from-rows")
+    res = report(raws, shipped_defaults(), sys.argv[1:])
+    for name, f in res["corpora"].items():
+        print(f"[{name}] goals (refusal on): " + ", ".join(f"{k} {f[k]} {v}" for k, v in f["goals"].items()))
+        print(f"[{name}] goals (refusal off): "
+              + ", ".join(f"{k} {f['refusal_off'][k]} {v}" for k, v in f["refusal_off"]["goals"].items()))
+    write("transfer", res, markdown(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""bench.transfer's scoring rules (no corpus, no index: the packets are written by hand)."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+
+from bench import transfer
+
+HTML = transfer.Corpus("html", types.SimpleNamespace(), "test")
+PDF = transfer.Corpus("pdf", types.SimpleNamespace(), "test", pdf=True)
+
+
+def ev(key: str, text: str = "", page: int | None = None, page_end: int | None = None, cid: str = "") -> dict:
+    return {"key": key, "chunk_id": cid or f"{key}:{page}:{text[:8]}", "score": 0.5, "page": page,
+            "page_end": page_end, "ocr": False, "text": text}
+
+
+def packet(*items: dict, insufficient: bool = False) -> dict:
+    return {"ms": 1.0, "insufficient": insufficient, "reason": None, "why": None, "signals": None,
+            "evidence": list(items)}
+
+
+def test_a_pdf_item_is_on_a_page_when_its_file_matches_and_its_cited_range_contains_it():
+    # Given items citing pages 17-18 of R-exts.pdf and page 17 of R-intro.pdf
+    spanning, single, other = ev("R-exts.pdf", page=17, page_end=18), ev("R-exts.pdf", page=17), ev("R-intro.pdf", page=17)
+    # Then page 18 is in the first item's range only, and another file's page 17 is not R-exts's page 17
+    assert transfer.on_page(PDF, spanning, "R-exts.pdf#page=18")
+    assert not transfer.on_page(PDF, single, "R-exts.pdf#page=18")
+    assert not transfer.on_page(PDF, other, "R-exts.pdf#page=17")
+    assert not transfer.on_page(PDF, ev("R-exts.pdf"), "R-exts.pdf#page=17"), "an item without a page cites none"
+
+
+def test_passage_counts_only_on_the_right_page_and_ignores_whitespace_and_table_pipes():
+    q = {"id": "t", "kind": "table", "page": "ref/a.html", "passage": "Default: 2.5 MB (2621440 bytes)"}
+    # Given the passage on another page at rank 1 and, laid out as a Markdown row, on the right page at rank 2
+    p5 = packet(ev("ref/b.html", "Default: 2.5 MB (2621440 bytes)"), ev("ref/a.html", "| Default: | 2.5  MB\n(2621440 bytes) |"))
+    got = transfer.judge(HTML, q, p5, p5)
+    # Then it is a hit at rank 2 with the passage found on the right page
+    assert got["hit5"] and got["passage5"] and got["rr10"] == 0.5
+    # And when the right page's item lacks it, the copy on another page does not count
+    p5 = packet(ev("ref/b.html", "Default: 2.5 MB (2621440 bytes)"), ev("ref/a.html", "something else"))
+    got = transfer.judge(HTML, q, p5, p5)
+    assert got["hit5"] and not got["passage5"] and got["passage5_any_page"]
+
+
+def test_a_distractor_page_before_the_canonical_one_is_counted():
+    q = {"id": "d", "kind": "distractor", "page": "releases/3.2.1.html", "passage": "x" * 30,
+         "distractor_pages": ["releases/2.2.21.html"]}
+    above = packet(ev("releases/2.2.21.html", cid="a"), ev("releases/3.2.1.html", cid="b"))
+    below = packet(ev("releases/3.2.1.html", cid="b"), ev("releases/2.2.21.html", cid="a"))
+    assert transfer.judge(HTML, q, above, above)["distractor_above"]
+    assert not transfer.judge(HTML, q, below, below)["distractor_above"]
+    absent = packet(ev("releases/2.2.21.html", cid="a"))
+    assert transfer.judge(HTML, q, absent, absent)["distractor_above"], "canonical absent, distractor present"
+
+
+def test_a_question_that_no_longer_verifies_is_dropped_with_its_reason_and_skipped_kinds_are_left_out(tmp_path: Path):
+    questions = [{"id": "a", "kind": "prose"}, {"id": "b", "kind": "unanswerable"}, {"id": "c", "kind": "update_only"}]
+    module = types.SimpleNamespace(load_questions=lambda: questions,
+                                   verify=lambda dest, qs: ["b: key term 'Foo' occurs in the corpus", "12 pages only"])
+    corpus = transfer.Corpus("x", module, "test", skip_kinds=("update_only",))
+    kept, dropped, general = transfer.verified_questions(corpus)
+    assert [q["id"] for q in kept] == ["a"]
+    assert dropped == {"b": "key term 'Foo' occurs in the corpus"}
+    assert general == ["12 pages only"]
+
+
+def rows(kind_signals: list[tuple[str, float, float]]) -> list[dict]:
+    out = []
+    for i, (kind, coverage, lexical) in enumerate(kind_signals):
+        sig = {"coverage": coverage, "lexical": lexical, "dense": 0.5}
+        out.append({"id": f"q{i}", "kind": kind, "on": {"insufficient": False, "signals": sig},
+                    "off": {"insufficient": False, "signals": sig}})
+    return out
+
+
+def test_leave_one_out_fits_on_the_other_two_and_marks_the_shipped_django_figures_not_held_out():
+    separable = rows([("prose", 0.9 + i / 100, 0.8) for i in range(8)] + [("unanswerable", 0.2 + i / 100, 0.1) for i in range(4)])
+    shipped = {"bias": -5.06, "coverage_weight": 3.85, "lexical_weight": 3.95, "dense_weight": 0.0}
+    loo = transfer.leave_one_out({"django": separable, "python311": separable, "rmanuals": separable}, shipped)
+    assert loo["python311"]["fitted_on"] == ["django", "rmanuals"]
+    assert loo["django"]["shipped_defaults"]["held_out"] is False
+    assert loo["rmanuals"]["shipped_defaults"]["held_out"] is True
+    held = loo["rmanuals"]["held_out"]
+    assert held["unanswerable_refused"] == 1.0 and held["false_refusals"] == 0.0
+
+
+def test_the_index_key_changes_with_the_chunker_and_not_with_the_refusal(monkeypatch: pytest.MonkeyPatch):
+    from freshindex.settings import load_settings
+    from freshindex.workers import chunking
+
+    settings = load_settings(data_dir="/tmp/unused")
+    before = transfer.index_key(transfer.index_parts(settings, "m", HTML))
+    refusal_off = settings.model_copy(update={"context": settings.context.model_copy(update={"refusal": False})})
+    assert transfer.index_key(transfer.index_parts(refusal_off, "m", HTML)) == before
+    monkeypatch.setattr(chunking, "CHUNKER_VERSION", chunking.CHUNKER_VERSION + "-next")
+    assert transfer.index_key(transfer.index_parts(settings, "m", HTML)) != before
