@@ -22,6 +22,7 @@ from freshindex import (
     __version__,
     acl_commands,
     audit_commands,
+    display,
     keys_commands,
     logs,
     ocr_commands,
@@ -38,17 +39,43 @@ log = logging.getLogger("freshindex.cli")
 progress_log = logging.getLogger("freshindex.progress")
 
 
+#: Commands that may create the data dir and the registry; every other command reads what exists and
+#: fails (exit 2, naming where it looked) when the data dir or registry is missing.
+CREATES_STATE = frozenset({"sources add", "sync", "serve", "worker", "beat", "db upgrade", "snapshots restore",
+                           "keys create", "sqs-poll"})
+
+
+def _command_path() -> str:
+    """``sources add`` for ``freshindex sources add ...`` (the running command, without the program name)."""
+    ctx, names = click.get_current_context(silent=True), []
+    while ctx is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(names[:-1]))
+
+
+class ConfigProblem(click.ClickException):
+    """A configuration or file-system problem: ``error: ...`` on one line, exit 2."""
+
+    exit_code = ExitCode.USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {display.printable(self.message)}", err=True)
+
+
 class _State:
-    def __init__(self, config: str | None, verbose: int) -> None:
+    def __init__(self, config: str | None, verbose: int, strict: bool = False) -> None:
         self.config = config
         self.verbose = verbose
+        self.strict = strict
         self._settings: Settings | None = None
         self._services: Any = None
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
-            self._settings = load_settings(self.config)
+            self._settings = load_settings(self.config, strict=True if self.strict else None,
+                                           on_unknown=lambda m: click.echo(f"warning: {m}", err=True))
         return self._settings
 
     @property
@@ -56,7 +83,7 @@ class _State:
         if self._services is None:
             from freshindex.services import Services
 
-            self._services = Services(self.settings)
+            self._services = Services(self.settings, create_storage=_command_path() in CREATES_STATE)
         return self._services
 
     def close(self) -> None:
@@ -64,28 +91,26 @@ class _State:
             self._services.close()
 
 
-def _emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
-    if as_json:
-        click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
-    else:
-        click.echo(human(data))
+_emit = display.emit  # JSON exact; text escapes control characters in names, keys and errors
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar="FRESHINDEX_CONFIG",
               help="TOML config file (same keys as the FRESHINDEX_ environment variables).")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.option("--strict", is_flag=True, help="Unknown FRESHINDEX_* variables and config keys are errors (exit 2), "
+              "not warnings; same as FRESHINDEX_STRICT=1.")
 @click.version_option(__version__, prog_name="freshindex")
 @click.pass_context
-def cli(ctx: click.Context, config: str | None, verbose: int) -> None:
+def cli(ctx: click.Context, config: str | None, verbose: int, strict: bool) -> None:
     """freshindex: keep a RAG knowledge base correct, fresh and cited."""
-    state = _State(config, verbose)
+    state = _State(config, verbose, strict)
     ctx.obj = state
     ctx.call_on_close(state.close)
     try:
         settings = state.settings
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise ConfigProblem(str(exc)) from exc
     level = {0: "WARNING", 1: "INFO"}.get(verbose, "DEBUG")
     if ctx.invoked_subcommand in ("worker", "serve", "beat"):
         level = settings.log_level if not verbose else level
@@ -106,10 +131,10 @@ def main() -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except ConfigError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {display.printable(str(exc))}", err=True)
         sys.exit(ExitCode.USAGE)
     except FreshIndexError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {display.printable(str(exc))}", err=True)
         sys.exit(ExitCode.FAILED)
     except ModuleNotFoundError as exc:
         # The base install is the thin HTTP client; every service command imports the
@@ -305,6 +330,7 @@ def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, 
         from freshindex.celery import build_app
 
         app = build_app(state.settings)
+        check_broker(app)
     reports: list[dict[str, Any]] = []
     codes: list[int] = []
     for sid in ids:
@@ -318,8 +344,8 @@ def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, 
         floor = ocr_commands.source_floor(svc.registry.get_source(sid), state.settings.sources.ocr_page_floor)
         reports.append({**report.as_dict(), "ocr": ocr_commands.sync_counts(svc.registry, report.run, floor)})
         if not as_json:
-            ocr_line = ocr_commands.sync_line(reports[-1]["ocr"])
-            click.echo(_sync_text(reports[-1]) + (f"\n{ocr_line}" if ocr_line else ""))
+            ocr_line = ocr_commands.sync_line(display.escaped(reports[-1]["ocr"]))
+            click.echo(_sync_text(display.escaped(reports[-1])) + (f"\n{ocr_line}" if ocr_line else ""))
         codes.append(report.exit_code)
     if as_json:
         out = reports
@@ -327,6 +353,36 @@ def sync(state: _State, source_id: str | None, all_sources: bool, inline: bool, 
     code = max(codes)
     if code:
         sys.exit(code)
+
+
+#: Seconds `sync` gives the broker (and a Redis result backend) to answer before it gives up.
+BROKER_CHECK_S = 3.0
+
+
+def check_broker(app: Any, timeout: float = BROKER_CHECK_S) -> None:
+    """Connect once to the broker and to a Redis result backend, within ``timeout`` each, or raise.
+
+    Without it a sync with the broker down spends about 20 s in Celery's
+    reconnection retries (twenty log lines) before it fails; this fails in a
+    few seconds with one line.  What it does not do: keep a later publish or
+    result read from retrying if the broker goes down mid-sync.
+    """
+    from kombu import Connection
+
+    from freshindex.settings import redact_url
+
+    targets = [("broker", str(app.conf.broker_url), "broker.url (FRESHINDEX_BROKER__URL)")]
+    backend = str(app.conf.result_backend or "")
+    if backend.startswith(("redis://", "rediss://")) and backend != targets[0][1]:
+        targets.append(("result backend", backend, "broker.result_backend (FRESHINDEX_BROKER__RESULT_BACKEND)"))
+    for what, url, setting in targets:
+        try:
+            with Connection(url, connect_timeout=timeout) as conn:
+                conn.ensure_connection(max_retries=1, interval_start=0.2, interval_step=0, timeout=timeout)
+        except Exception as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise FreshIndexError(f"{what} {redact_url(url)} is unreachable ({reason}); start it or fix "
+                                  f"{setting}, or run `freshindex sync --inline`") from exc
 
 
 class _Progress:
@@ -640,7 +696,7 @@ def canaries_add(state: _State, question: str, expected: str, kb: str | None, to
                    f"would hold every build. See `freshindex documents list --kb {kb}`")
         if not force:
             raise NotFoundError(problem)
-        click.echo(f"warning: {problem}; registered anyway (--force)", err=True)
+        click.echo(f"warning: {display.printable(problem)}; registered anyway (--force)", err=True)
         log.warning("canary for a missing document", extra={"event": "canary_forced", "kb": kb, "key": expected})
     c = state.services.registry.add_canary(kb, question, expected, top_k)
     _emit({"id": c.id, "kb": c.kb, "question": c.question, "expected_key": c.expected_key, "top_k": c.top_k},
@@ -693,7 +749,7 @@ def query(state: _State, question: str, kb: str | None, principal: str, groups: 
         if not packet.insufficient:
             click.echo("\nSources:")
             for e in packet.evidence:
-                click.echo(f"  {e.citation}  score={e.score:.3f}")
+                click.echo(f"  {display.printable(e.citation)}  score={e.score:.3f}")
 
 
 @cli.command("check-citations")
@@ -749,9 +805,11 @@ def worker(state: _State, queues: str, concurrency: int, pool: str, hostname: st
     """Start a Celery worker (needs a broker URL). Checks its dependencies first."""
     import os
 
+    from freshindex.storage import check_data_dir
     from freshindex.workers import exporter
 
     settings = state.settings
+    check_data_dir(settings, create=True, needed_for="the worker's heartbeat file")
     metrics_port = settings.broker.worker_metrics_port
     if metrics_port:
         # Before anything imports prometheus-client: its multiprocess mode is chosen at import.
@@ -792,7 +850,9 @@ def worker(state: _State, queues: str, concurrency: int, pool: str, hostname: st
 def beat(state: _State) -> None:
     """Start Celery beat with freshindex's schedule (source polls)."""
     from freshindex.celery import build_app
+    from freshindex.storage import check_data_dir
 
+    check_data_dir(state.settings, create=True, needed_for="beat's schedule and heartbeat files")
     app = build_app(state.settings)  # the app factory installs beat's schedule
     state.settings.data_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file lives there
     app.Beat(loglevel=state.settings.log_level,

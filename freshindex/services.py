@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from freshindex.core.naming import Naming
 from freshindex.health.metrics import Metrics
 from freshindex.settings import Settings
+from freshindex.storage import check_registry_path, check_store_path
 
 if TYPE_CHECKING:
     from freshindex.acl.access import DenialRecord
@@ -56,11 +57,13 @@ class Services:
     registry whether built here or given.
     """
 
-    def __init__(self, settings: Settings, **overrides: Any) -> None:
+    def __init__(self, settings: Settings, *, create_storage: bool = True, **overrides: Any) -> None:
         unknown = set(overrides) - _COMPONENTS
         if unknown:
             raise TypeError(f"Services() got unknown components {sorted(unknown)}; known: {sorted(_COMPONENTS)}")
         self.settings = settings
+        #: False: the registry and the embedded store must already exist (commands that only read).
+        self.create_storage = create_storage
         self._lock = threading.RLock()
         self._connectors: dict[tuple[str, str], Connector] = {}
         # A cached_property reads the instance dict first, so a given component is never built.
@@ -79,6 +82,7 @@ class Services:
         from freshindex.registry import Registry
 
         s = self.settings
+        check_registry_path(s, create=self.create_storage)
         registry = Registry.open(s.registry_url, auto_migrate=s.registry.auto_migrate, pool_size=s.registry.pool_size)
         self.metrics.add_health_collector(registry.knowledge_bases, registry.health,
                                           sources=lambda: [f.as_dict() for f in registry.source_freshness()])
@@ -89,6 +93,7 @@ class Services:
         from freshindex.vectorstore import open_store
 
         vs = self.settings.vector_store
+        check_store_path(self.settings, create=self.create_storage)
         return open_store(
             vs.kind, path=self.settings.vector_path, url=vs.url,
             api_key=vs.api_key.get_secret_value() if vs.api_key else None, open_timeout=vs.open_timeout,

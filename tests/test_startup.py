@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
+
 HEAVY = ("fitz", "pymupdf", "onnxruntime", "tokenizers", "botocore", "boto3", "tree_sitter", "celery")
 
 PROBE = """
@@ -38,6 +40,9 @@ print("\\nPROBE " + json.dumps({"code": code, "heavy": heavy}))
 @pytest.mark.parametrize("args", [["--help"], ["sources", "list"], ["snapshots", "list"]])
 def test_light_commands_import_no_parser_model_or_cloud_sdk(args: list[str], tmp_path: Path) -> None:
     env = {**os.environ, "FRESHINDEX_DATA_DIR": str(tmp_path / "data")}
+    # Reading commands need a registry that exists (they never create one): make it first.
+    subprocess.run([sys.executable, "-m", "freshindex", "db", "upgrade"], env=env, cwd=ROOT, check=True,
+                   capture_output=True, timeout=120)
     out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args), json.dumps(HEAVY)], capture_output=True,
                          text=True, env=env, cwd=tmp_path, timeout=120)
     line = next(x for x in out.stdout.splitlines() if x.startswith("PROBE "))
@@ -56,8 +61,9 @@ def test_reading_a_current_registry_does_not_import_alembic(tmp_path: Path) -> N
                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
         return json.loads(next(x for x in out.stdout.splitlines() if x.startswith("PROBE "))[len("PROBE "):])
 
-    # The first command creates the registry: that upgrade needs Alembic
-    assert probe(["sources", "list"])["heavy"]
+    # Creating the registry needs Alembic (a reading command on no registry is an error, not a creation)
+    assert probe(["sources", "list"])["code"] == 2
+    assert probe(["db", "upgrade"])["heavy"]
     # every later one reads the revision row and the migration files' revision lines only
     assert probe(["sources", "list"]) == {"code": 0, "heavy": []}
     # and that reading agrees with Alembic's
