@@ -121,7 +121,11 @@ def cli(ctx: click.Context, config: str | None, verbose: int, strict: bool) -> N
 
 def main() -> None:
     try:
-        cli.main(standalone_mode=False, prog_name="freshindex")
+        # Outside standalone mode click *returns* the code of a ``click.exceptions.Exit`` raised by a
+        # command (check-citations' 3) instead of exiting with it: pass it on.
+        code = cli.main(standalone_mode=False, prog_name="freshindex")
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(ExitCode.FAILED)

@@ -114,3 +114,21 @@ def test_check_citations_on_the_cli_builds_no_services_and_reads_hostile_json(tm
     deep = runner.invoke(cli_module.cli, ["--config", str(config), "check-citations", str(answer), "--packet",
                                           str(packet)])
     assert deep.exit_code == 2 and "nested too deeply" in deep.output
+
+
+def test_the_installed_command_exits_3_on_an_invalid_citation(tmp_path: Path) -> None:
+    # Given a packet and an answer citing a source it does not hold
+    import subprocess
+    import sys
+
+    packet, answer = tmp_path / "packet.json", tmp_path / "answer.txt"
+    packet.write_text(json.dumps(PACKET))
+    answer.write_text("Releases are cut every Tuesday from main [1]. See [7].")
+    env = {"PATH": "/usr/bin:/bin", "FRESHINDEX_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path)}
+    # When the real console entry point runs (not CliRunner, which does not go through main())
+    code = "from freshindex.cli import main; main()"
+    run = subprocess.run([sys.executable, "-c", code, "check-citations", str(answer), "--packet", str(packet)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    # Then the exit code says a citation is invalid, as the help promises a script
+    assert run.returncode == 3, (run.stdout, run.stderr)
+    assert "[7]" in run.stdout
