@@ -15,14 +15,18 @@ of ``POST /v1/query``.
 Errors are one tree under :class:`ClientError` (itself a
 :class:`core.errors.FreshIndexError`): :class:`Unauthorized` (401/403),
 :class:`NotFound` (404: unknown knowledge base), :class:`BadRequest`
-(400/422), :class:`Unavailable` (503, connection refused, timeouts; a
-:class:`~core.errors.RetryableError`), :class:`ServerError` (other 5xx) and
+(400/422), :class:`TooLarge` (413, a :class:`BadRequest`),
+:class:`RateLimited` (429) and :class:`Unavailable` (503, connection
+refused, timeouts; both :class:`~core.errors.RetryableError`, with the
+server's ``Retry-After`` in ``retry_after``), :class:`ServerError` (other 5xx) and
 :class:`BadResponse` (a body that is not a packet). Each carries the HTTP
 status (``None`` when no response came) and the server's message.
 
 What it does not guarantee: retries are few and short (``retries``
-attempts after the first, on connection errors and 503 only, with
-exponential backoff capped at ``backoff_max``); a read timeout is not
+attempts after the first, on connection errors, 503 and 429 only, with
+exponential backoff capped at ``backoff_max``, or the server's
+``Retry-After`` when it asks for longer, up to ``retry_after_max``: a
+longer wait is raised at once for the caller to schedule); a read timeout is not
 retried, because a server that is slow to answer is not helped by a second
 copy of the question. Identity comes from the bearer credential (an API key
 or a JWT), never from the body: ``groups`` can only narrow what the
@@ -31,6 +35,8 @@ credential grants, and a ``principal`` other than the credential's is 403.
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -51,13 +57,15 @@ class ClientError(FreshIndexError):
 
     ``status`` is the HTTP status (``None`` when no response arrived),
     ``detail`` the server's message (or the transport error), ``error`` the
-    server's error type name when it sent one.
+    server's error type name when it sent one, ``retry_after`` the seconds
+    its ``Retry-After`` header asked for (``None`` when it sent none).
     """
 
     def __init__(self, message: str, *, status: int | None = None, detail: str = "", error: str | None = None,
-                 url: str = "") -> None:
+                 url: str = "", retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status, self.detail, self.error, self.url = status, detail, error, url
+        self.retry_after = retry_after
 
 
 class Unauthorized(ClientError, PermanentError):
@@ -70,6 +78,14 @@ class NotFound(ClientError, NotFoundError):
 
 class BadRequest(ClientError, PermanentError):
     """400/422: the server rejected the request (an empty question, a limit out of range)."""
+
+
+class TooLarge(BadRequest):
+    """413: the request body is over the server's cap for the route (a question is a few KB)."""
+
+
+class RateLimited(ClientError, RetryableError):
+    """429: this credential (or address) is over its request rate; ``retry_after`` says when to come back."""
 
 
 class Unavailable(ClientError, RetryableError):
@@ -85,7 +101,8 @@ class BadResponse(ClientError):
 
 
 _BY_STATUS: dict[int, type[ClientError]] = {
-    400: BadRequest, 401: Unauthorized, 403: Unauthorized, 404: NotFound, 422: BadRequest, 503: Unavailable,
+    400: BadRequest, 401: Unauthorized, 403: Unauthorized, 404: NotFound, 413: TooLarge, 422: BadRequest,
+    429: RateLimited, 503: Unavailable,
 }
 
 
@@ -109,6 +126,7 @@ class FreshIndexClient:
         retries: int = 2,
         backoff: float = 0.2,
         backoff_max: float = 2.0,
+        retry_after_max: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
@@ -117,6 +135,7 @@ class FreshIndexClient:
         self._token = token
         self.timeout = timeout
         self.retries, self.backoff, self.backoff_max = max(0, retries), backoff, backoff_max
+        self.retry_after_max = retry_after_max
         self._sleep = sleep
         self._own = http is None
         self._http = http if http is not None else httpx.Client(timeout=timeout)
@@ -210,13 +229,13 @@ class FreshIndexClient:
                                           f"({response.headers.get('content-type', 'no content type')})",
                                           status=response.status_code, url=url) from exc
                 failure = _error_of(method, url, response)
-                if response.status_code != 503:
+                if response.status_code not in (429, 503):
                     raise failure
-            if attempt >= self.retries:
+            if attempt >= self.retries or (failure.retry_after or 0) > self.retry_after_max:
                 log.warning("freshindex unavailable", extra={"event": "client_gave_up", "url": url,
                                                              "status": failure.status, "attempts": attempt + 1})
                 raise failure
-            delay = min(self.backoff_max, self.backoff * 2**attempt)
+            delay = max(min(self.backoff_max, self.backoff * 2**attempt), failure.retry_after or 0)
             log.info("freshindex unavailable, retrying", extra={"event": "client_retry", "url": url,
                                                                 "status": failure.status, "attempt": attempt + 1,
                                                                 "delay_s": delay})
@@ -250,8 +269,24 @@ def _error_of(method: str, url: str, response: httpx.Response) -> ClientError:
         detail = response.text[:200].strip() or response.reason_phrase
     kind = _BY_STATUS.get(response.status_code, ServerError)
     return kind(f"{method} {url} -> {response.status_code}: {detail}", status=response.status_code, detail=detail,
-                error=error, url=url)
+                error=error, url=url, retry_after=_retry_after(response.headers.get("Retry-After")))
 
 
-__all__ = ["BadRequest", "BadResponse", "ClientError", "FreshIndexClient", "NotFound", "ServerError",
-           "Unauthorized", "Unavailable"]
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header: delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(min(int(value[:9]), 86_400))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return max(0.0, min(86_400.0, (when - dt.datetime.now(dt.UTC)).total_seconds()))
+
+
+__all__ = ["BadRequest", "BadResponse", "ClientError", "FreshIndexClient", "NotFound", "RateLimited", "ServerError",
+           "TooLarge", "Unauthorized", "Unavailable"]

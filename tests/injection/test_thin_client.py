@@ -26,7 +26,9 @@ from freshindex.injection.http import (
     ClientError,
     FreshIndexClient,
     NotFound,
+    RateLimited,
     ServerError,
+    TooLarge,
     Unauthorized,
     Unavailable,
 )
@@ -142,6 +144,48 @@ def test_503_is_retried_with_backoff_then_succeeds() -> None:
     client, slept = _client(handler, retries=2, backoff=0.1)
     assert client.retrieve("q", kb="default").snapshot_id == "default-v3"
     assert len(calls) == 3 and slept == [0.1, 0.2]
+
+
+def test_429_waits_for_retry_after_then_succeeds() -> None:
+    # Given a server that rate limits the first call and asks for 3 s
+    answers = [httpx.Response(429, json={"error": "rate_limited", "detail": "slow down"},
+                              headers={"Retry-After": "3"}),
+               httpx.Response(200, json=_packet().as_dict())]
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return answers[len(calls) - 1]
+
+    # When the client retrieves
+    client, slept = _client(handler, retries=2, backoff=0.1)
+    # Then it waited what the server asked (not its own shorter backoff) and got the packet
+    assert client.retrieve("q", kb="default").snapshot_id == "default-v3"
+    assert slept == [3.0]
+
+
+def test_429_asking_longer_than_retry_after_max_is_raised_at_once_with_the_wait() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, json={"error": "rate_limited", "detail": "slow down"},
+                              headers={"Retry-After": "120"})
+
+    client, slept = _client(handler, retries=2, retry_after_max=10.0)
+    with pytest.raises(RateLimited) as info:
+        client.retrieve("q", kb="default")
+    assert isinstance(info.value, RetryableError) and info.value.retry_after == 120.0 and slept == []
+
+
+def test_413_is_too_large_a_bad_request_and_not_retried() -> None:
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return httpx.Response(413, json={"error": "too_large", "detail": "body over 65536 bytes"})
+
+    client, slept = _client(handler, retries=2)
+    with pytest.raises(TooLarge) as info:
+        client.retrieve("q" * 10, kb="default")
+    assert isinstance(info.value, BadRequest) and info.value.status == 413 and calls == [1] and slept == []
 
 
 def test_503_every_time_gives_up_as_unavailable() -> None:
