@@ -153,7 +153,7 @@ def main() -> None:
 
 @cli.group()
 def config() -> None:
-    """Show the effective configuration."""
+    """The effective configuration, and the reference of every setting."""
 
 
 @config.command("show")
@@ -174,6 +174,24 @@ def config_show(state: _State, as_json: bool) -> None:
         return "\n".join(lines)
 
     _emit(data, as_json, human)
+
+
+@config.command("reference")
+@click.option("--write", "write", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the reference to this file (e.g. docs/configuration.md) instead of standard output.")
+def config_reference(write: Path | None) -> None:
+    """Print the configuration reference (every setting: variable, type, default, description) as Markdown."""
+    from freshindex.settings.reference import render_reference
+
+    text = render_reference()
+    if write is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        write.write_text(text)
+    except OSError as exc:
+        raise ConfigProblem(f"cannot write {write}: {exc.strerror or exc}") from exc
+    click.echo(f"wrote {write} ({text.count(chr(10))} lines)", err=True)
 
 
 @cli.group()

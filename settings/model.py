@@ -53,7 +53,7 @@ class RegistrySettings(BaseModel):
         description="upgrade the schema on open when it is behind (SQLite only; "
         "PostgreSQL always needs `freshindex db upgrade`)",
     )
-    pool_size: int = Field(default=5, ge=1)
+    pool_size: int = Field(default=5, ge=1, description="connection pool size per process (PostgreSQL)")
 
 
 class BrokerSettings(BaseModel):
@@ -67,7 +67,7 @@ class BrokerSettings(BaseModel):
     )
     queue_prefix: str = Field(default="freshindex", description="prefix of every queue name")
     task_soft_time_limit: int = Field(default=600, ge=1, description="seconds per task")
-    prefetch_multiplier: int = Field(default=1, ge=1)
+    prefetch_multiplier: int = Field(default=1, ge=1, description="Celery prefetch multiplier (1 with late acks)")
     sync_timeout: float = Field(default=3600.0, description="seconds `freshindex sync` waits for a distributed run")
     visibility_timeout: int = Field(
         default=0, ge=0,
@@ -193,7 +193,7 @@ class VectorStoreSettings(BaseModel):
     )
     path: Path | None = Field(default=None, description="data folder for edge/local; default data_dir/vectors")
     url: str | None = Field(default=None, description="Qdrant server URL for kind=server")
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = Field(default=None, description="Qdrant API key (kind=server)")
     collection_prefix: str = Field(default="fi_", description="prefix of collection and alias names")
     open_timeout: float = Field(default=30.0, description="seconds to wait for an embedded shard held by another process")
     cluster: QdrantClusterSettings = QdrantClusterSettings()
@@ -205,32 +205,41 @@ class VectorStoreSettings(BaseModel):
 
 
 class EmbeddingSettings(BaseModel):
+    """The embedding model that turns chunks and questions into dense vectors."""
+
     provider: Literal["onnx", "sentence-transformers", "hashing"] = Field(
         default="onnx",
         description="onnx: all-MiniLM-L6-v2 int8 shipped on PyPI (offline); sentence-transformers: any "
         "installed model by name; hashing: a deterministic bag-of-words stand-in for tests",
     )
     model: str = Field(default="all-MiniLM-L6-v2", description="model name for sentence-transformers")
-    batch_size: int = Field(default=32, ge=1, le=1024)
+    batch_size: int = Field(default=32, ge=1, le=1024, description="texts per model call; calls are also cut by "
+                            "token length (at most 2,048 padded tokens, at most 20 % padding)")
     threads: int = Field(default=0, ge=0, description="onnxruntime intra-op threads; 0 = all cores")
 
 
 class S3Settings(BaseModel):
+    """An S3 endpoint and its credentials: sources.s3 for S3 sources and SQS, snapshots.s3 for archives."""
+
     endpoint_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:5000 for a local S3")
-    region: str = "us-east-1"
-    access_key_id: SecretStr | None = None
-    secret_access_key: SecretStr | None = None
-    path_style: bool = True
+    region: str = Field(default="us-east-1", description="S3 region")
+    access_key_id: SecretStr | None = Field(default=None, description="S3 access key id; unset = boto3's "
+                                            "credential chain")
+    secret_access_key: SecretStr | None = Field(default=None, description="S3 secret access key")
+    path_style: bool = Field(default=True, description="path-style addressing (bucket in the path, not the host)")
 
 
 class SourcesSettings(BaseModel):
+    """Parsing, chunking and OCR of source documents, and the bounds one document must stay within."""
+
     max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1, description="larger objects are rejected per document")
     chunk_tokens: int = Field(default=200, ge=16, le=512, description="token budget per chunk")
-    chunk_overlap_tokens: int = Field(default=24, ge=0, le=128)
-    ocr_language: str = "eng"
-    ocr_dpi: int = 300
-    max_pdf_pages: int = Field(default=2000, ge=1)
-    max_ocr_pages: int = Field(default=50, ge=0)
+    chunk_overlap_tokens: int = Field(default=24, ge=0, le=128, description="overlap when a long paragraph is split")
+    ocr_language: str = Field(default="eng", description="tesseract language(s), e.g. eng+chi_sim")
+    ocr_dpi: int = Field(default=300, description="render resolution for OCR")
+    max_pdf_pages: int = Field(default=2000, ge=1, description="larger PDFs fail as too_large")
+    max_ocr_pages: int = Field(default=50, ge=0, description="scanned pages OCR'd per document (the rest are listed "
+                               "as skipped)")
     parse_time_limit_s: float = Field(
         default=300.0, ge=0, description="seconds one document may spend in parsing (0 = no limit); over it the "
         "document fails as timed_out and the sync goes on",
@@ -306,8 +315,11 @@ class AclSettings(BaseModel):
 
 
 class ApiSettings(BaseModel):
-    host: str = "127.0.0.1"
-    port: int = 8080
+    """The HTTP API of `freshindex serve`: where it listens and what bounds a request."""
+
+    host: str = Field(default="127.0.0.1", description="`freshindex serve` bind address (a non-loopback one "
+                      "needs an auth mode other than none, or --insecure)")
+    port: int = Field(default=8080, description="`freshindex serve` port")
     token: SecretStr | None = Field(
         default=None, description="legacy static bearer token accepted on /v1 endpoints (required when auth.mode is none); it identifies the anonymous principal and grants no groups",
     )
@@ -442,8 +454,8 @@ class QueryBudgetSettings(BaseModel):
     share: float | None = Field(default=None, gt=0, le=1, description="share of the model window; "
                                 "null = context.default_share")
     max_tokens: int | None = Field(default=None, ge=1, description="absolute cap on the context block")
-    max_chunks: int = Field(default=6, ge=1)
-    per_document: int = Field(default=2, ge=1)
+    max_chunks: int = Field(default=6, ge=1, description="sources in the context block at most")
+    per_document: int = Field(default=2, ge=1, description="sources from one document at most")
 
 
 def _default_budgets() -> dict[str, QueryBudgetSettings]:
@@ -531,8 +543,10 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(default=Path(".freshindex"), description="embedded registry, vectors and artifacts")
     default_kb: str = Field(default="default", description="knowledge base a new source joins by default")
-    log_level: str = "INFO"
-    log_format: Literal["text", "json"] = "text"
+    log_level: str = Field(default="INFO", description="log level of worker, serve and beat (other commands: "
+                           "warnings, -v for more)")
+    log_format: Literal["text", "json"] = Field(default="text", description="json: one object per line, event "
+                                                "fields as keys")
     registry: RegistrySettings = RegistrySettings()
     broker: BrokerSettings = BrokerSettings()
     sync: SyncSettings = SyncSettings()

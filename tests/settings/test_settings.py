@@ -61,7 +61,7 @@ def test_redact_url_keeps_everything_but_the_password() -> None:
     assert redact_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
 
 
-def test_the_readme_documents_every_setting() -> None:
+def test_the_configuration_reference_documents_every_setting() -> None:
     from freshindex.settings import Settings
     from pydantic import BaseModel
 
@@ -75,5 +75,5 @@ def test_the_readme_documents_every_setting() -> None:
             else:
                 yield env
 
-    readme = (ROOT / "README.md").read_text()
-    assert [n for n in names(Settings) if f"`{n}`" not in readme] == []
+    reference = (ROOT / "docs" / "configuration.md").read_text()
+    assert [n for n in names(Settings) if f"`{n}`" not in reference] == []
