@@ -244,7 +244,7 @@ class _StageClock:
 
 
 def compose_ms(n_calls: int = 40, n_candidates: int = 50) -> dict[str, Any]:
-    """``compose`` over ``n_candidates`` prose chunks (this repository's README), fresh text per call."""
+    """``compose`` over ``n_candidates`` prose chunks (this repository's README and docs), fresh text per call."""
     import re as _re
 
     from freshindex.injection.assemble import Candidate
@@ -252,7 +252,8 @@ def compose_ms(n_calls: int = 40, n_candidates: int = 50) -> dict[str, Any]:
     from freshindex.injection.types import Evidence
 
     root = Path(__file__).resolve().parents[1]
-    prose = _re.sub(r"\s+", " ", (root / "README.md").read_text())
+    texts = [(root / "README.md").read_text(), *(p.read_text() for p in sorted((root / "docs").glob("*.md")))]
+    prose = _re.sub(r"\s+", " ", " ".join(texts))
     size = 900
 
     def candidates(salt: int) -> list[Candidate]:
