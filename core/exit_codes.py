@@ -1,7 +1,7 @@
 """The process exit codes of the ``freshindex`` command, in one place.
 
 The runner derives a sync's code from its report (:attr:`SyncReport.exit_code`),
-the CLI exits with these members, and README's table lists the same numbers:
+the CLI exits with these members, and docs/api.md's table lists the same numbers:
 a script that reads them can rely on each meaning exactly one thing.
 """
 

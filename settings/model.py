@@ -133,7 +133,7 @@ class SyncSettings(BaseModel):
 
 
 #: Qdrant cluster layout per deployment size (chunks across all knowledge bases), the documented defaults of
-#: :class:`QdrantClusterSettings` (README "Qdrant cluster layout"); a field set explicitly wins over its preset.
+#: :class:`QdrantClusterSettings` (docs/operations.md "The layout from settings"); a field set explicitly wins over its preset.
 CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
     "1m": dict(shard_number=1, replication_factor=1, write_consistency_factor=1, on_disk_vectors=False,
                on_disk_payload=True, quantization="none", quantization_always_ram=True, rescore=True,

@@ -7,7 +7,7 @@ Queues (prefixed with ``broker.queue_prefix``):
 * ``build``: build, verify and swap a snapshot (one writer per kb by lock).
 
 Without a broker URL there is no Celery at all: :mod:`workers.runner` calls
-the same pipeline functions in-process (see the README for why).  Names and
+the same pipeline functions in-process (see docs/architecture.md for why).  Names and
 queues live in :mod:`workers.names`; this module imports the task shells
 (to register them), the shells never import this module.
 """
