@@ -11,8 +11,8 @@ from freshindex.core.enums import ChunkState, SnapshotStatus
 from freshindex.core.errors import ConfigError
 from freshindex.registry.base import _Base, _batches, _snap_info
 from freshindex.registry.records import SnapshotInfo
-from freshindex.registry.schema import Canary, Chunk, Document, Snapshot, Source
-from sqlalchemy import DateTime, func, select
+from freshindex.registry.schema import Canary, Chunk, Document, Snapshot, Source, UTCDateTime
+from sqlalchemy import func, select
 
 
 class ArchiveStore(_Base):
@@ -73,7 +73,7 @@ class ArchiveStore(_Base):
                     if col.key not in values:
                         continue
                     v = values[col.key]
-                    if v is not None and isinstance(col.type, DateTime):
+                    if v is not None and isinstance(col.type, UTCDateTime):
                         v = dt.datetime.fromisoformat(v)
                     kwargs[col.key] = v
                 return model(**kwargs)

@@ -124,7 +124,7 @@ def test_query_json_carries_the_report_and_check_citations_reads_it(svc: Service
     # The CLI builds its services from configuration; hand it this process's, to read its metrics.
     import freshindex.services as services_module
 
-    monkeypatch.setattr(services_module, "Services", lambda _settings: svc)
+    monkeypatch.setattr(services_module, "Services", lambda _settings, **_kw: svc)
     monkeypatch.setattr(svc, "close", lambda: None)
     runner = CliRunner()
     config = ["--config", str(_config(tmp_path))]

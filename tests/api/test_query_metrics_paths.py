@@ -80,7 +80,7 @@ def test_the_cli_path_counts_the_same_series(svc: Services, tmp_path: Path, monk
     # The CLI builds its services from configuration; hand it this process's, to read its metrics.
     import freshindex.services as services_module
 
-    monkeypatch.setattr(services_module, "Services", lambda _settings: svc)
+    monkeypatch.setattr(services_module, "Services", lambda _settings, **_kw: svc)
     monkeypatch.setattr(svc, "close", lambda: None)
     config = tmp_path / "freshindex.toml"
     config.write_text(f'data_dir = "{tmp_path / "cli-data"}"\n')
