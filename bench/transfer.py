@@ -58,6 +58,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,8 +203,8 @@ def open_index(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any
             raise SystemExit(f"[{corpus.name}] sync ended {rep.run.status}, build {rep.build_status}: "
                              f"{rep.build_reason}")
         record = {"parts": parts, "index_seconds": round(seconds, 1), "summary": rep.run.summary,
-                  "document_errors": [{"key": getattr(e, "key", None), "kind": str(getattr(e, "kind", "")),
-                                       "message": str(getattr(e, "message", e))[:300]} for e in rep.errors],
+                  "document_errors": [{"key": e.key, "reason": e.reason, "detail": str(e.detail)[:300]}
+                                      for e in rep.errors],
                   "load_avg_after": _load(), "date": _now()}
         record_file.write_text(json.dumps(record, indent=1, default=str))
         record["reused"] = False
@@ -348,6 +349,8 @@ def figures(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
         "query_ms_p95": _pct([r[label]["ms5"] for r in rows], 95),
         "passage_at_5_strict_whitespace": _rate(sum(x["passage5_strict"] for x in runs), len(runs)),
         "top5_is_prefix_of_top10": _rate(sum(r[label]["prefix"] for r in rows), len(rows)),
+        # the context budget, not the limit, often caps the limit-10 packet: MRR@10 is over what it holds
+        "limit10_items": dict(sorted(Counter(r[label]["n10"] for r in rows if not r[label]["insufficient"]).items())),
         "by_kind": {},
     }
     for kind in sorted({r["kind"] for r in ans}):
@@ -452,15 +455,25 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
             "passage_at_5_any_page_refusal_off": _rate(sum(r["off"]["passage5_any_page"] for r in rows
                                                            if r["kind"] != "unanswerable"), on["answerable"]),
             "top5_is_prefix_of_top10": on["top5_is_prefix_of_top10"],
+            "limit10_items_refusal_off": off["limit10_items"],
             "shipped_recomputed_matches_client": recomputed["false_refusals"] == on["false_refusals"]
             and recomputed["unanswerable_refused"] == on["unanswerable_refused"],
             "dropped_questions": raw["dropped"], "golden_problems": raw["golden_problems"],
             "skipped_kinds": list(corpora()[name].skip_kinds), "steps": raw["steps"],
             "chunks": (raw["index"].get("summary") or {}).get("chunks_embedded"),
             "documents": (raw["index"].get("summary") or {}).get("documents"),
-            "document_errors": raw["index"].get("document_errors"), "index_dir": raw["index"]["dir"],
+            "document_errors": raw["index"].get("document_errors"),
+            "questions_on_failed_documents": _on_failed(raw),
+            "index_dir": raw["index"]["dir"],
             "index_parts": raw["index"]["parts"], "commit_at_query": raw["commit"],
         }
+        failed = set(_on_failed(raw))
+        if failed:  # what the ranking does where the pipeline did its part: a diagnostic, not the figure
+            ok = [r for r in rows if r["id"] not in failed]
+            sub_on, sub_off = figures(ok, "on"), figures(ok, "off")
+            keys = ("answerable", "hit_at_5", "passage_at_5", "mrr_at_10", "false_refusals", "distractor_above_canonical")
+            per[name]["excluding_questions_on_failed_documents"] = {
+                "refusal_on": {k: sub_on[k] for k in keys}, "refusal_off": {k: sub_off[k] for k in keys}}
         if name == "rmanuals":
             sc = [r for r in rows if r["kind"] != "unanswerable" and r.get("scanned")]
             per[name]["scanned_page_questions"] = {
@@ -472,10 +485,21 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
             "misses": {name: misses(raw["rows"]) for name, raw in raws.items()}, "questions": questions}
 
 
+def _on_failed(raw: dict[str, Any]) -> list[str]:
+    """Questions whose page (or a distractor page) is in a document the sync failed: they measure that failure."""
+    failed = {e.get("key") for e in raw["index"].get("document_errors") or []}
+    return [r["id"] for r in raw["rows"]
+            if any((p or "").partition("#page=")[0] in failed for p in [r.get("page"), *(r.get("distractor_pages") or [])])]
+
+
 def _slim(r: dict[str, Any]) -> dict[str, Any]:
     keep = {k: r[k] for k in ("id", "kind", "split", "page") if k in r}
     for label in ("on", "off"):
         x = dict(r[label])
+        if x.get("signals"):
+            x["signals"] = {k: v for k, v in x["signals"].items() if k != "terms"}  # the question's tokens
+        if label == "on" and x["ranked"] == r["off"]["ranked"]:
+            x["ranked"] = "same as off"  # the refusal passed: the retrieval's own ranking, not repeated
         keep[label] = x
     if "scanned" in r:
         keep["scanned"] = r["scanned"]
@@ -516,8 +540,8 @@ def misses(rows: list[dict[str, Any]], n: int = 6) -> dict[str, list[dict[str, A
 
 
 def _commit() -> dict[str, Any]:
-    def git(*a: str) -> str:
-        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    def git(*a: str) -> str:  # not stripped: a porcelain line starts with a space
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.rstrip("\n")
 
     dirty = [line[3:] for line in git("status", "--porcelain").splitlines()
              if line[3:] and not line[3:].startswith("bench/")]
@@ -551,10 +575,12 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
     m, per, loo = res["meta"], res["corpora"], res["leave_one_corpus_out"]
     c = m["commit"]
     lines = ["# Transfer benchmark: three whole corpora, refusal refitted leave-one-corpus-out", "",
-             f"`{m['command']}` at {c['head'][:10]} ({c['subject']}), {m['date']}, {m['cores']} cores shared "
-             f"(load {m['load_avg_1_5_15']}); {m['settings']}. "
-             + (f"Uncommitted product files in the tree at the time: {', '.join(c['uncommitted_product_files'])}. "
-                if c["uncommitted_product_files"] else "")
+             f"`{m['command']}`, report at {c['head'][:10]} ({c['subject']}), {m['date']}, {m['cores']} cores shared "
+             f"(load {m['load_avg_1_5_15']}); {m['settings']}. Questions asked at "
+             + "; ".join(f"{n} {per[n]['commit_at_query']['head'][:10]}" for n in per) + ". "
+             + (f"Uncommitted product files in the tree when asked: "
+                f"{', '.join(sorted({f for n in per for f in per[n]['commit_at_query']['uncommitted_product_files']}))}. "
+                if any(per[n]["commit_at_query"]["uncommitted_product_files"] for n in per) else "")
              + "Questions asked through `InjectionClient.retrieve` at limit 5 and 10; a refused answerable question "
              "counts as a miss; passages compared with whitespace and `|` removed, on an item of the question's page.",
              "", "## Figures with the default settings (refusal on)", ""]
@@ -580,7 +606,21 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
     rows.append(["query_ms_p50 / p95", *[f"{per[n]['refusal_off']['query_ms_p50']} / "
                                           f"{per[n]['refusal_off']['query_ms_p95']}" for n in names], ""])
     rows.append(["passage@5, passage on any page", *[per[n]["passage_at_5_any_page_refusal_off"] for n in names], ""])
+    rows.append(["items in the limit-10 packet (count of questions)",
+                 *[", ".join(f"{k}: {v}" for k, v in per[n]["limit10_items_refusal_off"].items()) for n in names], ""])
+    rows.append(["top 5 = prefix of the limit-10 packet", *[per[n]["top5_is_prefix_of_top10"] for n in names], ""])
     lines += table(["figure", *names, "goal"], ["l", *"r" * len(names), "l"], rows)
+    for n in names:
+        ex = per[n].get("excluding_questions_on_failed_documents")
+        if ex:
+            a, b = ex["refusal_on"], ex["refusal_off"]
+            lines += ["", f"{n}: {len(per[n]['document_errors'])} documents failed to index and "
+                      f"{len(per[n]['questions_on_failed_documents'])} questions are on them; without those questions "
+                      f"({a['answerable']} answerable left), refusal on: hit@5 {a['hit_at_5']}, passage@5 "
+                      f"{a['passage_at_5']}, MRR@10 {a['mrr_at_10']}, false refusals {a['false_refusals']}, distractor "
+                      f"above canonical {a['distractor_above_canonical']}; refusal off: hit@5 {b['hit_at_5']}, passage@5 "
+                      f"{b['passage_at_5']}, MRR@10 {b['mrr_at_10']} (a diagnostic: the figures above are the ones "
+                      f"that count)."]
     lines += ["", "By kind, refusal off (n, hit@5 / passage@5 / MRR@10):", ""]
     kinds = sorted({k for n in names for k in per[n]["by_kind_refusal_off"]})
     rows = [[k, *[(lambda b: f"{b['n']}: {b['hit_at_5']} / {b['passage_at_5']} / {b['mrr_at_10']}" if b else "-")(
@@ -633,6 +673,12 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
     for n in names:
         for qid, why in per[n]["dropped_questions"].items():
             lines.append(f"- {n} {qid} dropped: {why}")
+        errors = per[n]["document_errors"] or []
+        if errors:
+            reasons = sorted({f"{e['reason']}: {e['detail']}" if "reason" in e else str(e.get("message")) for e in errors})
+            lines.append(f"- {n}: {len(errors)} documents failed to index ({'; '.join(reasons)[:300]}): "
+                         f"{', '.join(e.get('key') or '?' for e in errors)}; questions on them (page or distractor "
+                         f"page): {', '.join(per[n]['questions_on_failed_documents']) or 'none'}")
     return lines
 
 
