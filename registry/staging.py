@@ -40,13 +40,15 @@ class StagingStore(_Base):
     def record_failure(
         self, run_id: int, *, source_id: str, document_id: str, key: str, reason: str, detail: str,
         etag: str | None = None, size: int = 0, seconds: float = 0.0, changeset_id: int | None = None,
+        parser_version: str | None = None,
     ) -> None:
         """A document could not be indexed.
 
         Its previous chunks (if any) keep serving: a document that turns bad
         is stale, not gone.  A document never indexed is kept in state
-        ``error`` with its etag, so an unchanged bad file is not retried on
-        every sync unless the reason is transient.
+        ``error`` with its etag and the ``parser_version`` (the pipeline's)
+        that failed on it, so an unchanged bad file is not retried on every
+        sync unless the reason is transient or the pipeline changed.
         """
         with self.staging_session() as s:
             self._fence(s, run_id, changeset_id)
@@ -57,6 +59,7 @@ class StagingStore(_Base):
             if doc.state != DocState.ACTIVE:
                 doc.state = DocState.ERROR
                 doc.etag = etag
+                doc.parser_version = parser_version
             doc.error_reason, doc.error_detail, doc.updated_at = reason, detail, utcnow()
             s.flush()
             self._put_result(

@@ -96,7 +96,9 @@ def _needs_processing(known: DocumentState | None, ref: ObjectRef) -> bool:
     if known is None or known.state == DocState.DELETED:
         return True
     if known.state == DocState.ERROR:
-        return known.etag != ref.etag or known.error_reason in TRANSIENT_REASONS
+        # A new pipeline (a parser fix) tries again what an older one failed on, once.
+        return (known.etag != ref.etag or known.error_reason in TRANSIENT_REASONS
+                or known.parser_version != PIPELINE_VERSION)
     if known.parser_version != PIPELINE_VERSION:
         return True
     return known.etag is None or known.etag != ref.etag
@@ -415,7 +417,7 @@ def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_i
               f"sync.document_crash_retries={limit}); skipped until it changes")
     ctx.registry.record_failure(run_id, source_id=source_id, document_id=doc_id, key=key,
                                 reason=DocumentError.WORKER_CRASHED, detail=detail, etag=etag, size=size,
-                                changeset_id=changeset_id)
+                                changeset_id=changeset_id, parser_version=PIPELINE_VERSION)
     _end_attempt(ctx, doc_id, outcome=True)
     ctx.metrics.document_errors.labels(source_id, DocumentError.WORKER_CRASHED).inc()
     ctx.metrics.documents.labels(source_id, "failed").inc()
@@ -526,7 +528,7 @@ def _process_document(
         seconds = time.perf_counter() - started
         ctx.registry.record_failure(
             run_id, source_id=source_id, document_id=doc_id, key=key, reason=exc.reason, detail=exc.detail,
-            etag=etag, size=size, seconds=seconds, changeset_id=changeset_id,
+            etag=etag, size=size, seconds=seconds, changeset_id=changeset_id, parser_version=PIPELINE_VERSION,
         )
         ctx.metrics.document_errors.labels(source_id, exc.reason).inc()
         ctx.metrics.documents.labels(source_id, "failed").inc()

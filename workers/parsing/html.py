@@ -154,10 +154,14 @@ def _is_named_furniture(tag: Tag) -> bool:
 def _strip_furniture(soup: BeautifulSoup) -> None:
     for tag in soup.find_all(_DROP_TAGS):
         tag.decompose()
+    # find_all lists nested tags too: one removed with its parent (Sphinx's footnote-list <aside>
+    # holds footnote <aside>s) must be skipped, not read.
     for tag in soup.find_all("aside"):
-        if not _ADMONITION.search(_classes(tag)):
+        if not is_removed(tag) and not _ADMONITION.search(_classes(tag)):
             tag.decompose()
     for tag in soup.find_all("header"):
+        if is_removed(tag):
+            continue
         # A site header goes; an article header keeps its headings.
         headings = tag.find_all(list(_HEADINGS))
         if not headings:
@@ -167,7 +171,8 @@ def _strip_furniture(soup: BeautifulSoup) -> None:
                 tag.insert_before(h.extract())
             tag.decompose()
     for tag in soup.find_all(attrs={"role": _DROP_ROLES}):
-        tag.decompose()
+        if not is_removed(tag):
+            tag.decompose()
     for tag in soup.find_all(True):
         if is_removed(tag) or tag.name in ("html", "body", "main", "article"):
             continue
