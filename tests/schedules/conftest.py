@@ -1,21 +1,5 @@
-"""Shared fixtures of the schedule tests."""
+"""Shared fixtures of the schedule tests: the embedded default (``svc``)."""
 
-from __future__ import annotations
+from tests.embedded_fixture import svc
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-from freshindex.settings import load_settings
-
-from freshindex.services import Services
-
-
-@pytest.fixture
-def svc(tmp_path: Path) -> Iterator[Services]:
-    """The embedded default with the hashing embedder, closed after the test."""
-    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
-    try:
-        yield services
-    finally:
-        services.close()
+__all__ = ["svc"]

@@ -8,24 +8,16 @@ not leave those documents failed until someone edits them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.settings import load_settings
 from freshindex.workers import pipeline
 from freshindex.workers.runner import sync_inline
 
 from freshindex.services import Services
+from tests.embedded_fixture import svc
 
-
-@pytest.fixture
-def svc(tmp_path: Path) -> Iterator[Services]:
-    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
-    try:
-        yield services
-    finally:
-        services.close()
+__all__ = ["svc"]
 
 
 def _errors(svc: Services) -> dict[str, str]:
