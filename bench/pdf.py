@@ -36,7 +36,6 @@ import argparse
 import difflib
 import json
 import os
-import random
 import shutil
 import statistics
 import subprocess
@@ -51,6 +50,7 @@ from freshindex.workers.parsing import Parsers
 from freshindex.workers.parsing.table import caption_line, markdown_header, markdown_row
 from freshindex.workers.runner import sync_inline
 
+from bench.corpora.common import scan_page
 from bench.report import table, write
 from freshindex.services import Services
 
@@ -75,28 +75,6 @@ def fetch() -> Path:
     deb = sorted(CACHE.glob("r-doc-pdf_*.deb"))[-1]
     subprocess.run(["dpkg-deb", "-x", str(deb), str(CACHE / "x")], check=True)
     return root
-
-
-def scan_page(src: pymupdf.Document, pno: int, *, dpi: int = 200, angle: float = 0.6, seed: int = 1,
-              noise: float = 0.003) -> pymupdf.Document:
-    """Page ``pno`` of ``src`` as an image-only page: rotated, blurred, speckled, no text layer."""
-    r = src[pno].rect
-    tmp = pymupdf.open()
-    pg = tmp.new_page(width=r.width, height=r.height)
-    pg.draw_rect(pg.rect, color=None, fill=(1, 1, 1))
-    pg.show_pdf_page(pg.rect, src, pno, rotate=angle, keep_proportion=True)
-    pix = pg.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
-    small = pymupdf.Pixmap(pix, int(pix.width * 0.7), int(pix.height * 0.7))  # blur: down and up again
-    pix = pymupdf.Pixmap(small, pix.width, pix.height)
-    buf = bytearray(pix.samples)
-    rnd = random.Random(seed)
-    for _ in range(int(len(buf) * noise)):
-        buf[rnd.randrange(len(buf))] = rnd.choice((140, 190, 225))
-    pix = pymupdf.Pixmap(pymupdf.csGRAY, pix.width, pix.height, bytes(buf), False)
-    out = pymupdf.open()
-    page = out.new_page(width=r.width, height=r.height)
-    page.insert_image(page.rect, stream=pix.tobytes("png"))
-    return out
 
 
 def build_corpus(manuals: Path, out: Path) -> tuple[dict[str, bytes], dict[str, list[int]]]:

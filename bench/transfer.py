@@ -213,6 +213,17 @@ def open_index(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any
         svc = Services(settings_for(work / "data"), embedder=embedder)
         record = {**json.loads(record_file.read_text()), "reused": True}
         print(f"[{corpus.name}] reusing the index in {work} (built in {record['index_seconds']} s)", flush=True)
+        # An incremental sync first: a no-op when nothing changed, and it retries the documents an older
+        # pipeline failed on (a parser fix reaches the kept index without re-embedding the rest).
+        t0 = time.perf_counter()
+        rep = sync_inline(svc, corpus.name, progress=_progress(corpus.name))
+        record["resync_seconds"] = round(time.perf_counter() - t0, 1)
+        record["resync_summary"] = rep.run.summary
+        record["document_errors"] = [{"key": e.key, "reason": e.reason, "detail": str(e.detail)[:300]}
+                                     for e in svc.registry.document_errors(source_id=corpus.name)]
+        record_file.write_text(json.dumps({k: v for k, v in record.items() if k not in ("reused", "dir")},
+                                          indent=1, default=str))
+        print(f"[{corpus.name}] re-synced in {record['resync_seconds']} s: {rep.run.summary}", flush=True)
     record["dir"] = str(work)
     return svc, record
 

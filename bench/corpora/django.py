@@ -23,13 +23,10 @@ they need the older release, and ``bench.evidence`` checks them.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+from bench.corpora import common
 
 PACKAGE = "python-django-doc"
 VERSION = "3:3.2.25-0+deb12u7"
@@ -37,37 +34,16 @@ HTML_DIR = f"usr/share/doc/{PACKAGE}/html"
 SKIP_PAGES = ("genindex.html", "py-modindex.html", "search.html")
 MIN_PAGES = 400
 
-DEFAULT_CACHE = Path(os.environ.get("FRESHINDEX_BENCH_CACHE", Path.home() / ".cache" / "freshindex-bench")) / "django"
+DEFAULT_CACHE = common.cache_dir("django")
 QUESTIONS = Path(__file__).resolve().parents[1] / "goldens" / "django" / "questions.jsonl"
-
-
-def _run(cmd: list[str], cwd: Path | None = None) -> bool:
-    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
 def fetch(cache: Path) -> Path:
     """The unpacked ``html/`` directory of the release (download and unpack once into ``cache``)."""
-    cache.mkdir(parents=True, exist_ok=True)
     root = cache / VERSION.split("+")[-1]  # the directory bench.evidence unpacks into: shared, not duplicated
-    html = root / HTML_DIR
-    if (html / "index.html").is_file():
-        return html
-    deb = cache / f"{PACKAGE}_{VERSION.replace(':', '%3a')}_all.deb"
-    if not deb.is_file():
-        spec = f"{PACKAGE}={VERSION}"
-        if not _run(["apt-get", "download", spec], cwd=cache):
-            _run(["apt-get", "update"])
-            if not _run(["apt-get", "download", spec], cwd=cache):
-                raise RuntimeError(f"apt-get download {spec} failed (is the version still in the archive?)")
-        if not deb.is_file():
-            raise RuntimeError(f"apt-get download {spec} did not leave {deb.name} in {cache}")
-    tmp = cache / f"unpacking-{root.name}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    if not _run(["dpkg-deb", "-x", str(deb), str(tmp)]):
-        raise RuntimeError(f"dpkg-deb -x {deb} failed")
-    shutil.rmtree(root, ignore_errors=True)
-    tmp.rename(root)
-    return html
+    if not (root / HTML_DIR / "index.html").is_file():
+        common.unpack(common.fetch_deb(PACKAGE, VERSION, cache), root, Path(HTML_DIR) / "index.html")
+    return root / HTML_DIR
 
 
 def corpus_pages(html: Path) -> list[str]:
@@ -110,23 +86,11 @@ def verify(dest: Path, questions: list[dict]) -> list[str]:
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return common.load_questions(path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    parser.add_argument("--dest", type=Path, default=DEFAULT_CACHE / "corpus")
-    parser.add_argument("--questions", type=Path, default=QUESTIONS)
-    args = parser.parse_args()
-    root = materialise(args.cache, args.dest)
-    found = list(root.rglob("*.html"))
-    print(f"corpus: {root} ({len(found)} pages, {sum(p.stat().st_size for p in found)} bytes)")
-    problems = verify(root, load_questions(args.questions))
-    for problem in problems:
-        print(problem)
-    print(f"{len(problems)} problems")
-    sys.exit(1 if problems else 0)
+    common.main(__doc__ or "", "django", materialise, verify, "*.html")
 
 
 if __name__ == "__main__":

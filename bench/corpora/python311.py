@@ -22,17 +22,14 @@ main content (``div[role=main]``, Sphinx's ``div.body``) with whitespace collaps
 
 from __future__ import annotations
 
-import argparse
 import gzip
-import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from bs4 import BeautifulSoup
+
+from bench.corpora import common
 
 PACKAGE = "python3.11-doc"
 VERSION = "3.11.2-6+deb12u9"
@@ -50,43 +47,17 @@ MIN_ANSWERABLE = 42
 # highlighter wraps every token in its own span, so only the plain join keeps a code line readable.
 JOIN_ROBUST_KINDS = ("prose", "table", "config", "distractor")
 
-DEFAULT_CACHE = Path(os.environ.get("FRESHINDEX_BENCH_CACHE", Path.home() / ".cache" / "freshindex-bench")) / "python311"
+DEFAULT_CACHE = common.cache_dir("python311")
 QUESTIONS = Path(__file__).resolve().parents[1] / "goldens" / "python311" / "questions.jsonl"
-
-
-def _run(cmd: list[str], cwd: Path | None = None) -> bool:
-    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
 def fetch(cache: Path) -> Path:
     """The .deb in ``cache``, downloaded when absent (``apt-get update`` only if the first try fails)."""
-    cache.mkdir(parents=True, exist_ok=True)
-    deb = cache / f"{PACKAGE}_{VERSION.replace(':', '%3a')}_all.deb"
-    if deb.is_file():
-        return deb
-    spec = f"{PACKAGE}={VERSION}"
-    if not _run(["apt-get", "download", spec], cwd=cache):
-        _run(["apt-get", "update"])
-        if not _run(["apt-get", "download", spec], cwd=cache):
-            raise RuntimeError(f"apt-get download {spec} failed (is the version still in the archive?)")
-    if not deb.is_file():
-        raise RuntimeError(f"apt-get download {spec} did not leave {deb.name} in {cache}")
-    return deb
+    return common.fetch_deb(PACKAGE, VERSION, cache)
 
 
 def _unpack(cache: Path, deb: Path) -> Path:
-    root = cache / f"unpacked-{VERSION}"
-    html = root / HTML_DIR
-    if not (html / "index.html").is_file():
-        if root.exists():
-            shutil.rmtree(root)
-        tmp = cache / f"unpacking-{VERSION}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        if not _run(["dpkg-deb", "-x", str(deb), str(tmp)]):
-            raise RuntimeError(f"dpkg-deb -x {deb} failed")
-        tmp.rename(root)
-    return html
+    return common.unpack(deb, cache / f"unpacked-{VERSION}", Path(HTML_DIR) / "index.html") / HTML_DIR
 
 
 def corpus_pages(html: Path) -> list[str]:
@@ -219,23 +190,11 @@ def verify(dest: Path, questions: list[dict]) -> list[str]:
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return common.load_questions(path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    parser.add_argument("--dest", type=Path, default=DEFAULT_CACHE / "corpus")
-    parser.add_argument("--questions", type=Path, default=QUESTIONS)
-    args = parser.parse_args()
-    root = materialise(args.cache, args.dest)
-    pages = list(root.rglob("*.html"))
-    print(f"corpus: {root} ({len(pages)} pages, {sum(p.stat().st_size for p in pages)} bytes)")
-    problems = verify(root, load_questions(args.questions))
-    for problem in problems:
-        print(problem)
-    print(f"{len(problems)} problems")
-    sys.exit(1 if problems else 0)
+    common.main(__doc__ or "", "python311", materialise, verify, "*.html")
 
 
 if __name__ == "__main__":

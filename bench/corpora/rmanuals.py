@@ -7,7 +7,7 @@ the reference manual ``refman.pdf``/``fullrefman.pdf`` is left out) into
 ``dest``, every page kept.  The pages listed in ``scanned_pages`` are
 replaced by image-only scans (rendered at 200 dpi, rotated 0.4-0.9 degrees,
 blurred, speckled, no text layer), the same treatment as ``bench/pdf.py``'s
-``scan_page`` (reimplemented here so that nothing imports freshindex).  The
+``bench.corpora.common.scan_page`` (shared with ``bench.pdf``; nothing imports freshindex).  The
 outline of each manual is kept.
 
 Scanned pages, a seeded rule: number the pages of the seven manuals 0, 1,
@@ -22,20 +22,17 @@ text layer (re-fetched through the default cache,
 ``rmanuals``), the corpus in ``dest`` against the rule, and the
 unanswerable questions' key terms against the whole extracted text.
 
-    python -m bench.corpora.rmanuals DEST   # materialise into DEST and verify
+    python -m bench.corpora.rmanuals [--cache DIR] [--dest DIR]   # materialise into DEST and verify
 """
 
 from __future__ import annotations
 
-import json
-import os
-import random
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pymupdf
+
+from bench.corpora import common
+from bench.corpora.common import scan_page
 
 PACKAGE = "r-doc-pdf"
 VERSION = "4.2.2.20221110-2"
@@ -46,7 +43,7 @@ PAGES = {"R-FAQ.pdf": 52, "R-admin.pdf": 85, "R-data.pdf": 41, "R-exts.pdf": 236
          "R-ints.pdf": 81, "R-lang.pdf": 69}
 SCAN_EVERY, SCAN_OFFSET = 27, 13
 ANGLES = (0.4, -0.6, 0.9, -0.5)
-DEFAULT_CACHE = Path(os.environ.get("FRESHINDEX_BENCH_CACHE", Path.home() / ".cache" / "freshindex-bench")) / "rmanuals"
+DEFAULT_CACHE = common.cache_dir("rmanuals")
 QUESTIONS = Path(__file__).resolve().parents[1] / "goldens" / "rmanuals" / "questions.jsonl"
 
 
@@ -65,48 +62,13 @@ def _scan_rule(pages: dict[str, int]) -> list[tuple[str, int, int]]:
 scanned_pages: list[str] = [f"{f}#page={p}" for f, p, _ in _scan_rule(PAGES)]
 
 
-def _run(cmd: list[str], cwd: Path | None = None) -> bool:
-    return subprocess.run(cmd, cwd=cwd, check=False).returncode == 0
-
-
 def fetch(cache: Path) -> Path:
     """The unpacked manuals directory (download and unpack once into ``cache``)."""
-    cache.mkdir(parents=True, exist_ok=True)
     root = cache / "x" / MANUALS_DIR
     if all((root / m).exists() for m in MANUALS):
         return root
-    deb = cache / DEB
-    if not deb.exists():
-        spec = f"{PACKAGE}={VERSION}"
-        if not _run(["apt-get", "download", spec], cwd=cache):
-            _run(["apt-get", "update"])
-            if not _run(["apt-get", "download", spec], cwd=cache):
-                raise RuntimeError(f"apt-get download {spec} failed")
-    shutil.rmtree(cache / "x", ignore_errors=True)
-    subprocess.run(["dpkg-deb", "-x", str(deb), str(cache / "x")], check=True)
+    common.unpack(common.fetch_deb(PACKAGE, VERSION, cache), cache / "x", Path(MANUALS_DIR) / MANUALS[0])
     return root
-
-
-def scan_page(src: pymupdf.Document, pno: int, *, dpi: int = 200, angle: float = 0.6, seed: int = 1,
-              noise: float = 0.003) -> pymupdf.Document:
-    """Page ``pno`` (0-based) of ``src`` as an image-only page: rotated, blurred, speckled, no text layer."""
-    r = src[pno].rect
-    tmp = pymupdf.open()
-    pg = tmp.new_page(width=r.width, height=r.height)
-    pg.draw_rect(pg.rect, color=None, fill=(1, 1, 1))
-    pg.show_pdf_page(pg.rect, src, pno, rotate=angle, keep_proportion=True)
-    pix = pg.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
-    small = pymupdf.Pixmap(pix, int(pix.width * 0.7), int(pix.height * 0.7))  # blur: down and up again
-    pix = pymupdf.Pixmap(small, pix.width, pix.height)
-    buf = bytearray(pix.samples)
-    rnd = random.Random(seed)
-    for _ in range(int(len(buf) * noise)):
-        buf[rnd.randrange(len(buf))] = rnd.choice((140, 190, 225))
-    pix = pymupdf.Pixmap(pymupdf.csGRAY, pix.width, pix.height, bytes(buf), False)
-    out = pymupdf.open()
-    page = out.new_page(width=r.width, height=r.height)
-    page.insert_image(page.rect, stream=pix.tobytes("png"))
-    return out
 
 
 def _set_toc(doc: pymupdf.Document, toc: list[list]) -> None:
@@ -251,17 +213,11 @@ def verify(dest: Path, questions: list[dict]) -> list[str]:
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return common.load_questions(path)
 
 
 def main() -> None:
-    dest = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/tmp/rmanuals-corpus")
-    materialise(DEFAULT_CACHE, dest)
-    problems = verify(dest, load_questions())
-    for p in problems:
-        print(p)
-    print(f"{len(problems)} problems")
-    sys.exit(1 if problems else 0)
+    common.main(__doc__ or "", "rmanuals", materialise, verify, "*.pdf")
 
 
 if __name__ == "__main__":
