@@ -1,4 +1,5 @@
-"""A real ``freshindex serve`` process for the HTTP tests: its own data dir, keys made by ``freshindex keys create``."""
+"""A real HTTP server for the tests: a ``freshindex serve`` process (its own data dir, keys made by
+``freshindex keys create``), or the app of in-process services under uvicorn in a thread."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import uvicorn
 
 from tests.conftest import ROOT, free_port
 
@@ -55,7 +58,25 @@ def create_key(env: dict[str, str], principal: str, *groups: str, tenant: str | 
 
 
 @contextlib.contextmanager
-def serving(env: dict[str, str], tmp_path: Path) -> Iterator[Served]:
+def app_in_thread(app: object) -> Iterator[str]:
+    """``app`` served by uvicorn on a free loopback port in a thread; yields its base URL, stops it after."""
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not srv.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def serving(env: dict[str, str], tmp_path: Path, *, probe: str = "/healthz") -> Iterator[Served]:
+    """A ``freshindex serve`` process with ``env``, once ``probe`` answers 200; terminated after."""
     port = free_port()
     log_path = tmp_path / f"serve-{port}.log"
     log = log_path.open("w")
@@ -66,7 +87,7 @@ def serving(env: dict[str, str], tmp_path: Path) -> Iterator[Served]:
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(served.url + "/healthz", timeout=1).status_code == 200:
+                if httpx.get(served.url + probe, timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass

@@ -8,31 +8,18 @@ from __future__ import annotations
 
 import random
 import string
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from freshindex.api.app import create_app
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
 
 from freshindex.services import Services
+from tests.api.served import app_in_thread
 from tests.conftest import free_port
-
-
-def _serve(svc: Services) -> tuple[uvicorn.Server, threading.Thread, str]:
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return srv, thread, f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
@@ -40,12 +27,10 @@ def served(tmp_path: Path, onnx_embedder, sample_kb: Path) -> Iterator[tuple[Ser
     svc = Services(load_settings(data_dir=tmp_path / "data"), embedder=onnx_embedder)
     svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
     sync_inline(svc, "docs")
-    srv, thread, url = _serve(svc)
     try:
-        yield svc, url
+        with app_in_thread(create_app(svc)) as url:
+            yield svc, url
     finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
         svc.close()
 
 
@@ -75,17 +60,14 @@ def test_unready_when_registry_unreachable(tmp_path: Path) -> None:
     # Registry.open would refuse at once; an unopened engine lets only the probe touch it
     svc = Services(load_settings(data_dir=tmp_path / "data"),
                    registry=Registry(db.make_engine(f"postgresql+psycopg://u@127.0.0.1:{port}/x")))
-    srv, thread, url = _serve(svc)
     try:
-        with httpx.Client(base_url=url, timeout=30) as http:
+        with app_in_thread(create_app(svc)) as url, httpx.Client(base_url=url, timeout=30) as http:
             assert http.get("/healthz").status_code == 200
             ready = http.get("/readyz")
             assert ready.status_code == 503
             assert ready.json()["ready"] is False and ready.json()["dependency"] == "registry"
         assert svc.metrics.value("freshindex_readiness_failures_total", dependency="registry") == 1
     finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
         svc.close()
 
 

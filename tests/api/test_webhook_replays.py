@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from freshindex.api.app import create_app
 from freshindex.api.webhooks import Rejected, WebhookIntake, delivery_digest, sign_generic, sign_github
 from freshindex.health.metrics import Metrics
@@ -28,7 +26,7 @@ from freshindex.settings import load_settings
 
 from freshindex.services import Services
 from freshindex.sync_commands import start_dispatcher
-from tests.conftest import free_port
+from tests.api.served import app_in_thread
 
 SECRET = "replay-s3cret"
 DEBOUNCE_S = 0.3
@@ -63,20 +61,12 @@ def server(tmp_path: Path, sample_kb: Path) -> Iterator[Server]:
                              webhooks={"secrets": {"docs": SECRET}, "debounce_s": DEBOUNCE_S})
     svc = Services(settings)
     svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
     dispatcher = start_dispatcher(svc)
     try:
-        yield Server(f"http://127.0.0.1:{port}", svc)
+        with app_in_thread(create_app(svc)) as url:
+            yield Server(url, svc)
     finally:
         dispatcher.stop()
-        srv.should_exit = True
-        thread.join(timeout=10)
         svc.close()
 
 

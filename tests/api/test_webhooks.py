@@ -6,7 +6,6 @@ import datetime as dt
 import hashlib
 import hmac
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from click.testing import CliRunner
 from freshindex.api.app import create_app
 from freshindex.api.webhooks import (
@@ -35,7 +33,7 @@ from freshindex.settings import load_settings
 from freshindex.cli import cli
 from freshindex.services import Services
 from freshindex.sync_commands import start_dispatcher
-from tests.conftest import free_port
+from tests.api.served import app_in_thread
 
 SECRET = "wh-s3cret"
 LIMIT = 4096
@@ -77,20 +75,12 @@ def server(tmp_path: Path, sample_kb: Path) -> Iterator[Server]:
     svc = Services(settings)
     svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
     svc.registry.add_source("nosecret", kind="folder", location=str(sample_kb), owner="t", kb="default")
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
     dispatcher = start_dispatcher(svc)
     try:
-        yield Server(f"http://127.0.0.1:{port}", svc, data_dir, sample_kb)
+        with app_in_thread(create_app(svc)) as url:
+            yield Server(url, svc, data_dir, sample_kb)
     finally:
         dispatcher.stop()
-        srv.should_exit = True
-        thread.join(timeout=10)
         svc.close()
 
 

@@ -34,7 +34,8 @@ from freshindex.injection.http import (
 )
 from freshindex.injection.types import ContextPacket, Evidence, render_context
 
-from tests.conftest import EXAMPLES, ROOT, free_port
+from tests.api.served import serving
+from tests.conftest import EXAMPLES, ROOT
 
 HEAVY = ("fitz", "pymupdf", "sqlalchemy", "celery", "alembic", "botocore", "qdrant_edge", "numpy", "onnxruntime")
 
@@ -320,31 +321,8 @@ def served(tmp_path: Path) -> Iterator[str]:
 
     cli("sources", "add", "docs", "--kind", "folder", "--location", str(kb))
     cli("sync", "docs")
-    port = free_port()
-    log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "freshindex", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(base + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"serve did not become ready:\n{(tmp_path / 'serve.log').read_text()}")
-            time.sleep(0.2)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with serving(env, tmp_path, probe="/readyz") as server:
+        yield server.url
 
 
 @pytest.mark.slow
