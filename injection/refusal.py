@@ -22,12 +22,35 @@ of the evidence the client admitted (after ACL, recheck and score floor):
 ``dense``
     The best dense cosine of an admitted hit.
 
-They are combined linearly, ``bias + sum(weight * signal)``, and the
+Which tokens are *key terms* (the ones whose absence costs coverage) is
+decided per token, because the question's tokens are not alike:
+
+* a compound identifier (``dbm.sqlite3``, ``Path.walk``,
+  ``os.process_cpu_count``, ``get_object_or_404``, ``HttpResponse``,
+  ``DATABASES``) is a key term as a WHOLE.  The tokenizer emits it whole and
+  in parts (so BM25 still matches a question naming its words), but its
+  parts are not key terms of their own: ``sqlite3`` in the evidence says
+  nothing about whether ``dbm.sqlite3`` exists, and a question naming an
+  identifier the corpus lacks is the typical unanswerable one;
+* a token no permitted point holds is a key term (it weighs the most);
+* a plain word the collection holds is a key term only when it is rare
+  there: its IDF at least ``key_term_rarity`` of the rarest possible
+  (:func:`absent_idf`; with the BM25 IDF, a share r means at most about
+  ``N ** (1 - r)`` of the ``N`` points hold it).  A common word the top
+  evidence happens not to use ("front", "body", "mode") is vocabulary a
+  paraphrase changes, not a name: it still counts through BM25 (the
+  ``lexical`` signal) but its absence does not refuse.
+
+A question with no key term has nothing to miss (coverage 1).  They are
+combined linearly, ``bias + sum(weight * signal)``, and the
 question is refused when the sum is below zero.  The weights are fitted by
 ``python -m bench.evidence`` (logistic regression on the dev split of the
 Django golden set, its decision threshold moved to keep at most 5 % false
 refusals on dev) and shipped as the defaults of ``settings.context``;
-the bench reports the rates on the test split.
+the bench reports the rates on the test split.  The bias, the threshold, is
+refitted per knowledge base when a snapshot is built
+(:mod:`injection.calibration`: pseudo-questions made from the snapshot's own
+chunks) and :meth:`RefusalPolicy.calibrated` applies it.
 
 What this does not guarantee: it is lexical at heart, so a question worded
 entirely in synonyms of the corpus's terms reads as uncovered (a false
@@ -42,14 +65,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
 from freshindex.vectorstore import lexical
 
-__all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "absent_idf", "decide", "evidence_tokens",
-           "signals"]
+__all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "absent_idf", "decide",
+           "evidence_tokens", "question_terms", "signals"]
 
 
 class RefusalReason(StrEnum):
@@ -84,6 +107,8 @@ class RefusalPolicy:
     dense_weight: float = 0.0
     #: missing tokens make the reason ``key_terms_missing`` (and are named) when they carry this share of the weight
     key_term_share: float = 0.15
+    #: a plain word the collection holds is a key term from this share of the absent-term IDF (module docstring)
+    key_term_rarity: float = 0.6
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RefusalPolicy:
@@ -94,6 +119,17 @@ class RefusalPolicy:
         if "refusal" in data:
             known["enabled"] = bool(data["refusal"])
         return cls(**known)
+
+    def calibrated(self, calibration: Mapping[str, Any] | None) -> RefusalPolicy:
+        """This policy with a snapshot's calibrated bias (:mod:`injection.calibration`); unchanged without one.
+
+        A calibration that did not fit a bias (a knowledge base too small, a
+        failed or skipped run) keeps the shipped bias.
+        """
+        bias = (calibration or {}).get("bias")
+        if not self.enabled or not isinstance(bias, int | float) or isinstance(bias, bool) or not math.isfinite(bias):
+            return self
+        return replace(self, bias=float(bias))
 
     def score(self, s: Signals) -> float:
         """The calibrated score of ``s``: below zero refuses."""
@@ -109,12 +145,13 @@ class Signals:
     lexical: float
     dense: float
     terms: tuple[str, ...] = ()
-    missing: tuple[str, ...] = ()  # question tokens not in the evidence, heaviest first
+    missing: tuple[str, ...] = ()  # key terms not in the evidence, heaviest first
     weights: Mapping[str, float] | None = None  # token -> IDF weight used
+    key_terms: tuple[str, ...] = ()  # the terms whose absence costs coverage (module docstring)
 
     def as_dict(self) -> dict[str, Any]:
         return {"coverage": round(self.coverage, 4), "lexical": round(self.lexical, 4), "dense": round(self.dense, 4),
-                "terms": list(self.terms), "missing": list(self.missing)}
+                "terms": list(self.terms), "key_terms": list(self.key_terms), "missing": list(self.missing)}
 
 
 #: Function words the lexical index keeps (it has a short stopword list) but that say nothing about whether
@@ -144,17 +181,49 @@ def evidence_tokens(text: str, title: str | None = None, heading_path: Sequence[
     return set(lexical.tokenize(lexical.lexical_text(text=text, title=title, heading_path=heading_path, key=key)))
 
 
+def question_terms(question: str) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """The refusal's terms of ``question`` (lexical tokens, :data:`FUNCTION_WORDS` out) and its compounds.
+
+    The second value maps each compound identifier's whole token to the
+    parts the tokenizer also emitted for it (``dbm.sqlite3`` -> ``dbm``,
+    ``sqlite3``); an upper-case plural name (``DATABASES``) counts as one too.
+    """
+    compounds, _alone = _compounds(question)
+    terms = tuple(t for t in dict.fromkeys(lexical.tokenize(question)) if t not in FUNCTION_WORDS)
+    return terms, compounds
+
+
+def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+    """(compound whole -> its parts, the tokens of ``question`` that occur outside any compound)."""
+    compounds: dict[str, tuple[str, ...]] = {}
+    alone: set[str] = set()
+    for piece in question.split():
+        toks = lexical.tokenize(piece)
+        # tokenize emits a compound whole first, then its parts, each part a piece of the whole
+        if len(toks) > 1 and all(p in toks[0] and p != toks[0] for p in toks[1:]):
+            compounds.setdefault(toks[0], tuple(toks[1:]))
+        else:
+            alone.update(toks)
+    return compounds, alone
+
+
 def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, float], missing_idf: float,
-            lexical_top: float | None, dense_top: float | None, present: Iterable[str] | None = None) -> Signals:
+            lexical_top: float | None, dense_top: float | None, present: Iterable[str] | None = None,
+            rarity: float = RefusalPolicy.key_term_rarity) -> Signals:
     """The signals of ``question`` against the token sets of its admitted evidence (see the module docstring).
 
     ``idf`` maps the question's tokens present for the caller to the
     engine's IDF, used for the tokens ``present`` (the tokens of every
     admitted, rechecked candidate) or the evidence holds; every other token
-    weighs ``missing_idf``.  A question with no
-    token at all (only stopwords) has nothing to miss: coverage 1.
+    weighs ``missing_idf``.  Coverage counts the key terms only (compound
+    wholes, absent tokens, plain words whose IDF is at least ``rarity`` of
+    ``missing_idf``); the lexical signal is normalised by the weight of every
+    term, as BM25 scored them all.  A question with no key term has nothing
+    to miss: coverage 1.
     """
-    terms = tuple(t for t in dict.fromkeys(lexical.tokenize(question)) if t not in FUNCTION_WORDS)
+    terms, (compounds, alone) = question_terms(question)[0], _compounds(question)
+    # tokens the question has only as parts of an identifier it names whole (not also on their own)
+    parts = {p for whole in compounds for p in compounds[whole]} - set(compounds) - alone
     have: set[str] = set()
     for tokens in evidence:
         have |= tokens
@@ -163,12 +232,24 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
     # ACL narrowed before the next build re-tags them), and a weight taken from them would tell so.
     seen = have if present is None else (have | set(present))
     weights = {t: float(idf.get(t, missing_idf)) if t in seen else float(missing_idf) for t in terms}
+    absent = {t for t in terms if t not in seen or t not in idf}
+
+    def key(t: str) -> bool:
+        if t in parts:  # a part of an identifier the question names whole: the whole is the key term
+            return False
+        if t in compounds or t in absent:
+            return True
+        # a lone number names something (a version, a status code); else rare in the collection
+        return t.isdigit() or (missing_idf > 0 and weights[t] >= rarity * missing_idf)
+
+    key_terms = tuple(t for t in terms if key(t))
     total = sum(weights.values())
-    missing = tuple(sorted((t for t in terms if t not in have), key=lambda t: (-weights[t], t)))
-    coverage = 1.0 - sum(weights[t] for t in missing) / total if total > 0 else 1.0
+    key_total = sum(weights[t] for t in key_terms)
+    missing = tuple(sorted((t for t in key_terms if t not in have), key=lambda t: (-weights[t], t)))
+    coverage = 1.0 - sum(weights[t] for t in missing) / key_total if key_total > 0 else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
-                   weights=weights)
+                   weights=weights, key_terms=key_terms)
 
 
 def decide(policy: RefusalPolicy, s: Signals) -> tuple[RefusalReason, str] | None:

@@ -1,0 +1,99 @@
+"""Key terms of the refusal: a compound identifier counts whole, a common word does not count at all.
+
+Pure functions on fixed inputs (:func:`injection.refusal.signals`); the
+IDF values stand for the engine's, ``missing_idf`` for a token no point has.
+"""
+
+from __future__ import annotations
+
+import pytest
+from freshindex.injection.refusal import RefusalPolicy, decide, evidence_tokens, question_terms, signals
+
+ABSENT = 9.0  # absent_idf of a collection of about 12k points
+
+
+def _sig(question: str, evidence: str, idf: dict[str, float]) -> object:
+    return signals(question, [evidence_tokens(evidence)], idf=idf, missing_idf=ABSENT, lexical_top=None,
+                   dense_top=0.5, present=set(idf))
+
+
+@pytest.mark.parametrize(("question", "whole", "parts"), [
+    ("Is dbm.sqlite3 available?", "dbm.sqlite3", ("dbm", "sqlite3")),
+    ("What does Path.walk return?", "path.walk", ("path", "walk")),
+    ("What is os.process_cpu_count?", "os.process_cpu_count", ("os", "process", "cpu", "count")),
+    ("How does getObjectFor404 work?", "getobjectfor404", ("get", "object", "404")),
+])
+def test_a_compound_identifier_is_one_whole_term_with_its_parts(question: str, whole: str,
+                                                                 parts: tuple[str, ...]) -> None:
+    # Given a question naming a dotted, snake_case or camelCase identifier
+    # When its terms are read
+    _terms, compounds = question_terms(question)
+    # Then the whole form is a compound and the tokenizer's parts belong to it
+    assert whole in compounds
+    assert set(parts) <= set(compounds[whole])
+    assert whole not in compounds[whole]
+
+
+def test_an_identifier_whose_parts_are_in_the_evidence_but_not_its_whole_form_is_missing() -> None:
+    # Given evidence about sqlite3 and about dbm, but no dbm.sqlite3 anywhere in the collection
+    idf = {"dbm": 5.0, "sqlite3": 6.0, "module": 1.0}
+    sig = _sig("What does the dbm.sqlite3 module do?", "The sqlite3 module; dbm.gnu and dbm.ndbm backends.", idf)
+    # Then the whole form is the missing key term, its parts cover nothing of it, and coverage is zero
+    assert sig.missing == ("dbm.sqlite3",)
+    assert "sqlite3" not in sig.key_terms and "dbm" not in sig.key_terms
+    assert sig.coverage == pytest.approx(0.0)
+    # And the shipped policy refuses, naming the identifier
+    refused = decide(RefusalPolicy(), sig)
+    assert refused is not None and "'dbm.sqlite3'" in refused[1]
+
+
+def test_the_whole_identifier_in_the_evidence_covers_it() -> None:
+    # Given the evidence that holds os.process_cpu_count whole
+    idf = {"os.process_cpu_count": 8.0, "os": 2.0, "process_cpu_count": 8.0, "process": 3.0, "cpu": 5.0,
+           "count": 2.0, "return": 1.0}
+    sig = _sig("What does os.process_cpu_count return?", "os.process_cpu_count() returns the CPUs usable.", idf)
+    # Then nothing is missing
+    assert sig.missing == ()
+    assert sig.coverage == pytest.approx(1.0)
+
+
+def test_cpu_count_alone_does_not_cover_process_cpu_count() -> None:
+    # Given evidence holding os.cpu_count (the parts cpu and count), the question naming os.process_cpu_count
+    idf = {"os": 2.0, "cpu": 5.0, "count": 2.0, "process": 3.0, "return": 1.0}
+    sig = _sig("What does os.process_cpu_count return?", "os.cpu_count() returns the number of CPUs.", idf)
+    # Then the identifier is missing although all but one of its parts are there
+    assert "os.process_cpu_count" in sig.missing
+    assert sig.coverage == pytest.approx(0.0)
+
+
+def test_a_common_word_missing_from_the_evidence_is_not_a_key_term() -> None:
+    # Given a question with a common word ("front", in many chunks) the evidence does not use,
+    # and a rare term it does
+    idf = {"front": 2.5, "end": 2.0, "cache": 6.5, "invalidation": 7.5, "work": 1.5}
+    sig = _sig("How does front end cache invalidation work?", "Cache invalidation: keys expire.", idf)
+    # Then the common words count through BM25 only: they are no key terms, and coverage is whole
+    assert sig.key_terms == ("cache", "invalidation")
+    assert sig.missing == ()
+    assert sig.coverage == pytest.approx(1.0)
+
+
+def test_a_rare_or_absent_plain_word_is_still_a_key_term() -> None:
+    # Given a plain word no point holds ("zeppelin") and a rare one the evidence lacks ("hangar")
+    idf = {"hangar": 7.0, "door": 2.0}
+    sig = _sig("Which zeppelin hangar door?", "The door opens inward.", idf)
+    # Then both are key terms and both missing; the common word is not
+    assert set(sig.missing) == {"zeppelin", "hangar"}
+    assert "door" not in sig.key_terms
+    assert sig.coverage == pytest.approx(0.0)
+
+
+def test_a_policy_takes_a_calibrated_bias_and_ignores_a_calibration_without_one() -> None:
+    # Given the shipped policy
+    shipped = RefusalPolicy()
+    # When a snapshot's calibration is applied
+    # Then a fitted bias replaces the shipped one; a record without a bias (too small, failed) changes nothing
+    assert shipped.calibrated({"status": "calibrated", "bias": -6.5}).bias == -6.5
+    assert shipped.calibrated({"status": "too_small", "bias": None}) == shipped
+    assert shipped.calibrated(None) == shipped
+    assert shipped.calibrated({"bias": float("nan")}) == shipped
+    assert shipped.calibrated({"bias": True}) == shipped
