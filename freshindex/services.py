@@ -198,7 +198,8 @@ class Services:
                                on_empty_recall=lambda _kb: self.metrics.empty_recalls.inc(),
                                sources=self._kb_sources, max_stale_s=self.settings.context.max_stale_s,
                                on_insufficient=self.metrics.count_insufficient,
-                               lexical_rerank=self.settings.context.lexical_rerank)
+                               lexical_rerank=self.settings.context.lexical_rerank,
+                               planning=self.settings.context.query_planning)
 
     def _count_refusal(self, kb: str, reason: Any, _signals: Any) -> None:
         """The client's decision sink: ``freshindex_refusals_total{reason}`` (library, CLI and HTTP alike)."""

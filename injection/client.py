@@ -35,7 +35,11 @@ from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
 from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers, coverage_reranker
 from freshindex.injection.budget import ContextPolicy, Tokenizer
+from freshindex.injection.conflicts import mark_conflicts
 from freshindex.injection.context import StageSink, StageTimer, compose
+from freshindex.injection.planning import plan as plan_query
+from freshindex.injection.planning import report as subquery_report
+from freshindex.injection.planning import run as run_plan
 from freshindex.injection.refusal import (
     FUNCTION_WORDS,
     RefusalPolicy,
@@ -51,6 +55,7 @@ from freshindex.injection.types import (
     Evidence,
     NextAction,
     SearchReport,
+    SubQueryReport,
     insufficient_context,
     render_context,
 )
@@ -114,6 +119,7 @@ class InjectionClient:
         max_stale_s: float | None = None,
         on_insufficient: InsufficientSink | None = None,
         clock: Callable[[], dt.datetime] | None = None,
+        planning: bool = True,
     ) -> None:
         self.store, self.embedder, self.naming = store, embedder, naming
         self.recheck, self.sensitive, self.on_denials = recheck, sensitive, on_denials
@@ -132,6 +138,8 @@ class InjectionClient:
         # None: served labelled), and its sink (by source).
         self.sources, self.max_stale_s, self.on_insufficient = sources, max_stale_s, on_insufficient
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
+        # Query planning (injection.planning): the question's exact identifiers also searched lexically alone.
+        self.planning = planning
         # collection -> point count, for the weight of absent terms (a count that lags a little shifts it little)
         self._points: dict[str, int] = {}
 
@@ -162,6 +170,8 @@ class InjectionClient:
         with timer.stage("embed"):
             vector = self.embedder.embed([question])[0].tolist()
         hits: list[ScoredHit] = []
+        searched: tuple[tuple[str, ...], ...] = ()  # each sub-query's hit ids
+        query_plan = plan_query(question, enabled=self.planning)
         target = None
         pool = max(self.policy.candidate_pool, limit)
         for _attempt in range(2):
@@ -173,8 +183,9 @@ class InjectionClient:
             try:
                 # One alias resolution, one collection: every hit comes from one snapshot.
                 with timer.stage("search"):
-                    hits = self.store.search(target[0], vector, limit=pool, flt=query_filter(principal),
-                                             text=question)
+                    # Every sub-query under the same engine filter; fused before the recheck below.
+                    hits, searched = run_plan(self.store, target[0], vector, query_plan, limit=pool,
+                                              flt=query_filter(principal))
                 break
             except NotFoundError:
                 continue  # the collection was pruned between resolve and search: resolve again
@@ -184,6 +195,7 @@ class InjectionClient:
         with timer.stage("recheck"):
             statuses = self.recheck([h.id for h in hits]) if (self.recheck and hits) else None
         readable = 0  # hits the principal may read now (before the relevance floor)
+        readable_ids: set[str] = set()
         denied: list[tuple[str, Verdict, DocumentStatus | None]] = []
         candidates: list[Candidate] = []
         dense_ok = False  # refusal as before: insufficient unless some hit clears the dense floor
@@ -205,6 +217,7 @@ class InjectionClient:
                         tally.reject("expired", getattr(status, "source_id", None) or h.payload.get("source_id"))
                     continue
             readable += 1
+            readable_ids.add(h.id)
             # Admission: dense similarity over the floor, or a place in the lexical ranking (an exact
             # identifier the dense side ranks low). Order: the engine's fused rank, never the dense score.
             if h.score < self.min_score and h.lexical_rank is None:
@@ -227,6 +240,7 @@ class InjectionClient:
             rank_score = h.fused if h.fused is not None else h.score
             # evidence.score stays the dense cosine (what callers see); Candidate.score orders the pool
             candidates.append(replace(Candidate.from_point(h.id, h.score, p, snapshot_id), score=rank_score))
+        tally.searched = subquery_report(query_plan, searched, readable_ids)
         if denied and self.on_denials is not None:
             self.on_denials(denial_records(kb, principal, denied))
         if not readable and self.on_empty_recall is not None:
@@ -266,8 +280,9 @@ class InjectionClient:
             return replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped), search=report,
                            rendered=rendered)
         self._decided(kb, None, sig)
-        return replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped),
-                       search=self._report(kb, snapshot_id, principal, tally, None, stale))
+        packet = replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped),
+                         search=self._report(kb, snapshot_id, principal, tally, None, stale))
+        return mark_conflicts(packet, deterministic=deterministic)  # sources that disagree: both shown, labelled
 
     def _signals(self, question: str, collection: str, principal: Principal, candidates: Sequence[Candidate],
                  hits: Sequence[ScoredHit]) -> Signals:
@@ -374,7 +389,7 @@ class InjectionClient:
                 actions.append(NextAction("ask_owner", "no_snapshot" if reason is RefusalReason.NO_SNAPSHOT
                                           else "not_found"))
         return SearchReport(kb, snapshot_id, listed, tally.candidates, tally.accepted, dict(tally.rejected),
-                            tuple(actions))
+                            tuple(actions), subqueries=tally.searched)
 
 
 class _Tally:
@@ -386,6 +401,7 @@ class _Tally:
         self.flagged: dict[str, str] = {}  # source id -> expired / stale, first seen first
         self.readable_sources: list[str] = []  # distinct, in the engine's rank order
         self.accepted_sources: list[str] = []
+        self.searched: tuple[SubQueryReport, ...] = ()  # the plan's sub-queries (text, mode, hits)
 
     @property
     def nearest(self) -> str | None:

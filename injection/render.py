@@ -49,7 +49,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from freshindex.injection.types import Evidence, SearchReport
+    from freshindex.injection.types import Conflict, Evidence, SearchReport
 
 __all__ = [
     "FENCE_PREFIX",
@@ -60,6 +60,7 @@ __all__ = [
     "new_token",
     "render_block",
     "source_line",
+    "with_conflicts",
 ]
 
 #: The word in every fence marker: ``<<<DATA-<token>`` opens, ``DATA-<token>>>>`` closes.
@@ -125,6 +126,7 @@ _OWN_START = re.compile(
     r"|everything\s+inside\s+the\b"
     r"|no\s+source\s+in\s+the\s+knowledge\s+base\b"
     r"|(?:reason|searched\s+kb|candidates|next)\s*=\s*[\"\d]"
+    r"|sources\s+disagree\b"
     r")",
     re.IGNORECASE,
 )
@@ -355,3 +357,40 @@ def insufficient_block(kb: str, snapshot_id: str | None, *, reason: str | None =
         f"{FENCE_PREFIX}{token}>>>",
         "</context>",
     ])
+
+
+def _quoted_value(text: str) -> str:
+    """A conflict's subject or value: neutralised as document text is (:func:`neutralise`), one line, JSON."""
+    return json.dumps(" ".join(neutralise(text).split()), ensure_ascii=False)
+
+
+def conflict_lines(conflicts: Sequence[Conflict]) -> list[str]:
+    """One ``Sources disagree on ...`` line per conflict, each value with the number of the source stating it."""
+    lines = []
+    for c in conflicts:
+        said = "; ".join(f"[{int(v.n)}] says {_quoted_value(v.value)}" for v in c.values)
+        lines.append(f"Sources disagree on {_quoted_value(c.subject)}: {said}. Do not give one of these values as "
+                     "the answer: present each with its citation.")
+    return lines
+
+
+def with_conflicts(rendered: str, conflicts: Sequence[Conflict], *, deterministic: bool = False) -> str:
+    """A block from :func:`render_block` with a notice of ``conflicts`` first inside its fence.
+
+    The notice's subjects and values come from documents: each is neutralised
+    like document text and written as a JSON string; a document line shaped
+    like the notice is quoted by :func:`neutralise`.  Should the fence token
+    occur in the notice, the block's token is replaced by one that occurs
+    nowhere in it (the token appears only in the markers and the declaration).
+    A block without a fence is returned as is.
+    """
+    m = re.search(rf"^<<<{FENCE_PREFIX}([0-9a-f]{{32}})$", rendered, re.M)
+    if m is None or not conflicts:
+        return rendered
+    token, notice = m.group(1), conflict_lines(conflicts)
+    if any(token in line.lower() for line in notice):
+        fresh = new_token([rendered, *notice], seed=f"conflict\x00{rendered}" if deterministic else None)
+        rendered, token = rendered.replace(token, fresh), fresh
+    opener = f"<<<{FENCE_PREFIX}{token}\n"
+    head, tail = rendered.split(opener, 1)
+    return head + opener + "\n".join(notice) + "\n\n" + tail

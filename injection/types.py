@@ -142,6 +142,63 @@ class NextAction:
 
 
 @dataclass(frozen=True)
+class SubQueryReport:
+    """One sub-query a question was searched with (:mod:`injection.planning`): its text, mode and hit count.
+
+    ``mode`` is ``hybrid`` (the question as asked) or ``lexical`` (its exact
+    identifiers alone); ``hits`` counts what the engine returned under the
+    caller's filter, before the registry recheck.
+    """
+
+    text: str
+    mode: str
+    hits: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "mode": self.mode, "hits": self.hits}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SubQueryReport:
+        d = _obj(d, "a sub-query")
+        return cls(text=str(d["text"]), mode=str(d["mode"]), hits=int(d.get("hits") or 0))
+
+
+@dataclass(frozen=True)
+class ConflictValue:
+    """One value a source states for a conflict's subject: the value, its evidence number and document key."""
+
+    value: str
+    n: int
+    key: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "n": self.n, "key": self.key}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ConflictValue:
+        d = _obj(d, "a conflict value")
+        return cls(value=str(d["value"]), n=int(d["n"]), key=str(d.get("key") or ""))
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Admitted evidence from different documents stating different values for one subject
+    (:mod:`injection.conflicts`): every value with the number of the evidence that states it."""
+
+    subject: str
+    values: tuple[ConflictValue, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"subject": self.subject, "values": [v.as_dict() for v in self.values]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Conflict:
+        d = _obj(d, "a conflict")
+        return cls(subject=str(d["subject"]),
+                   values=tuple(ConflictValue.from_dict(v) for v in _list(d.get("values"), "values")))
+
+
+@dataclass(frozen=True)
 class SearchReport:
     """What a query searched and what became of the candidates it found, in terms a caller may see.
 
@@ -166,12 +223,17 @@ class SearchReport:
     accepted: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     next_actions: tuple[NextAction, ...] = ()
+    #: The sub-queries searched, the question as asked first (empty when nothing was searched).
+    subqueries: tuple[SubQueryReport, ...] = ()
+    #: Whether admitted sources disagree (``ContextPacket.conflicts``): no single value is the answer.
+    conflicting: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"kb": self.kb, "snapshot_id": self.snapshot_id, "sources": list(self.sources),
                 "candidates": self.candidates, "accepted": self.accepted,
                 "rejected": {k: self.rejected[k] for k in sorted(self.rejected)},
-                "next_actions": [a.as_dict() for a in self.next_actions]}
+                "next_actions": [a.as_dict() for a in self.next_actions],
+                "subqueries": [q.as_dict() for q in self.subqueries], "conflicting": self.conflicting}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SearchReport:
@@ -181,7 +243,9 @@ class SearchReport:
                    sources=tuple(str(s) for s in _list(d.get("sources"), "sources")),
                    candidates=int(d.get("candidates") or 0), accepted=int(d.get("accepted") or 0),
                    rejected={str(k): int(v) for k, v in _obj(d.get("rejected") or {}, "rejected").items()},
-                   next_actions=tuple(NextAction.from_dict(a) for a in _list(d.get("next_actions"), "next_actions")))
+                   next_actions=tuple(NextAction.from_dict(a) for a in _list(d.get("next_actions"), "next_actions")),
+                   subqueries=tuple(SubQueryReport.from_dict(q) for q in _list(d.get("subqueries"), "subqueries")),
+                   conflicting=bool(d.get("conflicting")))
 
 
 @dataclass(frozen=True)
@@ -210,6 +274,9 @@ class ContextPacket:
     #: What was searched, accepted and rejected, and (when insufficient) what to do next; None from an
     #: older server or a packet built without a client.
     search: SearchReport | None = None
+    #: Subjects on which admitted evidence from different documents states different values; the rendered
+    #: block says so inside its fence, and ``reason`` starts with ``conflicting``.
+    conflicts: tuple[Conflict, ...] = ()
 
     def render(self) -> str:
         """The context block for the prompt (the same text as ``rendered``)."""
@@ -230,6 +297,7 @@ class ContextPacket:
             "evidence": [e.as_dict() for e in self.evidence],
             "dropped": self.dropped,
             "search": self.search.as_dict() if self.search is not None else None,
+            "conflicts": [c.as_dict() for c in self.conflicts],
             "context": self.rendered,
         }
 
@@ -250,6 +318,7 @@ class ContextPacket:
             insufficient=bool(d["insufficient_evidence"]), reason=d.get("reason"), rendered=str(d["context"]),
             dropped={str(k): int(v) for k, v in _obj(d.get("dropped") or {}, "dropped").items()},
             search=SearchReport.from_dict(d["search"]) if d.get("search") is not None else None,
+            conflicts=tuple(Conflict.from_dict(c) for c in _list(d.get("conflicts"), "conflicts")),
         )
 
 
