@@ -574,9 +574,35 @@ def snapshots_show(state: _State, snapshot_id: str, as_json: bool) -> None:
                 "activated_at", "archive_uri", "archive_sha256", "failure_reason")
         lines = [f"{k:<16} {d.get(k)}" for k in keys]
         lines.append(f"{'verification':<16} {json.dumps(d.get('verification'))}")
+        lines.append(f"{'calibration':<16} {_calibration_line(d.get('calibration'))}")
         return "\n".join(lines)
 
+    data["calibration"] = (data.get("verification") or {}).get("calibration")
     _emit(data, as_json, human)
+
+
+def _calibration_line(c: dict[str, Any] | None) -> str:
+    """One line for a snapshot's refusal calibration (injection.calibration)."""
+    if not c:
+        return "none (the shipped refusal bias; `freshindex snapshots calibrate` computes one)"
+    if c.get("status") != "calibrated":
+        return f"{c.get('status')}: the shipped refusal bias {c.get('shipped_bias')} ({c.get('points')} points)"
+    return (f"bias {c['bias']} (shipped {c['shipped_bias']}): false refusals {c['false_refusals']} of "
+            f"{c['answerable']} answerable, {c['perturbed_refused']} of {c['perturbed']} perturbed refused, "
+            f"{c['seconds']} s")
+
+
+@snapshots.command("calibrate")
+@click.argument("snapshot_id", required=False)
+@click.option("--kb", default=None, help="Calibrate the active snapshot of KB (default kb).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def snapshots_calibrate(state: _State, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
+    """Compute and keep the refusal calibration of a built snapshot (one built before calibration existed)."""
+    snap = state.services.registry.get_snapshot(_snapshot_or_active(state, snapshot_id, kb))
+    data = state.services.calibrate_refusal(snap.collection, snap.id)
+    state.services.registry.record_calibration(snap.id, data)
+    _emit(data, as_json, lambda d: f"{snap.id}: {_calibration_line(d)}")
 
 
 @snapshots.command("verify")

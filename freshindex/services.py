@@ -166,7 +166,17 @@ class Services:
         return Builder(self.registry, self.store, self.embedder, self.metrics, naming=self.naming,
                        pipeline_version=f"{PIPELINE_VERSION}.l{LEXICAL_VERSION}", lock_ttl=snap.lock_ttl, lock_wait=snap.lock_wait,
                        verify_sample=snap.verify_sample, keep_versions=snap.keep_versions,
-                       strategy=snap.strategy, reader_grace=snap.reader_grace)
+                       strategy=snap.strategy, reader_grace=snap.reader_grace, calibrate=self.calibrate_refusal)
+
+    def calibrate_refusal(self, collection: str, snapshot_id: str) -> dict[str, Any]:
+        """The refusal calibration of a built version (:func:`injection.calibration.calibrate`, the settings' policy)."""
+        from freshindex.injection.calibration import Calibration, calibrate
+        from freshindex.injection.refusal import RefusalPolicy
+
+        ctx = self.settings.context.model_dump()
+        return calibrate(self.store, self.embedder, collection=collection, snapshot_id=snapshot_id,
+                         policy=RefusalPolicy.from_mapping(ctx), settings=Calibration.from_mapping(ctx),
+                         naming=self.naming)
 
     @functools.cached_property
     def snapshots(self) -> SnapshotOps:
@@ -193,6 +203,7 @@ class Services:
                                stale_sources=self._stale_sources,
                                policy=ContextPolicy.from_mapping(self.settings.context.model_dump()),
                                refusal=RefusalPolicy.from_mapping(self.settings.context.model_dump()),
+                               calibration=self.registry.snapshot_calibration,
                                on_decision=self._count_refusal,
                                on_stage=self.metrics.observe_stage,
                                on_empty_recall=lambda _kb: self.metrics.empty_recalls.inc(),

@@ -111,6 +111,7 @@ class InjectionClient:
         tokenizer: Tokenizer | None = None,
         reranker: Reranker | None = None,
         refusal: RefusalPolicy | None = None,
+        calibration: Callable[[str], Mapping[str, Any] | None] | None = None,
         on_decision: DecisionSink | None = None,
         lexical_rerank: bool = True,
         on_stage: StageSink | None = None,
@@ -128,6 +129,9 @@ class InjectionClient:
         self.policy = policy or ContextPolicy()
         self.tokenizer, self.reranker = tokenizer, reranker
         self.refusal = refusal or RefusalPolicy()
+        # snapshot id -> its refusal calibration (injection.calibration), read once per snapshot; None: shipped bias
+        self.calibration = calibration
+        self._calibrated: dict[str, tuple[float, RefusalPolicy]] = {}
         self.on_decision = on_decision
         self.lexical_rerank = lexical_rerank
         # Query metrics: each stage's time (freshindex_query_seconds) and recalls that found
@@ -258,7 +262,7 @@ class InjectionClient:
         admitted = {c.chunk_id for c in candidates}
         sig = self._signals(question, _collection, principal, candidates,
                             [h for h in hits if h.id in admitted])
-        refused = decide_refusal(self.refusal, sig)
+        refused = decide_refusal(self._policy(snapshot_id), sig)
         if refused is not None:
             dropped["refused"] = dropped.get("refused", 0) + len(candidates)
             return self._refuse(question, kb, snapshot_id, refused[0], refused[1], dropped, sig,
@@ -307,7 +311,30 @@ class InjectionClient:
         for c in candidates:
             present |= evidence_tokens(c.evidence.text, c.evidence.title, c.evidence.heading_path, c.evidence.key)
         return refusal_signals(question, tokens, idf=idf, missing_idf=missing, lexical_top=lexical_top,
-                               dense_top=dense_top, present=present)
+                               dense_top=dense_top, present=present, rarity=self.refusal.key_term_rarity)
+
+    def _policy(self, snapshot_id: str) -> RefusalPolicy:
+        """The refusal policy with the calibrated bias of ``snapshot_id``; the shipped one without a calibration.
+
+        A calibration is read once per snapshot; a snapshot without one is asked again after a minute (an
+        operator may run ``freshindex snapshots calibrate`` on the version that serves).
+        """
+        if self.calibration is None:
+            return self.refusal
+        import time
+
+        hit = self._calibrated.get(snapshot_id)
+        if hit is not None and (hit[1] is not self.refusal or time.monotonic() - hit[0] < 60.0):
+            return hit[1]
+        try:
+            policy = self.refusal.calibrated(self.calibration(snapshot_id))
+        except Exception:  # the shipped policy still decides; the query must not fail on its calibration
+            log.warning("the refusal calibration of %s is unavailable", snapshot_id, exc_info=True)
+            policy = self.refusal
+        if len(self._calibrated) > 64:  # old versions go out of service: keep the cache small
+            self._calibrated.pop(next(iter(self._calibrated)))
+        self._calibrated[snapshot_id] = (time.monotonic(), policy)
+        return policy
 
     def _reranker(self, sig: Signals) -> Reranker | None:
         """The caller's reranker; else, with ``lexical_rerank``, the coverage reranker on the refusal's IDF."""

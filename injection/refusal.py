@@ -231,6 +231,9 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
     # None): the engine's presence under the filter includes points the registry has since denied (an
     # ACL narrowed before the next build re-tags them), and a weight taken from them would tell so.
     seen = have if present is None else (have | set(present))
+    # A compound the tokenizer does not emit on its own (``process_cpu_count`` of ``os.process_cpu_count``:
+    # parts split at every separator) is in the evidence when a longer identifier there holds it whole.
+    have |= {t for t in compounds if t not in have and _inside(t, have)}
     weights = {t: float(idf.get(t, missing_idf)) if t in seen else float(missing_idf) for t in terms}
     absent = {t for t in terms if t not in seen or t not in idf}
 
@@ -250,6 +253,23 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
                    weights=weights, key_terms=key_terms)
+
+
+#: Namespace separators: ``process_cpu_count`` is a name inside ``os.process_cpu_count``; ``cpu_count`` is not
+#: (``_`` and ``-`` join words of one name).
+_SEPARATORS = frozenset(".:/")
+
+
+def _inside(token: str, tokens: set[str]) -> bool:
+    """Whether some longer identifier of ``tokens`` holds ``token`` between namespace separators (or its ends)."""
+    for other in tokens:
+        start = other.find(token)
+        while start >= 0 and len(other) > len(token):
+            end = start + len(token)
+            if (start == 0 or other[start - 1] in _SEPARATORS) and (end == len(other) or other[end] in _SEPARATORS):
+                return True
+            start = other.find(token, start + 1)
+    return False
 
 
 def decide(policy: RefusalPolicy, s: Signals) -> tuple[RefusalReason, str] | None:

@@ -88,6 +88,25 @@ class SnapshotStore(_Base):
                 raise NotFoundError(f"no snapshot {snapshot_id!r}")
             row.verification = {**dict(row.verification or {}), "side": dict(side)}
 
+    def record_calibration(self, snapshot_id: str, calibration: dict[str, Any]) -> None:
+        """Keep ``calibration`` (:mod:`injection.calibration`) in ``verification["calibration"]`` of ``snapshot_id``.
+
+        The builder writes it with the rest of the verification; this is for a
+        snapshot calibrated after it was built (``freshindex snapshots calibrate``).
+        """
+        with self.session() as s:
+            row = s.get(Snapshot, snapshot_id)
+            if row is None:
+                raise NotFoundError(f"no snapshot {snapshot_id!r}")
+            row.verification = {**dict(row.verification or {}), "calibration": dict(calibration)}
+
+    def snapshot_calibration(self, snapshot_id: str) -> dict[str, Any] | None:
+        """The refusal calibration recorded for ``snapshot_id``; None for none (or no such snapshot)."""
+        with self.session() as s:
+            verification = s.scalar(select(Snapshot.verification).where(Snapshot.id == snapshot_id)) or {}
+            found = verification.get("calibration")
+            return dict(found) if isinstance(found, dict) else None
+
     def activate_snapshot(
         self, snapshot_id: str, *, ops: dict[str, str], actor: str, reason: str, lock: tuple[str, int] | None = None,
     ) -> None:

@@ -503,6 +503,20 @@ class ContextSettings(BaseModel):
                                         "on the embedding model, the lexical signals do not)")
     refusal_key_term_share: float = Field(default=0.15, ge=0, le=1, description="missing terms make the refusal "
                                           "reason key_terms_missing (and are named) from this share of the weight")
+    refusal_key_term_rarity: float = Field(default=0.6, ge=0, le=1, description="a plain word the collection "
+                                           "holds is a key term (its absence from the evidence costs coverage) when "
+                                           "its IDF is at least this share of an absent term's; compound "
+                                           "identifiers and absent terms always are")
+    refusal_calibration: bool = Field(default=True, description="refit the refusal bias per knowledge base when a "
+                                      "snapshot is built, on pseudo-questions made from its own chunks "
+                                      "(injection.calibration); false: the shipped bias everywhere")
+    refusal_calibration_sample: int = Field(default=200, ge=10, le=5000, description="chunks sampled to make the "
+                                            "calibration's pseudo-questions (one answerable and one naming an "
+                                            "absent identifier per chunk)")
+    refusal_calibration_min_chunks: int = Field(default=30, ge=1, description="a knowledge base with fewer points "
+                                                "keeps the shipped refusal bias (too small to calibrate)")
+    refusal_target_false_rate: float = Field(default=0.02, ge=0, lt=1, description="the calibrated bias refuses at "
+                                             "most this share of the answerable pseudo-questions")
     max_stale_s: float | None = Field(default=None, gt=0, description="reject (not serve labelled) evidence of a "
                                       "stale source unverified for longer than this; None: serve it labelled STALE")
     budgets: dict[str, QueryBudgetSettings] = Field(

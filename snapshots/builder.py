@@ -160,6 +160,7 @@ class Builder:
         on_phase: PhaseHook | None = None,
         strategy: str = "bluegreen",
         reader_grace: float = 5.0,
+        calibrate: Callable[[str, str], dict[str, Any]] | None = None,
     ) -> None:
         self.registry, self.store, self.embedder, self.metrics = registry, store, embedder, metrics
         self.naming = naming
@@ -171,6 +172,8 @@ class Builder:
         if strategy not in ("copy", "bluegreen"):
             raise ValueError(f"unknown build strategy {strategy!r} (copy or bluegreen)")
         self.strategy, self.reader_grace = strategy, reader_grace
+        # (collection, snapshot id) -> the refusal calibration of a verified version (injection.calibration)
+        self.calibrate = calibrate
 
     def _phase(self, name: str) -> None:
         if self.on_phase is not None:
@@ -224,6 +227,13 @@ class Builder:
                     verification["replayed"] = len(set(written) | set(removed)) - len(ops)
             except FreshIndexError as exc:
                 return self._fail(kb, snapshot_id, collection, active, exc, started)
+            if self.calibrate is not None:
+                self._phase("calibrating")
+                try:
+                    verification["calibration"] = self.calibrate(collection, snapshot_id)
+                except Exception as exc:  # a version that verified still serves, with the shipped refusal bias
+                    log.warning("refusal calibration of %s failed: %s", snapshot_id, exc, exc_info=True)
+                    verification["calibration"] = {"status": "failed", "bias": None, "error": str(exc)[:300]}
             seconds = time.perf_counter() - started
             self.registry.mark_verified(snapshot_id, point_count=verification["point_count"],
                                         verification=verification, seconds=seconds)

@@ -66,6 +66,18 @@ def test_cpu_count_alone_does_not_cover_process_cpu_count() -> None:
     assert sig.coverage == pytest.approx(0.0)
 
 
+def test_a_name_inside_a_dotted_path_of_the_evidence_is_present_and_a_word_inside_a_name_is_not() -> None:
+    # Given evidence naming os.process_cpu_count (the tokenizer emits it whole and as os, process, cpu, count)
+    idf = {"os.process_cpu_count": 8.0, "os": 2.0, "process": 3.0, "cpu": 5.0, "count": 2.0, "return": 1.0}
+    evidence = "os.process_cpu_count() returns the CPUs usable."
+    # When a question names process_cpu_count without its module, or cpu_count
+    named = _sig("What does process_cpu_count return?", evidence, idf)
+    other = _sig("What does cpu_count return?", evidence, idf)
+    # Then the name inside the dotted path is present; cpu_count, a different name, is missing
+    assert named.missing == ()
+    assert other.missing == ("cpu_count",)
+
+
 def test_a_common_word_missing_from_the_evidence_is_not_a_key_term() -> None:
     # Given a question with a common word ("front", in many chunks) the evidence does not use,
     # and a rare term it does

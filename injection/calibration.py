@@ -1,0 +1,252 @@
+"""Per-knowledge-base refusal calibration, computed from the knowledge base itself.
+
+The refusal's weights (:mod:`injection.refusal`) were fitted on one corpus;
+its threshold (the bias) does not transfer: how much of an answerable
+question's wording the evidence holds, and how high BM25 scores per term,
+depend on the corpus's vocabulary and chunk sizes.  So when a snapshot is
+built (and by ``freshindex snapshots calibrate`` for one built before), the
+bias is refitted on pseudo-questions made from the snapshot's own chunks:
+
+* a deterministic sample (seeded by the snapshot id) of up to ``sample``
+  chunks;
+* for each, an *answerable* pseudo-question from its heading and its most
+  distinctive terms (highest engine IDF among its own words), and a
+  *perturbed* one that names an identifier the collection does not contain:
+  one of the chunk's compound identifiers with its last part swapped for a
+  distinctive word of another sampled chunk (``django.db.models`` ->
+  ``django.db.<word>``; a chunk without one gets ``<its word>_<other word>``),
+  kept only when the engine's IDF says no point holds it;
+* each asked through the real query path (:class:`InjectionClient` over the
+  new collection, refusal disabled, as a principal that may read the chunk),
+  recording the score the refusal would give without its bias;
+* the bias is the largest that refuses at most ``target`` of the answerable
+  pseudo-questions that reached the decision (one with no admitted evidence
+  is refused whatever the bias; counted apart as ``no_evidence_*``).  The
+  record keeps the bias, the false-refusal share on the answerable ones and
+  the refused share of the perturbed ones at it (and at the shipped bias),
+  the counts and the seconds it took.
+
+A knowledge base with fewer than ``min_chunks`` points keeps the shipped
+policy (status ``too_small``): its refusal is never less conservative than
+the no-admitted-evidence refusal, which applies whatever the bias.
+
+What this does not guarantee: pseudo-questions are made of the chunk's own
+words, so they are easier than real questions written in a reader's words;
+the fitted bias may refuse more real answerable questions than ``target``.
+The perturbed share is reported to show what the bias buys, not fitted on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from freshindex.acl import PUBLIC, Principal
+from freshindex.acl.principal import USER_PREFIX
+from freshindex.core.naming import Naming
+from freshindex.core.payload import PayloadError, PointPayload
+from freshindex.core.types import Embedder
+from freshindex.injection.refusal import FUNCTION_WORDS, RefusalPolicy, RefusalReason, Signals, question_terms
+from freshindex.vectorstore import lexical
+from freshindex.vectorstore.base import VectorStore
+
+__all__ = ["CALIBRATION_VERSION", "Calibration", "calibrate", "fit_bias"]
+
+#: Bumped when the pseudo-questions or the fit change: a record of another version is recomputed on request.
+CALIBRATION_VERSION = 1
+
+#: Distinctive-term candidates looked up per sampled chunk (one IDF batch for the whole sample).
+_CANDIDATES = 12
+_WORD = re.compile(r"^[^\W\d_]{4,}$", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How to calibrate: the ``refusal_calibration_*`` settings of ``settings.context``."""
+
+    enabled: bool = True
+    sample: int = 200
+    min_chunks: int = 30
+    target_false_rate: float = 0.02
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Calibration:
+        return cls(enabled=bool(data.get("refusal_calibration", True)),
+                   sample=int(data.get("refusal_calibration_sample", cls.sample)),
+                   min_chunks=int(data.get("refusal_calibration_min_chunks", cls.min_chunks)),
+                   target_false_rate=float(data.get("refusal_target_false_rate", cls.target_false_rate)))
+
+
+class _Pinned:
+    """A store whose every alias points at one collection: the client queries a version before it serves."""
+
+    def __init__(self, store: VectorStore, collection: str) -> None:
+        self._store, self._collection = store, collection
+
+    def get_alias(self, alias: str) -> str | None:
+        return self._collection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def _principal(payload: PointPayload) -> Principal:
+    """A principal that may read ``payload``'s point: its groups, its user, its tenant."""
+    acl = [a for a in payload.acl if a != PUBLIC]
+    users = [a[len(USER_PREFIX):] for a in acl if a.startswith(USER_PREFIX)]
+    return Principal.of(users[0] if users else "calibration", [a for a in acl if ":" not in a],
+                        tenant=payload.tenant)
+
+
+def _seed(snapshot_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(snapshot_id.encode(), digest_size=8).digest(), "big")
+
+
+def _heading(p: PointPayload) -> str:
+    for h in reversed(tuple(p.heading_path or ())):
+        if h and h.strip():
+            return " ".join(h.split()[:8])
+    if p.title:
+        return " ".join(p.title.split()[:8])
+    return p.key.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+def _compounds(p: PointPayload) -> list[str]:
+    """The chunk's compound identifiers (whole tokens with parts), symbols the parser recorded first."""
+    text = lexical.lexical_text(text=p.text, meta=p.meta)
+    _terms, compounds = question_terms(text)
+    symbols = [t for s in lexical.identifiers(p.meta) for t in question_terms(s)[1]]
+    return list(dict.fromkeys([*symbols, *compounds]))
+
+
+def _mutations(whole: str, parts: Sequence[str], other: str) -> list[str]:
+    """``whole`` with its last part replaced by ``other`` (keeping the separator), then appended."""
+    out = []
+    last = parts[-1] if parts else ""
+    if last and whole.endswith(last) and len(whole) > len(last):
+        out.append(whole[: len(whole) - len(last)] + other)
+    sep = "." if "." in whole else "_"
+    out.append(f"{whole}{sep}{other}")
+    return out
+
+
+def fit_bias(answerable: Sequence[float], target: float) -> float | None:
+    """The largest bias that refuses at most ``target`` of ``answerable`` (scores without bias; -inf: refused anyway).
+
+    Refusal is ``bias + score < 0``.  None when no score is finite.
+    """
+    finite = sorted(s for s in answerable if math.isfinite(s))
+    if not finite:
+        return None
+    allowed = max(math.floor(target * len(answerable) + 1e-9) - (len(answerable) - len(finite)), 0)
+    return -finite[min(allowed, len(finite) - 1)]
+
+
+def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapshot_id: str, policy: RefusalPolicy,
+              settings: Calibration = Calibration(), min_score: float = 0.25, naming: Naming = Naming(),
+              clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """The calibration record of ``collection`` (see the module docstring); never raises for a small corpus."""
+    from freshindex.injection.client import InjectionClient  # the client imports this package's modules
+
+    started = clock()
+    base = {"version": CALIBRATION_VERSION, "snapshot_id": snapshot_id, "shipped_bias": policy.bias,
+            "target_false_rate": settings.target_false_rate, "sample": settings.sample}
+    points = store.count(collection)
+
+    def done(status: str, **fields: Any) -> dict[str, Any]:
+        return {**base, "status": status, "bias": None, "points": points, **fields,
+                "seconds": round(clock() - started, 3)}
+
+    if not settings.enabled:
+        return done("skipped")
+    if points < settings.min_chunks:
+        return done("too_small", min_chunks=settings.min_chunks)
+    rng = random.Random(_seed(snapshot_id))
+    ids = sorted(store.iter_ids(collection))
+    chosen = rng.sample(ids, min(settings.sample, len(ids)))
+    by_id: dict[str, PointPayload] = {}
+    for rec in store.retrieve(collection, chosen):
+        try:
+            by_id[rec.id] = PointPayload.from_dict(rec.payload)
+        except PayloadError:  # not a point the builder wrote: nothing to ask about
+            continue
+    chunks = [by_id[i] for i in chosen if i in by_id]
+    # Distinctive words: plain words of the chunk's text, rarest in the sample first, then by engine IDF.
+    words = [[t for t in dict.fromkeys(lexical.tokenize(p.text)) if _WORD.match(t) and t not in FUNCTION_WORDS]
+             for p in chunks]
+    df = Counter(t for ws in words for t in ws)
+    candidates = [sorted(ws, key=lambda t: (df[t], t))[:_CANDIDATES] for ws in words]
+    idf = store.lexical_idf(collection, sorted({t for c in candidates for t in c}))
+    distinct = [sorted((t for t in c if t in idf), key=lambda t: (-idf[t], t))[:3] for c in candidates]
+
+    answerable: list[tuple[str, PointPayload]] = []
+    perturbed: list[tuple[str, PointPayload]] = []
+    proposals: list[tuple[list[str], str, PointPayload]] = []
+    for i, (p, terms) in enumerate(zip(chunks, distinct, strict=True)):
+        if len(terms) < 2:
+            continue
+        heading = _heading(p)
+        answerable.append((rng.choice((
+            f"What does {heading} say about {terms[0]} and {terms[1]}?",
+            f"How do {terms[0]} and {terms[1]} work in {heading}?",
+            f"{heading}: {terms[0]} {terms[1]}",
+        )), p))
+        others = [w for j, d in enumerate(distinct) if j != i for w in d[:1]]
+        if not others:
+            continue
+        other = rng.choice(others)
+        compounds = _compounds(p)
+        forms: list[str] = []
+        if compounds:
+            whole = rng.choice(compounds)
+            forms = _mutations(whole, question_terms(whole)[1].get(whole, ()), other)
+        forms.append(f"{terms[0]}_{other}")
+        proposals.append((forms, heading, p))
+    present = store.lexical_idf(collection, sorted({f.lower() for forms, _h, _p in proposals for f in forms}))
+    for forms, heading, p in proposals:
+        absent = [f for f in forms if f.lower() not in present and lexical.tokenize(f)[:1] == [f.lower()]]
+        if absent:
+            perturbed.append((f"What does {absent[0]} do in {heading}?", p))
+
+    heard: list[Signals | None] = []
+
+    def sink(_kb: str, reason: RefusalReason | None, sig: Signals | None) -> None:
+        heard.append(sig)
+
+    client = InjectionClient(_Pinned(store, collection), embedder, naming=naming, min_score=min_score,  # type: ignore[arg-type]
+                             refusal=replace(policy, enabled=False), on_decision=sink)
+    def scores(questions: Sequence[tuple[str, PointPayload]]) -> list[float]:
+        out = []
+        for question, p in questions:
+            heard.clear()
+            client.retrieve(question, kb=p.kb, principal=_principal(p), limit=5)
+            sig = heard[-1] if heard else None
+            out.append(policy.score(sig) - policy.bias if sig is not None else -math.inf)
+        return out
+
+    every_ans, every_per = scores(answerable), scores(perturbed)
+    # Only questions that reached the decision say anything about the bias: one with no admitted evidence
+    # is refused whatever the bias (counted apart, as no_evidence).
+    ans = [x for x in every_ans if math.isfinite(x)]
+    per = [x for x in every_per if math.isfinite(x)]
+    counts = {"answerable": len(ans), "perturbed": len(per), "no_evidence_answerable": len(every_ans) - len(ans),
+              "no_evidence_perturbed": len(every_per) - len(per)}
+    bias = fit_bias(ans, settings.target_false_rate)
+    if bias is None:
+        return done("no_signal", **counts)
+    return {**base, "status": "calibrated", "bias": round(bias, 4), "points": points, "sampled": len(chunks),
+            **counts, "false_refusals": _refused(ans, bias), "perturbed_refused": _refused(per, bias),
+            "shipped_false_refusals": _refused(ans, policy.bias),
+            "shipped_perturbed_refused": _refused(per, policy.bias), "seconds": round(clock() - started, 3)}
+
+
+def _refused(values: Sequence[float], bias: float) -> float | None:
+    """The share of ``values`` (scores without bias) that ``bias`` refuses."""
+    return round(sum(1 for s in values if bias + s < 0) / len(values), 4) if values else None
