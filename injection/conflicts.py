@@ -42,7 +42,9 @@ MAX_VALUES = 4
 #: Each evidence text is read up to this many characters.
 MAX_CHARS = 20_000
 
-_SUBJ = r"[`'\"]{0,2}(?P<subject>--?[A-Za-z][\w.\-]*|[A-Za-z_][\w.]*)[`'\"]{0,2}"
+#: A subject starts a word (one match start per word keeps a scan linear) and is at most 64 characters.
+_SUBJ = (r"(?<![\w.\-`'\"])[`'\"]{0,2}(?P<subject>--?[A-Za-z][\w.\-]{0,63}|[A-Za-z_][\w.]{0,63})(?![\w.\-])"
+         r"[`'\"]{0,2}")
 _UNIT = r"(?:\s*(?:%|ms|s|sec|secs|seconds?|minutes?|hours?|days?|bytes|[KMG]i?B|kb|mb|gb))?"
 _NUMBER = rf"-?\d+(?:\.\d+)?(?![\w.]*\d){_UNIT}"
 _LITERAL = r"True|False|None|true|false|null"
@@ -55,8 +57,10 @@ _SHAPES = [
     re.compile(rf"{_SUBJ}(?:\s+[A-Z_]+)?\s*\(\s*default(?:s\s+to)?\s*[:=]?\s*{_VALUE}\s*\)", re.M),
     re.compile(rf"^[ \t]*(?P<subject>[A-Z][A-Z0-9_]*)\s*=\s*{_VALUE}\s*(?:#.*)?$", re.M),
 ]
+#: A word each shape needs (lower case): a text without it is not scanned for that shape.
+_KEYWORDS = ("default", "default", "default", "default", "=")
 _REQUIRES = re.compile(
-    r"(?P<subject>[A-Za-z_][\w.\-]*)\s+requires?\s+(?:(?P<what>[A-Z][\w+\-]*|version)\s+)?(?:version\s+)?"
+    r"(?<![\w.\-])(?P<subject>[A-Za-z_][\w.\-]{0,63})(?![\w.\-])\s+requires?\s+(?:(?P<what>[A-Z][\w+\-]*|version)\s+)?(?:version\s+)?"
     r"(?:>=\s*|at\s+least\s+)?(?P<value>\d+(?:\.\d+)+)(?![\w.]*\d)")
 #: Subjects too vague to bind a value to (a pronoun, the word "value"): no claim is read for them.
 GENERIC = frozenset("""it this that which what there here each one value values default option options setting
@@ -99,14 +103,17 @@ def claims(text: str) -> list[tuple[str, str, str]]:
     """(subject key, subject as written, value as written) for each statement shape found in ``text``."""
     out: list[tuple[str, str, str]] = []
     text = text[:MAX_CHARS]
-    for shape in _SHAPES:
+    lowered = text.lower()
+    for shape, word in zip(_SHAPES, _KEYWORDS, strict=True):
+        if word not in lowered:  # most chunks state no default: skip the scan
+            continue
         for m in shape.finditer(text):
             subject = m.group("subject").strip(".-`'\"") if not m.group("subject").startswith("--") else \
                 m.group("subject").rstrip(".")
             if subject.lower().lstrip("-") in GENERIC or len(subject) < 1:
                 continue
             out.append((subject.lower(), subject, m.group("value")))
-    for m in _REQUIRES.finditer(text):
+    for m in _REQUIRES.finditer(text) if "requir" in lowered else ():
         subject = m.group("subject").strip(".-")
         if not subject or subject.lower() in GENERIC or subject.lower() in ("require", "requires"):
             continue
