@@ -7,13 +7,17 @@
 2. the fusion score (RRF or the dense score) *admits*: the best
    ``candidate_pool`` enter the pool, the rest go; it orders nothing after that
    when a reranker is given;
-3. near-duplicates go: the same normalised text (NFKC, case, spaces,
-   punctuation), or word-shingle Jaccard at least ``near_duplicate``;
+3. near-duplicates within one document go: the same normalised text (NFKC,
+   case, spaces, punctuation), or word-shingle Jaccard at least ``near_duplicate``;
 4. the pool is *ordered* by the reranker when there is one, else by the
-   fusion score (never by a mix of the two);
+   fusion score (never by a mix of the two); near-copies from different
+   documents then become one item, the canonical copy at the group's best
+   place citing the others in ``Evidence.also_in`` (:mod:`injection.duplicates`);
 5. selection walks that order under the per-document quota and the type's
-   ``max_chunks``; for ``diverse`` questions only, MMR picks instead
-   (``mmr_lambda`` weighs relevance against similarity to what is picked);
+   ``max_chunks`` (a split part next to a picked one rides with it; a document
+   opening the order with more chunks than the quota may take one more); for
+   ``diverse`` questions only, MMR picks instead (``mmr_lambda`` weighs
+   relevance against similarity to what is picked);
 6. chunks of one section that are neighbours (``meta`` prev/next, or
    consecutive ordinals) and both selected are joined back into one.
 
@@ -38,7 +42,8 @@ from typing import Any
 
 from freshindex.core.payload import PointPayload
 from freshindex.injection.budget import ContextPolicy, QueryType
-from freshindex.injection.types import Evidence
+from freshindex.injection.duplicates import Member, canonical_groups
+from freshindex.injection.types import Evidence, Mirror
 from freshindex.vectorstore import lexical
 
 __all__ = ["Assembly", "Candidate", "Reranker", "SessionNumbers", "assemble", "coverage_reranker", "normalised",
@@ -234,16 +239,18 @@ def assemble(question: str, candidates: Iterable[Candidate], *, policy: ContextP
     pool, rest = by_fusion[: policy.candidate_pool], by_fusion[policy.candidate_pool :]
     _count(dropped, "pool", len(rest))
     distinct: list[Candidate] = []
-    keys: set[str] = set()
-    shingles: list[frozenset[str]] = []
+    keys: set[tuple[str, str]] = set()
+    shingles: dict[str, list[frozenset[str]]] = {}
     for c in pool:
+        # Within one document a near-copy goes; across documents it becomes a mirror (_canonical, below).
         norm = normalised(c.text)
         sh = _shingles(norm)
-        if norm in keys or any(_jaccard(sh, other) >= policy.near_duplicate for other in shingles):
+        own = shingles.setdefault(c.document_id, [])
+        if (c.document_id, norm) in keys or any(_jaccard(sh, other) >= policy.near_duplicate for other in own):
             _count(dropped, "duplicate")
             continue
-        keys.add(norm)
-        shingles.append(sh)
+        keys.add((c.document_id, norm))
+        own.append(sh)
         distinct.append(c)
     # One ordering only: the reranker's when given, else the fusion order.
     if reranker is not None and distinct:
@@ -255,6 +262,7 @@ def assemble(question: str, candidates: Iterable[Candidate], *, policy: ContextP
         relevance = [scores[i] for i in order]
     else:
         relevance = [c.score for c in distinct]
+    distinct, relevance = _canonical(question, distinct, relevance, policy, dropped)
     use_mmr = qtype is QueryType.DIVERSE
     picked = (_mmr if use_mmr else _greedy)(distinct, relevance, row.per_document, row.max_chunks,
                                              policy.mmr_lambda, dropped)
@@ -264,19 +272,95 @@ def assemble(question: str, candidates: Iterable[Candidate], *, policy: ContextP
     return Assembly(tuple(picked), dropped, joined, use_mmr)
 
 
+#: Near-copies across documents: the smaller text's word trigrams found in the other at this share.  One
+#: edited word kills at most three trigrams, so "small edits" (one word in ten) keep at least 0.7.
+NEAR_CONTAINMENT = 0.7
+
+
+def _canonical(question: str, order: list[Candidate], relevance: list[float], policy: ContextPolicy,
+               dropped: dict[str, int]) -> tuple[list[Candidate], list[float]]:
+    """Near-copies from different documents become one item: the canonical member, at the group's best
+    place and relevance, citing the others as mirrors (:mod:`injection.duplicates`)."""
+    if len(order) < 2:
+        return order, relevance
+    members = []
+    for c in order:
+        e = c.evidence
+        norm = normalised(c.text)
+        members.append(Member(c.document_id, e.key, e.title, e.heading_path, c.text, norm, _shingles(norm),
+                              date=e.date, stale=e.stale))
+    groups = canonical_groups(question, members, jaccard=policy.near_duplicate, containment_at=NEAR_CONTAINMENT,
+                              similar=_jaccard)
+    if not groups:
+        return order, relevance
+    replaced: dict[int, tuple[Candidate, float]] = {}
+    gone: set[int] = set()
+    for group in groups:
+        canon, others = group[0], sorted(group[1:])
+        top = min(group)  # the group answers at its best member's place
+        seen: set[str] = {order[canon].document_id}
+        mirrors = []
+        for i in others:
+            e = order[i].evidence
+            if order[i].document_id not in seen:
+                seen.add(order[i].document_id)
+                mirrors.append(Mirror(e.key, e.doc_version, e.anchor, e.page))
+        c = order[canon]
+        best = max(relevance[i] for i in group)
+        evidence = replace(c.evidence, also_in=(*c.evidence.also_in, *mirrors),
+                           score=max(c.evidence.score, order[top].evidence.score))
+        replaced[top] = (replace(c, evidence=evidence, score=max(order[i].score for i in group)), best)
+        gone |= set(group) - {top}
+        _count(dropped, "duplicate", len(group) - 1)
+    out, rel = [], []
+    for i, c in enumerate(order):
+        if i in replaced:
+            out.append(replaced[i][0])
+            rel.append(replaced[i][1])
+        elif i not in gone:
+            out.append(c)
+            rel.append(relevance[i])
+    return out, rel
+
+
+def _linked(c: Candidate, picked: Sequence[Candidate]) -> bool:
+    """Whether ``c`` is a split part next to one already picked (it will be joined, so it takes no slot)."""
+    return any(_neighbours(p, c) or _neighbours(c, p) for p in picked)
+
+
 def _greedy(order: list[Candidate], _rel: list[float], quota: int, limit: int, _lam: float,
             dropped: dict[str, int]) -> list[Candidate]:
+    """Walk the order under the quota and the chunk limit.
+
+    Two rules keep a page's best passage: a part of a split unit next to a
+    picked part rides with it (it is joined, taking no slot and no quota);
+    and when the order opens with more of one document's chunks than the
+    quota, that document is the question's subject and may take one more
+    (its next chunk outranks every other document's).
+    """
+    subject = order[0].document_id if order else None
+    run = 0
+    for c in order:
+        if c.document_id != subject:
+            break
+        run += 1
     per_doc: dict[str, int] = {}
     out: list[Candidate] = []
+    slots = 0
     for i, c in enumerate(order):
-        if len(out) >= limit:
+        if _linked(c, out):
+            out.append(c)
+            continue
+        if slots >= limit:
             _count(dropped, "max_chunks", len(order) - i)
             break
-        if per_doc.get(c.document_id, 0) >= quota:
+        allowed = quota + 1 if c.document_id == subject and run > quota else quota
+        if per_doc.get(c.document_id, 0) >= allowed:
             _count(dropped, "per_document")
             continue
         per_doc[c.document_id] = per_doc.get(c.document_id, 0) + 1
         out.append(c)
+        slots += 1
     return out
 
 
@@ -345,11 +429,16 @@ def _join(picked: list[Candidate]) -> tuple[list[Candidate], int]:
             for j, b in enumerate(items):
                 if i != j and _neighbours(a, b):
                     ea = a.evidence
-                    page = min(p for p in (ea.page, b.evidence.page) if p) if (ea.page or b.evidence.page) else None
+                    eb = b.evidence
+                    pages = [p for p in (ea.page, ea.page_end, eb.page, eb.page_end) if p]
+                    page = min(pages) if pages else None
+                    last = max(pages) if pages else None
+                    mirrors = (*ea.also_in, *(m for m in eb.also_in if m not in ea.also_in))
                     merged = replace(
                         a,
-                        evidence=replace(ea, text=_glue(ea.text, b.evidence.text), score=max(ea.score, b.evidence.score),
-                                         page=page, stale=ea.stale or b.evidence.stale),
+                        evidence=replace(ea, text=_glue(ea.text, eb.text), score=max(ea.score, eb.score),
+                                         page=page, page_end=last if last != page else None,
+                                         stale=ea.stale or eb.stale, also_in=mirrors),
                         score=max(a.score, b.score), next_id=b.next_id,
                         ordinal=b.ordinal if a.ordinal is not None and b.ordinal is not None else a.ordinal,
                     )

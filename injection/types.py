@@ -36,6 +36,31 @@ def _list(value: Any, what: str) -> Sequence[Any]:
 
 
 @dataclass(frozen=True)
+class Mirror:
+    """Another document holding (nearly) the same passage as an evidence item, cited with it, never as an answer."""
+
+    key: str
+    doc_version: int
+    anchor: str = ""
+    page: int | None = None
+
+    @property
+    def citation(self) -> str:
+        where = f"{self.key}#{self.anchor}" if self.anchor else self.key
+        return f"{where} (v{self.doc_version}{f', page {self.page}' if self.page else ''})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "doc_version": self.doc_version, "anchor": self.anchor, "page": self.page}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Mirror:
+        d = _obj(d, "a mirror")
+        page = d.get("page")
+        return cls(key=str(d["key"]), doc_version=int(d.get("doc_version") or 0), anchor=str(d.get("anchor") or ""),
+                   page=int(page) if page is not None else None)
+
+
+@dataclass(frozen=True)
 class Evidence:
     """One numbered source of a context packet, with where it came from."""
 
@@ -62,6 +87,8 @@ class Evidence:
     #: The last page when the text runs over several (cited "pages 17-18"); the OCR confidence (0-1).
     page_end: int | None = None
     ocr_confidence: float | None = None
+    #: Other documents with a near-copy of this passage (:mod:`injection.duplicates`), best ranked first.
+    also_in: tuple[Mirror, ...] = ()
 
     @property
     def citation(self) -> str:
@@ -81,6 +108,7 @@ class Evidence:
             "date": self.date, "stale": self.stale, "verified_at": self.verified_at,
             "table_columns": list(self.table_columns),
             "page_end": self.page_end, "ocr_confidence": self.ocr_confidence,
+            "also_in": [m.as_dict() for m in self.also_in],
         }
 
     @classmethod
@@ -103,6 +131,7 @@ class Evidence:
             table_columns=tuple(str(c) for c in _list(d.get("table_columns"), "table_columns")),
             page_end=int(d["page_end"]) if d.get("page_end") is not None else None,
             ocr_confidence=float(d["ocr_confidence"]) if d.get("ocr_confidence") is not None else None,
+            also_in=tuple(Mirror.from_dict(m) for m in _list(d.get("also_in"), "also_in")),
         )
 
 

@@ -1,0 +1,203 @@
+"""Near-duplicates across documents: one canonical evidence item, the other copies cited as its mirrors.
+
+The registry folds *exact* copies into one document at indexing time
+(``registry.freshness``: a mirror has no points of its own).  Near copies
+are separate documents: the same passage with small edits on two pages, an
+older release's copy of a page, a hub page whose list entries restate the
+lead lines of the pages it lists.  Shown as separate answers they take each
+other's places, and the copy that wins the ranking is often the less
+specific one.  :func:`canonical_groups` groups candidates of different
+documents that say the same thing and picks which one to show:
+
+Two candidates are *the same passage* when their normalised texts are equal,
+or the word-shingle Jaccard of their
+texts reaches ``jaccard`` or the smaller one's shingles are contained in the
+other's at ``containment`` (both texts at least :data:`MIN_SHINGLES`
+shingles, so a short common phrase never groups two chunks).  A hub chunk
+(:func:`hub_like`: most of its lines are short list entries) *restates* a
+candidate whose text holds its lead sentence.
+
+The canonical member of a group is, in this order: the newer valid version
+(a stale member loses to a fresh one; then the later ``date``; then, for
+keys that differ only in a version directory, ``v1/x`` vs ``v2/x``, the
+higher version); the more specific one (not a hub; then the one whose title
+and heading path hold more of the question's terms, a dotted version in the
+question matching a longer one that extends it); then the better rank.
+
+What it does not guarantee: detection is lexical (a paraphrase is a
+separate answer), and candidates carry no registry canonical id (an exact
+mirror never reaches assembly: it has no points).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from freshindex.vectorstore import lexical
+
+__all__ = ["MIN_SHINGLES", "Member", "canonical_groups", "containment", "hub_like", "specificity"]
+
+#: Fewer shingles than this on either side never make a near-duplicate (a shared phrase is not a copy).
+MIN_SHINGLES = 8
+
+_ENTRY = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+_VERSION_SEGMENT = re.compile(r"^v?\d+(?:[._-]\d+)*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Member:
+    """What grouping needs of one candidate (assembly builds these from its candidates, in rank order)."""
+
+    document_id: str
+    key: str
+    title: str
+    heading_path: tuple[str, ...]
+    text: str
+    norm: str  # assemble.normalised(text)
+    shingles: frozenset[str]
+    date: str | None = None
+    stale: bool = False
+
+
+def containment(a: frozenset[str], b: frozenset[str]) -> float:
+    """The share of the smaller set found in the larger (0 when either is empty)."""
+    if not a or not b:
+        return 0.0
+    return len(a & b) / min(len(a), len(b))
+
+
+def hub_like(text: str) -> bool:
+    """Whether a chunk reads as a hub: a list of at least three short entries making up most of its lines.
+
+    An index page, an advisory archive or a changelog digest lists one line
+    per item and points elsewhere for the substance; such a chunk restates
+    lines of the pages it lists and is less specific than any of them.
+    """
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    entries = [ln for ln in lines if _ENTRY.match(ln) and len(ln.split()) <= 8]
+    return len(entries) >= 3 and 2 * len(entries) >= len(lines)
+
+
+def _lead(norm_text: str, text: str) -> str:
+    """The normalised first sentence (or first line) of ``text``; empty when under four words."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    first = _SENTENCE_END.split(first, maxsplit=1)[0]
+    from freshindex.injection.assemble import normalised
+
+    lead = normalised(first)
+    return lead if len(lead.split()) >= 4 else ""
+
+
+def specificity(question_terms: frozenset[str], m: Member) -> int:
+    """How many of the question's terms the member's title and heading path hold.
+
+    A dotted term (``3.1``, ``os.path``) also matches a longer dotted name
+    that extends it (``3.1.12``, ``os.path.join``): a page about a release
+    or a member is about its series or its module too.
+    """
+    own = set(lexical.tokenize(" ".join((m.title, *m.heading_path))))
+    dotted = [t for t in own if "." in t]
+    hits = 0
+    for t in question_terms:
+        if t in own or ("." in t and any(d.startswith(t + ".") for d in dotted)):
+            hits += 1
+    return hits
+
+
+def _version_key(key: str) -> tuple[str, tuple[int, ...]] | None:
+    """(the key with its one version directory blanked, that version) when it has exactly one."""
+    parts = key.split("/")
+    found = [i for i, p in enumerate(parts[:-1]) if _VERSION_SEGMENT.match(p)]
+    if len(found) != 1:
+        return None
+    i = found[0]
+    numbers = tuple(int(n) for n in re.findall(r"\d+", parts[i]))
+    return "/".join([*parts[:i], "\x00", *parts[i + 1:]]), numbers
+
+
+def _date(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t
+
+
+def _newer(a: Member, b: Member) -> int:
+    """1 when ``a`` is the newer valid version of the two, -1 when ``b`` is, 0 when neither says."""
+    if a.stale != b.stale:
+        return -1 if a.stale else 1
+    da, db = _date(a.date), _date(b.date)
+    if da is not None and db is not None and da != db:
+        return 1 if da > db else -1
+    va, vb = _version_key(a.key), _version_key(b.key)
+    if va is not None and vb is not None and va[0] == vb[0] and va[1] != vb[1]:
+        return 1 if va[1] > vb[1] else -1
+    return 0
+
+
+def canonical_groups(question: str, members: Sequence[Member], *, jaccard: float, containment_at: float,
+                     similar: Callable[[frozenset[str], frozenset[str]], float]) -> list[list[int]]:
+    """Groups of member indexes (each of two or more, from two or more documents), canonical first.
+
+    ``members`` come in rank order (best first); ``similar`` is the Jaccard
+    function assembly uses.  Members of one document are never grouped with
+    each other here (assembly's own near-duplicate step handles those).
+    """
+    n = len(members)
+    root = list(range(n))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    hubs = [hub_like(m.text) for m in members]
+    leads = [_lead(m.norm, m.text) if hubs[i] else "" for i, m in enumerate(members)]
+    for i in range(n):
+        a = members[i]
+        for j in range(i + 1, n):
+            b = members[j]
+            if a.document_id == b.document_id:
+                continue
+            same = a.norm == b.norm or (min(len(a.shingles), len(b.shingles)) >= MIN_SHINGLES
+                    and (similar(a.shingles, b.shingles) >= jaccard
+                         or containment(a.shingles, b.shingles) >= containment_at))
+            restated = bool((leads[i] and hubs[i] and not hubs[j] and f" {leads[i]} " in f" {b.norm} ")
+                            or (leads[j] and hubs[j] and not hubs[i] and f" {leads[j]} " in f" {a.norm} "))
+            if same or restated:
+                root[find(j)] = find(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(find(i), []).append(i)
+    terms = frozenset(lexical.tokenize(question))
+    out = []
+    for idx in groups.values():
+        if len(idx) < 2 or len({members[i].document_id for i in idx}) < 2:
+            continue
+        best = idx[0]
+        for i in idx[1:]:
+            if _better(members[i], i, hubs[i], members[best], best, hubs[best], terms):
+                best = i
+        out.append([best, *[i for i in idx if i != best]])
+    return out
+
+
+def _better(a: Member, ai: int, a_hub: bool, b: Member, bi: int, b_hub: bool, terms: frozenset[str]) -> bool:
+    """Whether ``a`` is more canonical than ``b`` (newer valid version, then more specific, then rank)."""
+    newer = _newer(a, b)
+    if newer:
+        return newer > 0
+    if a_hub != b_hub:
+        return b_hub
+    sa, sb = specificity(terms, a), specificity(terms, b)
+    if sa != sb:
+        return sa > sb
+    return ai < bi
