@@ -120,7 +120,7 @@ class InjectionClient:
         max_stale_s: float | None = None,
         on_insufficient: InsufficientSink | None = None,
         clock: Callable[[], dt.datetime] | None = None,
-        planning: bool = True,
+        planning: bool = False,
     ) -> None:
         self.store, self.embedder, self.naming = store, embedder, naming
         self.recheck, self.sensitive, self.on_denials = recheck, sensitive, on_denials

@@ -486,10 +486,11 @@ class ContextSettings(BaseModel):
     lexical_rerank: bool = Field(default=True, description="reorder the admitted pool by the IDF-weighted share "
                                  "of the question's terms each chunk holds (injection.assemble.coverage_reranker), "
                                  "unless an application passes its own reranker")
-    query_planning: bool = Field(default=True, description="also search the exact identifiers a question names "
+    query_planning: bool = Field(default=False, description="also search the exact identifiers a question names "
                                  "(dotted names, snake_case, CamelCase, --flags, ENV_VARS, `code`) on the lexical "
                                  "side alone, fused after the question's own search by reciprocal rank fusion "
-                                 "(injection.planning); false: the question as asked only")
+                                 "(injection.planning); off by default: on the transfer corpora it raised MRR@10 "
+                                 "but cost python311 one passage@5 (docs/architecture.md)")
     # Calibrated refusal (injection.refusal): refuse when bias + weights . signals < 0; fitted by bench.evidence.
     refusal: bool = Field(default=True, description="refuse with an insufficient-evidence packet when the "
                           "calibrated signals say the evidence does not support an answer")
