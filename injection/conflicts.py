@@ -5,8 +5,9 @@ statement shapes that bind a value to a named subject:
 
 * ``timeout defaults to 30``; ``the default timeout is 30``; ``the default
   value of timeout is 30``; ``--timeout SECONDS (default: 30)``;
-* ``MAX_SIZE = 5`` (an upper-case name: a setting or constant, not a
-  variable of a code example);
+* ``MAX_SIZE = 5`` (an upper-case name of two characters or more: a
+  setting or constant, not a variable of a code example; a value without
+  spaces or ``$``, not a build example's flags);
 * ``freshindex requires Python 3.10`` / ``requires version 3.10`` after a
   name (the subject is the name and what it requires).
 
@@ -49,13 +50,16 @@ _UNIT = r"(?:\s*(?:%|ms|s|sec|secs|seconds?|minutes?|hours?|days?|bytes|[KMG]i?B
 _NUMBER = rf"-?\d+(?:\.\d+)?(?![\w.]*\d){_UNIT}"
 _LITERAL = r"True|False|None|true|false|null"
 _VALUE = rf"[`'\"]{{0,2}}(?P<value>\"[^\"\n]{{1,40}}\"|'[^'\n]{{1,40}}'|{_NUMBER}|(?:{_LITERAL})\b)`{{0,2}}"
+_SETTING_VALUE = rf"(?P<value>\"[^\"\s$]{{1,40}}\"|'[^'\s$]{{1,40}}'|{_NUMBER}|(?:{_LITERAL})\b)"
 _END = r"(?=\s*(?:$|[,;.:)\]]|\s(?!\s*[-+*/%]\s*\w)))"
 _SHAPES = [
     re.compile(rf"{_SUBJ}\s+defaults\s+to\s+{_VALUE}{_END}", re.M),
     re.compile(rf"\b[Tt]he\s+default\s+(?:value\s+)?(?:of|for)\s+{_SUBJ}\s+is\s+{_VALUE}{_END}", re.M),
     re.compile(rf"\b[Tt]he\s+default\s+{_SUBJ}\s+is\s+{_VALUE}{_END}", re.M),
     re.compile(rf"{_SUBJ}(?:\s+[A-Z_]+)?\s*\(\s*default(?:s\s+to)?\s*[:=]?\s*{_VALUE}\s*\)", re.M),
-    re.compile(rf"^[ \t]*(?P<subject>[A-Z][A-Z0-9_]*)\s*=\s*{_VALUE}\s*(?:#.*)?$", re.M),
+    # A setting or constant: an upper-case name of two characters or more (``X = 5`` is a code example's
+    # variable), a value without spaces or ``$`` (``CFLAGS="-g -O2"`` in a build example is not a setting).
+    re.compile(rf"^[ \t]*(?P<subject>[A-Z][A-Z0-9_]+)\s*=\s*{_SETTING_VALUE}\s*(?:#.*)?$", re.M),
 ]
 #: A word each shape needs (lower case): a text without it is not scanned for that shape.
 _KEYWORDS = ("default", "default", "default", "default", "=")
