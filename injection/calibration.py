@@ -10,7 +10,9 @@ bias is refitted on pseudo-questions made from the snapshot's own chunks:
 * a deterministic sample (seeded by the snapshot id) of up to ``sample``
   chunks;
 * for each, an *answerable* pseudo-question from its heading and its most
-  distinctive terms (highest engine IDF among its own words), and a
+  distinctive terms (highest engine IDF among its own words) plus one or two
+  words of other sampled chunks it does not hold (drawn uniformly over their
+  vocabulary: a reader's wording, which real questions have), and a
   *perturbed* one that names an identifier the collection does not contain:
   one of the chunk's compound identifiers with its last part swapped for a
   distinctive word of another sampled chunk (``django.db.models`` ->
@@ -60,7 +62,7 @@ from freshindex.vectorstore.base import VectorStore
 __all__ = ["CALIBRATION_VERSION", "Calibration", "calibrate", "fit_bias"]
 
 #: Bumped when the pseudo-questions or the fit change: a record of another version is recomputed on request.
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2  # 2: answerable pseudo-questions carry a reader's words
 
 #: Distinctive-term candidates looked up per sampled chunk (one IDF batch for the whole sample).
 _CANDIDATES = 12
@@ -186,6 +188,10 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
     idf = store.lexical_idf(collection, sorted({t for c in candidates for t in c}))
     distinct = [sorted((t for t in c if t in idf), key=lambda t: (-idf[t], t))[:3] for c in candidates]
 
+    # A reader's words: real questions hold words their answer does not use, most of them ordinary words
+    # rare in any one corpus ("opposed", "entirely"). Words of other sampled chunks, drawn uniformly over
+    # the vocabulary (so mostly such rare ones), stand for them: one or two per question.
+    common = sorted(df)
     answerable: list[tuple[str, PointPayload]] = []
     perturbed: list[tuple[str, PointPayload]] = []
     proposals: list[tuple[list[str], str, PointPayload]] = []
@@ -193,10 +199,13 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
         if len(terms) < 2:
             continue
         heading = _heading(p)
+        own = set(words[i])
+        foreign = [t for t in rng.sample(common, min(len(common), 20)) if t not in own][: rng.choice((1, 2))]
+        reader = " ".join(foreign)
         answerable.append((rng.choice((
-            f"What does {heading} say about {terms[0]} and {terms[1]}?",
-            f"How do {terms[0]} and {terms[1]} work in {heading}?",
-            f"{heading}: {terms[0]} {terms[1]}",
+            f"What does {heading} say about {terms[0]} and {terms[1]} {reader}?",
+            f"How do {terms[0]} and {terms[1]} {reader} work in {heading}?",
+            f"{heading}: {reader} {terms[0]} {terms[1]}",
         )), p))
         others = [w for j, d in enumerate(distinct) if j != i for w in d[:1]]
         if not others:

@@ -41,8 +41,9 @@ decided per token, because the question's tokens are not alike:
   paraphrase changes, not a name: it still counts through BM25 (the
   ``lexical`` signal) but its absence does not refuse.
 
-A question with no key term has nothing to miss (coverage 1).  They are
-combined linearly, ``bias + sum(weight * signal)``, and the
+Coverage is the share of the question's weight (every term but the parts of
+a compound it names whole) that is not a missing key term; a question with no
+key term has nothing to miss (coverage 1).  They are combined linearly, ``bias + sum(weight * signal)``, and the
 question is refused when the sum is below zero.  The weights are fitted by
 ``python -m bench.evidence`` (logistic regression on the dev split of the
 Django golden set, its decision threshold moved to keep at most 5 % false
@@ -215,7 +216,7 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
     ``idf`` maps the question's tokens present for the caller to the
     engine's IDF, used for the tokens ``present`` (the tokens of every
     admitted, rechecked candidate) or the evidence holds; every other token
-    weighs ``missing_idf``.  Coverage counts the key terms only (compound
+    weighs ``missing_idf``.  Only key terms can be missing (compound
     wholes, absent tokens, plain words whose IDF is at least ``rarity`` of
     ``missing_idf``); the lexical signal is normalised by the weight of every
     term, as BM25 scored them all.  A question with no key term has nothing
@@ -247,9 +248,12 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
 
     key_terms = tuple(t for t in terms if key(t))
     total = sum(weights.values())
-    key_total = sum(weights[t] for t in key_terms)
+    # Coverage's whole is every term but the parts (the identifier's whole weight stands for them): a
+    # missing key term costs its share of the question, a missing common word nothing, and one missing
+    # rare plain word among others does not zero the coverage by itself.
+    whole = sum(w for t, w in weights.items() if t not in parts)
     missing = tuple(sorted((t for t in key_terms if t not in have), key=lambda t: (-weights[t], t)))
-    coverage = 1.0 - sum(weights[t] for t in missing) / key_total if key_total > 0 else 1.0
+    coverage = 1.0 - sum(weights[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
                    weights=weights, key_terms=key_terms)

@@ -38,10 +38,10 @@ def test_an_identifier_whose_parts_are_in_the_evidence_but_not_its_whole_form_is
     # Given evidence about sqlite3 and about dbm, but no dbm.sqlite3 anywhere in the collection
     idf = {"dbm": 5.0, "sqlite3": 6.0, "module": 1.0}
     sig = _sig("What does the dbm.sqlite3 module do?", "The sqlite3 module; dbm.gnu and dbm.ndbm backends.", idf)
-    # Then the whole form is the missing key term, its parts cover nothing of it, and coverage is zero
+    # Then the whole form is the missing key term and its parts cover nothing of it: only "module" is covered
     assert sig.missing == ("dbm.sqlite3",)
     assert "sqlite3" not in sig.key_terms and "dbm" not in sig.key_terms
-    assert sig.coverage == pytest.approx(0.0)
+    assert sig.coverage == pytest.approx(1.0 / (ABSENT + 1.0))
     # And the shipped policy refuses, naming the identifier
     refused = decide(RefusalPolicy(), sig)
     assert refused is not None and "'dbm.sqlite3'" in refused[1]
@@ -63,7 +63,7 @@ def test_cpu_count_alone_does_not_cover_process_cpu_count() -> None:
     sig = _sig("What does os.process_cpu_count return?", "os.cpu_count() returns the number of CPUs.", idf)
     # Then the identifier is missing although all but one of its parts are there
     assert "os.process_cpu_count" in sig.missing
-    assert sig.coverage == pytest.approx(0.0)
+    assert sig.coverage == pytest.approx(1.0 / (ABSENT + 1.0))  # "return" alone is covered
 
 
 def test_a_name_inside_a_dotted_path_of_the_evidence_is_present_and_a_word_inside_a_name_is_not() -> None:
@@ -96,7 +96,7 @@ def test_a_rare_or_absent_plain_word_is_still_a_key_term() -> None:
     # Then both are key terms and both missing; the common word is not
     assert set(sig.missing) == {"zeppelin", "hangar"}
     assert "door" not in sig.key_terms
-    assert sig.coverage == pytest.approx(0.0)
+    assert sig.coverage == pytest.approx(2.0 / (ABSENT + 7.0 + 2.0))
 
 
 def test_a_policy_takes_a_calibrated_bias_and_ignores_a_calibration_without_one() -> None:
