@@ -219,8 +219,13 @@ def open_index(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any
         rep = sync_inline(svc, corpus.name, progress=_progress(corpus.name))
         record["resync_seconds"] = round(time.perf_counter() - t0, 1)
         record["resync_summary"] = rep.run.summary
-        record["document_errors"] = [{"key": e.key, "reason": e.reason, "detail": str(e.detail)[:300]}
-                                     for e in svc.registry.document_errors(source_id=corpus.name)]
+        # The documents in error NOW (document_errors lists every failed result of every run).
+        from freshindex.registry.ops import documents
+
+        record["document_errors"] = [{"key": d["key"], "reason": d.get("error_reason"),
+                                      "detail": str(d.get("error_detail") or "")[:300]}
+                                     for d in documents(svc.registry, source=corpus.name, state="error",
+                                                        limit=100_000)]
         record_file.write_text(json.dumps({k: v for k, v in record.items() if k not in ("reused", "dir")},
                                           indent=1, default=str))
         print(f"[{corpus.name}] re-synced in {record['resync_seconds']} s: {rep.run.summary}", flush=True)
