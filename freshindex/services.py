@@ -166,7 +166,10 @@ class Services:
         return Builder(self.registry, self.store, self.embedder, self.metrics, naming=self.naming,
                        pipeline_version=f"{PIPELINE_VERSION}.l{LEXICAL_VERSION}", lock_ttl=snap.lock_ttl, lock_wait=snap.lock_wait,
                        verify_sample=snap.verify_sample, keep_versions=snap.keep_versions,
-                       strategy=snap.strategy, reader_grace=snap.reader_grace, calibrate=self.calibrate_refusal)
+                       strategy=snap.strategy, reader_grace=snap.reader_grace, calibrate=self.calibrate_refusal,
+                       # calibration off: never carry a parent's calibrated bias forward
+                       calibration_refit_share=(self.settings.context.refusal_calibration_refit_share
+                                                if self.settings.context.refusal_calibration else -1.0))
 
     def calibrate_refusal(self, collection: str, snapshot_id: str) -> dict[str, Any]:
         """The refusal calibration of a built version (:func:`injection.calibration.calibrate`, the settings' policy)."""

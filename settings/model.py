@@ -518,6 +518,10 @@ class ContextSettings(BaseModel):
                                                 "keeps the shipped refusal bias (too small to calibrate)")
     refusal_target_false_rate: float = Field(default=0.02, ge=0, lt=1, description="the calibrated bias refuses at "
                                              "most this share of the answerable pseudo-questions")
+    refusal_calibration_refit_share: float = Field(default=0.1, ge=0, le=1, description="a build inherits its "
+                                                   "parent's calibration until the points changed since it was "
+                                                   "fitted exceed this share of the collection; a full build "
+                                                   "always refits")
     max_stale_s: float | None = Field(default=None, gt=0, description="reject (not serve labelled) evidence of a "
                                       "stale source unverified for longer than this; None: serve it labelled STALE")
     budgets: dict[str, QueryBudgetSettings] = Field(

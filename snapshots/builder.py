@@ -161,6 +161,7 @@ class Builder:
         strategy: str = "bluegreen",
         reader_grace: float = 5.0,
         calibrate: Callable[[str, str], dict[str, Any]] | None = None,
+        calibration_refit_share: float = 0.1,
     ) -> None:
         self.registry, self.store, self.embedder, self.metrics = registry, store, embedder, metrics
         self.naming = naming
@@ -174,6 +175,30 @@ class Builder:
         self.strategy, self.reader_grace = strategy, reader_grace
         # (collection, snapshot id) -> the refusal calibration of a verified version (injection.calibration)
         self.calibrate = calibrate
+        self.calibration_refit_share = calibration_refit_share
+
+    def _inherited_calibration(self, active: SnapshotInfo | None, strategy: str,
+                               changed: int) -> dict[str, Any] | None:
+        """The parent's refusal calibration, when this build changed too little to move it; else None (refit).
+
+        A calibration costs seconds per thousand sampled questions, which a
+        release update touching a few chunks should not pay on every build.
+        The parent's record carries on while the points changed since it was
+        fitted (summed over inheriting builds) stay under
+        ``calibration_refit_share`` of the collection; a full build (a new
+        model or pipeline) always refits. What this does not guarantee: that
+        the inherited bias is the one a refit would give, only that at most
+        that share of the collection differs from the one it was fitted on.
+        """
+        if self.calibrate is None or active is None or strategy == "full":
+            return None
+        prior = (active.verification or {}).get("calibration")
+        if not isinstance(prior, dict) or prior.get("status") != "calibrated":
+            return None
+        since = int(prior.get("changed_since", 0)) + changed
+        if since > self.calibration_refit_share * max(active.point_count, 1):
+            return None
+        return {**prior, "changed_since": since, "inherited_from": prior.get("inherited_from") or active.id}
 
     def _phase(self, name: str) -> None:
         if self.on_phase is not None:
@@ -227,7 +252,10 @@ class Builder:
                     verification["replayed"] = len(set(written) | set(removed)) - len(ops)
             except FreshIndexError as exc:
                 return self._fail(kb, snapshot_id, collection, active, exc, started)
-            if self.calibrate is not None:
+            inherited = self._inherited_calibration(active, strategy, len(upserts) + len(deletes))
+            if inherited is not None:
+                verification["calibration"] = inherited
+            elif self.calibrate is not None:
                 self._phase("calibrating")
                 try:
                     verification["calibration"] = self.calibrate(collection, snapshot_id)

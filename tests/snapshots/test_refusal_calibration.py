@@ -185,3 +185,32 @@ def test_calibration_off_is_recorded_without_asking(tmp_path: Path) -> None:
                     settings=Calibration(enabled=False))
     assert rec["status"] == "skipped" and rec["bias"] is None
     assert RefusalReason.KEY_TERMS_MISSING  # the reason the calibrated refusal names
+
+
+@pytest.mark.parametrize("share", [0.1, 0.0])
+def test_a_small_update_inherits_the_parents_calibration_and_a_large_share_refits(tmp_path: Path,
+                                                                                    share: float) -> None:
+    # Given a calibrated knowledge base of 64 documents
+    _corpus(tmp_path / "kb", 64)
+    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
+                                 context={"refusal_calibration_refit_share": share}))
+    try:
+        svc.registry.add_source("gen", kind="folder", location=str(tmp_path / "kb"), kb="default", owner="d@x")
+        first = sync_inline(svc, "gen").snapshot
+        assert first is not None and first.verification["calibration"]["status"] == "calibrated"
+        # When one document is edited and the next build runs
+        doc = tmp_path / "kb" / "doc005.md"
+        doc.write_text(doc.read_text() + "\nOne more sentence about nothing new.\n")
+        second = sync_inline(svc, "gen").snapshot
+        assert second is not None and second.id != first.id
+        calibration = second.verification["calibration"]
+        if share > 0:
+            # Then under the refit share it carries the parent's record forward, saying from where and how much changed
+            assert calibration["inherited_from"] == first.id
+            assert calibration["bias"] == first.verification["calibration"]["bias"]
+            assert 0 < calibration["changed_since"] <= share * first.point_count
+        else:
+            # Then with no share allowed it is fitted afresh
+            assert calibration["status"] == "calibrated" and "inherited_from" not in calibration
+    finally:
+        svc.close()
