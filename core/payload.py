@@ -15,6 +15,7 @@ This module imports only the standard library: the thin client can use it.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -117,4 +118,16 @@ class PointPayload:
         return cls(**values)
 
 
-__all__ = ["PayloadError", "PointPayload"]
+def parse_time(value: str | None) -> dt.datetime | None:
+    """An ISO 8601 time of a payload or front matter as an aware UTC datetime (a naive one is taken as UTC);
+    None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
+
+
+__all__ = ["PayloadError", "PointPayload", "parse_time"]

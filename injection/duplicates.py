@@ -31,11 +31,11 @@ mirror never reaches assembly: it has no points).
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from freshindex.core.payload import parse_time
 from freshindex.vectorstore import lexical
 
 __all__ = ["MIN_SHINGLES", "Member", "canonical_groups", "containment", "hub_like", "specificity"]
@@ -119,21 +119,11 @@ def _version_key(key: str) -> tuple[str, tuple[int, ...]] | None:
     return "/".join([*parts[:i], "\x00", *parts[i + 1:]]), numbers
 
 
-def _date(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t
-
-
 def _newer(a: Member, b: Member) -> int:
     """1 when ``a`` is the newer valid version of the two, -1 when ``b`` is, 0 when neither says."""
     if a.stale != b.stale:
         return -1 if a.stale else 1
-    da, db = _date(a.date), _date(b.date)
+    da, db = parse_time(a.date), parse_time(b.date)
     if da is not None and db is not None and da != db:
         return 1 if da > db else -1
     va, vb = _version_key(a.key), _version_key(b.key)

@@ -19,8 +19,9 @@ is ignored (the document stays valid), never an error of the document.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
+
+from freshindex.core.payload import parse_time
 
 _KEYS = ("valid_from", "valid_until", "supersedes", "version")
 _MAX_FRONT_MATTER = 8192
@@ -47,16 +48,6 @@ def front_matter(data: bytes) -> dict[str, str]:
     return out
 
 
-def parse_time(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
-
-
 def source_uri(kind: str, location: str, key: str) -> str:
     """A URI naming the object at its source (what citations of the canonical location show)."""
     if kind == "s3":
@@ -75,4 +66,4 @@ def provenance(data: bytes, *, kind: str, location: str, key: str) -> dict[str, 
             "supersedes": supersedes[:64] if supersedes else None}
 
 
-__all__ = ["front_matter", "parse_time", "provenance", "source_uri"]
+__all__ = ["front_matter", "provenance", "source_uri"]
