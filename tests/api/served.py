@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -103,3 +104,35 @@ def serving(env: dict[str, str], tmp_path: Path, *, probe: str = "/healthz") -> 
             proc.kill()
             proc.wait()
         log.close()
+
+
+@dataclass
+class WebhookServer:
+    """In-process services behind a real HTTP server, with the webhook dispatcher running: what the webhook
+    tests read back (the source ``docs``'s tickets and runs, metrics)."""
+
+    url: str
+    svc: Any
+    data_dir: Path | None = None
+    kb: Path | None = None
+
+    def tickets(self) -> list[Any]:
+        return self.svc.registry.sync_tickets("docs", limit=1000)
+
+    def runs(self) -> list[Any]:
+        return self.svc.registry.sync_runs("docs", limit=1000)
+
+    def metrics(self) -> str:
+        return httpx.get(self.url + "/metrics").text
+
+    def rejections(self, reason: str) -> float:
+        return self.svc.metrics.value("freshindex_webhook_rejections_total", reason=reason) or 0.0
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until no ticket of the source is queued or dispatched."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(t.status in ("done", "failed") for t in self.tickets()):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"tickets did not settle: {self.tickets()}")

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from freshindex.api.app import create_app
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
 
 from freshindex.services import Services
-from tests.conftest import free_port
+from tests.api.served import app_in_thread
 
 
 @pytest.fixture
@@ -23,19 +20,10 @@ def server(tmp_path: Path, onnx_embedder, sample_kb: Path) -> Iterator[str]:
     svc = Services(load_settings(data_dir=tmp_path / "data", api={"token": "t0ken"}), embedder=onnx_embedder)
     svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
     sync_inline(svc, "docs")
-    port = free_port()
-    config = uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{port}"
+        with app_in_thread(create_app(svc)) as url:
+            yield url
     finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
         svc.close()
 
 

@@ -11,9 +11,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -26,33 +24,11 @@ from freshindex.settings import load_settings
 
 from freshindex.services import Services
 from freshindex.sync_commands import start_dispatcher
+from tests.api.served import WebhookServer as Server
 from tests.api.served import app_in_thread
 
 SECRET = "replay-s3cret"
 DEBOUNCE_S = 0.3
-
-
-@dataclass
-class Server:
-    url: str
-    svc: Services
-
-    def tickets(self) -> list[Any]:
-        return self.svc.registry.sync_tickets("docs", limit=1000)
-
-    def runs(self) -> list[Any]:
-        return self.svc.registry.sync_runs("docs", limit=1000)
-
-    def settle(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(t.status in ("done", "failed") for t in self.tickets()):
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"tickets did not settle: {self.tickets()}")
-
-    def rejections(self, reason: str) -> float:
-        return self.svc.metrics.value("freshindex_webhook_rejections_total", reason=reason) or 0.0
 
 
 @pytest.fixture

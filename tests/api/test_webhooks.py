@@ -10,7 +10,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,36 +32,11 @@ from freshindex.settings import load_settings
 from freshindex.cli import cli
 from freshindex.services import Services
 from freshindex.sync_commands import start_dispatcher
+from tests.api.served import WebhookServer as Server
 from tests.api.served import app_in_thread
 
 SECRET = "wh-s3cret"
 LIMIT = 4096
-
-
-@dataclass
-class Server:
-    url: str
-    svc: Services
-    data_dir: Path
-    kb: Path
-
-    def tickets(self) -> list[Any]:
-        return self.svc.registry.sync_tickets("docs", limit=1000)
-
-    def runs(self) -> list[Any]:
-        return self.svc.registry.sync_runs("docs", limit=1000)
-
-    def metrics(self) -> str:
-        return httpx.get(self.url + "/metrics").text
-
-    def settle(self, timeout: float = 60.0) -> None:
-        """Wait until no ticket of the source is queued or dispatched."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(t.status in ("done", "failed") for t in self.tickets()):
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"tickets did not settle: {self.tickets()}")
 
 
 @pytest.fixture

@@ -133,9 +133,16 @@ def test_errors_carry_the_status_and_the_servers_message_and_are_not_retried(sta
         assert isinstance(err, NotFoundError) and err.error == "NotFoundError"
 
 
-def test_503_is_retried_with_backoff_then_succeeds() -> None:
-    answers = [httpx.Response(503, json={"error": "StoreBusyError", "detail": "busy"})] * 2 + [
-        httpx.Response(200, json=_packet().as_dict())]
+_BUSY = httpx.Response(503, json={"error": "StoreBusyError", "detail": "busy"})
+_LIMITED = httpx.Response(429, json={"error": "rate_limited", "detail": "slow down"}, headers={"Retry-After": "3"})
+
+
+@pytest.mark.parametrize(("refusals", "slept_expected"), [
+    ([_BUSY, _BUSY], [0.1, 0.2]),  # 503: the client's own backoff
+    ([_LIMITED], [3.0]),  # 429: what the server asked, not the shorter backoff
+])
+def test_503_and_429_are_retried_then_succeed(refusals: list[httpx.Response], slept_expected: list[float]) -> None:
+    answers = [*refusals, httpx.Response(200, json=_packet().as_dict())]
     calls: list[int] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -144,25 +151,7 @@ def test_503_is_retried_with_backoff_then_succeeds() -> None:
 
     client, slept = _client(handler, retries=2, backoff=0.1)
     assert client.retrieve("q", kb="default").snapshot_id == "default-v3"
-    assert len(calls) == 3 and slept == [0.1, 0.2]
-
-
-def test_429_waits_for_retry_after_then_succeeds() -> None:
-    # Given a server that rate limits the first call and asks for 3 s
-    answers = [httpx.Response(429, json={"error": "rate_limited", "detail": "slow down"},
-                              headers={"Retry-After": "3"}),
-               httpx.Response(200, json=_packet().as_dict())]
-    calls: list[int] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(1)
-        return answers[len(calls) - 1]
-
-    # When the client retrieves
-    client, slept = _client(handler, retries=2, backoff=0.1)
-    # Then it waited what the server asked (not its own shorter backoff) and got the packet
-    assert client.retrieve("q", kb="default").snapshot_id == "default-v3"
-    assert slept == [3.0]
+    assert len(calls) == len(answers) and slept == slept_expected
 
 
 def test_429_asking_longer_than_retry_after_max_is_raised_at_once_with_the_wait() -> None:
