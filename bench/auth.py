@@ -69,12 +69,12 @@ def main() -> None:
     import jwt
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
     from fastapi.testclient import TestClient
+
     from freshindex.api.app import create_app
     from freshindex.api.auth import Authenticator
+    from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.runner import sync_inline
-
-    from freshindex.services import Services
 
     rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     ec_key = ec.generate_private_key(ec.SECP256R1())

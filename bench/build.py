@@ -19,12 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
-
 from bench.corpus import write_corpus
 from bench.report import table, write
 from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
 
 ROOT = Path(__file__).resolve().parent.parent
 

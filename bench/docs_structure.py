@@ -120,9 +120,8 @@ def _baseline_parser() -> Any:
 
 
 def _init(which: str) -> None:
-    from freshindex.settings import load_settings
-
     from freshindex.services import Services
+    from freshindex.settings import load_settings
 
     svc = Services(load_settings(data_dir=Path(tempfile.mkdtemp()) / "data"))
     _STATE["parsers"], _STATE["chunker"] = svc.parsers, svc.chunker

@@ -56,9 +56,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--name", default="embed_rate")
     args = parser.parse_args()
-    from freshindex.workers.embedding.onnx import OnnxMiniLM
-
     from bench.report import table, write
+    from freshindex.workers.embedding.onnx import OnnxMiniLM
 
     sets = text_sets(args.limit_pages)
     naive = NaiveEmbedder()

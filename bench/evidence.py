@@ -461,10 +461,9 @@ def client_decisions(rows: list[dict[str, Any]], params: dict[str, Any] | None =
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.runner import sync_inline
-
-    from freshindex.services import Services
 
     items = load_golden()
     old_html, new_html = fetch(OLD), fetch(NEW)

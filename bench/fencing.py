@@ -28,13 +28,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from freshindex.registry.store import Registry
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
-
 from bench.corpus import write_corpus
 from bench.report import table, write
+from freshindex.registry.store import Registry
 from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
 
 
 @contextmanager

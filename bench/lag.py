@@ -69,13 +69,13 @@ def _pct(values: list[float], q: float) -> float:
 
 def run(rounds: int, docs: int, embedding: str) -> dict:
     import uvicorn
+
+    from freshindex import sync_commands
     from freshindex.api.app import create_app as create_http_app
+    from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.app import create_app
     from freshindex.workers.runner import sync_distributed
-
-    from freshindex import sync_commands
-    from freshindex.services import Services
 
     work = Path(tempfile.mkdtemp(prefix="fi-lag-"))
     name, pg_url = _create_pg_database()

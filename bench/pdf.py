@@ -45,14 +45,14 @@ from pathlib import Path
 from typing import Any
 
 import pymupdf
-from freshindex.settings import load_settings
-from freshindex.workers.parsing import Parsers
-from freshindex.workers.parsing.table import caption_line, markdown_header, markdown_row
-from freshindex.workers.runner import sync_inline
 
 from bench.corpora.common import scan_page
 from bench.report import table, write
 from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.parsing import Parsers
+from freshindex.workers.parsing.table import caption_line, markdown_header, markdown_row
+from freshindex.workers.runner import sync_inline
 
 CACHE = Path(os.environ.get("FRESHINDEX_BENCH_CACHE", Path.home() / ".cache" / "freshindex-bench")) / "r-doc-pdf"
 GOLDEN = Path(__file__).resolve().parent / "goldens" / "pdf.json"

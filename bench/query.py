@@ -39,12 +39,12 @@ from typing import Any
 
 import numpy as np
 import qdrant_edge as qe
+
+from bench.report import table, write
 from freshindex.acl import Principal, query_filter
 from freshindex.core.naming import Naming
 from freshindex.vectorstore import DENSE, PointRecord
 from freshindex.vectorstore.edge import EdgeStore
-
-from bench.report import table, write
 
 DIM = 384
 GROUPS = 100

@@ -220,8 +220,9 @@ class NaiveEmbedder:
 
     def __init__(self) -> None:
         import onnxruntime as ort
-        from freshindex.workers.embedding.onnx import MAX_TOKENS, _files
         from tokenizers import Tokenizer
+
+        from freshindex.workers.embedding.onnx import MAX_TOKENS, _files
 
         model, tok = _files()
         self.tokenizer = Tokenizer.from_file(str(tok))
@@ -299,10 +300,9 @@ VARIANTS = {"fresh": {}, "legacy": {"_batch_tokens": 10**9, "_spin": True, "_max
 
 def run_fresh(old: Path, new: Path, work: Path, noop_repeat: int, variant: str = "fresh") -> dict[str, Any]:
     """Full build of ``old`` through Services + sync_inline, no-op re-syncs, then the update to ``new``."""
+    from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.runner import sync_inline
-
-    from freshindex.services import Services
 
     source = work / "source"
     materialise(_tree(old), source)
@@ -353,9 +353,10 @@ def _dump_embedded(svc: Any, kb: str, out: Path, batch: int = 500) -> None:
 
 def _embedded_tokens(dump: Path, batch: int = 256) -> dict[str, int]:
     """Tokens of what the full build embedded: the whole embedded texts, and their chunk texts alone."""
+    from tokenizers import Tokenizer
+
     from freshindex.core.types import embed_text
     from freshindex.workers.embedding.onnx import MAX_TOKENS, _files
-    from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(_files()[1]))
     tokenizer.no_padding()  # the file pads batches; count real tokens only
@@ -380,9 +381,8 @@ def _tree(root: Path) -> dict[str, Path]:
 def chunk_release(root: Path) -> dict[str, list[Any]]:
     """freshindex's chunks of every file under ``root`` (hashing embedder: no model is loaded)."""
     from freshindex.core.ids import document_id
-    from freshindex.settings import load_settings
-
     from freshindex.services import Services
+    from freshindex.settings import load_settings
 
     svc = Services(load_settings(data_dir=Path(tempfile.mkdtemp(prefix="fi-rc-an-")) / "d"))
     out: dict[str, list[Any]] = {}

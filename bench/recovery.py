@@ -51,11 +51,10 @@ def _env(work: Path, pg_url: str) -> dict[str, str]:
 
 def one_trial(n: int) -> dict:
     from freshindex.core.enums import BuildStatus, RunStatus
+    from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.app import create_app
     from freshindex.workers.names import TaskName
-
-    from freshindex.services import Services
 
     work = Path(tempfile.mkdtemp(prefix="fi-recovery-"))
     name, pg_url = _create_pg_database()

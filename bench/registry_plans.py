@@ -32,11 +32,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from freshindex.registry import Registry, db
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine
 
 from bench.report import table, write
+from freshindex.registry import Registry, db
 
 ADMIN_URL = os.environ.get("FRESHINDEX_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 SOURCES, KBS = 100, 10

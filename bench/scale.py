@@ -35,16 +35,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from freshindex.core.enums import ChunkState
-from freshindex.core.enums import DocumentState as DocState
-from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
-from freshindex.registry.schema import ChangesetEntry, Chunk, Document, DocumentResult, Embedding, utcnow
-from freshindex.settings import load_settings
 from sqlalchemy import insert
 
 from bench.report import table, write
 from bench.snapshots import _sync, _text, du
+from freshindex.core.enums import ChunkState
+from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
+from freshindex.registry.schema import ChangesetEntry, Chunk, Document, DocumentResult, Embedding, utcnow
 from freshindex.services import Services
+from freshindex.settings import load_settings
 
 
 class HashedEmbedder:

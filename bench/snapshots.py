@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.report import table, write
 from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
 from freshindex.core.types import ChunkDraft
 from freshindex.registry import DocumentOutcome
-from freshindex.settings import load_settings
-
-from bench.report import table, write
 from freshindex.services import Services
+from freshindex.settings import load_settings
 
 DIM = 384
 

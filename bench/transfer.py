@@ -182,9 +182,8 @@ def _progress(name: str) -> Callable[[int, int, str], None]:
 
 def open_index(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any], reindex: bool) -> tuple[Any, dict]:
     """Services over the corpus's kept index, built (a full sync) when absent or stale; and its record."""
-    from freshindex.workers.runner import sync_inline
-
     from freshindex.services import Services
+    from freshindex.workers.runner import sync_inline
 
     parts = index_parts(settings_for(CACHE), embedder.model_id, corpus)
     work = CACHE / f"{corpus.name}-{index_key(parts)}"

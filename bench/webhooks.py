@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from freshindex.api.webhooks import sign_generic
 
 from bench.report import table, write
+from freshindex.api.webhooks import sign_generic
 
 SECRET = "bench-secret"
 PATH = "/v1/webhooks/generic/docs"
@@ -219,9 +219,8 @@ def _accepted_metric(url: str) -> int:
 
 def _coalesced(env: dict[str, str]) -> dict[str, int]:
     """Tickets of the source and events on them, read from the server's registry after the rounds."""
-    from freshindex.settings import load_settings
-
     from freshindex.services import Services
+    from freshindex.settings import load_settings
 
     saved = dict(os.environ)
     os.environ.update(env)

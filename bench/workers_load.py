@@ -324,9 +324,10 @@ def _utc(t: dt.datetime) -> dt.datetime:
 
 def sync_round(app: Any, registry: Any, sources: list[str], timeout: float) -> dict[str, Any]:
     """Enqueue a sync of every source at once; wait until every run finished and every build is done."""
+    from sqlalchemy import func, select
+
     from freshindex.registry.schema import DocumentResult, SyncRun
     from freshindex.workers.names import TaskName
-    from sqlalchemy import func, select
 
     with registry.session() as s:
         first_run = (s.scalar(select(func.max(SyncRun.id))) or 0) + 1
@@ -366,8 +367,9 @@ def sync_round(app: Any, registry: Any, sources: list[str], timeout: float) -> d
 
 def check_consistency(services: Any, folders: dict[str, Path]) -> dict[str, Any]:
     """Zero lost or duplicated chunks: registry vs the corpus, the index vs the registry (see the module doc)."""
-    from freshindex.registry.schema import Chunk, DocumentResult, Embedding
     from sqlalchemy import func, select
+
+    from freshindex.registry.schema import Chunk, DocumentResult, Embedding
 
     reg = services.registry
     expected = expected_chunks(services, folders)
@@ -430,10 +432,9 @@ def registry_footprint(db: str, services: Any) -> dict[str, Any]:
 def run_config(procs: int, *, sources: int, docs: int, edit_share: float, broker_url: str,
                timeout: float = 900.0, keep: Path | None = None) -> dict[str, Any]:
     """One worker count end to end on a fresh database; returns its measurements and checks."""
+    from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.app import create_app
-
-    from freshindex.services import Services
 
     work = Path(tempfile.mkdtemp(prefix=f"fi-load{procs}-", dir=keep))
     db, pg_url = _create_pg_database()

@@ -93,6 +93,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from freshindex.core.enums import SERVING_SNAPSHOTS, BuildStatus, ChunkState, SnapshotStatus
 from freshindex.core.errors import FreshIndexError, StoreBusyError, VerificationError
 from freshindex.core.naming import Naming

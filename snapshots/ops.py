@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from freshindex.core.enums import SnapshotStatus
 from freshindex.core.errors import ConfigError, NotFoundError, StoreError, VerificationError
 from freshindex.core.naming import Naming

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from freshindex.health.metrics import Metrics
 from freshindex.registry import Registry
 from freshindex.settings import Settings, load_settings

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.settings import load_settings
 
 from freshindex.services import Services
+from freshindex.settings import load_settings
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ def run(tmp_path: Path):
 
 
 def test_register_sync_query_and_inspect(run, sample_kb: Path) -> None:
-    from registry.db import head_revision
+    from freshindex.registry.db import head_revision
 
     assert json.loads(run("db", "upgrade", "--json").stdout)["to"] == head_revision()
     run("sources", "add", "docs", "--kind", "folder", "--location", str(sample_kb), "--owner", "platform")

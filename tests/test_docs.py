@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.exit_codes import ExitCode
 from freshindex.settings import model as settings_model
 from freshindex.settings.reference import COMMAND, is_secret, iter_rows, missing_descriptions, render_reference
-
 from tests.conftest import ROOT
 
 DOCS = ROOT / "docs"

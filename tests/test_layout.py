@@ -47,13 +47,24 @@ def part_of(module: str) -> str:
     return names[1] if len(names) > 1 and names[1] in PARTS and names[1] != "freshindex" else "freshindex"
 
 
+#: The design card's parts stay at the repository's top level; every other part lives inside freshindex/.
+CARD_PARTS = ("workers", "schedules", "snapshots", "acl")
+
+
+def part_dir(root: Path, part: str) -> Path:
+    """The folder holding ``part`` in a tree rooted at ``root``."""
+    if part == "freshindex" or part in CARD_PARTS:
+        return root / part
+    return root / "freshindex" / part
+
+
 def module_files(root: Path) -> dict[str, Path]:
     """``freshindex.<part>.x.y`` -> its file, for every part folder under ``root`` (migrations left out)."""
     found: dict[str, Path] = {}
     for part in PARTS:
-        for path in (root / part).rglob("*.py"):
-            rel = path.relative_to(root / part).with_suffix("").parts
-            if "migrations" in rel:
+        for path in part_dir(root, part).rglob("*.py"):
+            rel = path.relative_to(part_dir(root, part)).with_suffix("").parts
+            if "migrations" in rel or (part == "freshindex" and len(rel) > 1 and rel[0] in PARTS):
                 continue
             if rel[-1] == "__init__":
                 rel = rel[:-1]
@@ -139,14 +150,15 @@ def violations(graph: dict[str, set[str]], arrows: dict[str, frozenset[str]]) ->
 
 
 def _copy_tree(dest: Path) -> Path:
-    for part in PARTS:
+    shutil.copytree(ROOT / "freshindex", dest / "freshindex", ignore=shutil.ignore_patterns("__pycache__", "migrations"))
+    for part in CARD_PARTS:
         shutil.copytree(ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__", "migrations"))
     return dest
 
 
 @pytest.mark.parametrize("part", PARTS)
 def test_every_part_holds_real_code(part: str) -> None:
-    code = [p for p in (ROOT / part).rglob("*.py") if p.name != "__init__.py" or len(p.read_text()) > 400]
+    code = [p for p in part_dir(ROOT, part).rglob("*.py") if p.name != "__init__.py" or len(p.read_text()) > 400]
     assert code, f"{part}/ has no code"
     assert sum(len(p.read_text().splitlines()) for p in code) > 30
 
@@ -178,7 +190,7 @@ def test_a_planted_function_level_import_is_caught_where_it_is_and_by_who_import
 def test_a_planted_import_in_a_package_init_is_caught(tmp_path: Path) -> None:
     # Given a copy where vectorstore's package __init__ imports the registry
     tree = _copy_tree(tmp_path)
-    init = tree / "vectorstore" / "__init__.py"
+    init = part_dir(tree, "vectorstore") / "__init__.py"
     init.write_text(init.read_text() + "\nfrom freshindex.registry import Registry  # noqa\n")
     bad = violations(import_graph(tree), ARROWS)
     # Then the injection client is caught, although it imports only freshindex.vectorstore.base
@@ -196,7 +208,7 @@ def _documented_arrows() -> dict[str, frozenset[str]]:
     table: dict[str, frozenset[str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        name = re.fullmatch(r"`(\w+)/`", cells[0]) if line.startswith("| `") else None
+        name = re.fullmatch(r"`(?:freshindex/)?(\w+)/`", cells[0]) if line.startswith("| `") else None
         if name is None or name.group(1) not in PARTS:
             continue
         cell = cells[col]
@@ -213,3 +225,21 @@ def test_top_level_layout_matches_the_design_card() -> None:
     for name in ["pyproject.toml", "workers", "schedules", "snapshots", "acl", "tests", "infra", "runbooks",
                  "bench", "examples", "Makefile", "README.md", ".ci/run"]:
         assert (ROOT / name).exists(), name
+
+
+def test_no_part_is_imported_under_a_second_name() -> None:
+    # Every import of a part goes through `freshindex.`: `registry.db` and `freshindex.registry.db` would be two
+    # module objects with two sets of globals.
+    bare = set(PARTS) - {"freshindex"}
+    files = [*module_files(ROOT).values(), *(p for d in ("tests", "bench", "examples") for p in (ROOT / d).rglob("*.py"))]
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            found += [f"{path.relative_to(ROOT)}: {name}" for name in names if name.split(".")[0] in bare]
+    assert len(files) > 200 and found == []

@@ -53,7 +53,7 @@ def test_the_wheel_carries_the_migrations_and_subpackages(wheel: list[str]) -> N
     assert "freshindex/registry/migrations/env.py" in names
     assert "freshindex/registry/migrations/script.py.mako" in names
     versions = sorted(n for n in names if n.startswith("freshindex/registry/migrations/versions/"))
-    on_disk = sorted((ROOT / "registry/migrations/versions").glob("*.py"))
+    on_disk = sorted((ROOT / "freshindex/registry/migrations/versions").glob("*.py"))
     assert len(versions) == len(on_disk) >= 4
     for sub in ("chunking", "connectors", "embedding", "parsing"):
         assert f"freshindex/workers/{sub}/__init__.py" in names
@@ -66,5 +66,5 @@ def test_the_source_checkout_resolves_parts_under_the_namespace() -> None:
             "print([importlib.util.find_spec(n) is None for n in ('settings', 'core', 'api', 'workers')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/",
                          timeout=60).stdout.splitlines()
-    assert Path(out[0]) == ROOT / "settings" / "__init__.py"
+    assert Path(out[0]) == ROOT / "freshindex" / "settings" / "__init__.py"
     assert out[1] == "[True, True, True, True]"

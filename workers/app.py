@@ -15,12 +15,13 @@ queues live in :mod:`workers.names`; this module imports the task shells
 from __future__ import annotations
 
 from celery import Celery
+from kombu import Queue as KombuQueue
+
 from freshindex.core.errors import ConfigError
 from freshindex.schedules.beat import Job, beat_schedule
 from freshindex.settings import Settings
 from freshindex.workers.names import ROUTES, Queue, TaskName, queue_name
 from freshindex.workers.ports import ServicesFactory
-from kombu import Queue as KombuQueue
 
 #: The task beat sends for each periodic job (schedules/beat.py owns the cadence).
 BEAT_TASKS = {Job.POLL_SOURCES: TaskName.POLL_SOURCES, Job.REAP_RUNS: TaskName.REAP_RUNS,

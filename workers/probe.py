@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from celery import Celery, bootsteps
 from celery.beat import PersistentScheduler
+
 from freshindex.settings import Settings
 
 log = logging.getLogger("freshindex.probe")

@@ -33,6 +33,7 @@ from typing import Any
 from celery import Celery, Task
 from celery.signals import task_postrun, task_prerun, worker_process_shutdown
 from celery.utils.time import get_exponential_backoff_interval
+
 from freshindex.core.enums import RunStatus
 from freshindex.core.errors import ConfigError, LockHeldError, PermanentError, RetryableError, StaleTaskError
 from freshindex.core.ids import document_id

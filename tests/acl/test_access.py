@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+
 from freshindex.acl import Principal, query_filter, visible
 from freshindex.acl.access import CachedRecheck, Verdict, decide, denial_records
 

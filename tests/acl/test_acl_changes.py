@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+
 from freshindex.acl import Principal
+from freshindex.acl_commands import update_source
 from freshindex.api.app import create_app
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.acl_commands import update_source
-from freshindex.services import Services
 
 HR_TEXT = "Salary bands for staff engineers are reviewed each March by the compensation committee."
 HR_QUESTION = "When are salary bands for staff engineers reviewed by the compensation committee?"

@@ -20,17 +20,17 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from freshindex.acl import Principal
-from freshindex.acl.principal import allows
-from freshindex.api.app import create_app
-from freshindex.core.errors import NotFoundError
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from freshindex.acl import Principal
+from freshindex.acl.principal import allows
 from freshindex.acl_commands import update_source
+from freshindex.api.app import create_app
+from freshindex.core.errors import NotFoundError
 from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
 
 QUESTION = "What does the quarterly handbook procedure say about onboarding reviews?"
 GROUPS = ("a", "b", "c")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from freshindex.acl.model import (
     AclError,
     DocumentAcl,

@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from freshindex.acl import Principal
 from freshindex.core.ids import document_id
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 from tests.conftest import ROOT
 
 DOCS = {

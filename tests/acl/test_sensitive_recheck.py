@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from freshindex.acl import Principal
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 from tests.acl.test_sources import _Service
 
 TEXT = "The incident review for the March outage found the failover runbook was out of date."

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from freshindex.acl.model import DocumentAcl
 from freshindex.acl.sources import AclResolver, AclRule, AclSourceError, PermissionService, SourceAcl
 from freshindex.workers.connectors.folder import FolderConnector

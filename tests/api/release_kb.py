@@ -7,10 +7,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 RELEASE = "Releases are cut every Tuesday from the main branch after the code freeze ends."
 

@@ -20,14 +20,14 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fastapi.testclient import TestClient
+
 from freshindex.acl import Principal
 from freshindex.api.app import create_app
 from freshindex.api.auth import Identity, insecure_bind_problem, narrow
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.settings.model import AuthSettings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 from tests.conftest import ROOT
 
 ISS, AUD = "https://idp.test", "freshindex"

@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from freshindex.api.app import create_app
 from freshindex.health.metrics import Metrics
 from freshindex.injection.citations import (
@@ -23,9 +26,6 @@ from freshindex.injection.citations import (
     cited_numbers,
     malformed_citations,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from freshindex.services import Services
 from tests.api.release_kb import RELEASE, release_kb
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+
+from freshindex import cli as cli_module
 from freshindex.api.app import create_app
 from freshindex.injection.citations import MAX_SOURCES
 from freshindex.injection.http import BadRequest, FreshIndexClient
-
-from freshindex import cli as cli_module
 from freshindex.services import Services
 from tests.api.release_kb import RELEASE, release_kb
 

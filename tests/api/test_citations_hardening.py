@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
-from freshindex.api.app import create_app
-from freshindex.injection import citations
-from freshindex.settings import load_settings
 
 from freshindex import cli as cli_module
+from freshindex.api.app import create_app
+from freshindex.injection import citations
 from freshindex.services import Services
+from freshindex.settings import load_settings
 
 EVIDENCE = {"n": 1, "chunk_id": "c1", "score": 0.9, "text": "Releases are cut every Tuesday from main.",
             "key": "release.md", "snapshot_id": "default-v1"}

@@ -21,11 +21,11 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+
 from freshindex.api.app import create_app
 from freshindex.api.limits import RateLimited, RateLimits
-from freshindex.settings import load_settings
-
 from freshindex.services import Services
+from freshindex.settings import load_settings
 from tests.api.served import Served, cli, create_key, serve_env, serving
 
 MB = 1 << 20

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
-from freshindex.acl import Principal
-from freshindex.api.app import create_app
 
 from freshindex import cli as cli_module
+from freshindex.acl import Principal
+from freshindex.api.app import create_app
 from freshindex.services import Services
 from tests.api.release_kb import release_kb
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from freshindex.api.app import create_app
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 from tests.api.served import app_in_thread
 from tests.conftest import free_port
 

@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
 
 from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
 from tests.conftest import ROOT
 
 FORBIDDEN = ("fitz", "pymupdf", "bs4", "tree_sitter", "celery", "freshindex.workers.parsing",

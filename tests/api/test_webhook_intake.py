@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from freshindex.api.webhooks import DeliveryBatcher, Rejected, WebhookIntake, sign_generic
 from freshindex.core.errors import NotFoundError, RetryableError
 from freshindex.health.metrics import Metrics

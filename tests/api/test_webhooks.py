@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+
 from freshindex.api.app import create_app
 from freshindex.api.webhooks import (
     Rejected,
@@ -26,11 +27,10 @@ from freshindex.api.webhooks import (
     sign_generic,
     sign_github,
 )
-from freshindex.registry import Registry
-from freshindex.settings import load_settings
-
 from freshindex.cli import cli
+from freshindex.registry import Registry
 from freshindex.services import Services
+from freshindex.settings import load_settings
 from freshindex.sync_commands import start_dispatcher
 from tests.api.served import WebhookServer as Server
 from tests.api.served import app_in_thread

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from freshindex.registry.schema import ChangesetEntry, Chunk, Document, DocumentResult, Embedding
-from freshindex.settings import load_settings
 from sqlalchemy import select
 
 from bench.scale import HashedEmbedder, bulk_stage
 from bench.snapshots import stage_docs
+from freshindex.registry.schema import ChangesetEntry, Chunk, Document, DocumentResult, Embedding
 from freshindex.services import Services
+from freshindex.settings import load_settings
 
 #: Columns whose values differ between two stagings by nature (clocks, random vectors).
 _VOLATILE = {"created_at", "updated_at", "first_seen_at", "at", "vector", "seconds"}

@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from freshindex.core.errors import ConfigError
 from freshindex.core.ids import chunk_point_id, document_id, sha256_hex, validate_kb_name
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.payload import PayloadError, PointPayload
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 #: The payload keys shards written before PointPayload existed carry (the stored contract).
 STORED_KEYS = ["chunk_id", "document_id", "source_id", "kb", "key", "title", "heading_path", "anchor", "page",

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.registry import Registry
-from freshindex.registry.schema import Chunk, DocumentResult, SyncRun
 from sqlalchemy import func, select
 
+from freshindex.registry import Registry
+from freshindex.registry.schema import Chunk, DocumentResult, SyncRun
 from tests.conftest import ROOT, distributed_env, worker_process
 from tests.workers.test_concurrent_sync import _big_kb
 

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.app import create_app
 from freshindex.workers.runner import sync_distributed
-
-from freshindex.services import Services
 from tests.conftest import EXAMPLES, port_open, worker_process
 from tests.conftest import distributed_env as make_env
 

@@ -156,10 +156,9 @@ def fault_env(tmp: Path, pg_url: str, broker_url: str, embedding: str = "hashing
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A factory: cluster(env) -> (svc, app, workers); everything torn down after."""
+    from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.app import create_app
-
-    from freshindex.services import Services
 
     made: list[tuple[Any, Any, Workers]] = []
 

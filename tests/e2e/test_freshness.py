@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.settings import load_settings
 
 from freshindex.services import Services
+from freshindex.settings import load_settings
 from tests.conftest import ROOT, worker_process
 from tests.conftest import distributed_env as make_env
 
@@ -143,9 +143,9 @@ def test_s3_notifications_through_sqs_drive_the_syncs(s3_server: str, tmp_path: 
     import uuid
 
     import boto3
-    from freshindex.api.sqs import SqsPoller, sqs_client
 
     from freshindex import sync_commands
+    from freshindex.api.sqs import SqsPoller, sqs_client
 
     creds = {"endpoint_url": s3_server, "region_name": "us-east-1", "aws_access_key_id": "k",
              "aws_secret_access_key": "s"}

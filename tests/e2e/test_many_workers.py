@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.settings import load_settings
-from freshindex.workers.app import create_app
 
 from bench.workers_load import (
     KBS,
@@ -36,6 +34,8 @@ from bench.workers_load import (
     workers,
 )
 from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.app import create_app
 from tests.conftest import distributed_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]

@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.errors import EmbeddingError, SourceError
 from freshindex.schedules.plan import due_sources
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.connectors.retry import FETCH_FAILED
 from freshindex.workers.runner import EXIT_DELETIONS_HELD, EXIT_NOTHING_INDEXED, EXIT_OK, sync_inline
-
-from freshindex.services import Services
 from tests.conftest import free_port
 
 BUCKET = "outage-kb"

@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from freshindex.core.payload import PointPayload
 from freshindex.injection.assemble import Candidate, SessionNumbers, assemble, normalised, place
 from freshindex.injection.budget import (
@@ -24,8 +27,6 @@ from freshindex.injection.budget import (
 from freshindex.injection.context import compose
 from freshindex.injection.render import render_block
 from freshindex.injection.types import Evidence
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 WORDPIECE = WordPieceCounter()
 

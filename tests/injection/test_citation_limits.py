@@ -7,6 +7,9 @@ bracketed date raised ValueError instead of being read as text).
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from freshindex.injection.citations import (
     MAX_ANSWER_CHARS,
     MAX_CITED_NUMBERS,
@@ -17,8 +20,6 @@ from freshindex.injection.citations import (
     cited_numbers,
     malformed_citations,
 )
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 PACKET = {"evidence": [{"n": 1, "chunk_id": "c1", "score": 0.9, "text": "Backups run nightly at two.", "key": "k",
                         "snapshot_id": "kb-v1"}]}

@@ -17,14 +17,15 @@ import unicodedata
 from collections import Counter
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from freshindex.injection import render
 from freshindex.injection.assemble import Candidate
 from freshindex.injection.budget import ConservativeCounter, ContextPolicy, QueryBudget, QueryType, WordPieceCounter
 from freshindex.injection.context import compose
 from freshindex.injection.render import render_block
 from freshindex.injection.types import Evidence
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 try:
     WordPieceCounter().count("probe")

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from freshindex.injection.conflicts import detect
 from freshindex.injection.http import FreshIndexClient
 from freshindex.injection.types import ContextPacket, Evidence
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 QUESTION = "What does the cache timeout default to?"
 

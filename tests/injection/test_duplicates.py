@@ -13,10 +13,9 @@ from freshindex.injection.assemble import Candidate, assemble
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
 from freshindex.injection.duplicates import hub_like
 from freshindex.injection.types import ContextPacket, Evidence, Mirror
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 PASSAGE = ("The export job writes one archive per tenant every night, compresses it with zstd at level "
            "nineteen, and keeps the last fourteen archives in the cold bucket before pruning older ones.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from freshindex.core.errors import ConfigError
 from freshindex.core.ids import validate_source_id
 from freshindex.health import metrics as metrics_module

@@ -19,14 +19,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from freshindex.acl import Principal
 from freshindex.health.metrics import MAX_SOURCE_LABELS, Metrics
 from freshindex.injection.client import InjectionClient
 from freshindex.injection.types import ContextPacket
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 RELEASE = "Releases are cut every Tuesday from the main branch after the code freeze ends."
 SALARY = "Salary bands for staff engineers are reviewed each March by the compensation committee."

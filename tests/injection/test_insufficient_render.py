@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from freshindex.injection.render import insufficient_block
-from freshindex.injection.types import NextAction, SearchReport
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from freshindex.injection.render import insufficient_block
+from freshindex.injection.types import NextAction, SearchReport
 from tests.injection.test_render_safety import INVISIBLE, LOOKALIKES_GT, LOOKALIKES_LT, attack
 
 

@@ -7,6 +7,7 @@ IDF values stand for the engine's, ``missing_idf`` for a token no point has.
 from __future__ import annotations
 
 import pytest
+
 from freshindex.injection.refusal import RefusalPolicy, decide, evidence_tokens, question_terms, signals
 
 ABSENT = 9.0  # absent_idf of a collection of about 12k points

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from freshindex.injection.messages import SYSTEM_TEXT, TOOL_NAME, Form, anthropic_payload, openai_payload, payload
 from freshindex.injection.types import ContextPacket, Evidence, render_context
 

@@ -7,10 +7,11 @@ from typing import Any
 
 import httpx
 import pytest
-from freshindex.injection.http import BadResponse, FreshIndexClient
-from freshindex.injection.types import ContextPacket, Evidence, NextAction, SearchReport
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from freshindex.injection.http import BadResponse, FreshIndexClient
+from freshindex.injection.types import ContextPacket, Evidence, NextAction, SearchReport
 
 GOOD_SEARCH: dict[str, Any] = {"kb": "kb", "snapshot_id": None, "sources": [], "candidates": 0, "accepted": 0,
                                "rejected": {}, "next_actions": [{"action": "ask_owner", "reason": "not_found"}]}

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from freshindex.acl import Principal
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 
 def _sample(metrics: bytes, name: str, **labels: str) -> float:

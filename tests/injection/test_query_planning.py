@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from freshindex.acl import Principal
 from freshindex.injection.planning import fuse, identifiers, plan
 from freshindex.injection.types import ContextPacket
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.vectorstore.base import ScoredHit
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 ROTATION = ("# Key rotation\n\nSigning keys are rotated on a schedule. The rotation window is set by "
             "SECRET_ROTATION_DAYS in the vault settings; operators read it before a release.\n")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from freshindex.acl import PUBLIC, Principal
 from freshindex.core.errors import StoreError
 from freshindex.core.naming import Naming

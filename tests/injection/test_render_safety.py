@@ -13,10 +13,11 @@ import json
 import re
 import unicodedata
 
-from freshindex.injection.render import neutralise, neutralise_line, new_token, render_block
-from freshindex.injection.types import Evidence, render_context
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from freshindex.injection.render import neutralise, neutralise_line, new_token, render_block
+from freshindex.injection.types import Evidence, render_context
 
 INVISIBLE = "\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2066\u2067\u2068\u2069\ufeff\u061c"
 LOOKALIKES_LT = "<\uff1c\ufe64\u2039\u2329\u27e8\u3008\u02c2\u1438\u276e\u00ab\u226a\u22d8"

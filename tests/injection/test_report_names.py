@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from freshindex.acl import Principal
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 RELEASE = "Releases are cut every Tuesday from the main branch after the code freeze ends."
 SALARY = "Salary bands for staff engineers are reviewed each March by the compensation committee."

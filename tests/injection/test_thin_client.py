@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from freshindex.core.errors import NotFoundError, RetryableError
 from freshindex.injection.http import (
     BadRequest,
@@ -33,7 +34,6 @@ from freshindex.injection.http import (
     Unavailable,
 )
 from freshindex.injection.types import ContextPacket, Evidence, render_context
-
 from tests.api.served import serving
 from tests.conftest import EXAMPLES, ROOT
 

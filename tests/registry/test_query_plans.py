@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from freshindex.registry import Registry, db
 
 from bench.registry_plans import ADMIN_URL, fill, plans, scratch_database
+from freshindex.registry import Registry, db
 from tests.conftest import port_open
 
 #: Statements allowed to read a growing table whole, and why (known, reported in bench/results/registry_plans.md).

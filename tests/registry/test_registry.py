@@ -6,13 +6,14 @@ import time
 
 import numpy as np
 import pytest
+from sqlalchemy import inspect
+
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
 from freshindex.core.types import ChunkDraft
 from freshindex.registry import DocumentOutcome, Registry
 from freshindex.registry import db as registry_db
 from freshindex.registry.schema import Base
-from sqlalchemy import inspect
 
 
 def _draft(doc: str, n: int, text: str) -> ChunkDraft:

@@ -14,11 +14,11 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+
 from freshindex.core.errors import RetryableError, WriteConflictError
 from freshindex.core.ids import document_id
 from freshindex.registry import Registry, db
 from freshindex.registry.schema import Document
-
 from tests.registry.test_registry import _stage
 
 pytestmark = pytest.mark.services

@@ -12,13 +12,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.errors import ConfigError, SourceError
 from freshindex.schedules.gc import collect_tombstones, retain_snapshots
 from freshindex.schedules.plan import due_sources
 from freshindex.schedules.sweep import sweep
-from freshindex.workers.runner import sync_inline
-
 from freshindex.services import Services
+from freshindex.workers.runner import sync_inline
 
 NOW = dt.datetime.now(dt.UTC)
 
@@ -180,8 +180,9 @@ def test_remove_withdraws_every_document_and_the_next_build_drops_them(svc: Serv
 
 
 def _tombstones(svc: Services) -> dict[int, int | None]:
-    from freshindex.registry.schema import Snapshot, Tombstone
     from sqlalchemy import select
+
+    from freshindex.registry.schema import Snapshot, Tombstone
 
     with svc.registry.session() as s:
         return dict(s.execute(select(Tombstone.id, Snapshot.version)

@@ -10,12 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.errors import SourceError
 from freshindex.registry.schema import Chunk
 from freshindex.schedules.reconcile import reconcile
-from freshindex.workers.runner import sync_inline
-
 from freshindex.services import Services
+from freshindex.workers.runner import sync_inline
 
 
 def _folder(tmp_path: Path, name: str, files: dict[str, str]) -> Path:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from sqlalchemy import func, select
+
 from freshindex.core.errors import ConfigError
 from freshindex.registry import Registry
 from freshindex.registry.schema import Chunk, Document, Tombstone
-from sqlalchemy import func, select
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+
 from freshindex.api.app import create_app
+from freshindex.cli import cli
 from freshindex.schedules.beat import Job, beat_schedule
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.cli import cli
-from freshindex.services import Services
 
 
 @pytest.fixture

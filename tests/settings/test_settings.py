@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.errors import ConfigError
 from freshindex.settings import load_settings, redact_url
 
@@ -62,9 +63,9 @@ def test_redact_url_keeps_everything_but_the_password() -> None:
 
 
 def test_the_configuration_reference_documents_every_setting() -> None:
-    from freshindex.settings import Settings
     from pydantic import BaseModel
 
+    from freshindex.settings import Settings
     from tests.conftest import ROOT
 
     def names(model: type[BaseModel], prefix: str = "FRESHINDEX_"):

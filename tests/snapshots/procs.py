@@ -16,9 +16,8 @@ import time
 import traceback
 from pathlib import Path
 
-from freshindex.settings import load_settings
-
 from freshindex.services import Services
+from freshindex.settings import load_settings
 
 
 def build(data_dir: str, phase: str, marker: str) -> None:

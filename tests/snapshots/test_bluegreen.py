@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.errors import NotFoundError
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.snapshots import Builder
 from freshindex.vectorstore.edge import EdgeStore
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 from tests.snapshots.test_builder import _with
 from tests.snapshots.test_crash_and_concurrency import kill_builder_at
 

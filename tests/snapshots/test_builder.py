@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.errors import LockHeldError
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.snapshots import Builder, WriterLock
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 
 class DropsPoints:

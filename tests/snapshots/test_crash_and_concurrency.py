@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.errors import LockHeldError
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

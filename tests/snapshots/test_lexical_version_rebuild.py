@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.vectorstore import lexical
 from freshindex.workers.pipeline import PIPELINE_VERSION
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 
 def _write(root: Path, name: str, text: str) -> None:

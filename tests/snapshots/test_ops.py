@@ -6,12 +6,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.errors import ConfigError
 from freshindex.core.ids import document_id
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 
 def _svc(data: Path, **overrides) -> Services:

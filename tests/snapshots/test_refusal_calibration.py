@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from freshindex.injection.calibration import Calibration, calibrate, fit_bias
 from freshindex.injection.refusal import RefusalPolicy, RefusalReason
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 from tests.conftest import ROOT
 
 SYLLABLES = ("ka", "lo", "mi", "ru", "te", "zo", "van", "pel", "dri", "shu", "nor", "gax", "bel", "tor", "qui", "fen")

@@ -18,12 +18,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.snapshots import Builder
 from freshindex.vectorstore.edge import EdgeStore
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 from tests.snapshots.test_bluegreen import _assert_exact, _kb, _served, _text, _write
 
 

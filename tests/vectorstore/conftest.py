@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from freshindex.vectorstore import VectorStore, open_store
 
 

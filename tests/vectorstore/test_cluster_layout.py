@@ -14,12 +14,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from qdrant_client import models as qm
+
 from freshindex.core.errors import ConfigError
 from freshindex.settings import load_settings
 from freshindex.settings.model import CLUSTER_PRESETS
 from freshindex.vectorstore import DENSE, LEXICAL, open_store
 from freshindex.vectorstore.qdrant import CollectionLayout, QdrantStore, collection_params, search_params
-from qdrant_client import models as qm
 
 
 class RecordingClient:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from freshindex.core.errors import NotFoundError, StoreError
 from freshindex.vectorstore import FieldMatch, Filter, PointRecord, VectorStore
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import qdrant_edge as qe
+
 from freshindex.vectorstore import DENSE, INDEXED_FIELDS, FieldMatch, FieldRange, Filter, PointRecord, VectorStore
 from freshindex.vectorstore.edge import EdgeStore
 from freshindex.vectorstore.lexical import lexical_text

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import qdrant_edge as qe
+
 from freshindex.core.errors import NotFoundError, StoreBusyError
 from freshindex.vectorstore import DENSE, LEXICAL, FieldMatch, Filter, PointRecord, VectorStore, open_store
 from freshindex.vectorstore.edge import EdgeStore

@@ -16,9 +16,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.errors import StoreBusyError
 from freshindex.vectorstore.edge import EdgeStore
-
 from tests.vectorstore.test_optimize import _config, _old_style, _points
 
 

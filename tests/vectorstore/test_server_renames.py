@@ -26,15 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import models as qm
+
 from freshindex.core.errors import NotFoundError, StoreError
 from freshindex.core.naming import Naming
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.vectorstore import PointRecord, open_store
 from freshindex.vectorstore.qdrant import QdrantStore
 from freshindex.workers.runner import sync_inline
-from qdrant_client import models as qm
-
-from freshindex.services import Services
 
 # The contract suite and the store-independent blue/green tests, collected again here
 # with this module's ``store`` and ``build_strategy`` fixtures (renames on, local mode).

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from freshindex.workers.app import create_app
 
+from freshindex.workers.app import create_app
 from tests.conftest import ROOT
 
 PROBE = """

@@ -32,10 +32,10 @@ from pathlib import Path
 
 import pymupdf
 import pytest
-from freshindex.core.errors import DocumentError, SourceError
-from freshindex.workers.connectors.folder import FolderConnector
 
 from freshindex import logs
+from freshindex.core.errors import DocumentError, SourceError
+from freshindex.workers.connectors.folder import FolderConnector
 from tests.conftest import ROOT
 
 # -- the corpus ---------------------------------------------------------------------------------------------
@@ -258,10 +258,9 @@ def test_every_bad_input_fails_alone_with_its_reason_and_memory_stays_bounded(tm
 
 def test_an_unreadable_sub_folder_is_recorded_and_keeps_its_documents_while_the_rest_syncs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.runner import sync_inline
-
-    from freshindex.services import Services
 
     root = tmp_path / "src"
     (root / "team").mkdir(parents=True)
@@ -387,10 +386,9 @@ def _peak_rss_mb() -> int:
 
 
 def _sync(data_dir: str, src: str, out: str) -> None:
+    from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.runner import sync_inline
-
-    from freshindex.services import Services
 
     logs.configure("INFO", "text")
     svc = Services(load_settings(data_dir=data_dir))

@@ -15,13 +15,14 @@ import ast
 import itertools
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.chunking import Chunker, strip_section_number
 from freshindex.workers.embedding.onnx import OnnxMiniLM
 from freshindex.workers.embedding.tokens import conservative_count, minilm_counter
 from freshindex.workers.parsing import Parsers
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 COUNT = OnnxMiniLM().count_tokens
 LIMIT = OnnxMiniLM().max_input_tokens

@@ -6,7 +6,6 @@ import itertools
 
 from freshindex.workers.chunking import Chunker, estimate_tokens
 from freshindex.workers.parsing import Parsers
-
 from tests.conftest import EXAMPLES
 
 KB = EXAMPLES / "kb"

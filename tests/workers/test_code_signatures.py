@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from freshindex.workers import parsing
 from freshindex.workers.chunking import Chunker
 from freshindex.workers.chunking.code import short_signature
 from freshindex.workers.parsing import Parsers
 from freshindex.workers.parsing import code as code_parser
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def _signature(source: str, symbol: str) -> str:

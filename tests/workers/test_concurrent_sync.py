@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
-from freshindex.registry import Registry
-from freshindex.registry.schema import Chunk, DocumentResult, SyncRun
 from sqlalchemy import func, select
 
+from freshindex.registry import Registry
+from freshindex.registry.schema import Chunk, DocumentResult, SyncRun
 from tests.conftest import ROOT
 
 SECTION = """## Section {n}

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.errors import DocumentError, SourceError
 from freshindex.workers.connectors import check_key
 from freshindex.workers.connectors.folder import FolderConnector

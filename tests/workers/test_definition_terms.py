@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
+
 from freshindex.core.enums import BlockKind
 from freshindex.core.types import embed_text
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.chunking import Chunker, term_label
 from freshindex.workers.chunking.pack import estimate_tokens
 from freshindex.workers.parsing import Parsers
 from freshindex.workers.parsing.html import term_name
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

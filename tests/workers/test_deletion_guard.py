@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.pipeline import deletion_hold
 from freshindex.workers.runner import EXIT_DELETIONS_HELD, EXIT_OK, sync_inline
-
-from freshindex.services import Services
 from tests.conftest import ROOT
 
 

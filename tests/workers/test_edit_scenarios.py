@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.core.ids import document_id
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
 
 from examples.fixtures import manual as m
+from freshindex.core.ids import document_id
 from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
 
 Writer = Callable[[Path, list, str, str], None]
 

@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+
 from freshindex.workers.embedding.onnx import OnnxMiniLM, plan_batches
 
 

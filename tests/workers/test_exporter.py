@@ -76,10 +76,9 @@ def test_the_worker_exports_its_pool_metrics_task_latency_and_queue_depth(
 
 
 def test_queue_depth_counts_waiting_messages_on_redis_and_rabbitmq(redis_url: str) -> None:
+    from freshindex.celery import build_app
     from freshindex.settings import load_settings
     from freshindex.workers import exporter
-
-    from freshindex.celery import build_app
 
     for url in (redis_url + "/0", "amqp://guest:guest@127.0.0.1:5672//"):
         app = build_app(load_settings(broker={"url": url}))

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 import redis
+
 from freshindex.registry import Registry
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.app import create_app
 from freshindex.workers.names import Queue, TaskName, queue_name
-
-from freshindex.services import Services
 
 pytestmark = pytest.mark.services
 

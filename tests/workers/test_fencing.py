@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select, update
+
 from freshindex.core.errors import StaleTaskError
 from freshindex.core.ids import document_id
 from freshindex.registry import Registry
 from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, DocumentResult, Snapshot, SyncRun
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline
 from freshindex.workers.runner import sync_inline
-from sqlalchemy import select, update
-
-from freshindex.services import Services
 from tests.conftest import distributed_env, worker_process
 from tests.registry.test_registry import _stage
 

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
+
 from freshindex.core.enums import BlockKind
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.chunking import Chunker
 from freshindex.workers.parsing import Parsers
 from freshindex.workers.parsing.numbering import page_title, split_number
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PAGES = ["docbook_guc.html", "docbook_refentry.html", "sphinx_django.html", "mkdocs_material.html",

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
 
 from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
 from tests.conftest import EXAMPLES
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pymupdf
 import pytest
+
+from examples.fixtures.scans import RECEIPT, scanned_pdf
 from freshindex.core.errors import DocumentError
 from freshindex.workers.chunking import Chunker
 from freshindex.workers.parsing import Limits, Parsers, PdfOptions
 from freshindex.workers.parsing.ocr import fix_cjk_spaces, token_kind
-
-from examples.fixtures.scans import RECEIPT, scanned_pdf
 
 
 def _with_text_page_first(scan: bytes) -> bytes:

@@ -14,13 +14,13 @@ from pathlib import Path
 import pymupdf
 import pytest
 from click.testing import CliRunner
+
+from freshindex.cli import cli
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.parsing import ocr_layout
 from freshindex.workers.parsing.ocr import OcrWord, fragmentation, ocr_available, ocr_page
 from freshindex.workers.runner import sync_inline
-
-from freshindex.cli import cli
-from freshindex.services import Services
 
 needs_tesseract = pytest.mark.skipif(not ocr_available(), reason="tesseract is not installed")
 

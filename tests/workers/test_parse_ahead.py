@@ -13,11 +13,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 
 def _tree(root: Path) -> None:

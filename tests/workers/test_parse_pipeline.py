@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
 
 from examples.fixtures.scans import scanned_pdf
 from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
 from tests.conftest import EXAMPLES
 
 FIXTURES = EXAMPLES / "fixtures"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pymupdf
 import pytest
+
 from freshindex.core.errors import DocumentError
 from freshindex.workers.parsing import Parsers
 from freshindex.workers.parsing.decode import decode_text
-
 from tests.conftest import EXAMPLES
 
 KB = EXAMPLES / "kb"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pymupdf
 import pytest
+
 from freshindex.core.enums import BlockKind
 from freshindex.injection.types import Evidence
 from freshindex.workers.chunking import Chunker

@@ -16,17 +16,17 @@ from pathlib import Path
 import pymupdf
 import pytest
 from click.testing import CliRunner
+
+from freshindex import ocr_commands
+from freshindex.cli import cli
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.chunking import Chunker
 from freshindex.workers.parsing import Parsers, PdfOptions
 from freshindex.workers.parsing.ocr import ocr_available
 from freshindex.workers.runner import sync_inline
-
-from freshindex import ocr_commands
-from freshindex.cli import cli
-from freshindex.services import Services
 
 needs_tesseract = pytest.mark.skipif(not ocr_available(), reason="tesseract is not installed")
 

@@ -7,13 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from freshindex.acl import Principal
 from freshindex.core.ids import document_id
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline
 from freshindex.workers.runner import EXIT_NOTHING_INDEXED, EXIT_OK, sync_inline
-
-from freshindex.services import Services
 from tests.conftest import EXAMPLES
 
 
@@ -33,8 +33,9 @@ def _apply_change_set(kb: Path) -> None:
 
 
 def _embedded_per_doc(svc: Services, run_id: int) -> dict[str, int]:
-    from freshindex.registry.schema import DocumentResult
     from sqlalchemy import select
+
+    from freshindex.registry.schema import DocumentResult
 
     with svc.registry.session() as s:
         rows = s.scalars(select(DocumentResult).where(DocumentResult.sync_run_id == run_id)).all()

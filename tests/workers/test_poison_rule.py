@@ -11,10 +11,9 @@ from pathlib import Path
 
 from freshindex.core.enums import DocumentOutcomeKind
 from freshindex.core.ids import document_id
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline
-
-from freshindex.services import Services
 
 
 def test_past_the_crash_retries_the_document_is_recorded_and_each_crash_is_counted(

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freshindex.workers.probe import age_s
 
+from freshindex.workers.probe import age_s
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]

@@ -28,14 +28,14 @@ from pathlib import Path
 
 import pytest
 import redis
+from sqlalchemy import update
+
 from freshindex.registry.schema import SyncRun
 from freshindex.schedules.reaper import reap
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.app import create_app
 from freshindex.workers.names import Queue, TaskName, enqueue_actions, queue_name
-from sqlalchemy import update
-
-from freshindex.services import Services
 
 pytestmark = pytest.mark.services
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 import redis
+
 from freshindex.schedules.reaper import reap
 from freshindex.workers.names import TaskName, enqueue_actions
-
 from tests.workers import test_reap_dispatch
 from tests.workers.test_reap_dispatch import BATCH, DOCS, LEASE, _lease_runs_out, _messages, _waiting_run
 

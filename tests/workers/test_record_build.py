@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from freshindex.core.enums import BuildStatus
 from freshindex.core.errors import LockHeldError
 from freshindex.core.exit_codes import ExitCode
+from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.snapshots import BuildResult, WriterLock
 from freshindex.workers.pipeline import record_build
 from freshindex.workers.runner import sync_inline
-
-from freshindex.services import Services
 
 
 class FakeRuns:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from freshindex.workers import pipeline
-from freshindex.workers.runner import sync_inline
 
 from freshindex.services import Services
+from freshindex.workers import pipeline
+from freshindex.workers.runner import sync_inline
 from tests.embedded_fixture import svc
 
 __all__ = ["svc"]

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
+
 from freshindex.acl.model import is_sidecar
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef

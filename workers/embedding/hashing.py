@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+
 from freshindex.workers.embedding.tokens import MINILM_MAX_INPUT_TOKENS, minilm_count
 
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]")

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
 from freshindex.core.errors import ConfigError, EmbeddingError
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"

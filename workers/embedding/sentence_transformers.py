@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
 from freshindex.core.errors import ConfigError
 
 

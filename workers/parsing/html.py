@@ -49,6 +49,7 @@ import re
 from dataclasses import replace
 
 from bs4 import BeautifulSoup, CData, NavigableString, Tag
+
 from freshindex.core.enums import BlockKind
 from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import re
 
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.decode import decode_text
 from freshindex.workers.parsing.table import table_block
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
 
 VERSION = "md-2"
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pymupdf
+
 from freshindex.core.errors import DocumentError
 from freshindex.workers.parsing import limits
 

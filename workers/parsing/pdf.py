@@ -67,6 +67,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pymupdf
+
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import Block, ParsedDocument

@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+
 from freshindex.registry import Registry
 from freshindex.registry import db as registry_db
-
 from tests.conftest import _create_pg_database, _drop_pg_database, port_open
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from freshindex.core.enums import ChunkState
 from freshindex.registry import Registry
-
 from tests.registry.contract.helpers import add_source, stage
 
 

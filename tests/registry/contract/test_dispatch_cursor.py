@@ -12,7 +12,6 @@ import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 
 from freshindex.registry import Registry
-
 from tests.registry.contract.helpers import add_source
 
 

@@ -9,12 +9,12 @@ and version (its source's ACL when never resolved), one query per batch.
 
 from __future__ import annotations
 
+from sqlalchemy import select, update
+
 from freshindex.acl.model import DocumentAcl
 from freshindex.core.enums import ChangesetStatus, ChunkState
 from freshindex.registry import Registry
 from freshindex.registry.schema import AclDenial, Changeset, Chunk
-from sqlalchemy import select, update
-
 from tests.registry.contract.helpers import add_source, stage
 
 

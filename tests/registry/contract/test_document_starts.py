@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 
 from freshindex.registry import Registry
-
 from tests.registry.contract.helpers import add_source
 
 

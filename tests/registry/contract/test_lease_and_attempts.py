@@ -15,7 +15,6 @@ from freshindex.registry.runs import lease_alive
 from freshindex.schedules.plan import run_blocks
 from freshindex.schedules.reaper import ReapActions, reap
 from freshindex.settings.model import SyncSettings
-
 from tests.registry.contract.helpers import add_source
 
 

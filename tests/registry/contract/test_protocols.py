@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
+
 from freshindex.registry import Registry, protocols
 
 

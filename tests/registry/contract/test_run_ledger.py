@@ -10,10 +10,10 @@ import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
 from freshindex.core.enums import BuildStatus, RunStatus
 from freshindex.core.errors import StaleTaskError
 from freshindex.registry import Registry
-
 from tests.registry.contract.helpers import add_source, stage
 
 

@@ -8,11 +8,11 @@ involved: these are the registry's records only.
 from __future__ import annotations
 
 import pytest
+
 from freshindex.core.enums import ChunkState, SnapshotStatus
 from freshindex.core.errors import RetryableError
 from freshindex.registry import Registry, SnapshotInfo
 from freshindex.registry.records import SourceInfo
-
 from tests.registry.contract.helpers import add_source, stage
 
 

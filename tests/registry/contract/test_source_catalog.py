@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
 from freshindex.core.enums import DocumentState as DocState
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.core.ids import document_id
 from freshindex.registry import Registry
 from freshindex.registry.protocols import SourceCatalog
-
 from tests.registry.contract.helpers import add_source, stage
 
 

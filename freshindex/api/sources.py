@@ -1,0 +1,105 @@
+"""Operator controls over HTTP: ``/v1/sources`` (list, show, trigger, pause, resume, remove, runs, policy).
+
+The same registry calls as ``freshindex sources ...`` (:mod:`registry.freshness`).
+Every route needs the query API's credential (the app's ``authorize``
+dependency) *and* membership of ``auth.admin_group``; with no admin group
+configured the operator API answers 403 to everyone, so turning
+authentication on never opens it by accident.  A trigger does not run the
+sync in the request: it joins the source's webhook ticket (the same
+coalescer as ``/v1/webhooks``) and answers 202 with the ticket id; the
+dispatcher ``freshindex serve`` runs starts it.  Follow it with
+``freshindex syncs show TICKET``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from freshindex.api.auth import Identity
+
+
+class PolicyRequest(BaseModel):
+    """A freshness policy change; a field left out stays as it is, null clears it."""
+
+    poll_interval_s: int | None = Field(default=None, gt=0)
+    stale_after_s: int | None = Field(default=None, gt=0)
+    hard_expiry_s: int | None = Field(default=None, gt=0)
+
+
+def _run(r: Any, lag_s: float | None) -> dict[str, Any]:
+    iso = lambda t: t.isoformat() if t is not None else None  # noqa: E731
+    return {"id": r.id, "source": r.source_id, "kb": r.kb, "trigger": r.trigger, "status": r.status,
+            "started_at": iso(r.started_at), "finished_at": iso(r.finished_at), "docs_listed": r.docs_listed,
+            "docs_planned": r.docs_planned, "build_status": r.build_status, "snapshot_id": r.snapshot_id,
+            "error": r.error, "held_reason": r.held_reason, "lag_s": lag_s}
+
+
+def router(services: Any, authorize: Callable[..., Identity]) -> APIRouter:
+    """The ``/v1/sources`` routes; ``authorize`` is the app's credential check."""
+    admin_group = services.settings.auth.admin_group
+
+    def admin(identity: Identity = Depends(authorize)) -> Identity:
+        if not admin_group:
+            raise HTTPException(403, "the operator API is off: set auth.admin_group")
+        if admin_group not in identity.principal.groups:
+            raise HTTPException(403, f"operating sources needs membership of {admin_group!r}")
+        return identity
+
+    api = APIRouter(prefix="/v1/sources", dependencies=[Depends(admin)])
+
+    def registry() -> Any:
+        return services.registry
+
+    @api.get("")
+    def list_sources(kb: str | None = None) -> dict[str, Any]:
+        return {"sources": [f.as_dict() for f in registry().source_freshness(kb)]}
+
+    @api.get("/{source_id}")
+    def show(source_id: str) -> dict[str, Any]:
+        return registry().source_freshness(source_id=source_id)[0].as_dict()
+
+    @api.post("/{source_id}/sync", status_code=202)
+    def trigger(source_id: str) -> JSONResponse:
+        fresh = registry().source_freshness(source_id=source_id)[0]
+        if fresh.removed:
+            raise HTTPException(409, f"source {source_id!r} was removed")
+        join = registry().accept_delivery(source_id, f"api-{uuid.uuid4().hex}", None)
+        return JSONResponse(status_code=202, content={
+            "ticket": join.ticket_id, "coalesced": join.joined, "paused": fresh.paused,
+            "detail": "waits until the source is resumed" if fresh.paused else "queued"})
+
+    @api.post("/{source_id}/pause")
+    def pause(source_id: str) -> dict[str, Any]:
+        return registry().set_source_paused(source_id, True).as_dict()
+
+    @api.post("/{source_id}/resume")
+    def resume(source_id: str) -> dict[str, Any]:
+        return registry().set_source_paused(source_id, False).as_dict()
+
+    @api.delete("/{source_id}")
+    def remove(source_id: str, confirm: bool = Query(default=False)) -> dict[str, Any]:
+        if not confirm:
+            raise HTTPException(400, "removing a source withdraws all of its documents: add ?confirm=true")
+        withdrawn = registry().remove_source(source_id)
+        return {"source": source_id, "documents": len(withdrawn), "chunks": sum(w.chunks for w in withdrawn)}
+
+    @api.get("/{source_id}/runs")
+    def runs(source_id: str, limit: int = Query(default=20, ge=1, le=500)) -> dict[str, Any]:
+        found = registry().source_runs(source_id, limit=limit)
+        lags = {r["run"]: r["lag_s"] for r in registry().run_lags(source_id=source_id, limit=limit * 2)}
+        return {"runs": [_run(r, lags.get(r.id)) for r in found]}
+
+    @api.put("/{source_id}/policy")
+    def policy(source_id: str, body: PolicyRequest) -> dict[str, Any]:
+        return registry().set_freshness_policy(source_id, **body.model_dump(exclude_unset=True)).as_dict()
+
+    return api
+
+
+__all__ = ["PolicyRequest", "router"]

@@ -1,0 +1,131 @@
+"""Chunk and changeset reads: what the builder and the query-path recheck read.
+
+Read-only; every call is its own transaction, so two calls may see different
+states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, select
+
+from freshindex.core.enums import ChangesetStatus, ChunkState
+from freshindex.registry.base import _aware, _Base, _batches, _chunk_row
+from freshindex.registry.records import ChunkRow, ChunkStatus
+from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, Source, Tombstone, utcnow
+
+
+class ChunkStore(_Base):
+    """Read chunks, changeset operations and the tombstone backlog."""
+
+    def staged_changesets(self, kb: str) -> list[int]:
+        with self.session() as s:
+            return list(
+                s.scalars(
+                    select(Changeset.id).where(Changeset.kb == kb, Changeset.status == ChangesetStatus.STAGED)
+                    .order_by(Changeset.id)
+                )
+            )
+
+    def changeset_ops(self, changeset_ids: Sequence[int]) -> dict[str, str]:
+        """The final operation per chunk over the changesets, in order."""
+        ops: dict[str, str] = {}
+        with self.session() as s:
+            for cs_id in sorted(changeset_ids):
+                for chunk_id, op in s.execute(
+                    select(ChangesetEntry.chunk_id, ChangesetEntry.op).where(ChangesetEntry.changeset_id == cs_id)
+                ):
+                    ops[chunk_id] = op
+        return ops
+
+    def changeset_chunk_ids(self, changeset_ids: Sequence[int]) -> set[str]:
+        with self.session() as s:
+            out: set[str] = set()
+            for batch in _batches(sorted(changeset_ids)):
+                out.update(s.scalars(select(ChangesetEntry.chunk_id).where(ChangesetEntry.changeset_id.in_(batch))))
+            return out
+
+    def chunk_rows(self, ids: Sequence[str]) -> list[ChunkRow]:
+        out: list[ChunkRow] = []
+        with self.session() as s:
+            for batch in _batches(list(ids)):
+                q = (
+                    select(Chunk, Document.key, Document.title, Source.acl, Document.acl, Document.tenant,
+                           Document.acl_version, Document.sensitivity)
+                    .join(Document, Document.id == Chunk.document_id)
+                    .join(Source, Source.id == Chunk.source_id)
+                    .where(Chunk.id.in_(batch))
+                )
+                # The document's resolved ACL; a document never resolved (null) has its source's.
+                out.extend(
+                    _chunk_row(c, key, title, source_acl if doc_acl is None else doc_acl, tenant, version, sens)
+                    for c, key, title, source_acl, doc_acl, tenant, version, sens in s.execute(q)
+                )
+        return out
+
+    def live_chunk_ids_for_kb(self, kb: str) -> list[str]:
+        """Chunks physically in the active snapshot of ``kb``."""
+        with self.session() as s:
+            return list(s.scalars(select(Chunk.id).where(Chunk.kb == kb, Chunk.state == ChunkState.LIVE).order_by(Chunk.id)))
+
+    def count_live(self, kb: str) -> int:
+        with self.session() as s:
+            return s.scalar(select(func.count()).where(Chunk.kb == kb, Chunk.state == ChunkState.LIVE)) or 0
+
+    def chunk_states(self, ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        with self.session() as s:
+            for batch in _batches(list(ids)):
+                out.update({cid: st for cid, st in s.execute(select(Chunk.id, Chunk.state).where(Chunk.id.in_(batch)))})
+        return out
+
+    def chunk_hashes(self, ids: Sequence[str]) -> dict[str, str]:
+        """Content hash by chunk id."""
+        out: dict[str, str] = {}
+        with self.session() as s:
+            for batch in _batches(list(ids)):
+                out.update({cid: h for cid, h in s.execute(select(Chunk.id, Chunk.content_hash).where(Chunk.id.in_(batch)))})
+        return out
+
+    def chunk_status(self, ids: Sequence[str]) -> dict[str, ChunkStatus]:
+        """Recheck for the query path: is each hit still servable, and under which ACL version?
+
+        One query per batch of ids (chunks joined to their document and
+        source); ``acl`` is the document's resolved ACL, or its source's when
+        the document was never resolved.
+        """
+        out: dict[str, ChunkStatus] = {}
+        now = utcnow()
+        with self.session() as s:
+            for batch in _batches(list(ids)):
+                q = (
+                    select(Chunk.id, Chunk.state, Chunk.tombstoned, Chunk.document_id, Chunk.source_id,
+                           Document.acl, Source.acl, Document.tenant, Document.sensitivity, Document.acl_version,
+                           Document.valid_until, Document.withdrawn_reason)
+                    .join(Document, Document.id == Chunk.document_id)
+                    .join(Source, Source.id == Chunk.source_id)
+                    .where(Chunk.id.in_(batch))
+                )
+                for (cid, state, tomb, doc_id, source_id, doc_acl, source_acl, tenant, sens, version, valid_until,
+                     withdrawn) in s.execute(q):
+                    valid_until = _aware(valid_until)
+                    out[cid] = ChunkStatus(
+                        id=cid, state=state, tombstoned=tomb, document_id=doc_id, source_id=source_id,
+                        acl=tuple((source_acl if doc_acl is None else doc_acl) or ()), tenant=tenant or "default",
+                        sensitivity=sens or "internal", acl_version=version or 0, valid_until=valid_until,
+                        # A withdrawal tombstones the chunks at once (the query path drops those as tombstoned);
+                        # withdrawn_reason outlives a re-sync until the next sweep, so it is not read here.
+                        expired=(valid_until is not None and valid_until <= now)
+                        or (withdrawn in ("expired", "unverified") and bool(tomb)),
+                        superseded=withdrawn == "superseded" and bool(tomb),
+                    )
+        return out
+
+    def tombstone_backlog(self, kb: str | None = None) -> int:
+        """Tombstones written but not yet applied to a serving snapshot."""
+        with self.session() as s:
+            q = select(func.count()).select_from(Tombstone).where(Tombstone.applied_snapshot_id.is_(None))
+            if kb:
+                q = q.where(Tombstone.kb == kb)
+            return s.scalar(q) or 0

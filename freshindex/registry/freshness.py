@@ -1,0 +1,665 @@
+"""Freshness in the registry: source policies, pause/resume/remove, stale labels, withdrawals, lag.
+
+A source's *freshness* is read from its run history: it was last *verified*
+when a run last listed it (a run that ended ``succeeded``, ``partial`` or
+``held``: the listing worked, so every listed document was compared with the
+source), and it is *stale* when its latest run could not list it
+(unreachable) or its last verification is older than ``stale_after_s``.
+A stale source keeps serving what its last good snapshot holds; the query
+path labels that evidence with ``last_verified_at``
+(:meth:`FreshnessStore.source_freshness`).
+
+*Withdrawal* takes a document out of retrieval before any build: its chunks
+are tombstoned at once (the query path drops tombstoned hits) and their
+deletion is staged in a run-less changeset, so the next build removes the
+points.  Three reasons (:data:`WithdrawReason`):
+
+* ``expired``: its ``valid_until`` has passed;
+* ``unverified``: its source has not been verified for ``hard_expiry_s``
+  (the document could have changed or vanished without us knowing).  Its
+  etag and content hash are forgotten, so the first sync that reaches the
+  source again re-reads and re-serves it;
+* ``superseded``: a document that names it in ``supersedes`` has become
+  valid (its ``valid_from``, or when it was first seen).
+
+What it does not guarantee: that a withdrawal happens the moment a time
+passes: the sweep runs on beat (``freshindex.sweep_freshness``), so between
+the deadline and the next sweep :meth:`chunk_status` reports
+``expired``/``superseded`` for the query path to drop the hit itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKind, RunStatus, TombstoneReason
+from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.errors import ConfigError, NotFoundError
+from freshindex.registry.base import _aware, _Base, _batches, _run_info
+from freshindex.registry.records import DocumentOutcome, SyncRunInfo
+from freshindex.registry.schema import (
+    Changeset,
+    ChangesetEntry,
+    Chunk,
+    Document,
+    Snapshot,
+    Source,
+    SyncRun,
+    Tombstone,
+    utcnow,
+)
+
+#: Runs whose listing worked: the source was reachable and every listed document compared.
+VERIFIED_RUNS = (RunStatus.SUCCEEDED, RunStatus.PARTIAL, RunStatus.HELD)
+
+_UNSET: Any = object()
+
+
+class WithdrawReason(StrEnum):
+    EXPIRED = "expired"
+    UNVERIFIED = "unverified"
+    SUPERSEDED = "superseded"
+    REMOVED = "removed"  # the operator removed the source
+    MIRRORED = "mirrored"  # the same content is canonical elsewhere: this copy became its mirror
+
+
+#: Tombstone reason written per withdrawal reason (``expired`` and ``deleted`` are final:
+#: a rollback never serves them again; ``superseded`` may come back with an older snapshot).
+_TOMBSTONE = {
+    WithdrawReason.EXPIRED: TombstoneReason.EXPIRED,
+    WithdrawReason.UNVERIFIED: TombstoneReason.EXPIRED,
+    WithdrawReason.SUPERSEDED: TombstoneReason.SUPERSEDED,
+    WithdrawReason.REMOVED: TombstoneReason.DELETED,
+    WithdrawReason.MIRRORED: TombstoneReason.SUPERSEDED,
+}
+
+
+@dataclass(frozen=True)
+class SourceFreshness:
+    """One source's freshness policy and state (``freshindex sources show``, health, the query label)."""
+
+    source_id: str
+    kb: str
+    paused: bool
+    removed: bool
+    poll_interval_s: int | None
+    stale_after_s: int | None
+    hard_expiry_s: int | None
+    last_verified_at: dt.datetime | None
+    last_successful_sync_at: dt.datetime | None
+    last_error: str | None
+    #: Unreachable (latest run failed) or not verified within ``stale_after_s``.
+    stale: bool
+    #: Why it is stale: ``unreachable`` or ``unverified`` (None when fresh).
+    stale_reason: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for k in ("last_verified_at", "last_successful_sync_at"):
+            data[k] = data[k].isoformat() if data[k] is not None else None
+        return data
+
+
+@dataclass(frozen=True)
+class Withdrawn:
+    document_id: str
+    source_id: str
+    key: str
+    reason: str
+    chunks: int
+    changeset_id: int | None
+
+
+class FreshnessStore(_Base):
+    """Operator controls on sources, freshness state, withdrawals, tombstone GC and sync lag."""
+
+    # -- operator controls -------------------------------------------------------------------
+
+    def _source_row(self, s: Session, source_id: str, *, lock: bool = False) -> Source:
+        q = select(Source).where(Source.id == source_id)
+        if lock and self._dialect == "postgresql":
+            q = q.with_for_update()
+        row = s.scalars(q).first()
+        if row is None:
+            raise NotFoundError(f"no source {source_id!r} (see `freshindex sources list`)")
+        return row
+
+    def set_source_paused(self, source_id: str, paused: bool) -> SourceFreshness:
+        """Pause (no scheduled polls, webhook tickets wait) or resume a source.
+
+        ``enabled`` follows (the poll planner skips disabled sources); a
+        removed source cannot be resumed.  Explicit ``freshindex sync`` still
+        runs a paused source: pausing stops automation, not the operator.
+        """
+        with self.session() as s:
+            self._write_lock(s)
+            row = self._source_row(s, source_id, lock=True)
+            if not paused and row.removed_at is not None:
+                raise ConfigError(f"source {source_id!r} was removed; add it again with `freshindex sources add --replace`")
+            row.paused, row.enabled = paused, not paused
+        return self.source_freshness(source_id=source_id)[0]
+
+    def set_freshness_policy(self, source_id: str, *, poll_interval_s: int | None = _UNSET,
+                             stale_after_s: int | None = _UNSET, hard_expiry_s: int | None = _UNSET) -> SourceFreshness:
+        """Change a source's poll interval, stale threshold or hard expiry (seconds; None clears one)."""
+        with self.session() as s:
+            row = self._source_row(s, source_id)
+            for name, value in (("poll_interval_s", poll_interval_s), ("stale_after_s", stale_after_s),
+                                ("hard_expiry_s", hard_expiry_s)):
+                if value is _UNSET:
+                    continue
+                if value is not None and int(value) <= 0:
+                    raise ConfigError(f"{name} must be a positive number of seconds (or unset)")
+                setattr(row, name, None if value is None else int(value))
+        return self.source_freshness(source_id=source_id)[0]
+
+    def remove_source(self, source_id: str) -> list[Withdrawn]:
+        """Withdraw every document of a source and retire it (no polls, no webhooks, no resume).
+
+        Its chunks are tombstoned at once and their deletion staged for the
+        next build; the source row and its run history stay for audit.
+        Refused while one of its runs is running (pause it and wait, or let
+        the reaper close a dead one).
+        """
+        now = utcnow()
+        with self.session() as s:
+            self._write_lock(s)
+            row = self._source_row(s, source_id, lock=True)
+            running = s.scalar(select(SyncRun.id).where(SyncRun.source_id == source_id,
+                                                        SyncRun.status == RunStatus.RUNNING).limit(1))
+            if running is not None:
+                raise ConfigError(f"source {source_id!r} has run {running} running; pause the source and let it "
+                                  "finish (or be reaped), then remove it")
+            docs = s.scalars(select(Document).where(Document.source_id == source_id,
+                                                    Document.state != DocState.DELETED)).all()
+            out = self._withdraw(s, row, docs, WithdrawReason.REMOVED, now)
+            for d in docs:
+                d.state, d.deleted_at, d.etag, d.content_hash, d.chunk_count = DocState.DELETED, now, None, None, 0
+            row.paused, row.enabled, row.removed_at = True, False, now
+            return out
+
+    def source_runs(self, source_id: str, *, limit: int = 20) -> list[SyncRunInfo]:
+        """The source's runs, newest first (raises NotFoundError for an unknown source)."""
+        with self.session() as s:
+            self._source_row(s, source_id)
+            q = select(SyncRun).where(SyncRun.source_id == source_id).order_by(SyncRun.id.desc()).limit(limit)
+            return [_run_info(r) for r in s.scalars(q)]
+
+    # -- freshness -------------------------------------------------------------------------
+
+    def _verified(self, s: Session, source_ids: Iterable[str] | None = None) -> dict[str, tuple[Any, Any, Any]]:
+        """source -> (last verified, last successful sync, latest run's error if it failed).
+
+        One row per source, each figure a correlated subquery over that
+        source's runs alone (``ix_sync_runs_source_status_finished`` and
+        ``ix_sync_runs_source_id_id``, migration 0011): the cost follows the
+        number of sources asked for, not the run history (which was four
+        aggregates over every run of every source).
+        """
+        def last_finished(statuses: Iterable[str]) -> Any:
+            return (select(func.max(SyncRun.finished_at))
+                    .where(SyncRun.source_id == Source.id, SyncRun.status.in_(list(statuses)))
+                    .correlate(Source).scalar_subquery())
+
+        latest = (select(SyncRun.id).where(SyncRun.source_id == Source.id, SyncRun.status != RunStatus.RUNNING)
+                  .order_by(SyncRun.id.desc()).limit(1).correlate(Source).scalar_subquery())
+        q = select(Source.id, last_finished(VERIFIED_RUNS),
+                   last_finished((RunStatus.SUCCEEDED, RunStatus.PARTIAL)), latest)
+        if source_ids is not None:
+            ids = sorted(set(source_ids))
+            if not ids:
+                return {}
+            q = q.where(Source.id.in_(ids))
+        rows = s.execute(q).all()
+        last_ids = {sid: last for sid, _v, _ok, last in rows if last is not None}
+        errors: dict[str, str | None] = {}
+        if last_ids:
+            for sid, status, error in s.execute(select(SyncRun.source_id, SyncRun.status, SyncRun.error)
+                                                .where(SyncRun.id.in_(list(last_ids.values())))):
+                errors[sid] = (error or "failed") if status == RunStatus.FAILED else None
+        out = {sid: (_aware(v), _aware(ok), errors.get(sid)) for sid, v, ok, _last in rows}
+        for sid in source_ids or ():  # a source id not (or no longer) in the registry: never verified
+            out.setdefault(sid, (None, None, None))
+        return out
+
+    def source_freshness(self, kb: str | None = None, *, source_id: str | None = None,
+                         now: dt.datetime | None = None) -> list[SourceFreshness]:
+        """Freshness of each source (of ``kb``, or one source), computed from its runs now.
+
+        ``stale`` with ``stale_reason`` ``unreachable`` (its latest run could
+        not list it; ``last_error`` says why) or ``unverified`` (last verified
+        longer than ``stale_after_s`` ago).  A source never verified is not
+        stale: it serves nothing yet.
+        """
+        now = now or utcnow()
+        with self.session() as s:
+            q = select(Source).order_by(Source.id)
+            if kb is not None:
+                q = q.where(Source.kb == kb)
+            if source_id is not None:
+                q = q.where(Source.id == source_id)
+            rows = s.scalars(q).all()
+            if source_id is not None and not rows:
+                raise NotFoundError(f"no source {source_id!r} (see `freshindex sources list`)")
+            state = self._verified(s, [r.id for r in rows])
+            return [_freshness(r, *state[r.id], now) for r in rows]
+
+    def stale_sources(self, kb: str, now: dt.datetime | None = None) -> dict[str, SourceFreshness]:
+        """The stale sources of ``kb`` by id: what the query path labels as stale evidence."""
+        return {f.source_id: f for f in self.source_freshness(kb, now=now) if f.stale and not f.removed}
+
+    def refresh_source_freshness(self, now: dt.datetime | None = None) -> list[SourceFreshness]:
+        """Write each source's last verified / last successful sync / last error onto its row."""
+        now = now or utcnow()
+        with self.session() as s:
+            rows = s.scalars(select(Source).order_by(Source.id)).all()
+            state = self._verified(s, [r.id for r in rows])
+            out = []
+            for r in rows:
+                verified, ok, error = state[r.id]
+                r.last_verified_at, r.last_successful_sync_at, r.last_error = verified, ok, error
+                out.append(_freshness(r, verified, ok, error, now))
+            return out
+
+    # -- withdrawals -----------------------------------------------------------------------
+
+    def _withdraw(self, s: Session, source: Source, docs: Iterable[Document], reason: WithdrawReason,
+                  now: dt.datetime) -> list[Withdrawn]:
+        """Tombstone the servable chunks of ``docs`` and stage their deletion (one changeset per call)."""
+        cs: Changeset | None = None
+        out: list[Withdrawn] = []
+        for doc in docs:
+            ids = sorted(s.scalars(select(Chunk.id).where(
+                Chunk.document_id == doc.id, Chunk.tombstoned.is_(False),
+                Chunk.state.in_((ChunkState.LIVE, ChunkState.PENDING)))))
+            doc.withdrawn_reason, doc.updated_at = str(reason), now
+            if reason == WithdrawReason.UNVERIFIED:
+                doc.etag = doc.content_hash = None  # re-read when the source is reachable again
+            if not ids:
+                out.append(Withdrawn(doc.id, doc.source_id, doc.key, str(reason), 0, None))
+                continue
+            if cs is None:
+                cs = Changeset(kb=source.kb, source_id=source.id, sync_run_id=None, status=ChangesetStatus.STAGED,
+                               staged_at=now)
+                s.add(cs)
+                s.flush()
+            for batch in _batches(ids):
+                s.execute(update(Chunk).where(Chunk.id.in_(batch)).values(tombstoned=True, updated_at=now))
+            s.add_all(ChangesetEntry(changeset_id=cs.id, chunk_id=cid, document_id=doc.id, op="delete") for cid in ids)
+            s.add_all(Tombstone(chunk_id=cid, document_id=doc.id, kb=source.kb, reason=_TOMBSTONE[reason],
+                                changeset_id=cs.id, created_at=now) for cid in ids)
+            out.append(Withdrawn(doc.id, doc.source_id, doc.key, str(reason), len(ids), cs.id))
+        return out
+
+    def withdraw_due_documents(self, now: dt.datetime | None = None) -> list[Withdrawn]:
+        """Withdraw every document past its validity, its source's hard expiry, or superseded.
+
+        One transaction (a writer: SQLite's lock, source rows ``FOR UPDATE``
+        on PostgreSQL), so two sweeps never stage a withdrawal twice.  Also
+        clears ``withdrawn_reason`` on documents that are servable again (a
+        sync re-staged them).
+        """
+        now = now or utcnow()
+        with self.session() as s:
+            self._write_lock(s)
+            servable = select(Chunk.document_id).where(Chunk.tombstoned.is_(False),
+                                                       Chunk.state.in_((ChunkState.LIVE, ChunkState.PENDING)))
+            s.execute(update(Document).where(Document.withdrawn_reason.is_not(None), Document.id.in_(servable))
+                      .values(withdrawn_reason=None))
+            sources = {r.id: r for r in s.scalars(select(Source).where(Source.removed_at.is_(None)))}
+            state = self._verified(s, list(sources))
+            live = [Document.state != DocState.DELETED, Document.withdrawn_reason.is_(None)]
+            due: dict[str, dict[WithdrawReason, list[Document]]] = {}
+
+            def add(doc: Document, reason: WithdrawReason) -> None:
+                due.setdefault(doc.source_id, {}).setdefault(reason, [])
+                if not any(doc is d for group in due[doc.source_id].values() for d in group):
+                    due[doc.source_id][reason].append(doc)
+
+            for doc in s.scalars(select(Document).where(*live, Document.valid_until.is_not(None),
+                                                        Document.valid_until <= now)):
+                if doc.source_id in sources:
+                    add(doc, WithdrawReason.EXPIRED)
+            for sid, src in sources.items():
+                verified = state[sid][0]
+                if src.hard_expiry_s and verified is not None and (now - verified).total_seconds() >= src.hard_expiry_s:
+                    for doc in s.scalars(select(Document).where(Document.source_id == sid, *live)):
+                        add(doc, WithdrawReason.UNVERIFIED)
+            newer = s.execute(select(Document.supersedes, Document.source_id, Document.valid_from,
+                                     Document.first_seen_at)
+                              .where(Document.supersedes.is_not(None), Document.state != DocState.DELETED,
+                                     Document.withdrawn_reason.is_(None))).all()
+            for target, sid, valid_from, first_seen in newer:
+                start = _aware(valid_from) or _aware(first_seen)
+                if start is None or start > now:
+                    continue
+                old = s.scalars(select(Document).where(
+                    *live, (Document.id == target) | ((Document.source_id == sid) & (Document.key == target)))).first()
+                if old is not None and old.source_id in sources:
+                    add(old, WithdrawReason.SUPERSEDED)
+            out: list[Withdrawn] = []
+            for sid, by_reason in sorted(due.items()):
+                for reason, docs in by_reason.items():
+                    out.extend(self._withdraw(s, sources[sid], docs, reason, now))
+            return out
+
+    # -- provenance and validity (written by the pipeline) -----------------------------------
+
+    def record_provenance(self, document_id: str, *, source_uri: str | None = None, source_version: str | None = None,
+                          valid_from: dt.datetime | None = None, valid_until: dt.datetime | None = None,
+                          supersedes: str | None = None, fetched_at: dt.datetime | None = None,
+                          error: str | None = None) -> None:
+        """Record where a document came from and when it is valid (after each fetch).
+
+        ``supersedes`` is the id or the key (in the same source) of the
+        document it replaces.  Validity fields are overwritten each time (a
+        document whose front matter lost ``valid_until`` is valid again).
+        """
+        with self.session() as s:
+            doc = s.get(Document, document_id)
+            if doc is None:
+                return
+            doc.source_uri, doc.source_version = source_uri or doc.source_uri, source_version
+            doc.valid_from, doc.valid_until, doc.supersedes = valid_from, valid_until, supersedes
+            doc.last_fetched_at = fetched_at or utcnow()
+            doc.last_error = error
+            if doc.canonical_id is not None:  # staged with chunks of its own: no longer a mirror
+                previous, doc.canonical_id = doc.canonical_id, None
+                s.flush()
+                _refresh_mirrors(s, previous)
+
+    def document_provenance(self, document_id: str) -> dict[str, Any] | None:
+        with self.session() as s:
+            d = s.get(Document, document_id)
+            if d is None:
+                return None
+            iso = lambda t: _aware(t).isoformat() if t is not None else None  # noqa: E731
+            owner = s.scalar(select(Source.owner).where(Source.id == d.source_id))
+            return {"document_id": d.id, "source_id": d.source_id, "key": d.key, "canonical_id": d.canonical_id or d.id,
+                    "source_uri": d.source_uri, "mirrors": list(d.mirrors or []), "owner": owner,
+                    "content_hash": d.content_hash, "source_version": d.source_version,
+                    "valid_from": iso(d.valid_from), "valid_until": iso(d.valid_until), "supersedes": d.supersedes,
+                    "last_fetched_at": iso(d.last_fetched_at), "last_error": d.last_error or d.error_detail,
+                    "withdrawn_reason": d.withdrawn_reason, "state": d.state}
+
+    # -- canonical documents and mirrors -------------------------------------------------------
+
+    def canonical_twin(self, document_id: str, kb: str, content_hash: str, *, acl: Any) -> str | None:
+        """The canonical document of ``kb`` that already holds exactly this content under the same permissions.
+
+        Canonical: active, not itself a mirror, not withdrawn, the earliest
+        seen (then lowest id) of its content.  ``acl`` (an
+        ``acl.model.DocumentAcl``) must have the twin's fingerprint (tokens,
+        tenant, sensitivity): a copy readable by other people keeps points of
+        its own.  ``document_id`` itself is never its own twin.
+        """
+        with self.session() as s:
+            q = (select(Document.id).join(Source, Source.id == Document.source_id)
+                 .where(Source.kb == kb, Source.removed_at.is_(None), Document.content_hash == content_hash,
+                        Document.acl_fingerprint == acl.fingerprint(),
+                        Document.state == DocState.ACTIVE, Document.canonical_id.is_(None),
+                        Document.withdrawn_reason.is_(None), Document.id != document_id)
+                 .order_by(Document.first_seen_at, Document.id).limit(1))
+            return s.scalar(q)
+
+    def stage_mirror(self, run_id: int, changeset_id: int, *, source_id: str, document_id: str, key: str,
+                     etag: str | None, size: int, content_hash: str, canonical_id: str, acl: Any,
+                     source_uri: str | None = None, seconds: float = 0.0) -> DocumentOutcome:
+        """Record ``document_id`` as a mirror of ``canonical_id``: no chunks of its own, one set of points.
+
+        Fenced like every staging write.  Chunks the document had as a
+        canonical document of other content are tombstoned (superseded) and
+        their deletion staged; the canonical document's ``mirrors`` list names
+        it, so citations of the canonical location can list where else it lives.
+        """
+        now = utcnow()
+        with self.staging_session() as s:
+            self._fence(s, run_id, changeset_id)
+            doc = s.get(Document, document_id)
+            known = doc is not None and bool(doc.version)
+            if doc is None:
+                doc = Document(id=document_id, source_id=source_id, key=key, version=0, first_seen_at=now)
+                s.add(doc)
+            old = sorted(s.scalars(select(Chunk.id).where(
+                Chunk.document_id == document_id, Chunk.tombstoned.is_(False),
+                Chunk.state.in_((ChunkState.LIVE, ChunkState.PENDING))))) if known else []
+            kb = s.scalar(select(Source.kb).where(Source.id == source_id)) or ""
+            if old:
+                for batch in _batches(old):
+                    s.execute(update(Chunk).where(Chunk.id.in_(batch)).values(tombstoned=True, updated_at=now))
+                s.add_all(Tombstone(chunk_id=c, document_id=document_id, kb=kb, reason=TombstoneReason.SUPERSEDED,
+                                    changeset_id=changeset_id, created_at=now) for c in old)
+                stmt = self._insert(ChangesetEntry).values(
+                    [dict(changeset_id=changeset_id, chunk_id=c, document_id=document_id, op="delete") for c in old])
+                s.execute(stmt.on_conflict_do_update(index_elements=["changeset_id", "chunk_id"],
+                                                     set_={"op": stmt.excluded.op}))
+            previous = doc.canonical_id
+            doc.etag, doc.size, doc.content_hash, doc.canonical_id = etag, size, content_hash, canonical_id
+            doc.state, doc.error_reason, doc.error_detail, doc.withdrawn_reason = DocState.ACTIVE, None, None, None
+            doc.version = (doc.version or 0) + 1
+            doc.chunk_count, doc.updated_at, doc.deleted_at = 0, now, None
+            doc.source_uri, doc.last_fetched_at = source_uri or doc.source_uri, now
+            doc.acl, doc.tenant, doc.sensitivity = list(acl.tokens), acl.tenant, str(acl.sensitivity)
+            doc.acl_fingerprint, doc.acl_origin = acl.fingerprint(), acl.origin
+            s.flush()
+            for cid in {canonical_id, previous} - {None}:
+                _refresh_mirrors(s, cid)
+            outcome = DocumentOutcome(document_id=document_id, key=key,
+                                      outcome=DocumentOutcomeKind.MODIFIED if known else DocumentOutcomeKind.ADDED,
+                                      tombstones=len(old), seconds=seconds)
+            self._put_result(s, run_id, outcome)  # type: ignore[attr-defined]  # StagingStore, on the Registry
+            return outcome
+
+    def rehome_mirrors(self) -> list[tuple[str, str]]:
+        """Mirrors whose canonical document changed, went away or was withdrawn: make them re-read.
+
+        Their etag, content hash and ``canonical_id`` are cleared, so the next
+        sync of their source fetches them and they become canonical (or a
+        mirror of another copy).  Returns ``(source_id, key)`` per mirror.
+        """
+        with self.session() as s:
+            self._write_lock(s)
+            mirrors = s.scalars(select(Document).where(Document.canonical_id.is_not(None),
+                                                       Document.state != DocState.DELETED)).all()
+            out: list[tuple[str, str]] = []
+            touched: set[str] = set()
+            for m in mirrors:
+                canon = s.get(Document, m.canonical_id)
+                if (canon is not None and canon.state == DocState.ACTIVE and canon.content_hash == m.content_hash
+                        and canon.withdrawn_reason is None and canon.canonical_id is None):
+                    continue
+                touched.add(m.canonical_id or "")
+                m.canonical_id, m.etag, m.content_hash, m.updated_at = None, None, None, utcnow()
+                out.append((m.source_id, m.key))
+            s.flush()
+            for cid in touched - {""}:
+                _refresh_mirrors(s, cid)
+            return out
+
+    def merge_twins(self, now: dt.datetime | None = None) -> list[Withdrawn]:
+        """Make later copies of identical content mirrors of the earliest one (per knowledge base).
+
+        Two copies processed at the same time (two workers) can both be
+        indexed as canonical; this converges them: the earliest seen stays,
+        each later one has its chunks withdrawn and becomes its mirror.
+        """
+        now = now or utcnow()
+        with self.session() as s:
+            self._write_lock(s)
+            canonical = (Source.removed_at.is_(None), Document.state == DocState.ACTIVE,
+                         Document.canonical_id.is_(None), Document.withdrawn_reason.is_(None),
+                         Document.content_hash.is_not(None), Document.acl_fingerprint.is_not(None))
+            # Only contents held by two canonical documents or more (one grouped scan, not every row).
+            twice = (select(Document.content_hash).join(Source, Source.id == Document.source_id).where(*canonical)
+                     .group_by(Document.content_hash).having(func.count() > 1))
+            rows = s.execute(
+                select(Document, Source).join(Source, Source.id == Document.source_id)
+                .where(*canonical, Document.content_hash.in_(twice))
+                .order_by(Source.kb, Document.content_hash, Document.first_seen_at, Document.id)).all()
+            first: dict[tuple[str, str, str], str] = {}
+            out: list[Withdrawn] = []
+            for doc, src in rows:
+                canon = first.setdefault((src.kb, doc.content_hash or "", doc.acl_fingerprint), doc.id)
+                if canon == doc.id:
+                    continue
+                out.extend(self._withdraw(s, src, [doc], WithdrawReason.MIRRORED, now))
+                doc.withdrawn_reason, doc.canonical_id, doc.chunk_count = None, canon, 0
+                s.flush()
+                _refresh_mirrors(s, canon)
+            return out
+
+    # -- reconciliation: registry and index -------------------------------------------------------
+
+    def reconcile_index(self, kb: str, point_ids: Iterable[str]) -> dict[str, Any]:
+        """Compare the active collection's point ids with the registry; withdraw the orphans both ways.
+
+        Run it under the knowledge base's writer lock (no build may swap
+        meanwhile).  Index orphans (a point whose chunk row is missing, or not
+        ``live``, or whose document is deleted) get a delete staged in a
+        run-less changeset, so the next build removes them; the query path
+        already drops a hit without a servable registry row.  Registry orphans
+        (``live`` untombstoned chunks missing from the index) cannot be served:
+        their documents lose their etag and content hash, so the next sync
+        re-reads and re-stages them.  Returns counts and the ids involved.
+        """
+        in_store = set(point_ids)
+        now = utcnow()
+        with self.session() as s:
+            self._write_lock(s)
+            rows = {}
+            for batch in _batches(sorted(in_store)):
+                rows.update({cid: (state, doc_state, source_id, doc_id) for cid, state, doc_state, source_id, doc_id in
+                             s.execute(select(Chunk.id, Chunk.state, Document.state, Chunk.source_id, Chunk.document_id)
+                                       .join(Document, Document.id == Chunk.document_id).where(Chunk.id.in_(batch)))})
+            pending_delete = set(s.scalars(
+                select(ChangesetEntry.chunk_id).join(Changeset, Changeset.id == ChangesetEntry.changeset_id)
+                .where(Changeset.kb == kb, Changeset.status.in_((ChangesetStatus.OPEN, ChangesetStatus.STAGED)),
+                       ChangesetEntry.op == "delete")))
+            orphans = sorted(cid for cid in in_store - pending_delete
+                             if cid not in rows or rows[cid][0] != ChunkState.LIVE or rows[cid][1] == DocState.DELETED)
+            live = dict(s.execute(select(Chunk.id, Chunk.document_id).where(
+                Chunk.kb == kb, Chunk.state == ChunkState.LIVE, Chunk.tombstoned.is_(False))).all())
+            absent = sorted(set(live) - in_store)
+            if orphans:
+                cs = Changeset(kb=kb, source_id=rows[orphans[0]][2] if orphans[0] in rows else "", sync_run_id=None,
+                               status=ChangesetStatus.STAGED, staged_at=now)
+                s.add(cs)
+                s.flush()
+                s.add_all(ChangesetEntry(changeset_id=cs.id, chunk_id=cid, document_id=rows[cid][3] if cid in rows else "",
+                                         op="delete") for cid in orphans)
+                for batch in _batches([c for c in orphans if c in rows]):
+                    s.execute(update(Chunk).where(Chunk.id.in_(batch)).values(tombstoned=True, updated_at=now))
+            docs = sorted({live[c] for c in absent})
+            for batch in _batches(docs):
+                s.execute(update(Document).where(Document.id.in_(batch)).values(etag=None, content_hash=None,
+                                                                                updated_at=now))
+            return {"kb": kb, "points": len(in_store), "index_orphans": len(orphans), "registry_orphans": len(absent),
+                    "orphan_ids": orphans[:100], "absent_ids": absent[:100], "documents_to_reread": len(docs)}
+
+    # -- tombstone garbage collection ----------------------------------------------------------
+
+    def collect_tombstones(self, kb: str, *, older_than: dt.datetime) -> int:
+        """Delete tombstones no retained snapshot can need any more; returns how many.
+
+        A tombstone applied by snapshot version V matters while a version
+        below V still exists (a rollback to it must keep the chunk
+        withdrawn).  So only tombstones applied at or below the oldest
+        version still serving or retained (``active``/``retired``), and
+        written before ``older_than``, are deleted, with their ``removed``
+        chunk rows' tombstones only (the chunk rows stay for citations of
+        audit).  Archived snapshots carry their own registry rows.
+        """
+        with self.session() as s:
+            self._write_lock(s)
+            oldest = s.scalar(select(func.min(Snapshot.version)).where(
+                Snapshot.kb == kb, Snapshot.status.in_(("active", "retired"))))
+            if oldest is None:
+                return 0
+            safe = select(Snapshot.id).where(Snapshot.kb == kb, Snapshot.version <= oldest)
+            return s.execute(delete(Tombstone).where(
+                Tombstone.kb == kb, Tombstone.applied_snapshot_id.in_(safe), Tombstone.created_at < older_than)
+            ).rowcount or 0
+
+    # -- sync lag --------------------------------------------------------------------------
+
+    def record_run_lag(self, run_id: int, *, observed_at: dt.datetime | None = None) -> float | None:
+        """Record how long the run's earliest observed change took to become visible.
+
+        Visible: its snapshot's ``activated_at`` (the run must have built);
+        observed: ``observed_at`` if given, else the earliest webhook event of
+        the tickets bound to the run, else the run's start.  Returns the lag in
+        seconds (None when the run's changes are not visible yet).
+        """
+        from freshindex.registry.schema import SyncTicket
+
+        with self.session() as s:
+            run = s.get(SyncRun, run_id)
+            if run is None or run.snapshot_id is None:
+                return None
+            snap = s.get(Snapshot, run.snapshot_id)
+            if snap is None or snap.activated_at is None:
+                return None
+            event = s.scalar(select(func.min(SyncTicket.created_at)).where(SyncTicket.run_id == run_id))
+            candidates = [_aware(t) for t in (observed_at, run.observed_at, event) if t is not None]
+            seen = min(candidates) if candidates else _aware(run.started_at)
+            visible = _aware(snap.activated_at)
+            assert seen is not None and visible is not None
+            run.observed_at, run.visible_at = seen, visible
+            run.lag_s = max(0.0, (visible - seen).total_seconds())
+            return run.lag_s
+
+    def note_observed(self, run_id: int, observed_at: dt.datetime) -> None:
+        """Lower the run's ``observed_at`` to ``observed_at`` (a changed object's modification time)."""
+        with self.session() as s:
+            run = s.get(SyncRun, run_id)
+            if run is not None and (run.observed_at is None or _aware(run.observed_at) > observed_at):
+                run.observed_at = observed_at
+
+    def run_lags(self, *, kb: str | None = None, source_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Recorded lags, newest first."""
+        with self.session() as s:
+            q = select(SyncRun).where(SyncRun.lag_s.is_not(None)).order_by(SyncRun.id.desc()).limit(limit)
+            if kb is not None:
+                q = q.where(SyncRun.kb == kb)
+            if source_id is not None:
+                q = q.where(SyncRun.source_id == source_id)
+            return [{"run": r.id, "source": r.source_id, "kb": r.kb, "trigger": r.trigger, "lag_s": r.lag_s,
+                     "observed_at": _aware(r.observed_at).isoformat() if r.observed_at else None,
+                     "visible_at": _aware(r.visible_at).isoformat() if r.visible_at else None}
+                    for r in s.scalars(q)]
+
+
+def _refresh_mirrors(s: Session, canonical_id: str) -> None:
+    """Rewrite a canonical document's ``mirrors`` from the documents that name it."""
+    canon = s.get(Document, canonical_id)
+    if canon is None:
+        return
+    rows = s.execute(select(Document.id, Document.source_id, Document.key, Document.source_uri)
+                     .where(Document.canonical_id == canonical_id, Document.state != DocState.DELETED)
+                     .order_by(Document.source_id, Document.key)).all()
+    canon.mirrors = [{"document_id": i, "source_id": sid, "key": k, "source_uri": uri} for i, sid, k, uri in rows] or None
+
+
+def _freshness(r: Source, verified: dt.datetime | None, ok: dt.datetime | None, error: str | None,
+               now: dt.datetime) -> SourceFreshness:
+    reason = None
+    if error is not None and verified is not None:
+        reason = "unreachable"
+    elif r.stale_after_s and verified is not None and (now - verified).total_seconds() > r.stale_after_s:
+        reason = "unverified"
+    return SourceFreshness(
+        source_id=r.id, kb=r.kb, paused=bool(r.paused), removed=r.removed_at is not None,
+        poll_interval_s=r.poll_interval_s, stale_after_s=r.stale_after_s, hard_expiry_s=r.hard_expiry_s,
+        last_verified_at=verified, last_successful_sync_at=ok, last_error=error, stale=reason is not None,
+        stale_reason=reason,
+    )
+
+
+__all__ = ["VERIFIED_RUNS", "FreshnessStore", "SourceFreshness", "WithdrawReason", "Withdrawn"]

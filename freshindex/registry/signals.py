@@ -1,0 +1,64 @@
+"""Health signals of a knowledge base, read from the registry (dashboards, stale labels).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, or_, select
+
+from freshindex.core.enums import SUCCESSFUL_RUNS, ChangesetStatus, SnapshotStatus
+from freshindex.registry.base import _Base
+from freshindex.registry.schema import Changeset, Document, Snapshot, Source, SyncRun
+
+
+class HealthStore(_Base):
+    """The registry side of a knowledge base's health, in one dict."""
+
+    def health(self, kb: str) -> dict[str, Any]:
+        """Signals for dashboards and for labelling evidence as stale."""
+        with self.session() as s:
+            last_ok = s.scalar(
+                select(func.max(SyncRun.finished_at)).where(
+                    SyncRun.kb == kb, SyncRun.status.in_(SUCCESSFUL_RUNS)
+                )
+            )
+            errors = s.scalar(
+                select(func.count()).select_from(Document)
+                .join(Source, Source.id == Document.source_id)
+                .where(Source.kb == kb, Document.error_reason.is_not(None))
+            ) or 0
+            pending = s.scalar(
+                select(func.count()).select_from(Changeset).where(
+                    Changeset.kb == kb,
+                    or_(Changeset.status == ChangesetStatus.STAGED, Changeset.status == ChangesetStatus.OPEN),
+                )
+            ) or 0
+            by_reason = {reason: n for reason, n in s.execute(
+                select(Document.error_reason, func.count()).join(Source, Source.id == Document.source_id)
+                .where(Source.kb == kb, Document.error_reason.is_not(None)).group_by(Document.error_reason)
+            )}
+            by_status = {status: n for status, n in s.execute(
+                select(Snapshot.status, func.count()).where(Snapshot.kb == kb).group_by(Snapshot.status)
+            )}
+            held: dict[str, int] = {}
+            for (verification,) in s.execute(select(Snapshot.verification).where(Snapshot.kb == kb,
+                                                                                Snapshot.status == SnapshotStatus.FAILED)):
+                check = (verification or {}).get("failed_check") or "error"
+                held[check] = held.get(check, 0) + 1
+        active = self.active_snapshot(kb)
+        return {
+            "kb": kb,
+            "active_snapshot": active.id if active else None,
+            "last_successful_sync": last_ok.isoformat() if last_ok else None,
+            "documents_in_error": errors,
+            "documents_in_error_by_reason": by_reason,
+            "snapshots_by_status": by_status,
+            "held_builds_by_check": held,
+            "deletions_held_by_source": self.held_deletions(kb),
+            "pending_changesets": pending,
+            "tombstone_backlog": self.tombstone_backlog(kb),
+            "live_chunks": self.count_live(kb),
+            # Stale sources keep serving, labelled with their last verified time (registry/freshness.py).
+            "stale_sources": {f.source_id: f.as_dict() for f in self.stale_sources(kb).values()},  # type: ignore[attr-defined]
+        }

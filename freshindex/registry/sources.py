@@ -1,0 +1,128 @@
+"""Sources and their documents: the catalogue a sync diffs against.
+
+Also the deletion guard's one-shot confirmation, which lives on the source
+row (:meth:`SourcesStore.confirm_deletions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+
+from freshindex.core.enums import ChunkState
+from freshindex.core.errors import ConfigError, NotFoundError
+from freshindex.core.ids import validate_kb_name, validate_source_id
+from freshindex.registry.base import _Base, _doc_state, _source_info
+from freshindex.registry.records import DocumentState, SourceInfo
+from freshindex.registry.schema import Chunk, Document, Snapshot, Source, utcnow
+
+
+class SourcesStore(_Base):
+    """Add, read and list sources; read the registry's view of their documents."""
+
+    def add_source(
+        self,
+        source_id: str,
+        *,
+        kind: str,
+        location: str,
+        owner: str,
+        kb: str,
+        options: dict[str, Any] | None = None,
+        acl: Sequence[str] = ("public",),
+        poll_interval_s: int | None = None,
+        replace: bool = False,
+        tenant: str = "default",
+        sensitivity: str = "internal",
+        acl_rules: Sequence[dict[str, Any]] | None = None,
+    ) -> SourceInfo:
+        validate_source_id(source_id)
+        validate_kb_name(kb)
+        with self.session() as s:
+            existing = s.get(Source, source_id)
+            if existing is not None and not replace:
+                raise ConfigError(f"source {source_id!r} already exists (use --replace to change it)")
+            if existing is not None and existing.kb != kb:
+                raise ConfigError(f"source {source_id!r} belongs to knowledge base {existing.kb!r}; it cannot move")
+            row = existing or Source(id=source_id)
+            row.kind, row.location, row.owner, row.kb = kind, location, owner, kb
+            row.options = dict(options or {})
+            rules = [dict(r) for r in acl_rules] if acl_rules else None
+            if existing is not None and (sorted(existing.acl or []) != sorted(acl) or existing.tenant != tenant
+                                         or existing.sensitivity != sensitivity or existing.acl_rules != rules):
+                row.acl_version = (existing.acl_version or 1) + 1  # a replaced source's permissions moved
+            row.acl = list(acl)
+            row.tenant, row.sensitivity, row.acl_rules = tenant, sensitivity, rules
+            row.poll_interval_s = poll_interval_s
+            row.enabled = True
+            row.paused, row.removed_at = False, None  # re-adding a removed source brings it back (freshness.py)
+            s.add(row)
+            s.flush()
+            return _source_info(row)
+
+    def get_source(self, source_id: str) -> SourceInfo:
+        with self.session() as s:
+            row = s.get(Source, source_id)
+            if row is None:
+                raise NotFoundError(f"no source {source_id!r} (see `freshindex sources list`)")
+            return _source_info(row)
+
+    def list_sources(self, kb: str | None = None) -> list[SourceInfo]:
+        with self.session() as s:
+            q = select(Source).order_by(Source.id)
+            if kb is not None:
+                q = q.where(Source.kb == kb)
+            return [_source_info(r) for r in s.scalars(q)]
+
+    def knowledge_bases(self) -> list[str]:
+        with self.session() as s:
+            return sorted(set(s.scalars(select(Source.kb))) | set(s.scalars(select(Snapshot.kb))))
+
+    def documents_for_source(self, source_id: str) -> dict[str, DocumentState]:
+        with self.session() as s:
+            rows = s.scalars(select(Document).where(Document.source_id == source_id))
+            return {r.key: _doc_state(r) for r in rows}
+
+    def get_document(self, document_id: str) -> DocumentState | None:
+        with self.session() as s:
+            row = s.get(Document, document_id)
+            return _doc_state(row) if row is not None else None
+
+    def live_chunk_ids(self, document_id: str) -> set[str]:
+        """Chunks of a document that are (or are about to be) served."""
+        with self.session() as s:
+            q = select(Chunk.id).where(
+                Chunk.document_id == document_id,
+                Chunk.tombstoned.is_(False),
+                Chunk.state.in_((ChunkState.LIVE, ChunkState.PENDING)),
+            )
+            return set(s.scalars(q))
+
+    def confirm_deletions(self, source_id: str, count: int, *, actor: str) -> dict[str, Any]:
+        """Allow the next sync of a source to delete up to ``count`` documents (one shot)."""
+        with self.session() as s:
+            row = s.get(Source, source_id)
+            if row is None:
+                raise NotFoundError(f"no source {source_id!r} (see `freshindex sources list`)")
+            confirmation = {"count": int(count), "by": actor, "at": utcnow().isoformat()}
+            row.options = {**(row.options or {}), "confirmed_deletions": confirmation}
+            return confirmation
+
+    def take_deletion_confirmation(self, source_id: str) -> int | None:
+        """Remove and return a source's pending confirmation (the count), if any.
+
+        Atomic: of two syncs racing for one confirmation, one gets it.
+        """
+        with self.session() as s:
+            q = select(Source).where(Source.id == source_id)
+            if self._dialect == "postgresql":
+                q = q.with_for_update()
+            row = s.scalars(q).first()
+            if row is None or "confirmed_deletions" not in (row.options or {}):
+                return None
+            options = dict(row.options)
+            confirmation = options.pop("confirmed_deletions") or {}
+            row.options = options
+            return int(confirmation.get("count", 0))

@@ -1,0 +1,333 @@
+"""Document staging: what one document task writes into its run's changeset.
+
+Every write here is fenced (:meth:`registry.base._Base._fence`): a task whose
+run was closed or whose changeset moved on writes nothing and gets
+:class:`core.errors.StaleTaskError`.  Also the repair of documents whose
+pending chunks no changeset will ever apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKind, TombstoneReason
+from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.errors import DocumentError
+from freshindex.core.types import ChunkDraft
+from freshindex.registry.base import _Base, _batches
+from freshindex.registry.records import DocumentOutcome, SourceInfo
+from freshindex.registry.schema import (
+    Changeset,
+    ChangesetEntry,
+    Chunk,
+    Document,
+    DocumentResult,
+    Source,
+    Tombstone,
+    utcnow,
+)
+
+#: Reasons a failed document is retried on the next sync even if unchanged.
+TRANSIENT_REASONS = DocumentError.TRANSIENT  # the reasons live with the other codes in core.errors
+
+
+class StagingStore(_Base):
+    """Stage document versions, deletions and failures as changeset entries and tombstones."""
+
+    def record_failure(
+        self, run_id: int, *, source_id: str, document_id: str, key: str, reason: str, detail: str,
+        etag: str | None = None, size: int = 0, seconds: float = 0.0, changeset_id: int | None = None,
+        parser_version: str | None = None,
+    ) -> None:
+        """A document could not be indexed.
+
+        Its previous chunks (if any) keep serving: a document that turns bad
+        is stale, not gone.  A document never indexed is kept in state
+        ``error`` with its etag and the ``parser_version`` (the pipeline's)
+        that failed on it, so an unchanged bad file is not retried on every
+        sync unless the reason is transient or the pipeline changed.
+        """
+        with self.staging_session() as s:
+            self._fence(s, run_id, changeset_id)
+            doc = s.get(Document, document_id)
+            if doc is None:
+                doc = Document(id=document_id, source_id=source_id, key=key, state=DocState.ERROR, size=size, version=0)
+                s.add(doc)
+            if doc.state != DocState.ACTIVE:
+                doc.state = DocState.ERROR
+                doc.etag = etag
+                doc.parser_version = parser_version
+            doc.error_reason, doc.error_detail, doc.updated_at = reason, detail, utcnow()
+            s.flush()
+            self._put_result(
+                s,
+                run_id,
+                DocumentOutcome(
+                    document_id=document_id, key=key, outcome=DocumentOutcomeKind.FAILED,
+                    error_reason=reason, error_detail=detail, seconds=seconds,
+                ),
+            )
+
+    def touch_document(self, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float,
+                       changeset_id: int | None = None) -> None:
+        """The etag moved but the content did not: remember the new etag."""
+        with self.staging_session() as s:
+            self._fence(s, run_id, changeset_id)
+            doc = s.get(Document, document_id)
+            if doc is not None:
+                doc.etag, doc.size = etag, size
+                doc.error_reason = doc.error_detail = None  # readable again, and still the same
+            self._put_result(
+                s, run_id, DocumentOutcome(document_id=document_id, key=doc.key if doc else "",
+                                           outcome=DocumentOutcomeKind.UNCHANGED,
+                                           seconds=seconds),
+            )
+
+    def _put_result(self, s: Session, run_id: int, o: DocumentOutcome) -> None:
+        values = dict(
+            sync_run_id=run_id, document_id=o.document_id, key=o.key, outcome=o.outcome,
+            chunks_embedded=o.chunks_embedded, chunks_reused=o.chunks_reused, chunks_kept=o.chunks_kept,
+            chunks_added=o.chunks_added, chunks_moved=o.chunks_moved, rechunk_reason=o.rechunk_reason,
+            tombstones=o.tombstones, error_reason=o.error_reason,
+            error_detail=o.error_detail, seconds=o.seconds, at=utcnow(),
+        )
+        stmt = self._insert(DocumentResult).values(**values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["sync_run_id", "document_id"],
+            set_={k: v for k, v in values.items() if k not in ("sync_run_id", "document_id")},
+        )
+        s.execute(stmt)
+
+    def stage_document(
+        self,
+        run_id: int,
+        changeset_id: int,
+        *,
+        source: SourceInfo,
+        document_id: str,
+        key: str,
+        etag: str | None,
+        size: int,
+        content_hash: str,
+        title: str,
+        parser: str,
+        parser_version: str,
+        chunks: Sequence[ChunkDraft],
+        added_ids: set[str],
+        removed_ids: set[str],
+        outcome: DocumentOutcome,
+        acl: Any = None,
+    ) -> None:
+        """Write one document's new version and its chunk diff, atomically.
+
+        Added chunks become ``pending`` rows with an upsert entry; removed
+        chunks are tombstoned at once (no longer servable) with a delete
+        entry.  Kept chunks get their ordinal and metadata refreshed, and an
+        upsert entry when their citation moved (page, anchor, line numbers) so
+        the point's payload follows; their vector comes from the cache.
+        ``acl`` (an ``acl.model.DocumentAcl``; None keeps the stored one) is
+        the document's resolved ACL: when it changes, the kept chunks get an
+        upsert entry too (a re-tag, see :mod:`registry.document_acl`).
+        """
+        now = utcnow()
+        with self.staging_session() as s:
+            # A task of a closed run must not write into a changeset that was
+            # staged or applied without it: its chunks would stay pending forever.
+            self._fence(s, run_id, changeset_id)
+            doc = s.get(Document, document_id)
+            if doc is None:
+                doc = Document(id=document_id, source_id=source.id, key=key, version=0, first_seen_at=now)
+                s.add(doc)
+            # A swap, rollback or repair cleared the hash: what the served points
+            # say (their ACL above all) is not known, so kept chunks are re-tagged.
+            points_unknown = doc.content_hash is None and (doc.version or 0) > 0
+            doc.etag, doc.size, doc.content_hash = etag, size, content_hash
+            doc.state, doc.error_reason, doc.error_detail = DocState.ACTIVE, None, None
+            doc.parser, doc.parser_version, doc.title = parser, parser_version, title
+            doc.version = (doc.version or 0) + 1
+            doc.chunk_count = len(chunks)
+            doc.updated_at, doc.deleted_at = now, None
+            acl_moved = False
+            if acl is not None:
+                from freshindex.registry.document_acl import apply_acl
+
+                floor = s.scalar(select(Source.acl_version).where(Source.id == source.id)) or 1
+                acl_moved = apply_acl(doc, acl, floor=floor)
+            s.flush()
+
+            by_id = {c.id: c for c in chunks}
+            existing = {
+                row.id: row
+                for batch in _batches(list(by_id))
+                for row in s.scalars(select(Chunk).where(Chunk.id.in_(batch)))
+            }
+            refreshed: set[str] = set()
+            for draft in chunks:
+                row = existing.get(draft.id)
+                if row is not None and draft.id not in added_ids and (
+                    row.anchor != draft.anchor or row.page != draft.page or (row.meta or {}) != dict(draft.meta)
+                ):
+                    # Same text, new place (page, lines, anchor): the point's
+                    # citation must follow.  Rewritten from the vector cache,
+                    # never re-embedded.
+                    refreshed.add(draft.id)
+                elif ((acl_moved or points_unknown) and row is not None and row.state == ChunkState.LIVE
+                      and draft.id not in added_ids):
+                    refreshed.add(draft.id)  # same text, new permissions (or unknown ones): re-tag the point
+                if row is None:
+                    row = Chunk(id=draft.id, document_id=document_id, source_id=source.id, kb=source.kb,
+                                state=ChunkState.PENDING, created_at=now)
+                    s.add(row)
+                if draft.id in added_ids:
+                    row.tombstoned = False
+                    row.added_changeset_id = changeset_id
+                    if row.state == ChunkState.REMOVED:
+                        row.state = ChunkState.PENDING
+                row.ordinal, row.content_hash, row.text, row.kind = draft.ordinal, draft.content_hash, draft.text, draft.kind
+                row.heading_path, row.anchor, row.page = list(draft.heading_path), draft.anchor, draft.page
+                row.meta, row.doc_version, row.updated_at = dict(draft.meta), doc.version, now
+            self._stage_entries(s, changeset_id, document_id, added_ids | refreshed, "upsert")
+            self._tombstone(s, changeset_id, document_id, source.kb, removed_ids, reason=TombstoneReason.SUPERSEDED)
+            self._stage_entries(s, changeset_id, document_id, removed_ids, "delete")
+            self._put_result(s, run_id, outcome)
+
+    def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = TombstoneReason.DELETED) -> int:
+        """The source no longer has this document: tombstone all its chunks."""
+        with self.staging_session() as s:
+            self._fence(s, run_id, changeset_id)
+            doc = s.get(Document, document_id)
+            if doc is None or doc.state == DocState.DELETED:
+                return 0
+            ids = set(
+                s.scalars(
+                    select(Chunk.id).where(
+                        Chunk.document_id == document_id,
+                        Chunk.tombstoned.is_(False),
+                        Chunk.state.in_((ChunkState.LIVE, ChunkState.PENDING)),
+                    )
+                )
+            )
+            kb = s.scalar(select(Source.kb).where(Source.id == doc.source_id)) or ""
+            self._tombstone(s, changeset_id, document_id, kb, ids, reason=reason)
+            self._stage_entries(s, changeset_id, document_id, ids, "delete")
+            doc.state, doc.deleted_at, doc.updated_at = DocState.DELETED, utcnow(), utcnow()
+            doc.etag = doc.content_hash = None
+            doc.chunk_count = 0
+            self._put_result(
+                s, run_id, DocumentOutcome(document_id=document_id, key=doc.key, outcome=DocumentOutcomeKind.DELETED,
+                                           tombstones=len(ids)),
+            )
+            return len(ids)
+
+    def _stage_entries(self, s: Session, changeset_id: int, document_id: str, ids: Iterable[str], op: str) -> None:
+        rows = [dict(changeset_id=changeset_id, chunk_id=i, document_id=document_id, op=op) for i in sorted(ids)]
+        for batch in _batches(rows):
+            stmt = self._insert(ChangesetEntry).values(list(batch))
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["changeset_id", "chunk_id"], set_={"op": stmt.excluded.op}
+            )
+            s.execute(stmt)
+
+    def _tombstone(self, s: Session, changeset_id: int, document_id: str, kb: str, ids: set[str], *, reason: str) -> None:
+        if not ids:
+            return
+        ordered = sorted(ids)
+        for batch in _batches(ordered):
+            s.execute(update(Chunk).where(Chunk.id.in_(batch)).values(tombstoned=True, updated_at=utcnow()))
+            already = set(
+                s.scalars(
+                    select(Tombstone.chunk_id).where(
+                        Tombstone.chunk_id.in_(batch), Tombstone.changeset_id == changeset_id
+                    )
+                )
+            )
+            s.add_all(
+                Tombstone(chunk_id=i, document_id=document_id, kb=kb, reason=reason, changeset_id=changeset_id)
+                for i in batch
+                if i not in already
+            )
+
+    def stranded_documents(self, kb: str | None = None) -> list[dict[str, Any]]:
+        """Documents with ``pending`` chunks that no build will ever apply.
+
+        A pending, untombstoned chunk is waiting for a build; it is stranded
+        when no ``open`` or ``staged`` changeset holds an upsert for it (a
+        task of a closed run wrote it into a changeset that was already
+        applied, before fencing existed, or a changeset was lost).  Such a
+        document has lost its served version and cannot be found.  Per
+        document: its id, source, key and the stranded chunk ids.
+        """
+        covered = (
+            select(ChangesetEntry.chunk_id)
+            .join(Changeset, Changeset.id == ChangesetEntry.changeset_id)
+            .where(Changeset.status.in_((ChangesetStatus.OPEN, ChangesetStatus.STAGED)), ChangesetEntry.op == "upsert")
+        )
+        with self.session() as s:
+            q = (
+                select(Chunk.id, Chunk.document_id, Document.source_id, Document.key, Chunk.kb)
+                .join(Document, Document.id == Chunk.document_id)
+                .where(Chunk.state == ChunkState.PENDING, Chunk.tombstoned.is_(False), Chunk.id.not_in(covered))
+                .order_by(Document.key, Chunk.id)
+            )
+            if kb is not None:
+                q = q.where(Chunk.kb == kb)
+            out: dict[str, dict[str, Any]] = {}
+            for cid, doc_id, source_id, key, chunk_kb in s.execute(q):
+                entry = out.setdefault(doc_id, {"document_id": doc_id, "source_id": source_id, "key": key,
+                                                "kb": chunk_kb, "chunks": []})
+                entry["chunks"].append(cid)
+            return list(out.values())
+
+    def repair_stranded(self, kb: str) -> list[dict[str, Any]]:
+        """Re-stage every stranded document of ``kb`` (see :meth:`stranded_documents`).
+
+        In one transaction, per source: a new ``staged`` changeset (no run)
+        with an upsert for each stranded chunk and a delete for each chunk of
+        those documents that is tombstoned but still live in the collection
+        with no pending delete (the version the stale write superseded); the
+        not yet applied tombstones of those chunks move to it, so the tombstone
+        backlog drains when it is applied.  The documents lose their etag and
+        content hash, so the next sync compares them with the source afresh.
+        The next build serves the repaired documents.  Returns what was
+        repaired (:meth:`stranded_documents` rows plus ``changeset_id``).
+        Run it under the knowledge base's writer lock.
+        """
+        stranded = self.stranded_documents(kb)
+        if not stranded:
+            return []
+        now = utcnow()
+        pending_delete = (
+            select(ChangesetEntry.chunk_id)
+            .join(Changeset, Changeset.id == ChangesetEntry.changeset_id)
+            .where(Changeset.status.in_((ChangesetStatus.OPEN, ChangesetStatus.STAGED)), ChangesetEntry.op == "delete")
+        )
+        with self.session() as s:
+            self._write_lock(s)
+            by_source: dict[str, int] = {}
+            for doc in stranded:
+                cs_id = by_source.get(doc["source_id"])
+                if cs_id is None:
+                    cs = Changeset(kb=kb, source_id=doc["source_id"], sync_run_id=None, status=ChangesetStatus.STAGED,
+                                   staged_at=now)
+                    s.add(cs)
+                    s.flush()
+                    cs_id = by_source[doc["source_id"]] = cs.id
+                superseded = set(s.scalars(
+                    select(Chunk.id).where(Chunk.document_id == doc["document_id"], Chunk.state == ChunkState.LIVE,
+                                           Chunk.tombstoned.is_(True), Chunk.id.not_in(pending_delete))
+                ))
+                self._stage_entries(s, cs_id, doc["document_id"], doc["chunks"], "upsert")
+                self._stage_entries(s, cs_id, doc["document_id"], superseded, "delete")
+                for batch in _batches(sorted(superseded)):
+                    s.execute(update(Tombstone)
+                              .where(Tombstone.chunk_id.in_(batch), Tombstone.applied_snapshot_id.is_(None))
+                              .values(changeset_id=cs_id))
+                s.execute(update(Document).where(Document.id == doc["document_id"])
+                          .values(etag=None, content_hash=None, updated_at=now))
+                doc["changeset_id"] = cs_id
+                doc["superseded"] = len(superseded)
+            return stranded
