@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import ROOT
 
 PARTS = ["core", "settings", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules", "injection",
-         "health", "api", "freshindex"]
+         "health", "api", "integrations", "freshindex"]
 
 #: part -> the parts it may import, directly or through any chain of imports.
 ARROWS: dict[str, frozenset[str]] = {
@@ -37,6 +37,8 @@ ARROWS: dict[str, frozenset[str]] = {
     "schedules": frozenset({"core", "settings", "registry", "health"}),
     "workers": frozenset({"core", "settings", "registry", "vectorstore", "health", "snapshots", "schedules", "acl"}),
     "api": frozenset({"core", "settings", "registry", "vectorstore", "health", "acl", "injection"}),
+    # LangChain, LlamaIndex, MCP: thin, over the HTTP client; never the service.
+    "integrations": frozenset({"core", "acl", "vectorstore", "injection"}),
     "freshindex": frozenset(PARTS) - {"freshindex"},
 }
 

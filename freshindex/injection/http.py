@@ -22,6 +22,11 @@ server's ``Retry-After`` in ``retry_after``), :class:`ServerError` (other 5xx) a
 :class:`BadResponse` (a body that is not a packet). Each carries the HTTP
 status (``None`` when no response came) and the server's message.
 
+The asyncio twin, :class:`~injection.async_http.AsyncFreshIndexClient`,
+shares everything here but sending: the request shapes, the error of each
+status and the retry policy (tenacity) are defined once, in
+:class:`_ClientBase`.
+
 What it does not guarantee: retries are few and short (``retries``
 attempts after the first, on connection errors, 503 and 429 only, with
 exponential backoff capped at ``backoff_max``, or the server's
@@ -44,6 +49,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import tenacity
 
 from freshindex.core.errors import FreshIndexError, NotFoundError, PermanentError, RetryableError
 from freshindex.injection.types import ContextPacket
@@ -67,6 +73,8 @@ class ClientError(FreshIndexError):
         super().__init__(message)
         self.status, self.detail, self.error, self.url = status, detail, error, url
         self.retry_after = retry_after
+        #: True when asking again cannot help even though the kind is retryable (a read timeout).
+        self.final = False
 
 
 class Unauthorized(ClientError, PermanentError):
@@ -107,7 +115,134 @@ _BY_STATUS: dict[int, type[ClientError]] = {
 }
 
 
-class FreshIndexClient:
+class _ClientBase:
+    """What the sync and the async client share: configuration, request shapes, answers, errors, retries.
+
+    Only sending differs between them (``httpx.Client`` or ``httpx.AsyncClient``, ``time.sleep`` or
+    ``asyncio.sleep``); everything a request becomes, and when it is asked again, is decided here once.
+    """
+
+    def __init__(self, base_url: str, *, token: str | None, timeout: float, retries: int, backoff: float,
+                 backoff_max: float, retry_after_max: float) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self.timeout = timeout
+        self.retries, self.backoff, self.backoff_max = max(0, retries), backoff, backoff_max
+        self.retry_after_max = retry_after_max
+
+    def __repr__(self) -> str:  # never the token
+        return f"{type(self).__name__}({self.base_url!r}, token={'set' if self._token else None})"
+
+    # -- requests and answers ---------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": f"freshindex-client/{__version__}"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        return headers
+
+    @staticmethod
+    def _query_body(question: str, kb: str, limit: int, principal: Any, groups: Iterable[str]) -> dict[str, Any]:
+        if hasattr(principal, "id") and hasattr(principal, "groups"):
+            groups = [*principal.groups, *groups]
+            principal = principal.id
+        return {"question": question, "kb": kb, "limit": limit, "principal": str(principal),
+                "groups": sorted(set(groups))}
+
+    def _packet_of(self, data: Any) -> ContextPacket:
+        try:
+            return ContextPacket.from_dict(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # AttributeError: a shape not foreseen
+            raise BadResponse(f"POST /v1/query answered something that is not a context packet: {exc!r}",
+                              status=200, detail=repr(exc), url=self.base_url + "/v1/query") from exc
+
+    @staticmethod
+    def _check_body(answer: str, packet: ContextPacket) -> dict[str, Any]:
+        return {"answer": answer, "packet": {"evidence": [e.as_dict() for e in packet.evidence]}}
+
+    def _report_of(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict) or "ok" not in data:
+            raise BadResponse("POST /v1/citations/check answered something that is not a citation report",
+                              status=200, url=self.base_url + "/v1/citations/check")
+        return data
+
+    @staticmethod
+    def _health_path(kb: str) -> str:
+        return f"/v1/kbs/{quote(kb, safe='')}/health"
+
+    @staticmethod
+    def _health_of(kb: str, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise BadResponse(f"GET health of {kb!r} answered {type(data).__name__}, not an object", status=200)
+        return data
+
+    @staticmethod
+    def _answer(method: str, url: str, response: httpx.Response) -> Any:
+        """The JSON of a 2xx answer, or the error for any other (raised)."""
+        if response.is_success:
+            try:
+                return response.json()
+            except ValueError as exc:
+                raise BadResponse(f"{method} {url} answered {response.status_code} without JSON "
+                                  f"({response.headers.get('content-type', 'no content type')})",
+                                  status=response.status_code, url=url) from exc
+        raise _error_of(method, url, response)
+
+    def _transport_error(self, method: str, url: str, exc: httpx.HTTPError) -> ClientError:
+        """The error for a request that got no answer; only one that never reached the application is retried."""
+        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.RemoteProtocolError):
+            # The request never reached the application (or the connection dropped before
+            # an answer): the query reads only, so asking again is safe.
+            return Unavailable(f"{method} {url}: cannot reach freshindex: {exc}", detail=str(exc), url=url)
+        if isinstance(exc, httpx.TimeoutException):
+            failure = Unavailable(f"{method} {url}: no answer within {self.timeout}s", detail=str(exc), url=url)
+            failure.final = True  # a slow server is not helped by a second copy of the question
+            return failure
+        return ClientError(f"{method} {url}: {exc}", detail=str(exc), url=url)
+
+    # -- the retry policy (tenacity), one for both clients ------------------------------
+
+    def _retry_policy(self, url: str) -> dict[str, Any]:
+        """Keyword arguments for ``tenacity.Retrying`` and ``tenacity.AsyncRetrying`` (add ``sleep``).
+
+        Retried: :class:`Unavailable` (not a read timeout) and :class:`RateLimited`, ``retries`` times after
+        the first attempt; the wait is the exponential backoff capped at ``backoff_max``, or the server's
+        ``Retry-After`` when longer; a ``Retry-After`` over ``retry_after_max`` is raised at once.
+        """
+
+        def retryable(exc: BaseException) -> bool:
+            return isinstance(exc, Unavailable | RateLimited) and not getattr(exc, "final", False)
+
+        def failure(state: tenacity.RetryCallState) -> ClientError:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            assert isinstance(exc, ClientError)
+            return exc
+
+        def stop(state: tenacity.RetryCallState) -> bool:
+            exc = failure(state)
+            if state.attempt_number > self.retries or (exc.retry_after or 0) > self.retry_after_max:
+                log.warning("freshindex unavailable", extra={"event": "client_gave_up", "url": url,
+                                                             "status": exc.status, "attempts": state.attempt_number})
+                return True
+            return False
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            backoff = min(self.backoff_max, self.backoff * 2 ** (state.attempt_number - 1))
+            return max(backoff, failure(state).retry_after or 0)
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            delay = state.upcoming_sleep
+            log.info("freshindex unavailable, retrying", extra={"event": "client_retry", "url": url,
+                                                                "status": failure(state).status,
+                                                                "attempt": state.attempt_number, "delay_s": delay})
+
+        return {"retry": tenacity.retry_if_exception(retryable), "stop": stop, "wait": wait,
+                "before_sleep": before_sleep, "reraise": True}
+
+
+class FreshIndexClient(_ClientBase):
     """Ask a freshindex service for context packets and knowledge-base health.
 
     ``http`` is an ``httpx.Client`` to use instead of the one this client
@@ -115,6 +250,7 @@ class FreshIndexClient:
     share a pool); a client passed in is not closed by :meth:`close`.
     ``timeout`` is seconds per request (connect, read, write, pool).
     Thread safety is httpx's: one instance may be shared by threads.
+    The asyncio twin is :class:`freshindex.injection.async_http.AsyncFreshIndexClient`.
     """
 
     def __init__(
@@ -130,19 +266,11 @@ class FreshIndexClient:
         retry_after_max: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
-        self.base_url = base_url.rstrip("/")
-        self._token = token
-        self.timeout = timeout
-        self.retries, self.backoff, self.backoff_max = max(0, retries), backoff, backoff_max
-        self.retry_after_max = retry_after_max
+        super().__init__(base_url, token=token, timeout=timeout, retries=retries, backoff=backoff,
+                         backoff_max=backoff_max, retry_after_max=retry_after_max)
         self._sleep = sleep
         self._own = http is None
         self._http = http if http is not None else httpx.Client(timeout=timeout)
-
-    def __repr__(self) -> str:  # never the token
-        return f"FreshIndexClient({self.base_url!r}, token={'set' if self._token else None})"
 
     def __enter__(self) -> FreshIndexClient:
         return self
@@ -166,17 +294,8 @@ class FreshIndexClient:
         known one without a snapshot yet answers an *insufficient evidence*
         packet, not an error.
         """
-        if hasattr(principal, "id") and hasattr(principal, "groups"):
-            groups = [*principal.groups, *groups]
-            principal = principal.id
-        body = {"question": question, "kb": kb, "limit": limit, "principal": str(principal),
-                "groups": sorted(set(groups))}
-        data = self._call("POST", "/v1/query", json=body)
-        try:
-            return ContextPacket.from_dict(data)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # AttributeError: a shape not foreseen
-            raise BadResponse(f"POST /v1/query answered something that is not a context packet: {exc!r}",
-                              status=200, detail=repr(exc), url=self.base_url + "/v1/query") from exc
+        body = self._query_body(question, kb, limit, principal, groups)
+        return self._packet_of(self._call("POST", "/v1/query", json=body))
 
     def check_citations(self, answer: str, packet: ContextPacket) -> dict[str, Any]:
         """The invalid citations of ``answer`` written from ``packet`` (``POST /v1/citations/check``).
@@ -185,63 +304,25 @@ class FreshIndexClient:
         ``missing``, ``unsupported``, ...); the server counts what failed.
         Raises :class:`BadRequest` when the server refuses the input.
         """
-        body = {"answer": answer, "packet": {"evidence": [e.as_dict() for e in packet.evidence]}}
-        data = self._call("POST", "/v1/citations/check", json=body)
-        if not isinstance(data, dict) or "ok" not in data:
-            raise BadResponse("POST /v1/citations/check answered something that is not a citation report",
-                              status=200, url=self.base_url + "/v1/citations/check")
-        return data
+        return self._report_of(self._call("POST", "/v1/citations/check", json=self._check_body(answer, packet)))
 
     def health(self, kb: str) -> dict[str, Any]:
         """Freshness signals of ``kb`` (``GET /v1/kbs/KB/health``): active snapshot, last sync, backlogs."""
-        data = self._call("GET", f"/v1/kbs/{quote(kb, safe='')}/health")
-        if not isinstance(data, dict):
-            raise BadResponse(f"GET health of {kb!r} answered {type(data).__name__}, not an object", status=200)
-        return data
+        return self._health_of(kb, self._call("GET", self._health_path(kb)))
 
     # -- transport ----------------------------------------------------------------
 
     def _call(self, method: str, path: str, *, json: Any = None) -> Any:
         url = self.base_url + path
-        headers = {"Accept": "application/json", "User-Agent": f"freshindex-client/{__version__}"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        attempt = 0
-        while True:
-            try:
-                response = self._http.request(method, url, json=json, headers=headers, timeout=self.timeout)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
-                # The request never reached the application (or the connection dropped before
-                # an answer): the query reads only, so asking again is safe.
-                failure: ClientError = Unavailable(f"{method} {url}: cannot reach freshindex: {exc}",
-                                                   detail=str(exc), url=url)
-                failure.__cause__ = exc
-            except httpx.TimeoutException as exc:
-                raise Unavailable(f"{method} {url}: no answer within {self.timeout}s", detail=str(exc),
-                                  url=url) from exc
-            except httpx.HTTPError as exc:
-                raise ClientError(f"{method} {url}: {exc}", detail=str(exc), url=url) from exc
-            else:
-                if response.is_success:
-                    try:
-                        return response.json()
-                    except ValueError as exc:
-                        raise BadResponse(f"{method} {url} answered {response.status_code} without JSON "
-                                          f"({response.headers.get('content-type', 'no content type')})",
-                                          status=response.status_code, url=url) from exc
-                failure = _error_of(method, url, response)
-                if response.status_code not in (429, 503):
-                    raise failure
-            if attempt >= self.retries or (failure.retry_after or 0) > self.retry_after_max:
-                log.warning("freshindex unavailable", extra={"event": "client_gave_up", "url": url,
-                                                             "status": failure.status, "attempts": attempt + 1})
-                raise failure
-            delay = max(min(self.backoff_max, self.backoff * 2**attempt), failure.retry_after or 0)
-            log.info("freshindex unavailable, retrying", extra={"event": "client_retry", "url": url,
-                                                                "status": failure.status, "attempt": attempt + 1,
-                                                                "delay_s": delay})
-            attempt += 1
-            self._sleep(delay)
+        for attempt in tenacity.Retrying(sleep=self._sleep, **self._retry_policy(url)):
+            with attempt:
+                try:
+                    response = self._http.request(method, url, json=json, headers=self._headers(),
+                                                  timeout=self.timeout)
+                except httpx.HTTPError as exc:
+                    raise self._transport_error(method, url, exc) from exc
+                return self._answer(method, url, response)
+        raise AssertionError("unreachable: tenacity re-raises the last failure")  # pragma: no cover
 
 
 def _error_of(method: str, url: str, response: httpx.Response) -> ClientError:
