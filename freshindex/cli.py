@@ -226,8 +226,9 @@ def sources() -> None:
 
 @sources.command("add")
 @click.argument("source_id")
-@click.option("--kind", type=click.Choice(["folder", "s3"]), required=True)
-@click.option("--location", required=True, help="A folder path, or s3://bucket/prefix.")
+@click.option("--kind", type=source_commands.KindChoice(), required=True,
+              help="Source kind (`freshindex sources kinds` lists them with their options).")
+@click.option("--location", required=True, help="Where the source is; its form depends on --kind.")
 @click.option("--owner", default="unknown", show_default=True, help="Team or person responsible for it.")
 @click.option("--kb", default=None, help="Knowledge base (default: settings default_kb).")
 @click.option("--acl", default="public", show_default=True, help="Comma-separated groups that may read it.")
@@ -244,18 +245,14 @@ def sources() -> None:
 def sources_add(state: _State, source_id: str, kind: str, location: str, owner: str, kb: str | None, acl: str,
                 poll: int | None, options: tuple[str, ...], replace: bool, tenant: str, sensitivity_: str,
                 acl_rules: tuple[str, ...], as_json: bool) -> None:
-    """Register SOURCE_ID (a folder or an S3 prefix)."""
+    """Register SOURCE_ID (a folder, an S3 prefix, ...: see `freshindex sources kinds`)."""
     opts = {}
     for item in options:
         if "=" not in item:
             raise click.BadParameter(f"{item!r} is not key=value", param_hint="--option")
         k, v = item.split("=", 1)
         opts[k.strip()] = v.strip()
-    if kind == "folder":
-        path = Path(location).expanduser()
-        if not path.is_dir():
-            raise click.BadParameter(f"{location} is not a folder", param_hint="--location")
-        location = str(path.resolve())
+    location = source_commands.check_location(kind, location, opts)
     groups = acl_commands.split_tokens(acl, None) or []
     rules = acl_commands.parse_rules(acl_rules)
     acl_commands.check_tenant(tenant)

@@ -65,7 +65,7 @@ class Services:
         #: False: the registry and the embedded store must already exist (commands that only read).
         self.create_storage = create_storage
         self._lock = threading.RLock()
-        self._connectors: dict[tuple[str, str], Connector] = {}
+        self._connectors: dict[tuple[str, ...], Connector] = {}
         # A cached_property reads the instance dict first, so a given component is never built.
         self.__dict__.update(overrides)
 
@@ -274,15 +274,20 @@ class Services:
                         extra={"event": "denials_unrecorded", "count": len(denials), "detail": str(exc)})
 
     def connector_for(self, source: SourceInfo) -> Connector:
-        """The one connector of ``source`` (by id and location) in this process."""
-        from freshindex.workers.connectors import build_connector
+        """The one connector of ``source`` (by id, kind, location and options) in this process.
 
-        key = (source.id, source.location)
+        Built by the factory its kind registered (:mod:`workers.connectors.registry`); its
+        own files (a git clone) live under ``data_dir/sources/<source id>``.
+        """
+        from freshindex.workers.connectors import ConnectorEnv, build_connector
+
+        key = (source.id, source.kind, source.location, repr(sorted((source.options or {}).items())))
         with self._lock:
             conn = self._connectors.get(key)
             if conn is None:
-                conn = build_connector(source.kind, source.location, source.options,
-                                       max_bytes=self.settings.sources.max_file_bytes, s3=self.settings.sources.s3)
+                env = ConnectorEnv(sources=self.settings.sources,
+                                   data_dir=(self.settings.data_dir / "sources" / source.id).resolve())
+                conn = build_connector(source, source.kind, env)
                 self._connectors[key] = conn
             return conn
 

@@ -1,4 +1,4 @@
-"""Operator controls on sources: ``freshindex sources show|pause|resume|remove|runs|policy|sweep``, ``sqs-poll``.
+"""Operator controls on sources: ``freshindex sources show|pause|resume|remove|runs|policy|sweep|kinds``, ``sqs-poll``.
 
 Registered into the ``sources`` group by :func:`register` (called at the end
 of ``freshindex/cli.py``); triggering a sync is ``freshindex sync SOURCE``
@@ -28,6 +28,50 @@ def _fresh_text(d: dict[str, Any]) -> str:
     if d["last_error"]:
         line += f"; last error: {d['last_error']}"
     return line + (f"; policy: {policy}" if policy else "; policy: none")
+
+
+class KindChoice(click.Choice):
+    """``--kind``: the kinds in the connector registry, read when the option is parsed (not at import,
+    so the CLI starts without importing every connector's library)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        from freshindex.workers.connectors import kinds
+
+        return kinds()
+
+    @choices.setter
+    def choices(self, _value: Any) -> None:
+        pass
+
+
+def check_location(kind: str, location: str, options: dict[str, Any]) -> str:
+    """The location to store for a new source of ``kind`` (its registry spec checks and normalises it)."""
+    from freshindex.core.errors import ConfigError
+    from freshindex.workers.connectors import spec_for
+
+    try:
+        return spec_for(kind).validate(location, options)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--location") from exc
+
+
+@click.command("kinds")
+@json_option
+def sources_kinds(as_json: bool) -> None:
+    """The source kinds this installation knows, the location each takes and its connector options."""
+    from freshindex.workers.connectors import kinds, spec_for
+
+    data = [{"kind": k, "location": spec_for(k).location_help,
+             "options": [{"name": o.name, "help": o.help, "required": o.required} for o in spec_for(k).options]}
+            for k in kinds()]
+    _emit(data, as_json, lambda rows: "\n".join(
+        f"{r['kind']:<8} --location {r['location']}" + "".join(
+            f"\n         --option {o['name']}=...{' (required)' if o['required'] else ''}  {o['help']}"
+            for o in r["options"]) for r in rows))
 
 
 def _fail(exc: Exception) -> click.ClickException:
@@ -203,8 +247,8 @@ def register(cli: click.Group) -> None:
     sources = cli.commands["sources"]
     assert isinstance(sources, click.Group)
     for command in (sources_show, sources_pause, sources_resume, sources_remove, sources_runs, sources_policy,
-                    sources_sweep):
+                    sources_sweep, sources_kinds):
         sources.add_command(command)
 
 
-__all__ = ["register", "run_dict"]
+__all__ = ["KindChoice", "check_location", "register", "run_dict"]

@@ -49,12 +49,14 @@ def front_matter(data: bytes) -> dict[str, str]:
 
 
 def source_uri(kind: str, location: str, key: str) -> str:
-    """A URI naming the object at its source (what citations of the canonical location show)."""
-    if kind == "s3":
-        return f"{location.rstrip('/')}/{key}"
-    from pathlib import Path
+    """A URI naming the object at its source (what citations of the canonical location show).
 
-    return (Path(location).expanduser().resolve() / key).as_uri()
+    Each kind names its objects in its registry spec; an unknown kind is a
+    :class:`core.errors.ConfigError`, never a guessed ``file://`` URI.
+    """
+    from freshindex.workers.connectors.registry import spec_for
+
+    return spec_for(kind).source_uri(location, key)
 
 
 def provenance(data: bytes, *, kind: str, location: str, key: str) -> dict[str, Any]:

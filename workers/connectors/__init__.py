@@ -3,23 +3,69 @@
 A connector never decides what changed; it reports what is there (keys with
 etags and sizes) and hands over bytes.  Keys are checked by :func:`check_key`
 before anything is fetched, whatever the connector.
+
+Which connector a source gets is decided by its kind through the registry
+(:mod:`workers.connectors.registry`): one :class:`ConnectorSpec` per kind.
+Besides :class:`Connector` (``list`` and ``fetch``), a connector may implement
+the optional hooks below; the pipeline uses a hook when the connector has it
+(``isinstance(conn, AclTags)``; the protocols are runtime-checkable) and
+declares it in its spec's ``hooks``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from freshindex.core.errors import ConfigError, DocumentError
+from freshindex.core.errors import DocumentError
 from freshindex.core.types import ObjectRef
+from freshindex.workers.connectors.registry import (
+    ConnectorEnv,
+    ConnectorOption,
+    ConnectorSpec,
+    build_connector,
+    kinds,
+    register,
+    spec_for,
+    unregister,
+)
 
-KINDS = ("folder", "s3")
 
-
+@runtime_checkable
 class Connector(Protocol):
+    """What every source kind offers: a listing and the bytes of one listed key."""
+
     def list(self) -> Iterator[ObjectRef]: ...
 
     def fetch(self, key: str) -> bytes: ...
+
+
+@runtime_checkable
+class AclTags(Protocol):
+    """A connector whose objects carry ``acl-*`` tags (S3 metadata and tagging), read by ACL resolution."""
+
+    def acl_tags(self, key: str) -> dict[str, str]: ...
+
+
+@runtime_checkable
+class Sidecars(Protocol):
+    """A connector that sets aside ACL sidecar files (``.freshindex-acl.json``) while listing."""
+
+    sidecar_keys: set[str]
+
+
+@runtime_checkable
+class UnlistedPrefixes(Protocol):
+    """A connector that could not list some key prefixes: nothing under them counts as deleted."""
+
+    unlisted_prefixes: frozenset[str]
+
+
+@runtime_checkable
+class ChunkMeta(Protocol):
+    """A connector that stamps every chunk of a document with fields of its own (a git ``commit``)."""
+
+    def chunk_meta(self, key: str) -> dict[str, Any]: ...
 
 
 def check_key(key: str) -> str:
@@ -33,15 +79,5 @@ def check_key(key: str) -> str:
     return key
 
 
-def build_connector(kind: str, location: str, options: dict[str, Any], *, max_bytes: int, s3: Any = None) -> Connector:
-    """A connector for a registered source; ``s3`` is the S3 settings block."""
-    if kind == "folder":
-        from freshindex.workers.connectors.folder import FolderConnector
-
-        return FolderConnector(location, max_bytes=max_bytes)
-    if kind == "s3":
-        from freshindex.workers.connectors.s3 import S3Connector, s3_client_from
-
-        client = s3_client_from(s3, endpoint_url=options.get("endpoint_url"), region=options.get("region"))
-        return S3Connector(client, location, max_bytes=max_bytes)
-    raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(KINDS)}")
+__all__ = ["AclTags", "ChunkMeta", "Connector", "ConnectorEnv", "ConnectorOption", "ConnectorSpec", "Sidecars",
+           "UnlistedPrefixes", "build_connector", "check_key", "kinds", "register", "spec_for", "unregister"]

@@ -25,12 +25,15 @@ under their real path) and is not an error.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from freshindex.acl.model import FOLDER_SIDECAR, is_sidecar
-from freshindex.core.errors import DocumentError, SourceError
+from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
+from freshindex.workers.connectors import Sidecars, UnlistedPrefixes
+from freshindex.workers.connectors.registry import ConnectorSpec
 
 
 class FolderConnector:
@@ -170,3 +173,24 @@ class FolderConnector:
         if len(data) > self.max_bytes:
             raise DocumentError(DocumentError.TOO_LARGE, f"more than {self.max_bytes} bytes")
         return data
+
+
+def _check_location(location: str, _options: Mapping[str, Any]) -> str:
+    path = Path(location).expanduser()
+    if not path.is_dir():
+        raise ConfigError(f"{location} is not a folder")
+    return str(path.resolve())
+
+
+def _source_uri(location: str, key: str) -> str:
+    return (Path(location).expanduser().resolve() / key).as_uri()
+
+
+SPEC = ConnectorSpec(
+    kind="folder",
+    build=lambda source, env: FolderConnector(source.location, max_bytes=env.max_bytes),
+    source_uri=_source_uri,
+    location_help="a folder path",
+    check_location=_check_location,
+    hooks=(Sidecars, UnlistedPrefixes),
+)

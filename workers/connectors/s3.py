@@ -15,7 +15,7 @@ run and the source stays due.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +25,8 @@ from freshindex.acl.model import is_sidecar
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
 from freshindex.settings.s3 import s3_client, s3_client_from
+from freshindex.workers.connectors import AclTags, Sidecars
+from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, SourceLike
 
 #: Error codes that concern one object, not the endpoint or the bucket.
 _VANISHED = frozenset({"NoSuchKey", "404"})
@@ -114,4 +116,26 @@ class S3Connector:
         return out
 
 
-__all__ = ["S3Connector", "parse_location", "s3_client", "s3_client_from"]
+def _build(source: SourceLike, env: ConnectorEnv) -> S3Connector:
+    client = s3_client_from(env.sources.s3, endpoint_url=source.options.get("endpoint_url"),
+                            region=source.options.get("region"))
+    return S3Connector(client, source.location, max_bytes=env.max_bytes)
+
+
+def _check_location(location: str, _options: Mapping[str, Any]) -> str:
+    parse_location(location)
+    return location
+
+
+SPEC = ConnectorSpec(
+    kind="s3",
+    build=_build,
+    source_uri=lambda location, key: f"{location.rstrip('/')}/{key}",
+    location_help="s3://bucket/prefix",
+    check_location=_check_location,
+    options=(ConnectorOption("endpoint_url", "S3 endpoint (MinIO, a local S3); default: settings sources.s3"),
+             ConnectorOption("region", "the bucket's region")),
+    hooks=(AclTags, Sidecars),
+)
+
+__all__ = ["SPEC", "S3Connector", "parse_location", "s3_client", "s3_client_from"]

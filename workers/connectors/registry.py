@@ -1,0 +1,177 @@
+"""The connector registry: one :class:`ConnectorSpec` per source kind.
+
+Everything that depends on a source's kind reads it from here: the CLI
+(``sources add --kind``, its location check, the options a kind takes), the
+composition root (``Services.connector_for`` builds connectors through
+:func:`build_connector`) and provenance (the URI a citation of the canonical
+location shows, :func:`workers.provenance.source_uri`).
+
+A new kind is one module plus one line: the module defines
+``SPEC = ConnectorSpec(kind="web", build=..., source_uri=...)`` and its
+dotted name goes into :data:`BUILTIN`; or, from code that is not part of
+freshindex (a plugin, a test), ``register(ConnectorSpec(kind="web", ...))``.
+The built-in modules are imported on first use, never at import of this
+module, so the CLI and ``serve`` do not load boto3 to list the kinds.
+
+What it does not do: check that a connector keeps its protocol at run time
+(the contract tests do, ``tests/workers/connectors``), nor validate options a
+kind does not declare (parsers and ACL sources read the same option map).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from freshindex.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from freshindex.settings.model import SourcesSettings
+    from freshindex.workers.connectors import Connector
+
+#: Modules whose ``SPEC`` is registered on first use: one line per built-in kind.
+BUILTIN: tuple[str, ...] = (
+    "freshindex.workers.connectors.folder",
+    "freshindex.workers.connectors.s3",
+)
+
+
+class SourceLike(Protocol):
+    """What a factory reads of a registered source (``registry.SourceInfo`` has it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def location(self) -> str: ...
+
+    @property
+    def options(self) -> Mapping[str, Any]: ...
+
+
+class CursorStore(Protocol):
+    """A source's sync cursor in the registry (a git source's last synced commit).
+
+    ``get`` is the position of the last run that finished (succeeded or
+    partial); ``set_pending`` records where this listing is, promoted to the
+    cursor when the run finishes (see ``registry.sources``).
+    """
+
+    def get(self) -> dict[str, Any] | None: ...
+
+    def set_pending(self, value: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class ConnectorEnv:
+    """What a factory may use besides the source: settings, a folder of its own, its cursor."""
+
+    sources: SourcesSettings
+    #: A folder the connector may keep files in (a git clone), created by the factory when needed.
+    data_dir: Path
+    cursor: CursorStore | None = None
+
+    @property
+    def max_bytes(self) -> int:
+        return self.sources.max_file_bytes
+
+
+@dataclass(frozen=True)
+class ConnectorOption:
+    """One ``--option key=value`` a kind reads."""
+
+    name: str
+    help: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class ConnectorSpec:
+    """A source kind: how to build its connector, name its objects and check its location.
+
+    ``build(source, env)`` returns a :class:`~workers.connectors.Connector`;
+    ``source_uri(location, key)`` names one object for citations;
+    ``check_location(location, options)`` returns the location to store (a
+    folder resolved, a URL without credentials) or raises
+    :class:`~core.errors.ConfigError`.  ``hooks`` lists the optional
+    protocols (:class:`~workers.connectors.AclTags`,
+    :class:`~workers.connectors.Sidecars`, ...) its connectors implement, so
+    a contract test can hold the connector to them.
+    """
+
+    kind: str
+    build: Callable[[SourceLike, ConnectorEnv], Connector]
+    source_uri: Callable[[str, str], str]
+    location_help: str = ""
+    check_location: Callable[[str, Mapping[str, Any]], str] | None = None
+    options: tuple[ConnectorOption, ...] = ()
+    hooks: tuple[type, ...] = field(default=())
+
+    def validate(self, location: str, options: Mapping[str, Any]) -> str:
+        """The location to store for a new source of this kind; missing required options are an error."""
+        missing = [o.name for o in self.options if o.required and not options.get(o.name)]
+        if missing:
+            raise ConfigError(f"a {self.kind} source needs the option(s) {', '.join(missing)} (--option key=value)")
+        return self.check_location(location, options) if self.check_location else location
+
+
+_SPECS: dict[str, ConnectorSpec] = {}
+_lock = threading.Lock()
+_loaded = False
+
+
+def register(spec: ConnectorSpec, *, replace: bool = False) -> ConnectorSpec:
+    """Add ``spec``; a kind registered twice is an error unless ``replace`` (a test swapping one in)."""
+    if not spec.kind or not spec.kind.replace("_", "").isalnum() or spec.kind != spec.kind.lower():
+        raise ConfigError(f"source kind {spec.kind!r}: lower-case letters, digits and _ only")
+    with _lock:
+        current = _SPECS.get(spec.kind)
+        if current is not None and current is not spec and not replace:
+            raise ConfigError(f"source kind {spec.kind!r} is already registered")
+        _SPECS[spec.kind] = spec
+    return spec
+
+
+def unregister(kind: str) -> None:
+    """Remove ``kind`` (tests that registered a toy kind clean up with it)."""
+    with _lock:
+        _SPECS.pop(kind, None)
+
+
+def _load_builtin() -> None:
+    global _loaded
+    if _loaded:
+        return
+    for name in BUILTIN:
+        spec = importlib.import_module(name).SPEC
+        if _SPECS.get(spec.kind) is not spec:
+            register(spec)
+    _loaded = True
+
+
+def kinds() -> tuple[str, ...]:
+    """Every registered kind, sorted."""
+    _load_builtin()
+    return tuple(sorted(_SPECS))
+
+
+def spec_for(kind: str) -> ConnectorSpec:
+    """The spec of ``kind``; an unknown kind is a :class:`ConfigError` naming the known ones."""
+    _load_builtin()
+    spec = _SPECS.get(kind)
+    if spec is None:
+        raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(sorted(_SPECS))}")
+    return spec
+
+
+def build_connector(source: SourceLike, kind: str, env: ConnectorEnv) -> Connector:
+    """The connector of ``source`` (of ``kind``), built by its spec's factory."""
+    return spec_for(kind).build(source, env)
+
+
+__all__ = ["BUILTIN", "ConnectorEnv", "ConnectorOption", "ConnectorSpec", "CursorStore", "SourceLike",
+           "build_connector", "kinds", "register", "spec_for", "unregister"]
