@@ -41,6 +41,16 @@ decided per token, because the question's tokens are not alike:
   paraphrase changes, not a name: it still counts through BM25 (the
   ``lexical`` signal) but its absence does not refuse.
 
+One signal decides alone: a question naming an identifier (a compound as
+above, not a hyphenated word or a version) that no rechecked candidate holds
+in any form (whole, a namespace suffix such as ``path.walk`` of
+``pathlib.path.walk``, or inside a longer identifier) is refused whatever the
+score (``unknown_names``).  Paraphrase cannot stand in for a name: pages
+about ``sys`` and about monitoring do not answer a question about
+``sys.monitoring``; the typical unanswerable question names something the
+corpus lacks, and scored with its other words it passes.  It has no fitted
+constant.
+
 Coverage is the share of the question's weight (every term but the parts of
 a compound it names whole) that is not a missing key term; a question with no
 key term has nothing to miss (coverage 1).  They are combined linearly, ``bias + sum(weight * signal)``, and the
@@ -65,6 +75,7 @@ not found look the same.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -73,7 +84,7 @@ from typing import Any, Protocol
 from freshindex.vectorstore import lexical
 
 __all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "absent_idf", "decide",
-           "evidence_tokens", "question_terms", "signals"]
+           "evidence_tokens", "is_name", "known", "name_forms", "question_terms", "signals"]
 
 
 class RefusalReason(StrEnum):
@@ -110,6 +121,8 @@ class RefusalPolicy:
     key_term_share: float = 0.15
     #: a plain word the collection holds is a key term from this share of the absent-term IDF (module docstring)
     key_term_rarity: float = 0.6
+    #: refuse, whatever the score, a question naming an identifier no permitted point holds (module docstring)
+    unknown_names: bool = True
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RefusalPolicy:
@@ -149,10 +162,12 @@ class Signals:
     missing: tuple[str, ...] = ()  # key terms not in the evidence, heaviest first
     weights: Mapping[str, float] | None = None  # token -> IDF weight used
     key_terms: tuple[str, ...] = ()  # the terms whose absence costs coverage (module docstring)
+    unknown: tuple[str, ...] = ()  # identifiers the question names that no permitted point holds
 
     def as_dict(self) -> dict[str, Any]:
         return {"coverage": round(self.coverage, 4), "lexical": round(self.lexical, 4), "dense": round(self.dense, 4),
-                "terms": list(self.terms), "key_terms": list(self.key_terms), "missing": list(self.missing)}
+                "terms": list(self.terms), "key_terms": list(self.key_terms), "missing": list(self.missing),
+                "unknown": list(self.unknown)}
 
 
 #: Function words the lexical index keeps (it has a short stopword list) but that say nothing about whether
@@ -255,8 +270,47 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
     missing = tuple(sorted((t for t in key_terms if t not in have), key=lambda t: (-weights[t], t)))
     coverage = 1.0 - sum(weights[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
+    unknown = tuple(t for t in missing if t in compounds and is_name(t) and not known(t, seen))
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
-                   weights=weights, key_terms=key_terms)
+                   weights=weights, key_terms=key_terms, unknown=unknown)
+
+
+_HYPHENATED = re.compile(r"[^\W_]+(?:-[^\W_]+)+")
+
+
+def is_name(token: str) -> bool:
+    """Whether a compound token names a thing (``sys.monitoring``, ``python_gil``, ``duckdb`` of ``DuckDB``).
+
+    Compounds joined only by hyphens are words (``built-in``); numbers and
+    versions (``3.11``) are values a page may write otherwise (``3.11.4``).
+    """
+    return any(c.isalpha() for c in token) and not _HYPHENATED.fullmatch(token)
+
+
+def name_forms(token: str) -> list[str]:
+    """``token`` and its namespace suffixes: ``pathlib.path.walk`` is also written ``path.walk`` and ``walk``.
+
+    The last part alone is left out: ``walk`` existing says nothing about ``Path.walk``.
+    """
+    forms, start = [token], 0
+    for i, c in enumerate(token):
+        if c in _SEPARATORS and i > start:
+            rest = token[i + 1:]
+            if any(ch in _SEPARATORS for ch in rest):
+                forms.append(rest)
+            start = i + 1
+    return forms
+
+
+def known(token: str, seen: set[str]) -> bool:
+    """Whether some rechecked candidate holds ``token`` in one of its forms (:func:`name_forms`).
+
+    The candidates, not the engine's IDF: the IDF counts points the caller
+    may no longer read, and a name only they hold must read as unknown
+    (denied and absent look the same).  A name in the collection reaches the
+    candidates through its lexical side, which matches it whole.
+    """
+    return any(f in seen or _inside(f, seen) for f in name_forms(token))
 
 
 #: Namespace separators: ``process_cpu_count`` is a name inside ``os.process_cpu_count``; ``cpu_count`` is not
@@ -280,6 +334,11 @@ def decide(policy: RefusalPolicy, s: Signals) -> tuple[RefusalReason, str] | Non
     """None to answer; else the reason and a sentence for the packet saying why."""
     if not policy.enabled:
         return None
+    if policy.unknown_names and s.unknown:
+        # Paraphrase cannot stand in for a name: a question about ``sys.monitoring`` is not answered by pages
+        # about ``sys`` and monitoring.  "Permitted" because presence is decided under the caller's filter.
+        named = ", ".join(repr(t) for t in s.unknown[:5])
+        return RefusalReason.KEY_TERMS_MISSING, f"the question names {named}, which no permitted document mentions"
     value = policy.score(s)
     if value >= 0:
         return None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -88,6 +88,12 @@ class BrokerSettings(BaseModel):
         default=0, ge=0, le=65535,
         description="port on which `freshindex worker` serves its pool's metrics, task latency and queue depth "
         "(0 = off)",
+    )
+    worker_metrics_bind: str = Field(
+        default="127.0.0.1",
+        description="address the worker's metrics port listens on: the loopback by default (a scraper on the same "
+        "host, or nothing); 0.0.0.0 (or ::) where Prometheus scrapes it from another host or pod, as the compose "
+        "file and the Kubernetes ConfigMap set it",
     )
 
 
@@ -208,15 +214,58 @@ class VectorStoreSettings(BaseModel):
 class EmbeddingSettings(BaseModel):
     """The embedding model that turns chunks and questions into dense vectors."""
 
-    provider: Literal["onnx", "sentence-transformers", "hashing"] = Field(
+    provider: Literal["onnx", "sentence-transformers", "hashing", "openai", "tei"] = Field(
         default="onnx",
         description="onnx: all-MiniLM-L6-v2 int8 shipped on PyPI (offline); sentence-transformers: any "
-        "installed model by name; hashing: a deterministic bag-of-words stand-in for tests",
+        "installed model by name; hashing: a deterministic bag-of-words stand-in for tests; openai: any "
+        "OpenAI-compatible /v1/embeddings server (OpenAI, Azure OpenAI, vLLM, Ollama, LiteLLM); tei: Hugging Face "
+        "text-embeddings-inference (/embed)",
     )
-    model: str = Field(default="all-MiniLM-L6-v2", description="model name for sentence-transformers")
+    model: str = Field(default="all-MiniLM-L6-v2", description="model name for sentence-transformers and the "
+                       "`model` sent to an openai server (an Azure deployment name); for tei it only names the "
+                       "model in the vector-cache key")
     batch_size: int = Field(default=32, ge=1, le=1024, description="texts per model call; calls are also cut by "
                             "token length (at most 2,048 padded tokens, at most 20 % padding)")
     threads: int = Field(default=0, ge=0, description="onnxruntime intra-op threads; 0 = all cores")
+    # -- remote embedders (provider openai or tei): workers/embedding/remote.py
+    base_url: str | None = Field(default=None, description="remote embedders: the server's base URL, e.g. "
+                                 "https://api.openai.com/v1 (openai: POST <base_url>/embeddings, a query string such "
+                                 "as ?api-version=... is kept) or http://tei:8080 (tei: POST <base_url>/embed)")
+    api_key_file: Path | None = Field(default=None, description="remote embedders: a file holding the API key "
+                                      "(read once at start, never logged); unset = no key sent")
+    api_key_header: Literal["authorization", "api-key"] = Field(
+        default="authorization", description="remote embedders: how the key is sent: authorization (Bearer; "
+        "OpenAI, vLLM, LiteLLM, TEI --api-key) or api-key (Azure OpenAI)")
+    dimensions: int = Field(default=0, ge=0, le=65536, description="remote embedders: the vector size the model "
+                            "returns (required); part of the vector-cache key, checked on every response")
+    request_dimensions: bool = Field(default=False, description="openai: send `dimensions` in the request "
+                                     "(text-embedding-3 and Matryoshka models shorten their vectors to it)")
+    model_revision: str = Field(default="", description="remote embedders: a label added to the vector-cache key; "
+                                "change it when the server's model changes under the same name, to re-embed")
+    max_input_tokens: int = Field(default=512, ge=8, description="remote embedders: the model's input limit in "
+                                  "tokens; chunks are cut to fit it, a longer text is refused (never truncated)")
+    tokenizer_file: Path | None = Field(default=None, description="remote embedders: the model's tokenizer.json, "
+                                        "to count tokens as the model does; unset = the bundled MiniLM WordPiece "
+                                        "tokenizer (exact for MiniLM, an estimate for other models)")
+    batch_max_inputs: int = Field(default=64, ge=1, le=2048, description="remote embedders: texts per request")
+    batch_max_tokens: int = Field(default=8192, ge=8, description="remote embedders: tokens per request (sum "
+                                  "over its texts)")
+    max_in_flight: int = Field(default=4, ge=1, le=64, description="remote embedders: requests in flight at "
+                               "once from one process")
+    timeout_s: float = Field(default=30.0, gt=0, description="remote embedders: seconds one request may take; "
+                             "a request over it is retried")
+    retries: int = Field(default=5, ge=0, le=20, description="remote embedders: further attempts of a request "
+                         "after a 429, 5xx, timeout or connection error (jittered exponential backoff)")
+    retry_max_wait_s: float = Field(default=60.0, gt=0, description="remote embedders: longest wait before a "
+                                    "retry, a server's Retry-After included")
+
+    @model_validator(mode="after")
+    def _remote_complete(self) -> EmbeddingSettings:
+        if self.provider in ("openai", "tei"):
+            missing = [n for n, v in (("base_url", self.base_url), ("dimensions", self.dimensions)) if not v]
+            if missing:
+                raise ValueError(f"embedding.provider={self.provider} needs embedding.{' and embedding.'.join(missing)}")
+        return self
 
 
 class S3Settings(BaseModel):
@@ -509,6 +558,10 @@ class ContextSettings(BaseModel):
                                            "holds is a key term (its absence from the evidence costs coverage) when "
                                            "its IDF is at least this share of an absent term's; compound "
                                            "identifiers and absent terms always are")
+    refusal_unknown_names: bool = Field(default=True, description="refuse, whatever the calibrated score, a "
+                                        "question naming an identifier (dotted, snake_case, CamelCase, an "
+                                        "upper-case name) that no document the caller may read mentions in any "
+                                        "of its forms; off leaves such questions to the score")
     refusal_calibration: bool = Field(default=True, description="refit the refusal bias per knowledge base when a "
                                       "snapshot is built, on pseudo-questions made from its own chunks "
                                       "(injection.calibration); false: the shipped bias everywhere")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -287,3 +288,30 @@ def test_without_the_engines_statistics_the_client_still_decides(tmp_path: Path)
     assert not answered.insufficient
     assert refused.insufficient and "async_orm_pool_size" in refused.reason
     assert set(decisions[-1][2].weights.values()) == {1.0}
+
+
+def test_a_name_no_candidate_holds_refuses_whatever_the_score() -> None:
+    # Given a question naming an API the evidence lacks in every form, while its other words match well
+    q = "How do I register a callback for line events using the sys.monitoring API?"
+    evidence = [evidence_tokens("register a callback for line events with sys.settrace; monitoring tools use it")]
+    pool = {"register", "callback", "line", "events", "sys.settrace", "sys", "settrace", "monitoring", "api"}
+    idf = {t: 1.0 for t in pool} | {"sys.monitoring": 3.0}  # the engine counts a point the caller may not read
+    s = signals(q, evidence, idf=idf, missing_idf=9.0, lexical_top=12.0, dense_top=0.8, present=pool)
+    generous = RefusalPolicy(bias=10.0)  # a score that answers anything
+    # Then the name is unknown and the question is refused with it named, though the score says answer
+    assert s.unknown == ("sys.monitoring",)
+    reason, why = decide(generous, s)
+    assert reason is RefusalReason.KEY_TERMS_MISSING and "'sys.monitoring'" in why
+    # and switched off, the score decides
+    assert decide(replace(generous, unknown_names=False), s) is None
+
+
+@pytest.mark.parametrize(("question", "held"), [
+    ("What does pathlib.Path.walk() yield?", {"path.walk", "yield"}),  # a namespace suffix the page writes
+    ("What does os.process_cpu_count return?", {"os.process_cpu_count.__doc__"}),  # inside a longer name
+    ("Is the built-in server fit for production?", {"server", "production"}),  # hyphenated words are words
+    ("What changed in Python 3.13?", {"python", "changed"}),  # versions are values, not names
+])
+def test_a_name_written_otherwise_or_no_name_at_all_is_not_unknown(question: str, held: set[str]) -> None:
+    s = signals(question, [held], idf={}, missing_idf=9.0, lexical_top=5.0, dense_top=0.8, present=held)
+    assert s.unknown == ()
