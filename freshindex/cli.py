@@ -882,7 +882,10 @@ def worker(state: _State, queues: str, concurrency: int, pool: str, hostname: st
     except Exception as exc:
         raise FreshIndexError(f"broker unreachable: {exc}") from exc
     if metrics_port:
-        exporter.install(app, port=metrics_port, queues=[queue_name(settings, q) for q in Queue])
+        from freshindex.workers.probe import heartbeat_path
+
+        exporter.install(app, port=metrics_port, queues=[queue_name(settings, q) for q in Queue],
+                         host=settings.broker.worker_metrics_bind, heartbeat=heartbeat_path(settings, "worker"))
     log.warning("worker starting", extra={"event": "worker_starting", "queues": names, **info})
     argv = ["worker", "-Q", ",".join(names), "-c", str(concurrency), "-P", pool,
             "--loglevel", settings.log_level, "-n", hostname or "freshindex@%h", "--without-gossip",

@@ -1,14 +1,25 @@
-"""Worker metrics over HTTP: every pool process's counters, task latency and queue depth.
+"""Worker metrics over HTTP: every pool process's counters, task latency and outcomes, queues, heartbeat.
 
 A Celery worker runs its tasks in child processes, each with its own
 :class:`~freshindex.health.metrics.Metrics`; a scrape of one process would see
 one child's share.  prometheus-client's multiprocess mode keeps each
 process's values in memory-mapped files under one directory, and the worker's
 main process serves their sum (:class:`MultiProcessCollector`) on
-``broker.worker_metrics_port``.  Added to that: task wall time by task name
-(``freshindex_task_seconds``, observed in the child that ran it) and, read at
-scrape time from the broker, the depth of each freshindex queue
-(``freshindex_queue_depth{queue}``).
+``broker.worker_metrics_bind``:``broker.worker_metrics_port``.  Added to that:
+
+* ``freshindex_task_seconds{task}``: task wall time, observed in the child that ran it;
+* ``freshindex_task_runs_total{task,state}``: finished task executions by Celery state
+  (``SUCCESS``, ``FAILURE``, ``RETRY``, ...), so a task that raised counts as a failure;
+* read from the broker at scrape time: ``freshindex_queue_depth{queue}`` (messages
+  waiting) and, on Redis, ``freshindex_queue_head_age_seconds{queue}`` (how long the
+  next message to be delivered has been the next one, see :class:`HeadAges`);
+* ``freshindex_worker_heartbeat_age_seconds``: seconds since the worker's consumer
+  last touched its heartbeat file (``workers/probe.py``); it grows while the exporter
+  still answers when the worker is wedged or cut off from the broker.
+
+No series carries a ``pid`` label: gauges that live in the pool children
+declare a ``multiprocess_mode`` that aggregates (``max``), and the
+scrape-time gauges are computed once in the main process.
 
 Multiprocess mode is chosen when prometheus-client is first imported, so
 :func:`prepare` must run before anything imports it (the ``worker`` command
@@ -19,6 +30,7 @@ worker restarts (the directory is emptied at start).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -64,17 +76,84 @@ def queue_depths(app: Any, queues: Iterable[str]) -> dict[str, int]:
     return out
 
 
-def install(app: Any, *, port: int, queues: list[str], host: str = "0.0.0.0") -> None:
-    """Wire the task-latency histogram and start the exporter in the worker's main process.
+def queue_heads(app: Any, queues: Iterable[str]) -> dict[str, str | None] | None:
+    """The identity of the next message each queue delivers (None: empty); None on a broker without a peek.
 
-    Call after :func:`prepare` and before ``app.worker_main``.
+    Redis only: kombu pushes on the left and pops on the right, so the
+    oldest waiting message is the list's last element; its identity is kombu's
+    ``delivery_tag``, unique per message.  AMQP has no way to look at a queue
+    without taking from it, so there this returns None.
+    """
+    with app.connection_for_read() as conn:
+        if conn.transport.driver_type != "redis":
+            return None
+        client = conn.default_channel.client
+        out: dict[str, str | None] = {}
+        for name in queues:
+            raw = client.lindex(name, -1)
+            if raw is None:
+                out[name] = None
+                continue
+            try:
+                out[name] = str(json.loads(raw)["properties"]["delivery_tag"])
+            except (ValueError, KeyError, TypeError):  # not a kombu message: its bytes are its identity
+                out[name] = raw.hex()[:64] if isinstance(raw, bytes) else str(raw)[:64]
+        return out
+
+
+class HeadAges:
+    """Seconds each queue's head message has been its head, as seen by the scrapes of this exporter.
+
+    A queue whose head has not changed between two scrapes is not being
+    consumed (with late acks and prefetch 1 a worker takes the next message
+    only when it has a free slot), so this is the "how long has the queue
+    been stuck" signal.  What it does not give: the age of the message since
+    it was published (kombu messages carry no publish time), and it starts at
+    0 for a head first seen by this exporter (after a restart, on the first
+    scrape), so it is a lower bound with the scrape interval as resolution.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._seen: dict[str, tuple[str, float]] = {}
+
+    def observe(self, queue: str, head: str | None) -> float:
+        now = self._clock()
+        if head is None:
+            self._seen.pop(queue, None)
+            return 0.0
+        seen = self._seen.get(queue)
+        if seen is None or seen[0] != head:
+            self._seen[queue] = (head, now)
+            return 0.0
+        return now - seen[1]
+
+
+def heartbeat_age(path: Path | None, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds since ``path`` was last touched (None: no heartbeat file yet)."""
+    if path is None:
+        return None
+    try:
+        return max(0.0, now() - path.stat().st_mtime)
+    except OSError:
+        return None
+
+
+def install(app: Any, *, port: int, queues: list[str], host: str = "127.0.0.1",
+            heartbeat: Path | None = None) -> None:
+    """Wire the task metrics and start the exporter in the worker's main process on ``host:port``.
+
+    Call after :func:`prepare` and before ``app.worker_main``.  ``heartbeat``:
+    the worker's heartbeat file (``workers.probe.heartbeat_path``), exported as its age.
     """
     from celery.signals import task_postrun, task_prerun, worker_process_shutdown, worker_ready
-    from prometheus_client import CollectorRegistry, Histogram, multiprocess, start_http_server
+    from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, start_http_server
     from prometheus_client.core import GaugeMetricFamily
 
     task_seconds = Histogram("freshindex_task_seconds", "Task wall time in the worker, by task", ["task"],
                              buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))
+    task_runs = Counter("freshindex_task_runs_total", "Finished task executions by Celery state (SUCCESS, "
+                        "FAILURE: the task raised, RETRY, ...)", ["task", "state"])
     started: dict[str, float] = {}
 
     @task_prerun.connect(weak=False)
@@ -83,29 +162,51 @@ def install(app: Any, *, port: int, queues: list[str], host: str = "0.0.0.0") ->
             started[task_id] = time.monotonic()
 
     @task_postrun.connect(weak=False)
-    def _stop(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+    def _stop(task_id: str | None = None, task: Any = None, state: str | None = None, **_: Any) -> None:
         t0 = started.pop(task_id or "", None)
-        if t0 is not None and task is not None:
+        if task is None:
+            return
+        if t0 is not None:
             task_seconds.labels(task.name).observe(time.monotonic() - t0)
+        task_runs.labels(task.name, state or "UNKNOWN").inc()
 
     @worker_process_shutdown.connect(weak=False)
     def _dead(pid: int | None = None, **_: Any) -> None:
         multiprocess.mark_process_dead(pid or os.getpid())
 
-    class QueueDepth:
+    heads = HeadAges()
+
+    class BrokerAndHeartbeat:
+        """Scrape-time gauges of the main process: queue depth and head age, heartbeat age."""
+
         def collect(self) -> Iterable[Any]:
-            family = GaugeMetricFamily("freshindex_queue_depth", "Messages waiting in a freshindex queue",
-                                       labels=["queue"])
+            depth = GaugeMetricFamily("freshindex_queue_depth", "Messages waiting in a freshindex queue",
+                                      labels=["queue"])
             try:
-                for name, depth in sorted(queue_depths(app, queues).items()):
-                    family.add_metric([name], depth)
+                for name, n in sorted(queue_depths(app, queues).items()):
+                    depth.add_metric([name], n)
             except Exception:  # broker down: export no depth rather than fail the scrape
                 log.warning("queue depth unavailable", exc_info=True)
-            yield family
+            yield depth
+            age = GaugeMetricFamily("freshindex_queue_head_age_seconds",
+                                    "Seconds the next message of a queue has been its next message (0: empty); "
+                                    "Redis brokers only", labels=["queue"])
+            try:
+                found = queue_heads(app, queues)
+                for name, head in sorted((found or {}).items()):
+                    age.add_metric([name], heads.observe(name, head))
+            except Exception:
+                log.warning("queue head age unavailable", exc_info=True)
+            yield age
+            beat = heartbeat_age(heartbeat)
+            if beat is not None:
+                yield GaugeMetricFamily("freshindex_worker_heartbeat_age_seconds",
+                                        "Seconds since the worker's consumer touched its heartbeat file",
+                                        value=beat)
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
-    registry.register(QueueDepth())
+    registry.register(BrokerAndHeartbeat())
     started_server: list[Callable[[], None]] = []
 
     @worker_ready.connect(weak=False)
@@ -114,4 +215,4 @@ def install(app: Any, *, port: int, queues: list[str], host: str = "0.0.0.0") ->
             return
         start_http_server(port, addr=host, registry=registry)
         started_server.append(lambda: None)
-        log.warning("worker metrics served", extra={"event": "worker_metrics", "port": port})
+        log.warning("worker metrics served", extra={"event": "worker_metrics", "host": host, "port": port})

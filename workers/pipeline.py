@@ -502,6 +502,7 @@ def _process_document(
         if ready is not None and ready.parsed is None and ready.error is not None:
             raise ready.error  # parsing failed ahead: the same failure, recorded here
         parsed = ready.parsed if ready is not None else ctx.parsers.for_source(source.options).parse(data, key)
+        ctx.metrics.ocr_pages.labels(source_id).inc(len(parsed.meta.get("ocr_pages", ())))
         ctx.metrics.ocr_low_confidence_pages.labels(source_id).inc(len(parsed.meta.get("ocr_low_confidence_pages", ())))
         # A parser that hashes its extracted content (furniture removed) lets a
         # page whose bytes changed only in the navigation skip chunking and

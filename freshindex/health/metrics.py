@@ -42,8 +42,11 @@ class Metrics:
                                   registry=r)
         self.sync_runs = Counter("freshindex_sync_runs_total", "Finished sync runs by status", ["source", "status"],
                                  registry=r)
+        # multiprocess_mode: a worker's pool children each hold a value; without it (mode "all") every
+        # child's value would be a series of its own with a `pid` label, new on every restart.
         self.last_sync = Gauge("freshindex_last_successful_sync_timestamp_seconds",
-                               "Unix time of the last successful sync", ["source"], registry=r)
+                               "Unix time of the last successful sync", ["source"], registry=r,
+                               multiprocess_mode="max")
         self.builds = Counter("freshindex_builds_total", "Snapshot builds by outcome", ["kb", "outcome"], registry=r)
         self.standby_busy = Counter("freshindex_standby_busy_total", "Blue/green builds that copied instead: a "
                                     "reader still had the standby open", ["kb"], registry=r)
@@ -102,6 +105,8 @@ class Metrics:
         self.ocr_low_confidence_pages = Counter("freshindex_ocr_low_confidence_pages_total",
                                                 "Scanned pages read with an OCR confidence under the floor",
                                                 ["source"], registry=r)
+        self.ocr_pages = Counter("freshindex_ocr_pages_total", "Scanned pages read by OCR (the denominator of "
+                                 "freshindex_ocr_low_confidence_pages_total)", ["source"], registry=r)
         self.worker_crashes = Counter("freshindex_worker_crashes_total",
                                       "Document attempts whose worker process died on the document (found by the "
                                       "next attempt); past sync.document_crash_retries it is recorded worker_crashed",
