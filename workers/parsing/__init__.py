@@ -20,6 +20,7 @@ from freshindex.workers.parsing.code import LANGUAGES, parse_code
 from freshindex.workers.parsing.html import parse_html
 from freshindex.workers.parsing.limits import Limits
 from freshindex.workers.parsing.markdown import parse_markdown
+from freshindex.workers.parsing.office import parse_docx, parse_pptx, parse_xlsx
 from freshindex.workers.parsing.pdf import PdfOptions, parse_pdf
 from freshindex.workers.parsing.plain import parse_plain
 from freshindex.workers.parsing.table import parse_table
@@ -31,7 +32,28 @@ ParserFn = Callable[[bytes, str], ParsedDocument]
 PARSER_SET_VERSION = "p6"  # p6: code parser code-5 (signatures keep string literals; Go receivers)
 # p5: code parser code-4 (Python signatures end at their colon)
 
-__all__ = ["PARSER_SET_VERSION", "Limits", "Parsers", "PdfOptions"]
+__all__ = ["MEDIA_TYPES", "PARSER_SET_VERSION", "Limits", "Parsers", "PdfOptions", "extension_for"]
+
+#: Media types (as an HTTP source or an object store's Content-Type names them) to the extension whose
+#: parser reads them, for a key that carries no extension of its own (see :meth:`Parsers.for_key`).
+MEDIA_TYPES = {
+    "text/markdown": ".md", "text/x-markdown": ".md",
+    "text/html": ".html", "application/xhtml+xml": ".xhtml",
+    "text/plain": ".txt", "text/x-rst": ".rst",
+    "text/csv": ".csv", "text/tab-separated-values": ".tsv",
+    "application/pdf": ".pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
+}
+_OFFICE = {".docx": parse_docx, ".pptx": parse_pptx, ".xlsx": parse_xlsx}
+
+
+def extension_for(media_type: str | None) -> str | None:
+    """The extension parsed for ``media_type`` (parameters such as ``; charset=utf-8`` ignored), or None."""
+    if not media_type:
+        return None
+    return MEDIA_TYPES.get(media_type.split(";", 1)[0].strip().lower())
 
 
 @dataclass(frozen=True)
@@ -44,8 +66,11 @@ class Parsers:
         pdf = self.pdf.with_source(options or {})
         return self if pdf is self.pdf else replace(self, pdf=pdf)
 
-    def for_key(self, key: str) -> ParserFn:
+    def for_key(self, key: str, media_type: str | None = None) -> ParserFn:
+        """The parser for ``key`` by its extension; a key without one is read by its ``media_type``."""
         ext = key[key.rfind(".") :].lower() if "." in key.rsplit("/", 1)[-1] else ""
+        if not ext:
+            ext = extension_for(media_type) or ""
         if ext in (".md", ".markdown", ".mdx"):
             return parse_markdown
         if ext in (".html", ".htm", ".xhtml"):
@@ -54,21 +79,23 @@ class Parsers:
             return parse_plain
         if ext in (".csv", ".tsv"):
             return parse_table
+        if ext in _OFFICE:
+            return _OFFICE[ext]
         if ext == ".pdf":
             return lambda data, key: parse_pdf(data, key, self.pdf)
         if ext in LANGUAGES:
             return parse_code
         raise DocumentError(DocumentError.UNSUPPORTED, f"no parser for {ext or 'files without an extension'}")
 
-    def supports(self, key: str) -> bool:
+    def supports(self, key: str, media_type: str | None = None) -> bool:
         try:
-            self.for_key(key)
+            self.for_key(key, media_type)
         except DocumentError:
             return False
         return True
 
-    def parse(self, data: bytes, key: str) -> ParsedDocument:
-        parser = self.for_key(key)
+    def parse(self, data: bytes, key: str, media_type: str | None = None) -> ParsedDocument:
+        parser = self.for_key(key, media_type)
         with _limits.applied(self.limits):
             try:
                 parsed = parser(data, key)
