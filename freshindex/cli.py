@@ -955,6 +955,54 @@ def errors(state: _State, source_id: str | None, run_id: int | None, as_json: bo
                                               f"{r['detail']}" for r in rs) or "no document errors")
 
 
+@cli.group("api")
+def api_group() -> None:
+    """The HTTP API's description."""
+
+
+@api_group.command("openapi")
+def api_openapi() -> None:
+    """Print the OpenAPI document of `freshindex serve` (docs/openapi.json is this output)."""
+    from freshindex.api.schema import openapi_document
+
+    click.echo(json.dumps(openapi_document(), indent=2, sort_keys=True, ensure_ascii=False))
+
+
+@cli.command("mcp")
+@click.option("--url", envvar="FRESHINDEX_URL", default=None,
+              help="The freshindex API to ask (default: http://api.host:api.port; env FRESHINDEX_URL).")
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="stdio: a file holding your own API key or JWT (else FRESHINDEX_TOKEN from your environment).")
+@click.option("--http", "over_http", is_flag=True, help="Serve streamable HTTP at /mcp instead of stdio; each "
+              "request's Authorization header is forwarded to the API (the server holds no credential).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="--http: address to bind.")
+@click.option("--port", default=8765, show_default=True, type=int, help="--http: port to bind.")
+@click.option("--kb", default=None, help="The tools' default knowledge base (default: settings default_kb).")
+@click.pass_obj
+def mcp_command(state: _State, url: str | None, token_file: str | None, over_http: bool, host: str, port: int,
+                kb: str | None) -> None:
+    """Serve search_knowledge and check_citations to MCP clients (needs freshindex[mcp]).
+
+    Thin over the HTTP API: run it next to a `freshindex serve`. The credential is always the caller's.
+    """
+    import os
+
+    try:
+        from freshindex.integrations import mcp_server
+    except ModuleNotFoundError as exc:
+        raise ConfigProblem(f"{exc.name or exc} is not installed: pip install 'freshindex[mcp]'") from exc
+    base = url or f"http://{state.settings.api.host}:{state.settings.api.port}"
+    default_kb = kb or state.settings.default_kb
+    if over_http:
+        if token_file or os.environ.get("FRESHINDEX_TOKEN"):
+            raise click.UsageError("--http forwards each caller's own Authorization header: it takes no "
+                                   "--token-file (unset FRESHINDEX_TOKEN)")
+        mcp_server.run_http(base, host=host, port=port, default_kb=default_kb)
+        return
+    token = Path(token_file).read_text().strip() if token_file else os.environ.get("FRESHINDEX_TOKEN") or None
+    mcp_server.run_stdio(base, token=token, default_kb=default_kb)
+
+
 ops_commands.register(cli)  # runs, documents, kbs, locks, probe, ... (freshindex/ops_commands.py)
 keys_commands.register(cli)  # keys create/list/revoke (freshindex/keys_commands.py)
 acl_commands.register(cli)  # sources update (freshindex/acl_commands.py)

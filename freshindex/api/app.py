@@ -54,7 +54,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -62,7 +62,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from freshindex.api import webhooks
+from freshindex.api import schema, webhooks
 from freshindex.api.auth import Authenticator, AuthError, Identity, narrow
 from freshindex.api.limits import BodyTooLarge, RateLimited, RateLimits, RequestLimits, too_large_body
 from freshindex.core.errors import FreshIndexError, NotFoundError, RetryableError
@@ -151,7 +151,8 @@ def create_app(services: ApiServices) -> FastAPI:
                        exempt=frozenset({"/healthz", "/readyz", "/metrics"}))
     rates = RateLimits(api.rate_limit_burst, api.rate_limit_per_s) if api.rate_limit_burst else None
 
-    def authorize(request: Request) -> Identity:
+    def authorize(request: Request, _key: Any = Security(schema.API_KEY), _jwt: Any = Security(schema.JWT)) -> Identity:
+        # (the two schemes declare the credentials in the OpenAPI document; they decide nothing)
         # request.client is the TCP peer: `freshindex serve` runs uvicorn without proxy_headers, so no
         # X-Forwarded-For rewrites it (gateway mode trusts the peer address, nothing else).
         peer = request.client.host if request.client else None
@@ -205,7 +206,7 @@ def create_app(services: ApiServices) -> FastAPI:
     # Webhooks carry their own per-source signatures, not the query API's credentials.
     app.include_router(webhooks.router(webhooks.WebhookIntake(settings.webhooks, services)))
 
-    @app.get("/healthz")
+    @app.get("/healthz", response_model=None, responses=schema.ok(schema.Alive, "The process is up."))
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
@@ -217,7 +218,9 @@ def create_app(services: ApiServices) -> FastAPI:
             raise NotFoundError(f"unknown knowledge base {kb!r}")
         return kb
 
-    @app.get("/readyz")
+    @app.get("/readyz", response_model=None, responses={
+        **schema.ok(schema.Ready, "This process can serve; each knowledge base's state."),
+        503: {"model": schema.NotReady, "description": "The registry or the vector store is unreachable."}})
     def readyz() -> JSONResponse:
         """Ready = this process can answer queries; per-kb state is information, not a verdict.
 
@@ -255,11 +258,14 @@ def create_app(services: ApiServices) -> FastAPI:
                     extra={"event": "readiness_failed", "dependency": dependency, "detail": str(exc)})
         return JSONResponse(status_code=503, content={"ready": False, "dependency": dependency, "detail": str(exc)})
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse, responses={
+        200: {"description": "Prometheus exposition.", "content": {"text/plain": {"schema": {"type": "string"}}}}})
     def metrics() -> PlainTextResponse:
         return PlainTextResponse(services.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    @app.post("/v1/query")
+    @app.post("/v1/query", response_model=None, responses={
+        **schema.ok(schema.ContextPacketBody, "The context packet (or an insufficient-evidence one)."),
+        **schema.errors(400, 401, 403, 404, 413, 422, 429, 503)})
     def query(req: QueryRequest, identity: Identity = Depends(authorize)) -> dict[str, Any]:
         # (a default, not Annotated[...]: the annotation is a string and `authorize` is local to create_app)
         try:
@@ -273,7 +279,10 @@ def create_app(services: ApiServices) -> FastAPI:
             services.metrics.recheck_drops.labels(kb, reason).inc(n)
         return packet.as_dict()
 
-    @app.post("/v1/citations/check")
+    @app.post("/v1/citations/check", response_model=None, responses={
+        **schema.ok(schema.CitationReportBody, "The citation report."), **schema.errors(400, 401, 413, 429, 503)},
+        openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+            "schema": schema.CitationCheckRequest.model_json_schema()}}}})  # read capped by hand, not by FastAPI
     async def citations_check(request: Request, _identity: Identity = Depends(authorize)) -> JSONResponse:
         # The body is read capped before it is parsed: FastAPI's own body model would read it whole first.
         limit = settings.api.max_check_bytes
@@ -305,7 +314,9 @@ def create_app(services: ApiServices) -> FastAPI:
             return None
         return {s.id for s in services.registry.list_sources(kb) if s.tenant == identity.tenant}
 
-    @app.get("/v1/kbs/{kb}/health")
+    @app.get("/v1/kbs/{kb}/health", response_model=None, responses={
+        **schema.ok(schema.KbHealthBody, "The knowledge base's freshness signals."),
+        **schema.errors(401, 404, 429, 503)})
     def kb_health(kb: str, identity: Identity = Depends(authorize)) -> dict[str, Any]:
         mine = tenant_sources(identity, kb) if known.contains(kb) else None
         if mine is not None and not mine:  # another tenant's knowledge base: answered as an unknown one
@@ -317,7 +328,8 @@ def create_app(services: ApiServices) -> FastAPI:
                 health[field] = {sid: v for sid, v in health[field].items() if sid in mine}
         return health
 
-    @app.get("/v1/snapshots")
+    @app.get("/v1/snapshots", response_model=None, responses={
+        **schema.ok(list[schema.SnapshotBody], "Snapshot summaries, newest first."), **schema.errors(401, 429, 503)})
     def snapshots(kb: str | None = None, identity: Identity = Depends(authorize)) -> list[dict[str, Any]]:
         found = services.registry.list_snapshots(kb)
         if identity.tenant is not None:

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from freshindex.api import schema
 from freshindex.api.auth import Identity
 
 
@@ -56,15 +57,18 @@ def router(services: Any, authorize: Callable[..., Identity]) -> APIRouter:
     def registry() -> Any:
         return services.registry
 
-    @api.get("")
+    @api.get("", response_model=None, responses={**schema.ok(schema.SourcesBody, "Every source's freshness."), **schema.errors(401, 403, 404, 429)})
     def list_sources(kb: str | None = None) -> dict[str, Any]:
         return {"sources": [f.as_dict() for f in registry().source_freshness(kb)]}
 
-    @api.get("/{source_id}")
+    @api.get("/{source_id}", response_model=None,
+             responses={**schema.ok(schema.SourceFreshnessBody, "The source's freshness."), **schema.errors(401, 403, 404, 429)})
     def show(source_id: str) -> dict[str, Any]:
         return registry().source_freshness(source_id=source_id)[0].as_dict()
 
-    @api.post("/{source_id}/sync", status_code=202)
+    @api.post("/{source_id}/sync", status_code=202, response_model=None, responses={
+        **schema.ok(schema.SyncTriggered, "Queued (or joined the queued ticket).", 202), **schema.errors(401, 403, 404, 429),
+        409: {"model": schema.ErrorBody, "description": "The source was removed."}})
     def trigger(source_id: str) -> JSONResponse:
         fresh = registry().source_freshness(source_id=source_id)[0]
         if fresh.removed:
@@ -74,28 +78,34 @@ def router(services: Any, authorize: Callable[..., Identity]) -> APIRouter:
             "ticket": join.ticket_id, "coalesced": join.joined, "paused": fresh.paused,
             "detail": "waits until the source is resumed" if fresh.paused else "queued"})
 
-    @api.post("/{source_id}/pause")
+    @api.post("/{source_id}/pause", response_model=None,
+              responses={**schema.ok(schema.SourceFreshnessBody, "Paused."), **schema.errors(401, 403, 404, 429)})
     def pause(source_id: str) -> dict[str, Any]:
         return registry().set_source_paused(source_id, True).as_dict()
 
-    @api.post("/{source_id}/resume")
+    @api.post("/{source_id}/resume", response_model=None,
+              responses={**schema.ok(schema.SourceFreshnessBody, "Resumed."), **schema.errors(401, 403, 404, 429), **schema.errors(400)})
     def resume(source_id: str) -> dict[str, Any]:
         return registry().set_source_paused(source_id, False).as_dict()
 
-    @api.delete("/{source_id}")
+    @api.delete("/{source_id}", response_model=None,
+                responses={**schema.ok(schema.SourceRemoved, "Removed: its documents withdrawn."), **schema.errors(401, 403, 404, 429),
+                           **schema.errors(400)})
     def remove(source_id: str, confirm: bool = Query(default=False)) -> dict[str, Any]:
         if not confirm:
             raise HTTPException(400, "removing a source withdraws all of its documents: add ?confirm=true")
         withdrawn = registry().remove_source(source_id)
         return {"source": source_id, "documents": len(withdrawn), "chunks": sum(w.chunks for w in withdrawn)}
 
-    @api.get("/{source_id}/runs")
+    @api.get("/{source_id}/runs", response_model=None,
+             responses={**schema.ok(schema.RunsBody, "The source's sync runs, newest first."), **schema.errors(401, 403, 404, 429)})
     def runs(source_id: str, limit: int = Query(default=20, ge=1, le=500)) -> dict[str, Any]:
         found = registry().source_runs(source_id, limit=limit)
         lags = {r["run"]: r["lag_s"] for r in registry().run_lags(source_id=source_id, limit=limit * 2)}
         return {"runs": [_run(r, lags.get(r.id)) for r in found]}
 
-    @api.put("/{source_id}/policy")
+    @api.put("/{source_id}/policy", response_model=None,
+             responses={**schema.ok(schema.SourceFreshnessBody, "The policy as now in force."), **schema.errors(401, 403, 404, 429)})
     def policy(source_id: str, body: PolicyRequest) -> dict[str, Any]:
         return registry().set_freshness_policy(source_id, **body.model_dump(exclude_unset=True)).as_dict()
 

@@ -61,6 +61,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from freshindex.api import schema
 from freshindex.core.errors import NotFoundError, RetryableError
 from freshindex.registry.webhooks import (
     DIGEST_PREFIX,
@@ -494,7 +495,13 @@ def router(intake: WebhookIntake) -> APIRouter:
     """The webhook routes; authenticated by their own signatures, never by the query API's credentials."""
     r = APIRouter()
 
-    @r.post("/v1/webhooks/{provider}/{source_id}", status_code=202)
+    @r.post("/v1/webhooks/{provider}/{source_id}", status_code=202, response_model=None, responses={
+        202: {"model": schema.WebhookAccepted, "description": "Verified: a sync ticket queued or joined."},
+        200: {"model": schema.WebhookIgnored, "description": "Verified, asks for no sync (a ping)."},
+        **{status: {"model": schema.WebhookRejected, "description": what} for status, what in (
+            (401, "Missing or bad signature."), (404, "Unknown provider, or a source without a secret."),
+            (409, "A replayed delivery or a stale timestamp."), (413, "The body is over webhooks.max_body_bytes."),
+            (422, "A body that is not the provider's event."), (503, "The registry is down; retry."))}})
     async def webhook(provider: str, source_id: str, request: Request) -> JSONResponse:
         try:
             # Before reading the body: an unknown source costs us no bytes.

@@ -17,7 +17,7 @@ loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -71,7 +71,8 @@ class AsyncFreshIndexClient(_ClientBase):
         body = self._query_body(question, kb, limit, principal, groups)
         return self._packet_of(await self._call("POST", "/v1/query", json=body))
 
-    async def check_citations(self, answer: str, packet: ContextPacket) -> dict[str, Any]:
+    async def check_citations(self, answer: str,
+                              packet: ContextPacket | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """The citation report of ``answer`` (``POST /v1/citations/check``); see the sync client."""
         return self._report_of(await self._call("POST", "/v1/citations/check",
                                                 json=self._check_body(answer, packet)))

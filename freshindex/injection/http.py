@@ -44,7 +44,7 @@ import datetime as dt
 import email.utils
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -159,8 +159,11 @@ class _ClientBase:
                               status=200, detail=repr(exc), url=self.base_url + "/v1/query") from exc
 
     @staticmethod
-    def _check_body(answer: str, packet: ContextPacket) -> dict[str, Any]:
-        return {"answer": answer, "packet": {"evidence": [e.as_dict() for e in packet.evidence]}}
+    def _check_body(answer: str, packet: ContextPacket | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        # A packet, or its evidence as JSON (each with at least ``n`` and ``text``: what an MCP caller holds).
+        evidence = ([e.as_dict() for e in packet.evidence] if isinstance(packet, ContextPacket)
+                    else [dict(e) for e in packet])
+        return {"answer": answer, "packet": {"evidence": evidence}}
 
     def _report_of(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, dict) or "ok" not in data:
@@ -297,8 +300,10 @@ class FreshIndexClient(_ClientBase):
         body = self._query_body(question, kb, limit, principal, groups)
         return self._packet_of(self._call("POST", "/v1/query", json=body))
 
-    def check_citations(self, answer: str, packet: ContextPacket) -> dict[str, Any]:
+    def check_citations(self, answer: str, packet: ContextPacket | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """The invalid citations of ``answer`` written from ``packet`` (``POST /v1/citations/check``).
+
+        ``packet`` is the :class:`ContextPacket`, or its evidence as JSON objects (``n`` and ``text`` each).
 
         Returns the report as the server sends it (``ok``, ``cited``,
         ``missing``, ``unsupported``, ...); the server counts what failed.

@@ -36,7 +36,9 @@ log = logging.getLogger("freshindex.settings")
 
 PREFIX = "FRESHINDEX_"
 #: Variables read with ``os.environ`` rather than through the models.
-DIRECT_ENV = frozenset({"FRESHINDEX_CONFIG", "FRESHINDEX_STRICT"})
+#: FRESHINDEX_URL and FRESHINDEX_TOKEN are a client's (`freshindex mcp`): the API to ask and the caller's own
+#: credential, never a server setting.
+DIRECT_ENV = frozenset({"FRESHINDEX_CONFIG", "FRESHINDEX_STRICT", "FRESHINDEX_URL", "FRESHINDEX_TOKEN"})
 #: The test suite's (``FRESHINDEX_TEST_PG``, ...) and the benchmarks' (``FRESHINDEX_BENCH_CACHE``, ...) own.
 DIRECT_ENV_PREFIXES = ("FRESHINDEX_TEST_", "FRESHINDEX_BENCH_")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
