@@ -103,10 +103,9 @@ class Services:
 
     @functools.cached_property
     def embedder(self) -> Embedder:
-        from freshindex.workers.embedding import build_embedder
+        from freshindex.workers.embedding import embedder_from_settings
 
-        e = self.settings.embedding
-        return build_embedder(e.provider, model=e.model, batch_size=e.batch_size, threads=e.threads)
+        return embedder_from_settings(self.settings.embedding, metrics=self.metrics)
 
     @functools.cached_property
     def parsers(self) -> Parsers:

@@ -95,7 +95,7 @@ from typing import Any
 import numpy as np
 
 from freshindex.core.enums import SERVING_SNAPSHOTS, BuildStatus, ChunkState, SnapshotStatus
-from freshindex.core.errors import FreshIndexError, StoreBusyError, VerificationError
+from freshindex.core.errors import ConfigError, FreshIndexError, StoreBusyError, VerificationError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder, embed_text
@@ -215,7 +215,9 @@ class Builder:
             self.reconcile(kb)
             active = self.registry.active_snapshot(kb)
             changesets = self.registry.staged_changesets(kb)
-            if not changesets and active is not None and not full:
+            # A switched embedding model rebuilds in full even with nothing staged: the alias must
+            # never serve vectors of a model other than the one that embeds the questions.
+            if not changesets and active is not None and not full and active.embedding_model == self.embedder.model_id:
                 return BuildResult(kb=kb, status=BuildStatus.UNCHANGED, snapshot_id=active.id, previous_id=active.id)
             ops = self.registry.changeset_ops(changesets)
             strategy = "incremental"
@@ -227,6 +229,9 @@ class Builder:
                 plan = self._plan_recycle(kb, active)
                 if plan is not None:
                     strategy = "bluegreen"
+            if strategy != "full":
+                assert active is not None
+                self._check_dimensions(plan.side.collection if plan is not None else active.collection)
             version = self.registry.next_snapshot_version(kb)
             snapshot_id = self.naming.snapshot_id(kb, version)
             collection = self.naming.collection(snapshot_id)
@@ -287,6 +292,23 @@ class Builder:
             )
 
     # -- steps ----------------------------------------------------------------
+
+    def _check_dimensions(self, collection: str) -> None:
+        """A build that writes into an existing collection (a copy or a recycled side) needs it to hold
+        vectors of the model's size: a :class:`ConfigError` before anything is created or written.
+
+        A changed model id already makes the build full (a new collection of the
+        model's size); this catches a model whose id stayed while its size did not,
+        or a collection made elsewhere.  Stores without ``vector_size`` are not checked."""
+        size_of = getattr(self.store, "vector_size", None)
+        if not callable(size_of):
+            return
+        size, dim = size_of(collection), self.embedder.dimension
+        if size != dim:
+            raise ConfigError(
+                f"collection {collection} holds {size}-dimensional vectors but the embedding model "
+                f"{self.embedder.model_id} makes {dim}-dimensional ones: nothing was written; fix "
+                "embedding.dimensions or rebuild in full (freshindex snapshots build --full)")
 
     def _write(self, kb: str, collection: str, strategy: str, active: SnapshotInfo | None,
                upserts: Sequence[str], deletes: Sequence[str], snapshot_id: str,

@@ -75,6 +75,8 @@ class DocumentError(PermanentError):
     ACL_INVALID = "acl_invalid"
     #: An ACL source (S3 tags, the permission service) could not be reached.
     ACL_UNAVAILABLE = "acl_unavailable"
+    #: A remote embedding server refused the document's texts (HTTP 400 or 422; workers/embedding/remote.py).
+    EMBED_REJECTED = "embed_rejected"
 
     #: Reasons that say nothing about the document's content: the next sync
     #: fetches such a document again even if its etag did not change.

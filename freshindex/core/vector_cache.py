@@ -20,6 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
+from freshindex.core.errors import ConfigError
 from freshindex.core.types import Embedder
 
 
@@ -45,14 +46,22 @@ def vectors_for(texts: Mapping[str, str], embedder: Embedder, cache: VectorCache
     Hashes the cache knows for ``embedder.model_id`` are served from it; the
     rest are embedded in one call and written to the cache, so the next
     caller reuses them.  Each hash is embedded at most once per call.
+    Vectors of another size than ``embedder.dimension`` are a
+    :class:`ConfigError` before anything is cached (and so before the
+    builder writes a point).
     """
-    found = cache.cached_vectors(embedder.model_id, list(texts))
+    dim = embedder.dimension
+    # A cached vector of another size (written under this key by a misconfigured model) is not served.
+    found = {h: v for h, v in cache.cached_vectors(embedder.model_id, list(texts)).items() if v.shape[0] == dim}
     missing = [h for h in texts if h not in found]
     seconds = 0.0
     if missing:
         start = time.perf_counter()
         computed = embedder.embed([texts[h] for h in missing])
         seconds = time.perf_counter() - start
+        if computed.shape != (len(missing), dim):
+            raise ConfigError(f"embedding model {embedder.model_id} declares {dim} dimensions but returned vectors "
+                              f"of shape {tuple(computed.shape)} for {len(missing)} texts; nothing was cached")
         fresh = {h: computed[i] for i, h in enumerate(missing)}
         cache.cache_vectors(embedder.model_id, fresh)
         found.update(fresh)

@@ -38,6 +38,17 @@ class Metrics:
                                      ["model"], registry=r)
         self.embed_seconds = Counter("freshindex_embed_seconds_total", "Wall time inside the embedding model",
                                      ["model"], registry=r)
+        self.remote_embed_requests = Counter(
+            "freshindex_remote_embed_requests_total", "Requests to a remote embedding server (embedding.provider "
+            "openai or tei) by outcome: ok, throttled (429), unavailable (502, 503, 504), server_error (other 5xx), "
+            "timeout, connect, rejected (other 4xx)", ["provider", "outcome"], registry=r)
+        self.remote_embed_seconds = Histogram(
+            "freshindex_remote_embed_request_seconds", "Wall time of one request to a remote embedding server, "
+            "whatever its outcome", ["provider"], registry=r,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+        self.remote_embed_retries = Counter(
+            "freshindex_remote_embed_retries_total", "Requests to a remote embedding server tried again, by the "
+            "outcome that made it wait", ["provider", "outcome"], registry=r)
         self.tombstones = Counter("freshindex_tombstones_written_total", "Tombstones written", ["kb", "reason"],
                                   registry=r)
         self.sync_runs = Counter("freshindex_sync_runs_total", "Finished sync runs by status", ["source", "status"],

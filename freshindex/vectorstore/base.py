@@ -204,6 +204,9 @@ class VectorStore(Protocol):
 
     def count(self, name: str) -> int: ...
 
+    def vector_size(self, name: str) -> int:
+        """The dense vector size ``name`` was created with (the builder checks it against the model's)."""
+
     def retrieve(self, name: str, ids: Sequence[str], *, with_vectors: bool = False) -> list[PointRecord]: ...
 
     def iter_ids(self, name: str, batch: int = 1000) -> Iterator[str]: ...

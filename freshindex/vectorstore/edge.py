@@ -360,6 +360,16 @@ class EdgeStore:
         except Exception as exc:
             raise StoreError(f"delete from {name!r} failed: {exc}") from exc
 
+    def vector_size(self, name: str) -> int:
+        """The dense vector size ``name`` was created with (read from its config file, no shard opened)."""
+        try:
+            persisted = json.loads((self._dir(name) / "edge_config.json").read_text())
+            return int(persisted["vectors"][DENSE]["size"])
+        except FileNotFoundError:
+            raise NotFoundError(f"collection {name!r} does not exist") from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"cannot read the vector size of collection {name!r}: {exc}") from exc
+
     def count(self, name: str) -> int:
         with self._reading(name):
             return int(self._shard(name).count(qe.CountRequest(exact=True)))

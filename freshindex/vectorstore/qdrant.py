@@ -398,6 +398,15 @@ class QdrantStore:
                 points_selector=qm.PointIdsList(points=list(ids)), wait=True,
             )
 
+    def vector_size(self, name: str) -> int:
+        """The dense vector size ``name`` was created with."""
+        info = self._call(f"describe {name}", self.client.get_collection, name)
+        vectors = info.config.params.vectors
+        params = vectors.get(DENSE) if isinstance(vectors, dict) else vectors
+        if params is None:
+            raise StoreError(f"collection {name!r} has no {DENSE!r} vector")
+        return int(params.size)
+
     def count(self, name: str) -> int:
         return int(self._call(f"count {name}", self.client.count, name, exact=True).count)
 

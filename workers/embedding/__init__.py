@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from freshindex.core.types import ChunkDraft, Embedder
 from freshindex.core.vector_cache import EmbedResult, VectorCacheLike, vectors_for
 
+if TYPE_CHECKING:
+    from freshindex.settings.model import EmbeddingSettings
+
+
+def embedder_from_settings(e: EmbeddingSettings, *, metrics: Any = None) -> Embedder:
+    """The embedder ``embedding.*`` names: in process (onnx, sentence-transformers, hashing) or remote
+    (openai, tei: :mod:`workers.embedding.remote`, whose requests ``metrics`` counts)."""
+    if e.provider in ("openai", "tei"):
+        from freshindex.workers.embedding.remote import RemoteEmbedder, RemoteOptions
+
+        return RemoteEmbedder(RemoteOptions.from_settings(e), metrics=metrics)
+    return build_embedder(e.provider, model=e.model, batch_size=e.batch_size, threads=e.threads)
+
 
 def build_embedder(provider: str, *, model: str = "", batch_size: int = 32, threads: int = 0) -> Embedder:
+    """An in-process embedder by name; the remote providers need their settings (:func:`embedder_from_settings`)."""
     if provider == "onnx":
         from freshindex.workers.embedding.onnx import OnnxMiniLM
 
@@ -23,6 +38,9 @@ def build_embedder(provider: str, *, model: str = "", batch_size: int = 32, thre
         return SentenceTransformerEmbedder(model, batch_size=batch_size)
     from freshindex.core.errors import ConfigError
 
+    if provider in ("openai", "tei"):
+        raise ConfigError(f"embedding.provider={provider} is a remote embedder: build it from its settings "
+                          "(embedder_from_settings)")
     raise ConfigError(f"unknown embedding provider {provider!r}")
 
 
@@ -35,4 +53,4 @@ def embed_with_cache(chunks: Sequence[ChunkDraft], embedder: Embedder, cache: Ve
     return vectors_for({c.content_hash: c.embed_text for c in chunks}, embedder, cache)
 
 
-__all__ = ["EmbedResult", "VectorCacheLike", "build_embedder", "embed_with_cache"]
+__all__ = ["EmbedResult", "VectorCacheLike", "build_embedder", "embed_with_cache", "embedder_from_settings"]

@@ -1,0 +1,309 @@
+"""Remote embedders (workers/embedding/remote.py) against a real HTTP server serving the real model.
+
+The server (bench/embed_server.py, uvicorn in a thread) answers the OpenAI
+``/v1/embeddings`` and TEI ``/embed`` protocols from the bundled ONNX
+MiniLM, refuses over-long inputs as the real servers do, records every
+request, and plays queued faults (a 429 or 503 with ``Retry-After``, a slow
+answer).  Only the fault sequences are scripted; the HTTP, the model and
+the pipeline are real.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.embed_server import EmbedServer, Fault
+from freshindex.core.errors import ConfigError, DocumentError, EmbeddingError
+from freshindex.health.metrics import Metrics
+from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.embedding import embedder_from_settings
+from freshindex.workers.embedding.remote import InputTooLongError, RemoteEmbedder, RemoteOptions, plan_requests
+from freshindex.workers.runner import sync_inline
+from tests.api.served import app_in_thread
+
+KEY = "sk-test-0123456789abcdef"
+WORDS = ("backup restore replica index shard alias snapshot tombstone freshness quota principal tenant "
+         "webhook broker worker parser chunk vector cache model").split()
+
+
+@pytest.fixture(scope="module")
+def server(onnx_embedder) -> Iterator[tuple[EmbedServer, str]]:
+    srv = EmbedServer(onnx_embedder)
+    with app_in_thread(srv.app()) as url:
+        yield srv, url
+
+
+@pytest.fixture
+def srv(server: tuple[EmbedServer, str]) -> EmbedServer:
+    server[0].reset()
+    return server[0]
+
+
+def _remote(url: str, provider: str = "openai", metrics: Metrics | None = None, **kw) -> RemoteEmbedder:
+    base = f"{url}/v1" if provider == "openai" else url
+    opts = {"dimensions": 384, "max_input_tokens": 256, "timeout_s": 5.0, "backoff_s": 0.05, **kw}
+    return RemoteEmbedder(RemoteOptions(provider=provider, base_url=base, model="all-MiniLM-L6-v2", **opts),
+                          metrics=metrics)
+
+
+def _texts(n: int, seed: int = 7) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 120)))) for _ in range(n)]
+
+
+def _count(metrics: Metrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+@pytest.mark.parametrize("provider", ["openai", "tei"])
+def test_both_protocols_return_the_in_process_models_vectors(server, srv, onnx_embedder, provider) -> None:
+    # Given the bundled model served over HTTP, and a key in a secret file
+    url = server[1]
+    # When texts are embedded through the remote provider
+    texts = _texts(5)
+    emb = _remote(url, provider, api_key=KEY)
+    try:
+        got = emb.embed(texts)
+    finally:
+        emb.close()
+    # Then the vectors are the in-process model's, and the key went as a bearer header
+    want = onnx_embedder.embed(texts)
+    assert got.shape == (5, 384)
+    assert np.min(np.sum(got * want, axis=1)) > 0.9999
+    assert {r.authorization for r in srv.requests} == {f"Bearer {KEY}"}
+    assert {r.protocol for r in srv.requests} == {provider}
+    assert emb.model_id == f"{provider}:all-MiniLM-L6-v2:384"
+
+
+def test_requests_stay_within_the_token_and_count_limits_with_several_in_flight(server, srv) -> None:
+    # Given 60 texts of 5 to 120 words, and limits of 8 texts and 400 tokens a request, 3 in flight
+    texts = _texts(60)
+    metrics = Metrics()
+    emb = _remote(server[1], "tei", metrics=metrics, batch_max_inputs=8, batch_max_tokens=400, max_in_flight=3)
+    # (the first three answers are slowed so the three in-flight requests surely overlap)
+    srv.faults.extend([Fault(delay_s=0.3)] * 3)
+    try:
+        emb.embed(texts)
+    finally:
+        emb.close()
+    # Then the server saw every text once, in requests within both limits, never more than 3 at a time
+    seen = srv.requests
+    assert sum(r.inputs for r in seen) == 60
+    assert all(r.inputs <= 8 and sum(r.tokens) <= 400 for r in seen), [(r.inputs, sum(r.tokens)) for r in seen]
+    counts = emb.count_tokens(texts)
+    assert len(seen) == len(plan_requests(counts, max_inputs=8, max_tokens=400)) > 60 / 8
+    assert srv.max_seen_in_flight == 3
+    assert _count(metrics, "freshindex_remote_embed_requests_total", provider="tei", outcome="ok") == len(seen)
+    assert _count(metrics, "freshindex_remote_embed_request_seconds_count", provider="tei") == len(seen)
+
+
+@pytest.mark.parametrize(("provider", "status"), [("openai", 429), ("tei", 503)])
+def test_throttling_is_retried_after_retry_after(server, srv, provider, status) -> None:
+    # Given a server that answers the first request with `status` and Retry-After: 1
+    metrics = Metrics()
+    emb = _remote(server[1], provider, metrics=metrics)
+    srv.faults.append(Fault(status=status, headers={"Retry-After": "1"}))
+    try:
+        vectors = emb.embed(["the backup window opens at two"])
+    finally:
+        emb.close()
+    # Then the request was sent again, no sooner than the server asked, and the retry was counted
+    first, second = srv.requests
+    assert second.at - first.at >= 1.0
+    assert vectors.shape == (1, 384) and abs(float(np.linalg.norm(vectors[0])) - 1) < 1e-5
+    outcome = "throttled" if status == 429 else "unavailable"
+    assert _count(metrics, "freshindex_remote_embed_retries_total", provider=provider, outcome=outcome) == 1
+    assert _count(metrics, "freshindex_remote_embed_requests_total", provider=provider, outcome=outcome) == 1
+
+
+def test_a_slow_answer_times_out_and_is_retried_then_gives_up_without_the_key(server, srv) -> None:
+    # Given a timeout of 0.4 s and a server whose first answer takes 1.2 s
+    metrics = Metrics()
+    emb = _remote(server[1], metrics=metrics, timeout_s=0.4, retries=1, api_key=KEY)
+    srv.faults.append(Fault(delay_s=1.2))
+    try:
+        # Then the request is retried and the call succeeds
+        started = time.monotonic()
+        assert emb.embed(["slow"]).shape == (1, 384)
+        assert time.monotonic() - started < 1.2
+        assert _count(metrics, "freshindex_remote_embed_retries_total", provider="openai", outcome="timeout") == 1
+        # And when every attempt is slow, the call fails as retryable, naming the timeout, never the key
+        srv.faults.extend([Fault(delay_s=1.2), Fault(delay_s=1.2)])
+        with pytest.raises(EmbeddingError) as failed:
+            emb.embed(["slow again"])
+    finally:
+        emb.close()
+    assert "2 attempts" in str(failed.value) and "timeout_s=0.4" in str(failed.value)
+    assert KEY not in str(failed.value)
+
+
+def test_an_over_long_text_is_refused_by_rule_before_any_request(server, srv) -> None:
+    # Given a model limit of 64 tokens, and one text of about 200
+    emb = _remote(server[1], max_input_tokens=64)
+    texts = ["short one", " ".join(WORDS * 10), "another short one"]
+    try:
+        with pytest.raises(InputTooLongError) as refused:
+            emb.embed(texts)
+    finally:
+        emb.close()
+    # Then nothing was sent, and the error says which text, how long, and the limit, as a document error
+    assert srv.requests == []
+    err = refused.value
+    assert isinstance(err, DocumentError) and err.reason == DocumentError.TOO_LARGE
+    assert err.indices == (1,) and "max_input_tokens=64" in err.detail and "not truncated" in err.detail
+
+
+def _corpus(folder: Path, n: int = 10, long_paragraphs: int = 0) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        words = [WORDS[(i * 3 + j) % len(WORDS)] for j in range(40)]
+        (folder / f"doc{i:02d}.md").write_text(f"# Topic {i}\n\n{' '.join(words)}.\n\n## Details\n\n"
+                                                f"Entry {i} explains {' '.join(reversed(words[:20]))}.\n")
+    for i in range(long_paragraphs):  # one paragraph of about 380 tokens: a chunk of ~380 tokens at chunk_tokens=400
+        (folder / f"long{i}.md").write_text("# Long\n\n" + " ".join(f"{w}{k % 7}" for k in range(190)
+                                                                    for w in WORDS[k % 3:k % 3 + 1]) + ".\n")
+
+
+def _services(tmp_path: Path, embedding: dict, sources: dict | None = None, **components) -> Services:
+    settings = load_settings(data_dir=tmp_path / "data", embedding=embedding, sources=sources or {},
+                             context={"refusal_calibration": False})
+    return Services(settings, **components)
+
+
+def test_a_model_switch_re_embeds_everything_under_a_new_cache_key(server, srv, tmp_path: Path) -> None:
+    # Given a knowledge base synced and built with the in-process model
+    _corpus(tmp_path / "kb")
+    svc = _services(tmp_path, {"provider": "onnx"})
+    try:
+        svc.registry.add_source("docs", kind="folder", location=str(tmp_path / "kb"), owner="t", kb="default")
+        assert sync_inline(svc, "docs").build_status == "built"
+        first = svc.registry.active_snapshot("default")
+        assert first is not None and first.embedding_model == "all-MiniLM-L6-v2-onnx-int8"
+        points = svc.registry.count_live("default")
+    finally:
+        svc.close()
+    # When the same model is configured behind an OpenAI-compatible server (a new model id) and built again
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    remote = {"provider": "openai", "base_url": f"{server[1]}/v1", "dimensions": 384, "api_key_file": str(key_file),
+              "max_input_tokens": 256}
+    svc = _services(tmp_path, remote)
+    try:
+        assert svc.embedder.model_id == "openai:all-MiniLM-L6-v2:384"
+        result = svc.builder.build("default", reason="model switch")
+        # Then the build is full, every chunk was embedded again by the server, none taken from the old key
+        assert result.status == "built" and result.strategy == "full", result
+        assert result.vectors_embedded == result.point_count == points
+        assert sum(r.inputs for r in srv.requests) == points
+        assert svc.registry.cache_size("openai:all-MiniLM-L6-v2:384") == points
+        assert svc.registry.cache_size("all-MiniLM-L6-v2-onnx-int8") == points
+        assert svc.registry.active_snapshot("default").embedding_model == "openai:all-MiniLM-L6-v2:384"
+        # And another build with the same remote model embeds nothing
+        srv.reset()
+        again = svc.builder.build("default", full=True)
+        assert again.vectors_embedded == 0 and srv.requests == []
+        # And a revision label (the server's model changed under the same name) is a new key: all re-embedded
+        svc.close()
+        svc = _services(tmp_path, {**remote, "model_revision": "2"})
+        assert svc.builder.build("default").vectors_embedded == points
+    finally:
+        svc.close()
+
+
+def test_a_dimension_mismatch_fails_before_anything_is_written(server, srv, tmp_path: Path) -> None:
+    # Given a knowledge base built with the remote model
+    _corpus(tmp_path / "kb", n=4)
+    remote = {"provider": "tei", "base_url": server[1], "dimensions": 384, "max_input_tokens": 256}
+    svc = _services(tmp_path, remote)
+    try:
+        svc.registry.add_source("docs", kind="folder", location=str(tmp_path / "kb"), owner="t", kb="default")
+        assert sync_inline(svc, "docs").build_status == "built"
+        active = svc.registry.active_snapshot("default")
+        collections = set(svc.store.list_collections())
+    finally:
+        svc.close()
+    # When the settings claim 256 dimensions for a server that returns 384 and a full build runs
+    svc = _services(tmp_path, {**remote, "dimensions": 256})
+    try:
+        with pytest.raises(ConfigError, match=r"returned 384-dimensional vectors.*embedding.dimensions is 256"):
+            svc.embedder.embed(["probe"])
+        result = svc.builder.build("default", full=True)
+        # Then the build fails with that message; the alias and the collections are as they were; nothing cached
+        assert result.status == "failed" and "embedding.dimensions is 256" in (result.reason or ""), result
+        assert svc.registry.active_snapshot("default").id == active.id
+        assert set(svc.store.list_collections()) == collections
+        assert svc.registry.cache_size("tei:all-MiniLM-L6-v2:256") == 0
+    finally:
+        svc.close()
+    # And a model whose id stayed while its size changed is refused before a copy of the collection is made
+    _corpus(tmp_path / "kb", n=5)
+    svc = _services(tmp_path, remote)
+    try:
+        sync_inline(svc, "docs", build=False)
+        emb = svc.embedder
+        svc.close()
+        svc = _services(tmp_path, remote, embedder=_Resized(emb, 256))
+        with pytest.raises(ConfigError, match=r"holds 384-dimensional vectors.*makes 256"):
+            svc.builder.build("default")
+        assert svc.registry.active_snapshot("default").id == active.id
+        assert set(svc.store.list_collections()) == collections
+    finally:
+        svc.close()
+
+
+class _Resized:
+    """An embedder claiming another size under the same model id (unit fake for the collection check)."""
+
+    def __init__(self, inner: RemoteEmbedder, dimension: int) -> None:
+        self.inner, self.dimension = inner, dimension
+        self.model_id = inner.model_id
+        self.max_input_tokens, self.count_tokens = inner.max_input_tokens, inner.count_tokens
+
+    def embed(self, texts):
+        return self.inner.embed(texts)[:, : self.dimension]
+
+
+def test_a_server_refusing_a_documents_chunks_fails_that_document_only(server, srv, tmp_path: Path) -> None:
+    # Given chunks of up to 400 tokens, a limit of 512 configured, and a server whose model takes 256
+    _corpus(tmp_path / "kb", n=3, long_paragraphs=1)
+    svc = _services(tmp_path, {"provider": "openai", "base_url": f"{server[1]}/v1", "dimensions": 384,
+                               "max_input_tokens": 512}, sources={"chunk_tokens": 400})
+    try:
+        svc.registry.add_source("docs", kind="folder", location=str(tmp_path / "kb"), owner="t", kb="default")
+        report = sync_inline(svc, "docs")
+        # Then the long document fails as embed_rejected with the server's words; the others are indexed
+        assert [(e.key, e.reason) for e in report.errors] == [("long0.md", DocumentError.EMBED_REJECTED)]
+        assert "less than 256 tokens" in report.errors[0].detail
+        assert report.build_status == "built"
+        assert svc.registry.count_live("default") >= 3
+        assert _count(svc.metrics, "freshindex_document_errors_total", source="docs",
+                      reason=DocumentError.EMBED_REJECTED) == 1
+    finally:
+        svc.close()
+
+
+def test_settings_build_the_remote_embedder_and_the_key_file_never_shows(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY)
+    s = load_settings(data_dir=tmp_path, embedding={"provider": "openai", "base_url": "https://example.invalid/v1",
+                                                    "dimensions": 1536, "api_key_file": str(key_file),
+                                                    "api_key_header": "api-key", "model": "text-embedding-3-small"})
+    emb = embedder_from_settings(s.embedding)
+    try:
+        assert emb.model_id == "openai:text-embedding-3-small:1536" and emb.dimension == 1536
+        assert KEY not in repr(emb.options) and KEY not in s.model_dump_json()
+        assert emb._client.headers["api-key"] == KEY
+    finally:
+        emb.close()
+    with pytest.raises(ConfigError, match="cannot read") as missing:
+        embedder_from_settings(s.embedding.model_copy(update={"api_key_file": tmp_path / "nope"}))
+    assert KEY not in str(missing.value)
+    with pytest.raises(ConfigError, match=r"needs embedding\.base_url and embedding.dimensions"):
+        load_settings(data_dir=tmp_path, embedding={"provider": "tei"})
+
