@@ -10,6 +10,7 @@ the pipeline are real.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,8 @@ import pytest
 
 from bench.embed_server import EmbedServer, Fault
 from freshindex.core.errors import ConfigError, DocumentError, EmbeddingError
+from freshindex.core.types import embed_text
+from freshindex.core.vector_cache import vectors_for
 from freshindex.health.metrics import Metrics
 from freshindex.services import Services
 from freshindex.settings import load_settings
@@ -82,8 +85,8 @@ def test_both_protocols_return_the_in_process_models_vectors(server, srv, onnx_e
 
 
 def test_requests_stay_within_the_token_and_count_limits_with_several_in_flight(server, srv) -> None:
-    # Given 60 texts of 5 to 120 words, and limits of 8 texts and 400 tokens a request, 3 in flight
-    texts = _texts(60)
+    # Given 40 texts of 3 to 120 words, and limits of 8 texts and 400 tokens a request, 3 in flight
+    texts = _texts(40)
     metrics = Metrics()
     emb = _remote(server[1], "tei", metrics=metrics, batch_max_inputs=8, batch_max_tokens=400, max_in_flight=3)
     # (the first three answers are slowed so the three in-flight requests surely overlap)
@@ -94,10 +97,10 @@ def test_requests_stay_within_the_token_and_count_limits_with_several_in_flight(
         emb.close()
     # Then the server saw every text once, in requests within both limits, never more than 3 at a time
     seen = srv.requests
-    assert sum(r.inputs for r in seen) == 60
+    assert sum(r.inputs for r in seen) == 40
     assert all(r.inputs <= 8 and sum(r.tokens) <= 400 for r in seen), [(r.inputs, sum(r.tokens)) for r in seen]
     counts = emb.count_tokens(texts)
-    assert len(seen) == len(plan_requests(counts, max_inputs=8, max_tokens=400)) > 60 / 8
+    assert len(seen) == len(plan_requests(counts, max_inputs=8, max_tokens=400)) > 40 / 8
     assert srv.max_seen_in_flight == 3
     assert _count(metrics, "freshindex_remote_embed_requests_total", provider="tei", outcome="ok") == len(seen)
     assert _count(metrics, "freshindex_remote_embed_request_seconds_count", provider="tei") == len(seen)
@@ -159,7 +162,7 @@ def test_an_over_long_text_is_refused_by_rule_before_any_request(server, srv) ->
     assert err.indices == (1,) and "max_input_tokens=64" in err.detail and "not truncated" in err.detail
 
 
-def _corpus(folder: Path, n: int = 10, long_paragraphs: int = 0) -> None:
+def _corpus(folder: Path, n: int = 6, long_paragraphs: int = 0) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n):
         words = [WORDS[(i * 3 + j) % len(WORDS)] for j in range(40)]
@@ -176,10 +179,10 @@ def _services(tmp_path: Path, embedding: dict, sources: dict | None = None, **co
     return Services(settings, **components)
 
 
-def test_a_model_switch_re_embeds_everything_under_a_new_cache_key(server, srv, tmp_path: Path) -> None:
+def test_a_model_switch_re_embeds_everything_under_a_new_cache_key(server, srv, onnx_embedder, tmp_path: Path) -> None:
     # Given a knowledge base synced and built with the in-process model
     _corpus(tmp_path / "kb")
-    svc = _services(tmp_path, {"provider": "onnx"})
+    svc = _services(tmp_path, {"provider": "onnx"}, embedder=onnx_embedder)
     try:
         svc.registry.add_source("docs", kind="folder", location=str(tmp_path / "kb"), owner="t", kb="default")
         assert sync_inline(svc, "docs").build_status == "built"
@@ -197,23 +200,31 @@ def test_a_model_switch_re_embeds_everything_under_a_new_cache_key(server, srv, 
     try:
         assert svc.embedder.model_id == "openai:all-MiniLM-L6-v2:384"
         result = svc.builder.build("default", reason="model switch")
-        # Then the build is full, every chunk was embedded again by the server, none taken from the old key
+        # Then the build is full although nothing was staged, and every chunk was embedded again by the server
         assert result.status == "built" and result.strategy == "full", result
         assert result.vectors_embedded == result.point_count == points
         assert sum(r.inputs for r in srv.requests) == points
         assert svc.registry.cache_size("openai:all-MiniLM-L6-v2:384") == points
         assert svc.registry.cache_size("all-MiniLM-L6-v2-onnx-int8") == points
         assert svc.registry.active_snapshot("default").embedding_model == "openai:all-MiniLM-L6-v2:384"
-        # And another build with the same remote model embeds nothing
-        srv.reset()
-        again = svc.builder.build("default", full=True)
-        assert again.vectors_embedded == 0 and srv.requests == []
-        # And a revision label (the server's model changed under the same name) is a new key: all re-embedded
-        svc.close()
-        svc = _services(tmp_path, {**remote, "model_revision": "2"})
-        assert svc.builder.build("default").vectors_embedded == points
+        rows = svc.registry.chunk_rows(sorted(svc.registry.live_chunk_ids_for_kb("default")))
+        texts = {r.content_hash: embed_text(r.heading_path, r.text, title=r.title) for r in rows}
     finally:
         svc.close()
+    # And the same model again is served from the cache; a revision label (the server's model changed under
+    # the same name) is another key, so everything is embedded again
+    srv.reset()
+    again = _remote(server[1])
+    revised = _remote(server[1], model_revision="2")
+    svc = _services(tmp_path, remote)
+    try:
+        assert vectors_for(texts, again, svc.registry).embedded == 0 and srv.requests == []
+        assert revised.model_id == "openai:all-MiniLM-L6-v2:384@2"
+        assert vectors_for(texts, revised, svc.registry).embedded == len(texts) == points
+    finally:
+        svc.close()
+        again.close()
+        revised.close()
 
 
 def test_a_dimension_mismatch_fails_before_anything_is_written(server, srv, tmp_path: Path) -> None:
@@ -307,3 +318,18 @@ def test_settings_build_the_remote_embedder_and_the_key_file_never_shows(tmp_pat
     with pytest.raises(ConfigError, match=r"needs embedding\.base_url and embedding.dimensions"):
         load_settings(data_dir=tmp_path, embedding={"provider": "tei"})
 
+
+
+def test_every_example_in_the_guide_is_a_valid_remote_configuration(tmp_path: Path) -> None:
+    # Given the TOML examples of the configuration guide's "Remote embedders" section
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "configuration-guide.md").read_text()
+    section = guide.split("## Remote embedders", 1)[1].split("\n## ", 1)[0]
+    examples = re.findall(r"```toml\n(.*?)```", section, flags=re.S)
+    assert len(examples) == 5
+    for n, example in enumerate(examples):
+        # When each is loaded strictly (an unknown key is an error)
+        path = tmp_path / f"example{n}.toml"
+        path.write_text(example)
+        e = load_settings(path, strict=True, data_dir=tmp_path).embedding
+        # Then it names a remote provider with everything it needs
+        assert e.provider in ("openai", "tei") and e.base_url and e.dimensions > 0, example
