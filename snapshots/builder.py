@@ -78,7 +78,7 @@ previous version, which the standby holds until the next build recycles
 it); older ones are restored from their archive (:meth:`SnapshotOps.restore`,
 a full import), since the ring has reused their collection.  Disk: one full
 copy per retained version either way; blue/green stops paying a full copy
-per *build*.  A store without ``rename_collection`` (the Qdrant server path
+per *build*.  A store that is not :class:`vectorstore.base.Renames` (the Qdrant server path
 unless ``vector_store.server_renames`` makes version names aliases) builds
 ``incremental`` under either setting.
 """
@@ -104,7 +104,7 @@ from freshindex.health.metrics import Metrics
 from freshindex.registry import ChunkRow, SnapshotInfo
 from freshindex.registry.protocols import BuilderRegistry
 from freshindex.snapshots.lock import WriterLock
-from freshindex.vectorstore.base import PointRecord, VectorStore
+from freshindex.vectorstore.base import PointRecord, ReaderTracking, Renames, VectorStore
 from freshindex.vectorstore.lexical import lexical_text
 
 log = logging.getLogger("freshindex.build")
@@ -352,13 +352,10 @@ class Builder:
         failure is logged, not fatal: an unoptimised version answers the same
         hits, only slower.
         """
-        optimize = getattr(self.store, "optimize", None)
-        if not callable(optimize):
-            return
         self._phase("optimize")
         t0 = time.perf_counter()
         try:
-            changed = optimize(collection)
+            changed = self.store.optimize(collection)
         except FreshIndexError as exc:
             log.warning("optimize failed; the version serves unoptimised",
                         extra={"event": "optimize_failed", "kb": kb, "collection": collection, "error": str(exc)})
@@ -374,7 +371,7 @@ class Builder:
         First a side a dead builder left (repair by replay); then, once
         ``keep_versions`` versions are retained, the oldest one but the
         active version."""
-        if not callable(getattr(self.store, "rename_collection", None)):
+        if not isinstance(self.store, Renames):
             return None
         snaps = self.registry.list_snapshots(kb)  # newest first
         by_id = {s.id: s for s in snaps}
@@ -413,8 +410,9 @@ class Builder:
         if plan.side.status in SERVING_SNAPSHOTS:
             self.registry.set_snapshot_status(plan.side.id, SnapshotStatus.PRUNED)
         self._phase("recycling")
+        assert isinstance(self.store, Renames), "a side is recycled only on a store that renames (_plan_recycle)"
         try:
-            self.store.rename_collection(plan.side.collection, collection)  # type: ignore[attr-defined]
+            self.store.rename_collection(plan.side.collection, collection)
         except FreshIndexError:
             if plan.side.status in SERVING_SNAPSHOTS:  # untouched: it still holds its version
                 self.registry.set_snapshot_status(plan.side.id, plan.side.status)
@@ -428,11 +426,10 @@ class Builder:
         """Whether no handle (in any reader process) has ``side`` open, waiting up to
         ``reader_grace`` seconds for readers to let go (they do on their next
         query once the alias moved)."""
-        in_use = getattr(self.store, "in_use", None)
-        if in_use is None:
+        if not isinstance(self.store, ReaderTracking):
             return True
         deadline = time.monotonic() + self.reader_grace
-        while in_use(side.collection):
+        while self.store.in_use(side.collection):
             if time.monotonic() >= deadline:
                 self.metrics.standby_busy.labels(kb).inc()
                 log.warning("a reader still has %s open: copying the active version instead of recycling it",
@@ -661,9 +658,9 @@ class Builder:
             return False
         if origin.status != SnapshotStatus.PRUNED or origin.collection not in existing:
             return False  # the base was never touched: it still serves as a retained version
-        if self.strategy == "bluegreen":
+        if self.strategy == "bluegreen" and isinstance(self.store, Renames):
             try:
-                self.store.rename_collection(origin.collection, snap.collection)  # type: ignore[attr-defined]
+                self.store.rename_collection(origin.collection, snap.collection)
                 return True
             except StoreBusyError as exc:
                 log.warning("could not settle %s as %s (%s): %s serves as a retained version again",

@@ -55,9 +55,10 @@ from freshindex.acl.principal import USER_PREFIX
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
+from freshindex.injection.observer import QueryObserver
 from freshindex.injection.refusal import FUNCTION_WORDS, RefusalPolicy, RefusalReason, Signals, question_terms
 from freshindex.vectorstore import lexical
-from freshindex.vectorstore.base import VectorStore
+from freshindex.vectorstore.base import LexicalStats, VectorStore
 
 __all__ = ["CALIBRATION_VERSION", "Calibration", "calibrate", "fit_bias"]
 
@@ -168,6 +169,8 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
 
     if not settings.enabled:
         return done("skipped")
+    if not isinstance(store, LexicalStats):  # distinctive words need the engine's IDF
+        return done("skipped", reason="the vector store has no lexical statistics")
     if points < settings.min_chunks:
         return done("too_small", min_chunks=settings.min_chunks)
     rng = random.Random(_seed(snapshot_id))
@@ -226,11 +229,12 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
 
     heard: list[Signals | None] = []
 
-    def sink(_kb: str, reason: RefusalReason | None, sig: Signals | None) -> None:
-        heard.append(sig)
+    class Heard(QueryObserver):
+        def decided(self, kb: str, reason: RefusalReason | None, signals: Signals | None) -> None:
+            heard.append(signals)
 
-    client = InjectionClient(_Pinned(store, collection), embedder, naming=naming, min_score=min_score,  # type: ignore[arg-type]
-                             refusal=replace(policy, enabled=False), on_decision=sink)
+    client = InjectionClient(_Pinned(store, collection), embedder, naming=naming, min_score=min_score,
+                             refusal=replace(policy, enabled=False), observer=Heard())
     def scores(questions: Sequence[tuple[str, PointPayload]]) -> list[float]:
         out = []
         for question, p in questions:

@@ -5,15 +5,15 @@ inside the query; then every hit is decided again against the registry's
 current row of its chunk and document (:func:`acl.access.decide`: tombstoned
 or orphaned chunks, ACLs changed since the point was written, sensitive
 documents rechecked at their ACL source), before any quota, budget or
-rendering.  Denials go to ``on_denials`` (the audit trail); the packet's
+rendering.  Denials go to the observer's ``denied`` (the audit trail); the packet's
 ``dropped`` shows only reasons that say nothing about access or existence
 (:data:`PUBLIC_DROPS`), so a denied document and a missing one answer the
 same bytes.  When nothing is admitted (no hit over the dense floor
 ``min_score`` nor in the lexical ranking), or the calibrated refusal of
 :mod:`injection.refusal` finds that the admitted evidence does not cover the
 question's key terms, the answer is an *insufficient evidence* packet rather
-than weak context; its ``reason`` says why, and ``on_decision`` hears every
-decision (the ``freshindex_refusals_total{reason}`` metric).
+than weak context; its ``reason`` says why.  One :class:`~injection.observer.QueryObserver`
+hears every stage, denial, decision and packet, on every path (metrics, audit).
 
 The client does not import the pipeline: its store, embedder and (optional)
 recheck are passed in, so it runs next to the service or inside an app.
@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from freshindex.acl import Principal, query_filter, visible
-from freshindex.acl.access import DenialRecord, DocumentStatus, SensitiveRecheck, Verdict, decide, denial_records
+from freshindex.acl.access import DocumentStatus, SensitiveRecheck, Verdict, decide, denial_records
 from freshindex.core.errors import NotFoundError, StoreError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
@@ -36,7 +36,8 @@ from freshindex.core.types import Embedder
 from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers, coverage_reranker
 from freshindex.injection.budget import ContextPolicy, Tokenizer
 from freshindex.injection.conflicts import mark_conflicts
-from freshindex.injection.context import StageSink, StageTimer, compose
+from freshindex.injection.context import StageTimer, compose
+from freshindex.injection.observer import Observers, QueryObserver
 from freshindex.injection.planning import plan as plan_query
 from freshindex.injection.planning import report as subquery_report
 from freshindex.injection.planning import run as run_plan
@@ -59,7 +60,7 @@ from freshindex.injection.types import (
     insufficient_context,
     render_context,
 )
-from freshindex.vectorstore.base import ScoredHit, VectorStore
+from freshindex.vectorstore.base import LexicalStats, ScoredHit, VectorStore
 from freshindex.vectorstore.lexical import tokenize as lexical_tokens
 
 log = logging.getLogger("freshindex.injection")
@@ -67,8 +68,6 @@ log = logging.getLogger("freshindex.injection")
 #: chunk ids -> the registry's status of each chunk and its document; ids missing from the mapping are orphans.
 Recheck = Callable[[Sequence[str]], Mapping[str, DocumentStatus]]
 
-#: Receives the denials of one query (the audit trail and the denial metric); must not raise.
-DenialSink = Callable[[Sequence[DenialRecord]], None]
 
 #: ``ContextPacket.dropped`` keys a caller may see: reasons that do not depend on who may read what, or on
 #: what exists. Every other reason (acl, tenant, tombstoned, orphan, ...) is kept in ``withheld``, the audit
@@ -76,8 +75,6 @@ DenialSink = Callable[[Sequence[DenialRecord]], None]
 PUBLIC_DROPS = frozenset({"low_score", "per_document", "budget", "duplicate", "pool", "max_chunks", "expired",
                           "refused", "stale"})
 
-#: (kb, refusal reason or None when answered, the signals when computed): every retrieval's decision; must not raise.
-DecisionSink = Callable[[str, RefusalReason | None, Signals | None], None]
 
 #: kb -> {source id: its freshness (``.last_verified_at``, ``.stale_reason``)} for the sources that are stale now.
 StaleSources = Callable[[str], Mapping[str, Any]]
@@ -86,9 +83,6 @@ StaleSources = Callable[[str], Mapping[str, Any]]
 #: ``.removed``): who to ask and what to refresh when a question goes unanswered.
 SourceDirectory = Callable[[str], Iterable[Any]]
 
-#: (kb, the registry source of the nearest readable candidate or None, the refusal reason): every
-#: insufficient-evidence packet (``freshindex_insufficient_evidence_total{source}``); must not raise.
-InsufficientSink = Callable[[str, str | None, RefusalReason], None]
 
 #: At most this many sources are listed as searched, and this many next actions proposed, per packet.
 MAX_LISTED_SOURCES = 20
@@ -104,7 +98,6 @@ class InjectionClient:
         naming: Naming = Naming(),
         recheck: Recheck | None = None,
         sensitive: SensitiveRecheck | None = None,
-        on_denials: DenialSink | None = None,
         stale_sources: StaleSources | None = None,
         min_score: float = 0.25,
         policy: ContextPolicy | None = None,
@@ -112,18 +105,17 @@ class InjectionClient:
         reranker: Reranker | None = None,
         refusal: RefusalPolicy | None = None,
         calibration: Callable[[str], Mapping[str, Any] | None] | None = None,
-        on_decision: DecisionSink | None = None,
         lexical_rerank: bool = True,
-        on_stage: StageSink | None = None,
-        on_empty_recall: Callable[[str], None] | None = None,
         sources: SourceDirectory | None = None,
         max_stale_s: float | None = None,
-        on_insufficient: InsufficientSink | None = None,
+        observer: QueryObserver | None = None,
         clock: Callable[[], dt.datetime] | None = None,
         planning: bool = False,
     ) -> None:
         self.store, self.embedder, self.naming = store, embedder, naming
-        self.recheck, self.sensitive, self.on_denials = recheck, sensitive, on_denials
+        self.recheck, self.sensitive = recheck, sensitive
+        # every per-query measurement and the denial audit (injection.observer), on every path
+        self.observer = Observers(observer)
         self.stale_sources = stale_sources
         self.min_score = min_score
         self.policy = policy or ContextPolicy()
@@ -132,15 +124,11 @@ class InjectionClient:
         # snapshot id -> its refusal calibration (injection.calibration), read once per snapshot; None: shipped bias
         self.calibration = calibration
         self._calibrated: dict[str, tuple[float, RefusalPolicy]] = {}
-        self.on_decision = on_decision
         self.lexical_rerank = lexical_rerank
-        # Query metrics: each stage's time (freshindex_query_seconds) and recalls that found
-        # nothing the principal may read (freshindex_empty_recalls_total); sinks must not raise.
-        self.on_stage, self.on_empty_recall = on_stage, on_empty_recall
         # The insufficient-evidence packet's report: the kb's sources (who owns what), a staleness policy
         # (evidence of a source unverified for longer than max_stale_s is rejected, not served labelled;
-        # None: served labelled), and its sink (by source).
-        self.sources, self.max_stale_s, self.on_insufficient = sources, max_stale_s, on_insufficient
+        # None: served labelled).
+        self.sources, self.max_stale_s = sources, max_stale_s
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         # Query planning (injection.planning): the question's exact identifiers also searched lexically alone.
         self.planning = planning
@@ -164,10 +152,12 @@ class InjectionClient:
         budget row; one ``numbers`` per conversation keeps ``[n]`` stable;
         ``deterministic`` renders byte-stable blocks for prompt caching.
         """
-        timer = StageTimer(self.on_stage)
+        timer = StageTimer(self.observer.stage)
         with timer.stage("total"):
-            return self._retrieve(question, kb=kb, principal=principal, limit=limit, query_type=query_type,
-                                  numbers=numbers, deterministic=deterministic, timer=timer)
+            packet = self._retrieve(question, kb=kb, principal=principal, limit=limit, query_type=query_type,
+                                    numbers=numbers, deterministic=deterministic, timer=timer)
+        self.observer.finished(kb, packet)
+        return packet
 
     def _retrieve(self, question: str, *, kb: str, principal: Principal, limit: int, query_type: str | None,
                   numbers: SessionNumbers | None, deterministic: bool, timer: StageTimer) -> ContextPacket:
@@ -207,6 +197,7 @@ class InjectionClient:
         stale = self.stale_sources(kb) if self.stale_sources is not None else {}
         now = self.clock() if stale and self.max_stale_s is not None else None
         for h in hits:
+            status = None
             if not visible(principal, h.payload):
                 dropped["acl"] = dropped.get("acl", 0) + 1  # the engine filter let it through: never serve it
                 continue
@@ -243,15 +234,15 @@ class InjectionClient:
             dense_ok = dense_ok or h.score >= self.min_score
             rank_score = h.fused if h.fused is not None else h.score
             # evidence.score stays the dense cosine (what callers see); Candidate.score orders the pool
-            candidates.append(replace(Candidate.from_point(h.id, h.score, p, snapshot_id), score=rank_score))
+            candidate = replace(Candidate.from_point(h.id, h.score, p, snapshot_id), score=rank_score)
+            if getattr(status, "pending_deletion", False):  # the deletion guard holds its document's deletion
+                candidate = replace(candidate, evidence=replace(candidate.evidence, pending_deletion=True))
+            candidates.append(candidate)
         tally.searched = subquery_report(query_plan, searched, readable_ids)
-        if denied and self.on_denials is not None:
-            self.on_denials(denial_records(kb, principal, denied))
-        if not readable and self.on_empty_recall is not None:
-            try:
-                self.on_empty_recall(kb)
-            except Exception:  # a metrics sink must not fail the query it measures
-                log.warning("the empty-recall sink failed", exc_info=True)
+        if denied:
+            self.observer.denied(denial_records(kb, principal, denied))
+        if not readable:
+            self.observer.empty_recall(kb)
         if not candidates or not dense_ok:
             if candidates:
                 dropped["low_score"] = dropped.get("low_score", 0) + len(candidates)
@@ -295,12 +286,11 @@ class InjectionClient:
         tokens = [evidence_tokens(c.evidence.text, c.evidence.title, c.evidence.heading_path, c.evidence.key)
                   for c in top]
         terms = [t for t in dict.fromkeys(lexical_tokens(question)) if t not in FUNCTION_WORDS]
-        stats = getattr(self.store, "lexical_idf", None)
-        if stats is None or not terms:  # an engine without lexical statistics: every term weighs the same
+        if not isinstance(self.store, LexicalStats) or not terms:  # no lexical statistics: every term weighs the same
             idf, missing = {t: 1.0 for t in terms}, 1.0
         else:
             try:
-                idf = stats(collection, terms, flt=query_filter(principal))
+                idf = self.store.lexical_idf(collection, terms, flt=query_filter(principal))
                 missing = absent_idf(self._count(collection))
             except (NotFoundError, StoreError) as exc:  # the evidence is in hand: weigh terms alike, do not fail
                 log.warning("lexical statistics of %s unavailable (%s): refusal terms weigh the same", collection, exc)
@@ -351,8 +341,7 @@ class InjectionClient:
         return n
 
     def _decided(self, kb: str, reason: RefusalReason | None, sig: Signals | None) -> None:
-        if self.on_decision is not None:
-            self.on_decision(kb, reason, sig)
+        self.observer.decided(kb, reason, sig)
 
     def _refuse(self, question: str, kb: str, snapshot_id: str | None, reason: RefusalReason, why: str,
                 dropped: dict[str, int] | None = None, sig: Signals | None = None, *, tally: _Tally,
@@ -366,12 +355,7 @@ class InjectionClient:
                              withheld=dict(dropped or {}), search=report)
 
     def _count_insufficient(self, kb: str, tally: _Tally, reason: RefusalReason) -> None:
-        if self.on_insufficient is None:
-            return
-        try:
-            self.on_insufficient(kb, tally.nearest, reason)
-        except Exception:  # a metrics sink must not fail the query it measures
-            log.warning("the insufficient-evidence sink failed", exc_info=True)
+        self.observer.insufficient(kb, tally.nearest, reason)
 
     def _report(self, kb: str, snapshot_id: str | None, principal: Principal, tally: _Tally,
                 reason: RefusalReason | None, stale: Mapping[str, Any] | None = None) -> SearchReport:
@@ -487,5 +471,5 @@ def _public(dropped: Mapping[str, int]) -> dict[str, int]:
 
 
 #: The evidence types live in :mod:`injection.types` (importable by the thin HTTP client); re-exported here.
-__all__ = ["PUBLIC_DROPS", "ContextPacket", "DecisionSink", "DenialSink", "Evidence", "InjectionClient", "Recheck", "Verdict",
+__all__ = ["PUBLIC_DROPS", "ContextPacket", "Evidence", "InjectionClient", "QueryObserver", "Recheck", "Verdict",
            "render_context"]

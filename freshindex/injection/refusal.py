@@ -79,9 +79,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from freshindex.vectorstore import lexical
+from freshindex.vectorstore.base import LexicalStats
 
 __all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "absent_idf", "decide",
            "evidence_tokens", "is_name", "known", "name_forms", "question_terms", "signals"]
@@ -97,10 +98,8 @@ class RefusalReason(StrEnum):
     BUDGET = "budget_too_small"  # the query type's token budget cannot hold even the block's frame
 
 
-class TermStats(Protocol):
-    """What the refusal needs from a store: the engine's IDF per token present for the caller."""
-
-    def lexical_idf(self, name: str, tokens: Sequence[str], *, flt: Any = None) -> dict[str, float]: ...
+#: What the refusal needs from a store: the engine's IDF per token present for the caller.
+TermStats = LexicalStats
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,16 @@ from freshindex.vectorstore.base import (
     FieldMatch,
     FieldRange,
     Filter,
+    LexicalStats,
     PointRecord,
+    ReaderTracking,
+    Renames,
     ScoredHit,
     VectorStore,
 )
 
-__all__ = ["DENSE", "INDEXED_FIELDS", "LEXICAL", "FieldMatch", "FieldRange", "Filter", "PointRecord", "ScoredHit",
-           "VectorStore", "open_store"]
+__all__ = ["DENSE", "INDEXED_FIELDS", "LEXICAL", "FieldMatch", "FieldRange", "Filter", "LexicalStats", "PointRecord",
+           "ReaderTracking", "Renames", "ScoredHit", "VectorStore", "open_store"]
 
 
 def open_store(kind: str, *, path=None, url: str | None = None, api_key: str | None = None,

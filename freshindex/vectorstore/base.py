@@ -5,15 +5,20 @@ A *collection* is one immutable-after-build version of a knowledge base; an
 process (:mod:`vectorstore.edge`) and Qdrant through ``qdrant-client``
 (:mod:`vectorstore.qdrant`, for a server or the client's local mode).  All of
 them pass the one contract suite in ``tests/vectorstore``.
+
+Abilities only some stores have are declared here too, as small
+runtime-checkable protocols (:class:`LexicalStats`, :class:`Renames`,
+:class:`ReaderTracking`): a caller asks ``isinstance(store, Renames)``
+instead of probing for an attribute, so the type checker follows the call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 #: Name of the dense vector in every collection.
 DENSE = "dense"
@@ -126,6 +131,8 @@ def _as_datetime(value: Any) -> datetime | None:
 
 
 def _in_range(cond: FieldRange, value: Any) -> bool:
+    v: datetime | float | None
+    conv: Callable[[Any], datetime | float | None]
     if cond.is_datetime:
         v = _as_datetime(value)
         conv = _as_datetime
@@ -261,3 +268,44 @@ class VectorStore(Protocol):
         """Close open handles (file handles and mapped memory of embedded collections)."""
 
     def close(self) -> None: ...
+
+
+# -- optional abilities ----------------------------------------------------------
+# ``isinstance`` checks only that the method is there (and not set to None, as
+# ``QdrantStore.rename_collection`` is without ``renames``), not its signature:
+# the type checker does that where a store is passed.
+
+
+@runtime_checkable
+class LexicalStats(Protocol):
+    """A store that reports its engine's IDF per token: both Qdrant adapters.
+
+    The refusal weighs a question's terms by it and calibration picks
+    distinctive words with it; without it every term weighs the same.
+    """
+
+    def lexical_idf(self, name: str, tokens: Sequence[str], *, flt: Filter | None = None) -> dict[str, float]:
+        """IDF per token of ``tokens`` present in ``name`` under ``flt``; absent tokens are left out."""
+        ...
+
+
+@runtime_checkable
+class Renames(Protocol):
+    """A store that renames a collection in place: Edge, and the server with ``renames``.
+
+    The blue/green builder recycles a retired side only through it; a store
+    without it builds every version by copy.
+    """
+
+    def rename_collection(self, name: str, new_name: str) -> None:
+        """Give ``name`` the name ``new_name``; raises :class:`core.errors.StoreBusyError` while a reader holds it."""
+        ...
+
+
+@runtime_checkable
+class ReaderTracking(Protocol):
+    """A store that knows whether any process holds a collection open: Edge (its flocks)."""
+
+    def in_use(self, name: str) -> bool:
+        """Whether a handle in any process has ``name`` open."""
+        ...
