@@ -291,14 +291,15 @@ class Bench:
         self.bm25 = BM25([_chunk_tokens(p) for p in self.payloads])
         self.decisions: list[tuple[Any, Any]] = []
         client = svc.client
-        chained = client.on_decision
+        from freshindex.injection.observer import Observers, QueryObserver
 
-        def capture(kb: str, reason: Any, sig: Any) -> None:
-            self.decisions.append((reason, sig))
-            if chained is not None:
-                chained(kb, reason, sig)
+        heard = self.decisions
 
-        client.on_decision = capture
+        class Capture(QueryObserver):
+            def decided(self, kb: str, reason: Any, signals: Any) -> None:
+                heard.append((reason, signals))
+
+        client.observer = Observers(client.observer, Capture())  # the service's metrics still hear it
 
     def ask(self, item: dict[str, Any]) -> dict[str, dict[str, Any]]:
         from freshindex.vectorstore import lexical

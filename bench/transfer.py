@@ -23,7 +23,7 @@ refusal change re-queries the kept index, a chunker change re-indexes.  ``$CACHE
 Every question is asked through ``InjectionClient.retrieve`` twice over: with the default settings
 (refusal on) and with ``context.refusal = false`` (the retrieval alone), each at limit 5 (hit@5,
 passage@5) and limit 10 (MRR@10; whether the 5 are the 10's prefix is recorded).  The refusal signals
-are the ones the client computes, heard on its ``on_decision`` sink.  A question the client refuses
+are the ones the client computes, heard by a query observer beside the service's.  A question the client refuses
 has no evidence: with refusal on it counts as a miss.
 
 * hit@5: an item of the top 5 is on the question's page;
@@ -240,14 +240,15 @@ class Asker:
     def __init__(self, client: Any, kb: str) -> None:
         self.client, self.kb = client, kb
         self.heard: list[tuple[Any, Any]] = []
-        chained = client.on_decision
+        from freshindex.injection.observer import Observers, QueryObserver
 
-        def capture(kb: str, reason: Any, sig: Any) -> None:
-            self.heard.append((reason, sig))
-            if chained is not None:
-                chained(kb, reason, sig)
+        heard = self.heard
 
-        client.on_decision = capture
+        class Capture(QueryObserver):
+            def decided(self, kb: str, reason: Any, signals: Any) -> None:
+                heard.append((reason, signals))
+
+        client.observer = Observers(client.observer, Capture())  # the service's metrics still hear it
 
     def ask(self, question: str, limit: int) -> dict[str, Any]:
         self.heard.clear()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from freshindex.core.naming import Naming
 from freshindex.health.metrics import Metrics
+from freshindex.injection.observer import QueryObserver
 from freshindex.settings import Settings
 from freshindex.storage import check_registry_path, check_store_path
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from freshindex.acl.sources import PermissionService
     from freshindex.core.types import Embedder
     from freshindex.injection import InjectionClient
+    from freshindex.injection.refusal import RefusalReason, Signals
+    from freshindex.injection.types import ContextPacket
     from freshindex.registry import Registry, SourceInfo
     from freshindex.snapshots import Builder
     from freshindex.snapshots.ops import SnapshotOps
@@ -201,23 +204,14 @@ class Services:
         from freshindex.injection.refusal import RefusalPolicy
 
         return InjectionClient(self.store, self.embedder, naming=self.naming, recheck=self.registry.chunk_status,
-                               sensitive=self.sensitive_recheck, on_denials=self.record_denials,
-                               stale_sources=self._stale_sources,
+                               sensitive=self.sensitive_recheck, stale_sources=self._stale_sources,
                                policy=ContextPolicy.from_mapping(self.settings.context.model_dump()),
                                refusal=RefusalPolicy.from_mapping(self.settings.context.model_dump()),
-                               calibration=self.registry.snapshot_calibration,
-                               on_decision=self._count_refusal,
-                               on_stage=self.metrics.observe_stage,
-                               on_empty_recall=lambda _kb: self.metrics.empty_recalls.inc(),
+                               calibration=self.registry.snapshot_calibration, observer=ServiceObserver(self),
                                sources=self._kb_sources, max_stale_s=self.settings.context.max_stale_s,
-                               on_insufficient=self.metrics.count_insufficient,
+                               min_score=self.settings.context.min_score,
                                lexical_rerank=self.settings.context.lexical_rerank,
                                planning=self.settings.context.query_planning)
-
-    def _count_refusal(self, kb: str, reason: Any, _signals: Any) -> None:
-        """The client's decision sink: ``freshindex_refusals_total{reason}`` (library, CLI and HTTP alike)."""
-        if reason is not None:
-            self.metrics.refusals.labels(str(reason)).inc()
 
     def _kb_sources(self, kb: str) -> Any:
         """``registry.list_sources(kb)`` (ids, owners, ACLs) for an insufficient-evidence packet.
@@ -280,12 +274,16 @@ class Services:
         """
         from freshindex.workers.connectors import ConnectorEnv, build_connector
 
-        key = (source.id, source.kind, source.location, repr(sorted((source.options or {}).items())))
+        # The registry's own entries in the options (the cursor, a deletion confirmation) change between
+        # syncs; they do not make another connector.
+        options = {k: v for k, v in (source.options or {}).items() if k not in ("sync_cursor", "confirmed_deletions")}
+        key = (source.id, source.kind, source.location, repr(sorted(options.items())))
         with self._lock:
             conn = self._connectors.get(key)
             if conn is None:
                 env = ConnectorEnv(sources=self.settings.sources,
-                                   data_dir=(self.settings.data_dir / "sources" / source.id).resolve())
+                                   data_dir=(self.settings.data_dir / "sources" / source.id).resolve(),
+                                   cursor=_RegistryCursor(self.registry, source.id))
                 conn = build_connector(source, source.kind, env)
                 self._connectors[key] = conn
             return conn
@@ -308,9 +306,57 @@ class Services:
             self.registry.close()
 
 
+class _RegistryCursor:
+    """A source's sync cursor in the registry (:class:`workers.connectors.registry.CursorStore`)."""
+
+    def __init__(self, registry: Registry, source_id: str) -> None:
+        self.registry, self.source_id = registry, source_id
+
+    def get(self) -> dict[str, Any] | None:
+        return self.registry.source_cursor(self.source_id)
+
+    def set_pending(self, value: dict[str, Any]) -> None:
+        self.registry.set_pending_cursor(self.source_id, value)
+
+
 #: What ``Services(settings, **overrides)`` accepts: every component, plus the connector lookup.
 _COMPONENTS = frozenset(
     name for name, value in vars(Services).items() if isinstance(value, functools.cached_property)
 ) | {"connector_for"}
 
 __all__ = ["Services"]
+
+
+class ServiceObserver(QueryObserver):
+    """What every query records in this process, whichever path asked (library, CLI, HTTP, MCP).
+
+    A new per-query metric or audit is one method here (:class:`~injection.observer.QueryObserver`).
+    """
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.services.metrics
+
+    def stage(self, stage: str, seconds: float) -> None:
+        self.metrics.observe_stage(stage, seconds)
+
+    def denied(self, records: Sequence[DenialRecord]) -> None:
+        self.services.record_denials(records)
+
+    def empty_recall(self, kb: str) -> None:
+        self.metrics.empty_recalls.inc()
+
+    def decided(self, kb: str, reason: RefusalReason | None, signals: Signals | None) -> None:
+        if reason is not None:
+            self.metrics.refusals.labels(str(reason)).inc()
+
+    def insufficient(self, kb: str, nearest_source: str | None, reason: RefusalReason) -> None:
+        self.metrics.count_insufficient(kb, nearest_source, reason)
+
+    def finished(self, kb: str, packet: ContextPacket) -> None:
+        self.metrics.queries.labels(kb, "insufficient" if packet.insufficient else "answered").inc()
+        for why, n in packet.withheld.items():  # every reason; a caller sees only packet.dropped
+            self.metrics.recheck_drops.labels(kb, why).inc(n)

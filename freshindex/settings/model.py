@@ -279,6 +279,26 @@ class S3Settings(BaseModel):
     path_style: bool = Field(default=True, description="path-style addressing (bucket in the path, not the host)")
 
 
+class WebSettings(BaseModel):
+    """Web sources (kind ``web``, workers/connectors/web.py): how a documentation site is crawled.
+
+    Each field is a default that a source's own ``--option name=value`` overrides."""
+
+    max_pages: int = Field(default=1000, ge=1, description="pages one crawl requests at most (a 304 counts); a "
+                           "crawl cut short by a bound deletes nothing")
+    max_depth: int = Field(default=20, ge=0, description="links followed from the start URL at most")
+    max_total_bytes: int = Field(default=256 * 1024 * 1024, ge=1, description="page bytes one crawl downloads "
+                                 "before it stops following links (304s cost none)")
+    max_page_bytes: int = Field(default=10 * 1024 * 1024, ge=1, description="a larger page fails as too_large "
+                                "while it streams (at most sources.max_file_bytes)")
+    concurrency: int = Field(default=4, ge=1, le=64, description="requests in flight at once per source (one host)")
+    rate_limit: str = Field(default="10/second", description="requests per host, as the limits package writes a "
+                            "rate: '10/second', '1 per 2 seconds', '300/minute'")
+    timeout_s: float = Field(default=30.0, gt=0, description="seconds to connect, and between bytes, per request")
+    user_agent: str = Field(default="freshindex-crawler/1", description="User-Agent sent, and the agent "
+                            "robots.txt rules are read for")
+
+
 class SourcesSettings(BaseModel):
     """Parsing, chunking and OCR of source documents, and the bounds one document must stay within."""
 
@@ -325,6 +345,13 @@ class SourcesSettings(BaseModel):
         default=256 * 1024 * 1024, ge=1,
         description="bytes a document's compressed streams (PDF flate, archives) may inflate to; more fail it as too_large",
     )
+    git_token_file: Path | None = Field(
+        default=None, description="git sources: a file holding an access token for HTTPS remotes, handed to git "
+        "through GIT_ASKPASS (never put in the URL or logged); a source's token_file option overrides it",
+    )
+    git_timeout_s: float = Field(default=300.0, gt=0, description="git sources: seconds one git command (a fetch) "
+                                 "may take before the listing fails as a source error")
+    web: WebSettings = WebSettings()
     s3: S3Settings = S3Settings()
 
 
@@ -533,6 +560,9 @@ class ContextSettings(BaseModel):
                               "only; 1 = relevance alone)")
     join_adjacent: bool = Field(default=True, description="join neighbouring chunks of one section when both "
                                 "are selected")
+    min_score: float = Field(default=0.25, ge=-1, le=1, description="the dense cosine at least one admitted hit "
+                             "must reach; below it the answer is insufficient evidence (no_evidence) whatever the "
+                             "lexical side found. The refusal (refusal_*) then decides on the evidence admitted")
     lexical_rerank: bool = Field(default=True, description="reorder the admitted pool by the IDF-weighted share "
                                  "of the question's terms each chunk holds (injection.assemble.coverage_reranker), "
                                  "unless an application passes its own reranker")

@@ -90,3 +90,34 @@ def test_the_cli_path_counts_the_same_series(svc: Services, tmp_path: Path, monk
         assert r.exit_code == 0, r.output
         assert json.loads(r.output)["search"]["kb"] == "default"
     assert _counts(svc) == (3.0, 1.0, 2.0)
+
+
+def test_the_library_path_counts_queries_and_withheld_hits_too(svc: Services) -> None:
+    # freshindex_queries_total used to be counted by the HTTP route alone
+    svc.client.retrieve(ANSWERABLE, kb="default")
+    svc.client.retrieve(UNANSWERABLE, kb="default")
+    assert svc.metrics.value("freshindex_queries_total", kb="default", outcome="answered") == 1.0
+    assert svc.metrics.value("freshindex_queries_total", kb="default", outcome="insufficient") == 1.0
+
+
+def test_a_new_query_metric_is_one_observer_method_and_a_failing_one_fails_no_query(svc: Services) -> None:
+    from freshindex.injection.observer import Observers, QueryObserver
+    from freshindex.services import ServiceObserver
+
+    # Given one method: the evidence items each answered question got (the newcomer's change)
+    class EvidenceCount(ServiceObserver):
+        items: list[int] = []
+
+        def finished(self, kb: str, packet) -> None:
+            super().finished(kb, packet)
+            self.items.append(len(packet.evidence))
+
+    class Broken(QueryObserver):
+        def finished(self, kb: str, packet) -> None:
+            raise RuntimeError("metrics backend down")
+
+    svc.client.observer = Observers(EvidenceCount(svc), Broken())
+    packet = svc.client.retrieve(ANSWERABLE, kb="default")
+    # Then it hears the query, the service's own series still count, and the broken one cost nothing
+    assert EvidenceCount.items == [len(packet.evidence)] and packet.evidence
+    assert svc.metrics.value("freshindex_queries_total", kb="default", outcome="answered") == 1.0

@@ -24,7 +24,7 @@ from freshindex.acl import Principal
 from freshindex.health.metrics import MAX_SOURCE_LABELS, Metrics
 from freshindex.injection.client import InjectionClient
 from freshindex.injection.types import ContextPacket
-from freshindex.services import Services
+from freshindex.services import ServiceObserver, Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
 
@@ -107,7 +107,7 @@ def test_an_answered_packet_reports_its_search_without_next_actions(world: Servi
 
 def _client(svc: Services, **kwargs: Any) -> InjectionClient:
     base: dict[str, Any] = dict(naming=svc.naming, recheck=svc.registry.chunk_status, sources=svc.registry.list_sources,
-                                on_insufficient=svc.metrics.count_insufficient)
+                                observer=ServiceObserver(svc))
     return InjectionClient(svc.store, svc.embedder, **{**base, **kwargs})
 
 

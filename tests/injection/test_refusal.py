@@ -22,6 +22,7 @@ from freshindex.health.metrics import Metrics
 from freshindex.injection.assemble import Candidate, assemble, coverage_reranker
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
 from freshindex.injection.client import InjectionClient
+from freshindex.injection.observer import QueryObserver
 from freshindex.injection.refusal import (
     RefusalPolicy,
     RefusalReason,
@@ -185,12 +186,13 @@ def _client(tmp_path: Path, decisions: list, metrics: Metrics | None = None) -> 
     store.upsert("default-v1", points)
     store.swap_alias(naming.alias("default"), "default-v1")
 
-    def sink(kb: str, reason, sig) -> None:
-        decisions.append((kb, reason, sig))
-        if metrics is not None and reason is not None:
-            metrics.refusals.labels(str(reason)).inc()
+    class Sink(QueryObserver):
+        def decided(self, kb: str, reason, signals) -> None:
+            decisions.append((kb, reason, signals))
+            if metrics is not None and reason is not None:
+                metrics.refusals.labels(str(reason)).inc()
 
-    return InjectionClient(store, _Embedder(), naming=naming, on_decision=sink)
+    return InjectionClient(store, _Embedder(), naming=naming, observer=Sink())
 
 
 def test_the_client_refuses_an_absent_identifier_and_says_why(tmp_path: Path) -> None:
