@@ -1,7 +1,8 @@
 """infra/k8s: strict schema validation (offline) and the restricted Pod Security profile on every pod.
 
 kubernetes-validate ships the OpenAPI schemas inside its wheel, so this runs
-without a cluster or network. The profile checks are ours: the schema says a
+without a cluster or network; KEDA's objects (not Kubernetes kinds) are checked
+against cloudcoil-models-keda, pydantic models generated from KEDA's CRDs. The profile checks are ours: the schema says a
 field is well-formed, not that it is there.
 """
 
@@ -17,6 +18,8 @@ import yaml
 from tests.conftest import ROOT
 
 K8S = ROOT / "infra" / "k8s"
+#: KEDA objects: a folder of their own (applied only where KEDA is installed), validated with its CRD models.
+AUTOSCALING = K8S / "autoscaling"
 #: The oldest Kubernetes minor we support; bump deliberately.
 K8S_VERSION = "1.33.0"
 #: Workloads whose pods run forever must have probes; a Job's pod runs to completion.
@@ -102,23 +105,131 @@ def _serves(container: dict[str, Any], doc: dict[str, Any]) -> bool:
     return doc["metadata"]["name"] != "freshindex-beat"
 
 
+def _unknown_fields(given: Any, kept: Any, where: str = "") -> list[str]:
+    """Paths present in ``given`` but dropped by a model that ignores unknown fields (``kept``: its dump)."""
+    if isinstance(given, dict) and isinstance(kept, dict):
+        return [p for k, v in given.items()
+                for p in ([f"{where}.{k}"] if k not in kept else _unknown_fields(v, kept[k], f"{where}.{k}"))]
+    if isinstance(given, list) and isinstance(kept, list):
+        return [p for i, (a, b) in enumerate(zip(given, kept, strict=False)) for p in _unknown_fields(a, b, f"{where}[{i}]")]
+    return []
+
+
+def keda_error(doc: dict[str, Any]) -> str | None:
+    """A KEDA object checked against the models cloudcoil-models-keda generates from KEDA's CRDs, strictly.
+
+    The models ignore unknown fields, so a field the dump drops is reported
+    as unknown (the API server's strict field validation would reject it).
+    """
+    import pydantic
+    from cloudcoil.models.keda import v1alpha1
+
+    model = getattr(v1alpha1, doc.get("kind", ""), None)
+    if doc.get("apiVersion") != "keda.sh/v1alpha1" or model is None:
+        return f"not a keda.sh/v1alpha1 kind: {doc.get('apiVersion')} {doc.get('kind')}"
+    try:
+        obj = model.model_validate(doc)
+    except pydantic.ValidationError as exc:
+        return str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] + " at " + ".".join(map(str, e["loc"]))
+                                                      for e in exc.errors())
+    unknown = _unknown_fields(doc, obj.model_dump(by_alias=True, exclude_unset=True, mode="json"))
+    return f"unknown fields {unknown}" if unknown else None
+
+
 def schema_errors(folder: Path, version: str = K8S_VERSION) -> list[str]:
     import kubernetes_validate
 
     errors = []
     for path, doc in manifests(folder):
+        name = f"{path.name}: {doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
+        if str(doc.get("apiVersion", "")).startswith("keda.sh/"):
+            if (problem := keda_error(doc)) is not None:
+                errors.append(f"{name}: {problem}")
+            continue
         try:
             kubernetes_validate.validate(doc, version, strict=True)
         except kubernetes_validate.ValidationError as exc:
-            errors.append(f"{path.name}: {doc.get('kind')}/{doc.get('metadata', {}).get('name')}: {exc.message}")
+            errors.append(f"{name}: {exc.message}")
     return errors
 
 
 def test_every_manifest_validates_strictly_offline() -> None:
     docs = manifests(K8S)
     kinds = sorted({d["kind"] for _, d in docs})
-    assert {"Deployment", "Job", "Namespace", "Service", "ConfigMap"} <= set(kinds)
+    assert {"Deployment", "Job", "Namespace", "Service", "ConfigMap", "PodDisruptionBudget",
+            "NetworkPolicy"} <= set(kinds)
     assert schema_errors(K8S) == []
+    autoscaling = {d["kind"] for _, d in manifests(AUTOSCALING)}
+    assert autoscaling == {"ScaledObject", "TriggerAuthentication"}
+    assert schema_errors(AUTOSCALING) == []
+
+
+def _deployments() -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for _, d in manifests(K8S) if d["kind"] == "Deployment"}
+
+
+def test_every_queue_has_a_keda_trigger_on_the_deployment_that_consumes_it() -> None:
+    from freshindex.settings import load_settings
+    from freshindex.workers.names import Queue, queue_name
+
+    settings = load_settings()
+    consumed: dict[str, set[str]] = {}  # Deployment -> queues its worker command consumes
+    for name, d in _deployments().items():
+        command = pod_spec(d)["containers"][0]["command"]
+        if command[:2] == ["freshindex", "worker"]:
+            consumed[name] = {queue_name(settings, Queue(q)) for q in command[command.index("--queues") + 1].split(",")}
+    assert set().union(*consumed.values()) == {queue_name(settings, q) for q in Queue}  # one worker per stage
+    scaled = {d["spec"]["scaleTargetRef"]["name"]: d for _, d in manifests(AUTOSCALING) if d["kind"] == "ScaledObject"}
+    assert set(scaled) == set(consumed)
+    auths = {d["metadata"]["name"] for _, d in manifests(AUTOSCALING) if d["kind"] == "TriggerAuthentication"}
+    for name, so in scaled.items():
+        triggers = so["spec"]["triggers"]
+        assert {t["metadata"]["listName"] for t in triggers} == consumed[name], name
+        assert all(t["type"] == "redis" and t["authenticationRef"]["name"] in auths for t in triggers)
+        assert so["spec"]["minReplicaCount"] >= 1  # never 0: FreshindexWorkersDown would fire
+
+
+def test_workers_outlive_their_tasks_and_every_deployment_with_replicas_has_a_budget() -> None:
+    from freshindex.settings import load_settings
+    from freshindex.workers.app import task_time_limit
+
+    limit = task_time_limit(load_settings())
+    assert limit >= 600
+    deployments = _deployments()
+    for name, d in deployments.items():
+        if name.startswith("freshindex-worker"):
+            assert pod_spec(d)["terminationGracePeriodSeconds"] > limit, name
+    budgets = [d for _, d in manifests(K8S) if d["kind"] == "PodDisruptionBudget"]
+    covered = set()
+    for b in budgets:
+        sel = b["spec"]["selector"]["matchLabels"]
+        covered |= {n for n, d in deployments.items()
+                    if sel.items() <= d["spec"]["template"]["metadata"]["labels"].items()}
+    assert covered == set(deployments) - {"freshindex-beat"}  # beat: one replica, a budget would block drains
+
+
+def _allowed_from(policy: dict[str, Any], port: int) -> list[dict[str, Any]]:
+    return [peer for rule in policy["spec"].get("ingress", []) if any(p["port"] == port for p in rule["ports"])
+            for peer in rule["from"]]
+
+
+def test_network_policy_denies_by_default_and_admits_the_gateway_and_prometheus_only() -> None:
+    policies = {d["metadata"]["name"]: d for _, d in manifests(K8S) if d["kind"] == "NetworkPolicy"}
+    deny = [p for p in policies.values() if p["spec"]["podSelector"] == {} and "ingress" not in p["spec"]
+            and "egress" not in p["spec"]]
+    assert deny and set(deny[0]["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    api_port = next(p["containerPort"] for p in pod_spec(_deployments()["freshindex-api"])["containers"][0]["ports"])
+    api = [p for p in policies.values()
+           if p["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/component") == "api"]
+    peers = [peer for p in api for peer in _allowed_from(p, api_port)]
+    # the gateway: a pod selector alone, so only pods of this namespace
+    assert {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "gateway"}}} in peers
+    assert all("ipBlock" not in peer for peer in peers)
+    assert all(peer == {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "gateway"}}}
+               or peer["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "prometheus"}} for peer in peers)
+    egress_ports = {p["port"] for pol in policies.values() for rule in pol["spec"].get("egress", [])
+                    for p in rule["ports"]}
+    assert {53, 6379, 5672, 5432, 6333, 443} <= egress_ports
 
 
 def test_every_pod_meets_the_restricted_profile_and_has_probes() -> None:
@@ -182,3 +293,18 @@ def test_a_planted_schema_error_fails(tmp_path: Path) -> None:
     target = _plant(tmp_path, "beat.yaml", typo)
     errors = schema_errors(target)
     assert len(errors) == 1 and "beat.yaml" in errors[0], errors
+
+
+@pytest.mark.parametrize(("mutate", "expected"), [
+    (lambda d: d["spec"].update(minReplicas=1), "unknown fields ['.spec.minReplicas']"),
+    (lambda d: d["spec"].update(minReplicaCount="one"), "minReplicaCount"),
+    (lambda d: d["spec"].pop("scaleTargetRef"), "scaleTargetRef"),
+])
+def test_a_planted_keda_error_fails(tmp_path: Path, mutate, expected: str) -> None:
+    target = tmp_path / "autoscaling"
+    shutil.copytree(AUTOSCALING, target)
+    docs = list(yaml.safe_load_all((target / "keda.yaml").read_text()))
+    mutate(next(d for d in docs if d["kind"] == "ScaledObject"))
+    (target / "keda.yaml").write_text(yaml.safe_dump_all(docs))
+    errors = schema_errors(target)
+    assert len(errors) == 1 and expected in errors[0], errors
