@@ -79,8 +79,11 @@ from limits import RateLimitItem, parse
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
+from freshindex.acl.model import is_sidecar
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
+from freshindex.workers.connectors import ChunkMeta, UnlistedPrefixes
+from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, SourceLike
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 
 log = logging.getLogger("freshindex.connectors.web")
@@ -119,14 +122,15 @@ class WebOptions:
 
     @classmethod
     def of(cls, defaults: Any, options: Mapping[str, Any], *, max_file_bytes: int | None = None) -> WebOptions:
-        """Options from the settings block ``defaults`` (or None) overridden by a source's string options."""
+        """Options from the settings block ``sources.web`` (or None) overridden by a source's string options.
+
+        ``max_file_bytes`` (``sources.max_file_bytes``) caps ``max_page_bytes``."""
         base = cls()
         if defaults is not None:
             base = replace(base, **{f: getattr(defaults, f) for f in (
-                "max_pages", "max_depth", "max_total_bytes", "concurrency", "rate_limit", "timeout_s", "user_agent",
+                "max_pages", "max_depth", "max_total_bytes", "max_page_bytes", "concurrency", "rate_limit",
+                "timeout_s", "user_agent",
             )})
-        if max_file_bytes is not None:
-            base = replace(base, max_page_bytes=max_file_bytes)
         kw: dict[str, Any] = {}
         ints = ("max_pages", "max_depth", "max_total_bytes", "max_page_bytes", "concurrency")
         for name, value in options.items():
@@ -139,6 +143,8 @@ class WebOptions:
             elif name in ("rate_limit", "user_agent", "prefix", "directory_index"):
                 kw[name] = str(value)
         out = replace(base, **kw)
+        if max_file_bytes is not None:
+            out = replace(out, max_page_bytes=min(out.max_page_bytes, max_file_bytes))
         if out.max_pages < 1 or out.max_depth < 0 or out.max_total_bytes < 1 or out.max_page_bytes < 1:
             raise ConfigError("web source: max_pages, max_total_bytes and max_page_bytes must be positive, "
                               "max_depth not negative")
@@ -283,7 +289,7 @@ class _Outcome:
     state: PageState | None = None
     body: bytes | None = None
     error: DocumentError | None = None
-    status: str = "ok"  # ok | not_modified | dead | robots | not_html | failed | out_of_scope
+    status: str = "ok"  # ok | not_modified | dead | not_html | failed | out_of_scope
 
 
 class WebConnector:
@@ -355,13 +361,14 @@ class WebConnector:
         queued = set(frontier)
         with ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="freshindex-crawl") as pool:
             while frontier:
+                frontier = self._allowed(frontier, report)
                 room = self.options.max_pages - report.pages
                 if len(frontier) > room:
                     report.truncated = f"max_pages={self.options.max_pages}"
                 outcomes = list(pool.map(lambda u: self._visit(u, previous.get(u), report), frontier[:room]))
                 links: set[str] = set()
                 for out in outcomes:
-                    if out.status in ("robots", "dead", "not_html", "out_of_scope"):
+                    if out.status in ("dead", "not_html", "out_of_scope"):
                         continue
                     report.pages += 1
                     st = out.state or PageState()
@@ -453,13 +460,17 @@ class WebConnector:
                 raise SourceError(f"the {what} {url} answered {resp.status_code}")
             return self._read_capped(resp, self.options.max_page_bytes, url)
 
-    def _visit(self, url: str, before: PageState | None, report: CrawlReport) -> _Outcome:
-        """One page: robots, conditional GET with retries, redirects, links and canonical."""
+    def _allowed(self, urls: Urls, report: CrawlReport) -> Urls:
+        """``urls`` that robots.txt lets the crawler fetch (checked before the page bound counts them)."""
         robots = self._robots
-        if robots is not None and not robots.can_fetch(self.options.user_agent, url):
-            with self._lock:
-                report.robots_blocked += 1
-            return _Outcome(url, status="robots")
+        if robots is None:
+            return urls
+        allowed = [u for u in urls if robots.can_fetch(self.options.user_agent, u)]
+        report.robots_blocked += len(urls) - len(allowed)
+        return allowed
+
+    def _visit(self, url: str, before: PageState | None, report: CrawlReport) -> _Outcome:
+        """One page: conditional GET with retries, redirects, links and canonical."""
         try:
             visit = cast(Callable[[str], bytes], lambda u: self._visit_once(u, before, report))
             return cast(_Outcome, fetch_with_retry(visit, url, self.retry, sleep=self._sleep))
@@ -587,6 +598,8 @@ class WebConnector:
         body = self._bodies.pop(key, None)
         if body is not None:
             return body
+        if is_sidecar(key):  # ACL resolution asks every connector; a web site has no sidecar files
+            raise DocumentError(DocumentError.VANISHED, f"{key}: web sources carry no ACL sidecars")
         if not self.in_scope(key):
             raise DocumentError(DocumentError.UNSAFE_KEY, f"{key} is not a page of {self.root}")
         if (error := self._key_error(key)) is not None:
@@ -649,4 +662,39 @@ def _raise_for_status(resp: httpx.Response, url: str) -> None:
         raise DocumentError(DocumentError.UNREADABLE, f"GET {url} answered {code}")
 
 
-__all__ = ["CrawlReport", "WebConnector", "WebOptions", "check_start_url", "page_links", "sitemap_urls"]
+def _build(source: SourceLike, env: ConnectorEnv) -> WebConnector:
+    options = WebOptions.of(env.sources.web, source.options, max_file_bytes=env.max_bytes)
+    return WebConnector(source.location, options=options, state_dir=env.data_dir)
+
+
+def _check_location(location: str, options: Mapping[str, Any]) -> str:
+    url = check_start_url(location)
+    WebConnector(url, options=WebOptions.of(None, options)).close()  # bad options and prefixes fail here
+    return url
+
+
+SPEC = ConnectorSpec(
+    kind="web",
+    build=_build,
+    # The key is the page's URL (canonical, or where it was served): the citation shows it, #anchor appended.
+    source_uri=lambda _location, key: key,
+    location_help="a start URL (https://docs.example.com/en/stable/) or a sitemap (.../sitemap.xml)",
+    check_location=_check_location,
+    options=(
+        ConnectorOption("prefix", "path prefix pages must start with (default: the start URL's folder)"),
+        ConnectorOption("sitemap", "true: the location is a sitemap (default: when it ends in .xml)"),
+        ConnectorOption("max_pages", "pages per crawl (default: sources.web.max_pages)"),
+        ConnectorOption("max_depth", "links followed from the start (default: sources.web.max_depth)"),
+        ConnectorOption("max_total_bytes", "bytes downloaded per crawl (default: sources.web.max_total_bytes)"),
+        ConnectorOption("max_page_bytes", "bytes of one page (default: sources.web.max_page_bytes)"),
+        ConnectorOption("concurrency", "requests in flight (default: sources.web.concurrency)"),
+        ConnectorOption("rate_limit", "requests per host, e.g. 2/second (default: sources.web.rate_limit)"),
+        ConnectorOption("timeout_s", "seconds per request (default: sources.web.timeout_s)"),
+        ConnectorOption("user_agent", "User-Agent and robots.txt agent (default: sources.web.user_agent)"),
+        ConnectorOption("directory_index", "name appended to a URL ending in / (default index.html; empty: none)"),
+    ),
+    hooks=(UnlistedPrefixes, ChunkMeta),
+)
+
+
+__all__ = ["SPEC", "CrawlReport", "WebConnector", "WebOptions", "check_start_url", "page_links", "sitemap_urls"]

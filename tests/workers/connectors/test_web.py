@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.docsite import DocSite, serve
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.workers.connectors.retry import RetryPolicy
 from freshindex.workers.connectors.web import WebConnector, WebOptions, check_start_url, page_links, sitemap_urls
-from tests.workers.connectors.docserver import DocSite, serve
 
 NO_WAIT = RetryPolicy(retries=1, backoff_s=0.0, backoff_max_s=0.0)
 

@@ -1,4 +1,4 @@
-"""A real HTTP server for crawler tests: a folder of HTML served like a static documentation host.
+"""A real HTTP server for crawler tests and bench.crawl: a folder of HTML served like a static documentation host.
 
 It answers as nginx does for a static site: ``ETag`` and ``Last-Modified`` on
 every file, ``304`` to a matching ``If-None-Match`` (or, without it, to an
