@@ -240,18 +240,31 @@ def sources() -> None:
               type=click.Choice(["public", "internal", "confidential", "restricted"]))
 @click.option("--acl-rule", "acl_rules", multiple=True,
               help="Static ACL rule 'GLOB=GROUPS' (repeatable): matching documents are read by those groups.")
+@click.option("--include", "include", multiple=True,
+              help="Only keys matching this gitignore-style pattern are documents (repeatable), e.g. '*.html'.")
+@click.option("--exclude", "exclude", multiple=True,
+              help="Keys matching this gitignore-style pattern are skipped (repeatable), e.g. 'search*.html'.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def sources_add(state: _State, source_id: str, kind: str, location: str, owner: str, kb: str | None, acl: str,
                 poll: int | None, options: tuple[str, ...], replace: bool, tenant: str, sensitivity_: str,
-                acl_rules: tuple[str, ...], as_json: bool) -> None:
+                acl_rules: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
+                as_json: bool) -> None:
     """Register SOURCE_ID (a folder, an S3 prefix, ...: see `freshindex sources kinds`)."""
-    opts = {}
+    from freshindex.workers.selection import check_patterns
+
+    opts: dict[str, Any] = {}
     for item in options:
         if "=" not in item:
             raise click.BadParameter(f"{item!r} is not key=value", param_hint="--option")
         k, v = item.split("=", 1)
         opts[k.strip()] = v.strip()
+    for flag, patterns in (("include", include), ("exclude", exclude)):
+        try:
+            if checked := check_patterns(patterns, flag):
+                opts[flag] = checked  # applied by the planner to every listed key (workers/selection.py)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint=f"--{flag}") from exc
     location = source_commands.check_location(kind, location, opts)
     groups = acl_commands.split_tokens(acl, None) or []
     rules = acl_commands.parse_rules(acl_rules)
@@ -319,7 +332,8 @@ def sources_confirm_deletions(state: _State, source_id: str, count: int | None, 
 def _source_dict(s: Any) -> dict[str, Any]:
     return {"id": s.id, "kb": s.kb, "kind": s.kind, "location": s.location, "owner": s.owner, "acl": list(s.acl),
             "poll_interval_s": s.poll_interval_s, "options": s.options, "tenant": s.tenant,
-            "sensitivity": s.sensitivity, "acl_rules": list(s.acl_rules), "acl_version": s.acl_version}
+            "sensitivity": s.sensitivity, "acl_rules": list(s.acl_rules), "acl_version": s.acl_version,
+            "include": list(s.include), "exclude": list(s.exclude)}
 
 
 # -- sync ---------------------------------------------------------------------------
@@ -476,6 +490,13 @@ def _sync_text(d: dict[str, Any]) -> str:
         lines.append(f"  snapshot: build HELD ({b['reason']}); {d['active_snapshot'] or 'nothing'} keeps serving")
     else:
         lines.append(f"  snapshot: not built ({b['status']}); active: {d['active_snapshot'] or 'none'}")
+    if docs.get("skipped"):
+        why = ", ".join(f"{n} {r}" for r, n in (d.get("skipped_by_reason") or {}).items())
+        lines.append(f"  skipped (not errors): {docs['skipped']}" + (f"; this run: {why}" if why else "")
+                     + " (see `freshindex documents list --skipped`)")
+    if d.get("moves"):
+        lines.append(f"  moved (old key removed in this build, vectors reused): {len(d['moves'])}")
+        lines += [f"    {m['from']} -> {m['to']}" for m in d["moves"][:10]]
     if d["errors"]:
         lines.append(f"  errors ({len(d['errors'])}):")
         lines += [f"    {e['key']}: {e['reason']}: {e['detail']}" for e in d["errors"]]
@@ -483,6 +504,10 @@ def _sync_text(d: dict[str, Any]) -> str:
         lines.append(f"  error: {d['error']}")
     if d.get("held_reason"):
         lines.append(f"  deletions HELD: {d['held_reason']}")
+    if d.get("pending_deletion"):
+        p = d["pending_deletion"]
+        lines.append(f"  pending deletion (still served, labelled): {p['documents']} documents")
+        lines += [f"    {k}" for k in p["keys"]]
     if d.get("joined"):
         # The counts above are that run's work, not this command's.
         lines.insert(1, f"  joined run {d['run_id']} started by another sync (one sync per source at a time); "

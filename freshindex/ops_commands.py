@@ -22,7 +22,7 @@ import click
 from freshindex.display import emit as _emit
 from freshindex.display import table as _table
 
-_STATES = click.Choice(["active", "deleted", "error"])
+_STATES = click.Choice(["active", "deleted", "error", "skipped"])
 _RUN_STATUSES = click.Choice(["running", "succeeded", "partial", "failed", "held"])
 _CHANGESET_STATUSES = ("open", "staged", "applied", "rolled_back")
 
@@ -136,18 +136,23 @@ _DOC_COLUMNS = ("source", "key", "state", "version", "chunk_count", "error_reaso
 @click.option("--source", default=None)
 @click.option("--key", default=None, help="Exact source key (e.g. guides/release.md).")
 @click.option("--state", "doc_state", type=_STATES, default=None)
-@click.option("--reason", default=None, help="Error reason (e.g. ocr_unavailable).")
+@click.option("--reason", default=None, help="Error or skip reason (e.g. ocr_unavailable, excluded).")
+@click.option("--skipped", is_flag=True, help="Only documents skipped on purpose (excluded by the source's "
+              "patterns, empty, unsupported_type), with the reason: the same as --state skipped.")
 @click.option("--limit", type=click.IntRange(1, 100000), default=100, show_default=True)
 @json_option
 @click.pass_obj
 def documents_list(state: Any, kb: str | None, source: str | None, key: str | None, doc_state: str | None,
-                   reason: str | None, limit: int, as_json: bool) -> None:
-    """Documents by knowledge base, source, key, state and error reason."""
+                   reason: str | None, skipped: bool, limit: int, as_json: bool) -> None:
+    """Documents by knowledge base, source, key, state and error (or skip) reason."""
     from freshindex.registry import ops
 
-    rows = ops.documents(_registry(state), kb=kb, source=source, key=key, state=doc_state, reason=reason,
-                         limit=limit)
-    _emit(rows, as_json, lambda rs: _table(rs, _DOC_COLUMNS, "no documents"))
+    if skipped and doc_state not in (None, "skipped"):
+        raise click.UsageError("--skipped lists documents in state skipped; drop --state")
+    rows = ops.documents(_registry(state), kb=kb, source=source, key=key, state="skipped" if skipped else doc_state,
+                         reason=reason, limit=limit)
+    columns = ("source", "key", "error_reason", "error_detail", "updated_at") if skipped else _DOC_COLUMNS
+    _emit(rows, as_json, lambda rs: _table(rs, columns, "no skipped documents" if skipped else "no documents"))
 
 
 @documents.command("errors")

@@ -27,7 +27,11 @@ def _fresh_text(d: dict[str, Any]) -> str:
             f"last successful sync {d['last_successful_sync_at'] or 'never'}")
     if d["last_error"]:
         line += f"; last error: {d['last_error']}"
-    return line + (f"; policy: {policy}" if policy else "; policy: none")
+    line += f"; policy: {policy}" if policy else "; policy: none"
+    if d.get("include") or d.get("exclude"):  # gitignore-style patterns the planner applies (workers/selection.py)
+        line += "\n  include: " + (", ".join(d["include"]) or "everything") + "; exclude: " + (
+            ", ".join(d["exclude"]) or "nothing")
+    return line
 
 
 class KindChoice(click.Choice):
@@ -83,13 +87,15 @@ def _fail(exc: Exception) -> click.ClickException:
 @json_option
 @click.pass_obj
 def sources_show(state: Any, source_id: str, as_json: bool) -> None:
-    """SOURCE_ID's freshness policy and state: paused, stale (why), last verified, last error."""
+    """SOURCE_ID's freshness policy and state (paused, stale, last verified, last error) and its patterns."""
     from freshindex.core.errors import NotFoundError
 
     try:
         data = state.services.registry.source_freshness(source_id=source_id)[0].as_dict()
+        source = state.services.registry.get_source(source_id)
     except NotFoundError as exc:
         raise _fail(exc) from exc
+    data["include"], data["exclude"] = list(source.include), list(source.exclude)
     _emit(data, as_json, _fresh_text)
 
 

@@ -41,6 +41,7 @@ from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.embedding import embed_with_cache
 from freshindex.workers.parsing import PARSER_SET_VERSION, Parsers
 from freshindex.workers.provenance import provenance
+from freshindex.workers.selection import Selection
 
 log = logging.getLogger("freshindex.pipeline")
 
@@ -95,7 +96,9 @@ class SyncPlan:
 def _needs_processing(known: DocumentState | None, ref: ObjectRef) -> bool:
     if known is None or known.state == DocState.DELETED:
         return True
-    if known.state == DocState.ERROR:
+    if known.state == DocState.SKIPPED and known.error_reason == DocumentError.EXCLUDED:
+        return True  # no longer excluded (the patterns changed): a document now
+    if known.state in (DocState.ERROR, DocState.SKIPPED):
         # A new pipeline (a parser fix) tries again what an older one failed on, once.
         return (known.etag != ref.etag or known.error_reason in TRANSIENT_REASONS
                 or known.parser_version != PIPELINE_VERSION)
@@ -157,16 +160,28 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
                                           "error": str(exc)})
         raise
     known = ctx.registry.documents_for_source(source_id)
-    listed = {ref.key for ref in refs}
-    planned = tuple(PlannedDocument(r.key, r.etag, r.size) for r in refs if _needs_processing(known.get(r.key), r))
+    # The source's --include/--exclude patterns, applied here for every connector kind (workers/selection.py).
+    excluded = _excluded(Selection.of(source.options), refs)
+    docs = [r for r in refs if r.key not in excluded]
+    listed = {ref.key for ref in docs}
+    planned = tuple(PlannedDocument(r.key, r.etag, r.size) for r in docs if _needs_processing(known.get(r.key), r))
+    planned_keys = {d.key for d in planned}
     # Under a folder the connector could not read (listed as one unreadable entry), nothing is gone.
     unlisted = tuple(getattr(connector, "unlisted_prefixes", ()))
-    gone = [doc for key, doc in known.items() if key not in listed and doc.state in (DocState.ACTIVE, DocState.ERROR)
+    gone = [doc for key, doc in known.items() if key not in listed
+            and doc.state in (DocState.ACTIVE, DocState.ERROR, DocState.SKIPPED)
+            and not (doc.state == DocState.SKIPPED and key in excluded)  # excluded before: still a skip
             and not (unlisted and key.startswith(unlisted))]
+    # A vanished document whose content reappears under a new key in this sync moved: its old key
+    # goes in this build and the guard does not count it (content identity: _find_moves).
+    moves = _find_moves(ctx, connector, source_id, [r for r in docs if r.key in planned_keys], known,
+                        [d for d in gone if d.state == DocState.ACTIVE])
+    moved_from = {old.key for old in moves.values()}
+    gone = [doc for doc in gone if doc.key not in moved_from]
     live = sum(1 for doc in known.values() if doc.state == DocState.ACTIVE)
     deleting = sum(1 for doc in gone if doc.state == DocState.ACTIVE)
     guard = ctx.sync
-    held = deletion_hold(deleting=deleting, live=live, listed=len(refs), max_share=guard.max_deletion_share,
+    held = deletion_hold(deleting=deleting, live=live, listed=len(docs), max_share=guard.max_deletion_share,
                          min_held=guard.min_held_deletions)
     if held is not None:
         confirmed = ctx.registry.take_deletion_confirmation(source_id)  # one shot: used or not, it is gone
@@ -176,34 +191,121 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
             held = None
         elif confirmed is not None:
             held += f"; the confirmation covered only {confirmed}"
+    # Excluded keys are recorded once as skipped (again only if they were something else before).
+    new_skips = [(r, why) for r, why in ((r, excluded[r.key]) for r in refs if r.key in excluded)
+                 if not _skipped_as(known.get(r.key), DocumentError.EXCLUDED)
+                 and (known.get(r.key) is None or known[r.key].state not in (DocState.ACTIVE, DocState.ERROR))]
+    carried = sum(1 for r in docs if r.key not in planned_keys and (k := known.get(r.key)) is not None
+                  and k.state == DocState.SKIPPED) + sum(
+        1 for r in refs if r.key in excluded and _skipped_as(known.get(r.key), DocumentError.EXCLUDED))
     ctx.registry.set_run_planned(run_id, listed=len(refs), planned=len(planned),
-                                 documents=[(d.key, d.etag, d.size) for d in planned])  # lets the reaper resume
-    _note_observed(ctx, source_id, run_id, refs, {d.key for d in planned})  # sync lag (registry/freshness.py)
-    _retag_listed(ctx, source, source_acl, connector, run_id, changeset_id, refs, known,
-                  {d.key for d in planned})
+                                 documents=[(d.key, d.etag, d.size) for d in planned],  # lets the reaper resume
+                                 skipped=carried, moves=[{"from": old.key, "to": new} for new, old in
+                                                         sorted(moves.items())])
+    _note_observed(ctx, source_id, run_id, docs, planned_keys)  # sync lag (registry/freshness.py)
+    _retag_listed(ctx, source, source_acl, connector, run_id, changeset_id, docs, known, planned_keys)
+    for new_key, old in sorted(moves.items()):
+        # Not held, whatever the guard says of real deletions: one build never serves both keys.
+        n = ctx.registry.stage_deletion(run_id, changeset_id, old.id, moved_to=new_key)
+        ctx.metrics.tombstones.labels(source.kb, "superseded").inc(n)
+        ctx.metrics.documents_moved.labels(source_id).inc()
+        log.info("document moved", extra={"event": "document_moved", "source": source_id, "run": run_id,
+                                          "from": old.key, "to": new_key})
+    if new_skips:
+        ctx.registry.record_skips(run_id, changeset_id, source_id, [
+            {"document_id": document_id(source_id, r.key), "key": r.key, "reason": DocumentError.EXCLUDED,
+             "detail": why, "etag": r.etag, "size": r.size} for r, why in new_skips])
+        ctx.metrics.documents_skipped.labels(source_id, DocumentError.EXCLUDED).inc(len(new_skips))
     deleted = 0
     if held is not None:
         reason = f"{held}; confirm with `freshindex sources confirm-deletions {source_id}`"
+        pending = [doc.id for doc in gone if doc.state == DocState.ACTIVE]
         ctx.registry.hold_deletions(run_id, reason=reason, held={
-            "deletions": deleting, "live": live, "listed": len(refs), "limit": guard.max_deletion_share,
-            "keys": sorted(doc.key for doc in gone)[:20],
+            "deletions": deleting, "live": live, "listed": len(docs), "limit": guard.max_deletion_share,
+            "keys": sorted(doc.key for doc in gone)[:20], "moved": len(moves),
         })
+        # Held documents keep serving, labelled "pending deletion" in the context until a person decides.
+        ctx.registry.mark_pending_deletion(source_id, run_id, pending)
         ctx.metrics.deletions_held.labels(source_id).inc()
         log.warning("deletions held", extra={"event": "deletions_held", "source": source_id, "run": run_id,
-                                             "deleting": deleting, "live": live, "listed": len(refs),
-                                             "reason": reason})
+                                             "deleting": deleting, "live": live, "listed": len(docs),
+                                             "moved": len(moves), "reason": reason})
     else:
+        ctx.registry.mark_pending_deletion(source_id, run_id, ())  # whatever an earlier hold labelled
         for doc in gone:
-            n = ctx.registry.stage_deletion(run_id, changeset_id, doc.id)
+            why = excluded.get(doc.key)
+            n = ctx.registry.stage_deletion(
+                run_id, changeset_id, doc.id,
+                skipped=(DocumentError.EXCLUDED, why) if why is not None else None)
             ctx.metrics.tombstones.labels(source.kb, "deleted").inc(n)
             ctx.metrics.documents.labels(source_id, "deleted").inc()
             deleted += 1
     log.info(
         "sync planned",
         extra={"event": "sync_planned", "source": source_id, "run": run_id, "listed": len(refs),
-               "planned": len(planned), "deleted": deleted, "deletions_held": deleting if held else 0},
+               "planned": len(planned), "deleted": deleted, "deletions_held": deleting if held else 0,
+               "moved": len(moves), "excluded": len(excluded)},
     )
     return SyncPlan(run_id, changeset_id, source_id, source.kb, planned, deleted, len(refs))
+
+
+def _excluded(selection: Selection, refs: list[ObjectRef]) -> dict[str, str]:
+    """Listed keys the source's patterns leave out, with why (the skip detail)."""
+    if selection.everything:
+        return {}
+    return {r.key: why for r in refs if (why := selection.why_excluded(r.key)) is not None}
+
+
+def _skipped_as(known: DocumentState | None, reason: str) -> bool:
+    return known is not None and known.state == DocState.SKIPPED and known.error_reason == reason
+
+
+def _find_moves(ctx: PipelineContext, connector: Connector, source_id: str, new: list[ObjectRef],
+                known: dict[str, DocumentState], gone: list[DocumentState]) -> dict[str, DocumentState]:
+    """New keys of this sync that hold a vanished document's content: ``{new key: the vanished document}``.
+
+    Content identity: a listed key the registry does not serve (new, or
+    deleted before) whose bytes hash to a vanished document's recorded hash
+    (``source_hash``; ``content_hash`` for documents indexed before it was
+    recorded).  Only keys whose listed size equals a vanished document's are
+    fetched to be hashed, so a sync without deletions fetches nothing here.
+    A connector may name a rename itself: a listed ref's ``moved_from``
+    attribute (a git connector's ``git diff -M``) pairs it with that
+    vanished key without hashing; such a rename is a move even if its
+    content changed a little.  Otherwise a move that changed content is a
+    deletion plus an addition.  Each vanished document moves at most once.
+    Not guaranteed: a candidate that cannot be fetched here is not a move
+    (its old key is then deleted, or held, as usual).
+    """
+    if not gone or not new:
+        return {}
+    by_key = {doc.key: doc for doc in gone}
+    moves: dict[str, DocumentState] = {}
+    fresh = [r for r in new if (k := known.get(r.key)) is None or k.state != DocState.ACTIVE]
+    for ref in fresh:
+        hint = getattr(ref, "moved_from", None)
+        if isinstance(hint, str) and hint in by_key:
+            moves[ref.key] = by_key.pop(hint)
+    by_content: dict[tuple[int, str], list[DocumentState]] = {}
+    for doc in by_key.values():
+        if doc.source_hash or doc.content_hash:
+            by_content.setdefault((doc.size, doc.source_hash or doc.content_hash or ""), []).append(doc)
+    sizes = {size for size, _ in by_content}
+    for ref in sorted(fresh, key=lambda r: r.key):
+        if ref.key in moves or ref.size not in sizes:
+            continue
+        try:
+            data = fetch_with_retry(connector.fetch, ref.key, ctx.fetch_policy, source_id=source_id)
+        except Exception as exc:  # not a move then; processing records what is wrong with it
+            log.info("move candidate not read", extra={"event": "move_candidate_unread", "source": source_id,
+                                                       "key": ref.key, "error": str(exc)})
+            continue
+        twins = by_content.get((len(data), content_hash(data)))
+        if twins:
+            moves[ref.key] = twins.pop(0)
+            if not twins:
+                sizes = {size for size, _ in by_content if by_content[(size, _)]}
+    return moves
 
 
 def acl_resolver(ctx: PipelineContext, source_acl: SourceAcl, connector: Connector, *,
@@ -464,6 +566,7 @@ def _process_document(
     started = time.perf_counter()
     source = ctx.registry.get_source(source_id)
     doc_id = document_id(source_id, key)
+    raw_digest: str | None = None  # the fetched bytes' hash: what a later sync matches a move by
     try:
         check_key(key)
         if size > ctx.max_file_bytes:
@@ -480,7 +583,7 @@ def _process_document(
                 connector.fetch, key, ctx.fetch_policy, source_id=source_id,
                 on_retry=lambda _attempt, _exc: ctx.metrics.fetch_retries.labels(source_id).inc(),
             )
-        digest = content_hash(data)
+        digest = raw_digest = content_hash(data)
         if ready is not None and (ready.digest != digest or (ready.parsed is None and ready.error is None)):
             ready = None
         acl = _resolve_document_acl(ctx, source, connector, key)
@@ -524,9 +627,20 @@ def _process_document(
             raise ready.error  # chunking failed ahead (too_large): the same failure, recorded here
         chunks = ready.chunks if ready is not None else ctx.chunker.chunk(doc_id, parsed)
         if not chunks:
-            raise DocumentError(DocumentError.EMPTY, "no text could be extracted")
+            raise DocumentError(DocumentError.EMPTY, "no text could be extracted (the page holds only navigation, "
+                                "an index or a table of contents, or no text at all)")
     except DocumentError as exc:
         seconds = time.perf_counter() - started
+        if exc.reason in DocumentError.SKIP:  # nothing to index, on purpose: a skip, never a failure
+            ctx.registry.record_skips(run_id, changeset_id, source_id, [{
+                "document_id": doc_id, "key": key, "reason": exc.reason, "detail": exc.detail, "etag": etag,
+                "size": size, "seconds": seconds, "parser_version": PIPELINE_VERSION, "source_hash": raw_digest}])
+            ctx.metrics.documents_skipped.labels(source_id, exc.reason).inc()
+            ctx.metrics.documents.labels(source_id, DocumentOutcomeKind.SKIPPED).inc()
+            log.info("document skipped", extra={"event": "document_skipped", "source": source_id, "key": key,
+                                                "reason": exc.reason, "detail": exc.detail})
+            return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.SKIPPED,
+                                   error_reason=exc.reason, error_detail=exc.detail, seconds=seconds)
         ctx.registry.record_failure(
             run_id, source_id=source_id, document_id=doc_id, key=key, reason=exc.reason, detail=exc.detail,
             etag=etag, size=size, seconds=seconds, changeset_id=changeset_id, parser_version=PIPELINE_VERSION,
@@ -562,7 +676,7 @@ def _process_document(
     ctx.registry.stage_document(
         run_id, changeset_id, source=source, document_id=doc_id, key=key, etag=etag, size=len(data),
         content_hash=digest, title=parsed.title, parser=parsed.parser, parser_version=PIPELINE_VERSION,
-        chunks=chunks, added_ids=added_ids, removed_ids=removed_ids, outcome=outcome, acl=acl,
+        chunks=chunks, added_ids=added_ids, removed_ids=removed_ids, outcome=outcome, acl=acl, source_hash=raw_digest,
     )
     # Validity and provenance (front matter, source URI): the freshness sweep reads them (workers/provenance.py).
     ctx.registry.record_provenance(doc_id, **provenance(data, kind=source.kind, location=source.location, key=key))

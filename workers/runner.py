@@ -38,6 +38,17 @@ EXIT_OK, EXIT_NOTHING_INDEXED, EXIT_BUILD_HELD = ExitCode.OK, ExitCode.FAILED, E
 EXIT_DELETIONS_HELD = ExitCode.DELETIONS_HELD
 
 
+#: At most this many skipped documents are listed in a sync report (all of them: ``documents list --skipped``).
+MAX_LISTED = 100
+
+
+def _by_reason(items: tuple[DocumentErrorInfo, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for e in items:
+        out[e.reason] = out.get(e.reason, 0) + 1
+    return dict(sorted(out.items()))
+
+
 @dataclass(frozen=True)
 class SyncReport:
     source_id: str
@@ -50,6 +61,8 @@ class SyncReport:
     #: This request found a live run of the source and followed it instead
     #: of opening its own: ``run`` (and the exit code) is that run's.
     joined: bool = False
+    #: Documents this run recorded as skipped (excluded, empty, no parser), with the reason: not errors.
+    skipped: tuple[DocumentErrorInfo, ...] = field(default_factory=tuple)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -61,6 +74,12 @@ class SyncReport:
         if self.build_status == BuildStatus.FAILED:
             return ExitCode.VERIFICATION_HELD
         return ExitCode.OK
+
+    def _pending_deletion(self) -> dict[str, Any] | None:
+        held = self.run.summary.get("held") if self.run.status == RunStatus.HELD else None
+        if not held:
+            return None
+        return {"documents": int(held.get("deletions", 0)), "keys": list(held.get("keys") or [])}
 
     def as_dict(self) -> dict[str, Any]:
         s = self.run.summary
@@ -89,6 +108,12 @@ class SyncReport:
             "errors": [
                 {"key": e.key, "reason": e.reason, "detail": e.detail} for e in self.errors
             ],
+            "skipped": [{"key": e.key, "reason": e.reason, "detail": e.detail} for e in self.skipped[:MAX_LISTED]],
+            "skipped_by_reason": _by_reason(self.skipped),
+            # Documents whose content reappeared under a new key: the old key went in this build.
+            "moves": list(s.get("moves") or []),
+            # The deletion guard held these: they keep serving, labelled "pending deletion" in the context.
+            "pending_deletion": self._pending_deletion(),
             "seconds": round(self.seconds, 3),
             "error": self.run.error,
             "ended": describe_end(self.run),
@@ -122,6 +147,7 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
         return SyncReport(
             source_id=source_id, run=joined, snapshot=snapshot, build_status=joined.build_status or "none",
             build_reason=joined.build_error, errors=tuple(svc.registry.document_errors(run_id=joined.id)),
+            skipped=tuple(svc.registry.document_skips(run_id=joined.id)),
             seconds=time.perf_counter() - started, joined=True,
         )
     total = len(plan.documents)
@@ -164,6 +190,7 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
     return SyncReport(
         source_id=source_id, run=run, snapshot=svc.registry.active_snapshot(plan.kb), build_status=status,
         build_reason=reason, errors=tuple(svc.registry.document_errors(run_id=plan.run_id)),
+        skipped=tuple(svc.registry.document_skips(run_id=plan.run_id)),
         seconds=time.perf_counter() - started,
     )
 
@@ -280,6 +307,7 @@ def sync_distributed(svc: RunnerServices, app: Any, source_id: str, *, trigger: 
     return SyncReport(
         source_id=source_id, run=run, snapshot=snapshot, build_status=run.build_status or "none",
         build_reason=run.build_error, errors=tuple(svc.registry.document_errors(run_id=run_id)),
+        skipped=tuple(svc.registry.document_skips(run_id=run_id)),
         seconds=time.perf_counter() - started, joined=_joined(async_result, run_id),
     )
 

@@ -15,7 +15,7 @@ class RunStatus(StrEnum):
     """A sync run's own state (its build has :class:`BuildStatus`)."""
 
     RUNNING = "running"
-    SUCCEEDED = "succeeded"  # every listed document indexed
+    SUCCEEDED = "succeeded"  # every listed document indexed or skipped (excluded, empty, no parser)
     PARTIAL = "partial"  # some documents failed, the rest indexed
     FAILED = "failed"  # nothing indexed, the source could not be listed, or the run was abandoned
     HELD = "held"  # the deletion guard kept the run's deletions back
@@ -39,6 +39,9 @@ class DocumentState(StrEnum):
     ACTIVE = "active"
     ERROR = "error"  # never indexed, or its last version failed (it keeps serving its last good chunks)
     DELETED = "deleted"
+    #: Listed but deliberately not indexed: excluded by the source's patterns, no text (navigation or a
+    #: table of contents only), or no parser for its type.  Its reason is in ``error_reason``; not an error.
+    SKIPPED = "skipped"
 
 
 class ChunkState(StrEnum):
@@ -75,6 +78,8 @@ class DocumentOutcomeKind(StrEnum):
     UNCHANGED = "unchanged"
     DELETED = "deleted"
     FAILED = "failed"
+    SKIPPED = "skipped"  # not indexed on purpose (a skip reason, :data:`core.errors.DocumentError.SKIP`)
+    MOVED = "moved"  # the old key of a document whose content reappeared under a new key in the same sync
     STALE = "stale"  # the task's run was closed: fenced off, nothing written
 
 

@@ -78,6 +78,14 @@ class DocumentError(PermanentError):
     #: A remote embedding server refused the document's texts (HTTP 400 or 422; workers/embedding/remote.py).
     EMBED_REJECTED = "embed_rejected"
 
+    #: Left out by the source's ``--include`` / ``--exclude`` patterns (a skip, never an error).
+    EXCLUDED = "excluded"
+
+    #: Reasons that are a skip, not a failure: the document is listed as ``skipped`` with the reason
+    #: (``freshindex documents list --skipped``) and never makes a run ``partial``.  ``empty``: the
+    #: parser found no text (a page of navigation, an index or a table of contents only).
+    SKIP = frozenset({EMPTY, UNSUPPORTED, EXCLUDED})
+
     #: Reasons that say nothing about the document's content: the next sync
     #: fetches such a document again even if its etag did not change.
     #: The ACL reasons are here too: fixing a sidecar or the service does not move the document's etag.

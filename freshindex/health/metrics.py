@@ -32,6 +32,13 @@ class Metrics:
         self.document_errors = Counter("freshindex_document_errors_total",
                                        "Documents that could not be indexed, by reason", ["source", "reason"],
                                        registry=r)
+        self.documents_skipped = Counter("freshindex_documents_skipped_total",
+                                         "Documents listed but not indexed on purpose, by reason (excluded by the "
+                                         "source's patterns, empty, unsupported_type); never errors",
+                                         ["source", "reason"], registry=r)
+        self.documents_moved = Counter("freshindex_documents_moved_total", "Documents whose content reappeared "
+                                       "under a new key in the same sync (not counted by the deletion guard)",
+                                       ["source"], registry=r)
         self.chunks_embedded = Counter("freshindex_chunks_embedded_total", "Chunks embedded by the model",
                                        ["model"], registry=r)
         self.chunks_reused = Counter("freshindex_chunks_reused_total", "Added chunks served by the vector cache",

@@ -245,6 +245,8 @@ def _header(e: Evidence) -> str:
         parts.append("ocr=yes")
     if e.stale:
         parts.append("STALE" + (f" last_verified={_field(e.verified_at)}" if e.verified_at else ""))
+    if getattr(e, "pending_deletion", False):  # gone from its source; the deletion guard holds it for a person
+        parts.append("PENDING_DELETION")
     if getattr(e, "also_in", ()):  # near-copies of this passage elsewhere: one answer, several places
         parts.append("also_in=" + _field("; ".join(m.citation for m in e.also_in)))
     return " ".join(parts)

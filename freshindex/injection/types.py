@@ -89,6 +89,9 @@ class Evidence:
     ocr_confidence: float | None = None
     #: Other documents with a near-copy of this passage (:mod:`injection.duplicates`), best ranked first.
     also_in: tuple[Mirror, ...] = ()
+    #: Its document vanished from the source but the deletion guard holds the deletion for a person:
+    #: still served, labelled ``PENDING_DELETION`` in its header (render.py).
+    pending_deletion: bool = False
 
     @property
     def citation(self) -> str:
@@ -109,6 +112,7 @@ class Evidence:
             "table_columns": list(self.table_columns),
             "page_end": self.page_end, "ocr_confidence": self.ocr_confidence,
             "also_in": [m.as_dict() for m in self.also_in],
+            "pending_deletion": self.pending_deletion,
         }
 
     @classmethod
@@ -132,6 +136,7 @@ class Evidence:
             page_end=int(d["page_end"]) if d.get("page_end") is not None else None,
             ocr_confidence=float(d["ocr_confidence"]) if d.get("ocr_confidence") is not None else None,
             also_in=tuple(Mirror.from_dict(m) for m in _list(d.get("also_in"), "also_in")),
+            pending_deletion=bool(d.get("pending_deletion")),
         )
 
 

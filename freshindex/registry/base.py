@@ -15,7 +15,7 @@ import os
 import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Any, Self, overload
 
 from sqlalchemy import Engine, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -188,6 +188,7 @@ def _doc_state(r: Document) -> DocumentState:
         state=r.state, version=r.version, parser_version=r.parser_version, error_reason=r.error_reason,
         acl=tuple(r.acl) if r.acl is not None else None, tenant=r.tenant or "default",
         sensitivity=r.sensitivity or "internal", acl_version=r.acl_version or 0, acl_fingerprint=r.acl_fingerprint,
+        source_hash=r.source_hash, error_detail=r.error_detail,
     )
 
 
@@ -223,6 +224,12 @@ def process_name() -> str:
 
 
 
+@overload
+def _aware(t: dt.datetime) -> dt.datetime: ...
+@overload
+def _aware(t: None) -> None: ...
+@overload
+def _aware(t: dt.datetime | None) -> dt.datetime | None: ...
 def _aware(t: dt.datetime | None) -> dt.datetime | None:
     # SQLite hands back naive datetimes; every registry time is UTC.
     return t.replace(tzinfo=dt.UTC) if t is not None and t.tzinfo is None else t

@@ -20,7 +20,14 @@ from typing import Any
 
 from sqlalchemy import and_, func, select, update
 
-from freshindex.core.enums import SUCCESSFUL_RUNS, ChangesetStatus, DocumentOutcomeKind, RunStatus, SnapshotStatus
+from freshindex.core.enums import (
+    SUCCESSFUL_RUNS,
+    ChangesetStatus,
+    DocumentOutcomeKind,
+    DocumentState,
+    RunStatus,
+    SnapshotStatus,
+)
 from freshindex.core.errors import NotFoundError
 from freshindex.registry.schema import (
     Changeset,
@@ -158,7 +165,8 @@ def documents_in_error(reg: Registry, *, kb: str | None = None, source: str | No
     still serves; ``error``: never indexed)."""
     q = (select(Source.kb, Document.source_id, Document.error_reason, Document.state, func.count(),
                 func.max(Document.updated_at))
-         .join(Source, Source.id == Document.source_id).where(Document.error_reason.is_not(None))
+         .join(Source, Source.id == Document.source_id)
+         .where(Document.error_reason.is_not(None), Document.state != DocumentState.SKIPPED)  # skips are no errors
          .group_by(Source.kb, Document.source_id, Document.error_reason, Document.state))
     if kb is not None:
         q = q.where(Source.kb == kb)

@@ -29,6 +29,16 @@ class SourceInfo:
     #: Retired by ``freshindex sources remove``: never synced again (registry/freshness.py).
     removed: bool = False
 
+    @property
+    def include(self) -> tuple[str, ...]:
+        """The source's ``--include`` patterns (gitignore style; none: every listed key)."""
+        return tuple(self.options.get("include") or ())
+
+    @property
+    def exclude(self) -> tuple[str, ...]:
+        """The source's ``--exclude`` patterns (gitignore style)."""
+        return tuple(self.options.get("exclude") or ())
+
 
 @dataclass(frozen=True)
 class DocumentState:
@@ -47,6 +57,9 @@ class DocumentState:
     sensitivity: str = "internal"
     acl_version: int = 0
     acl_fingerprint: str | None = None
+    #: sha256 of the bytes last fetched (None before migration 0013 or never fetched).
+    source_hash: str | None = None
+    error_detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +109,8 @@ class ChunkStatus:
     valid_until: dt.datetime | None = None
     expired: bool = False
     superseded: bool = False
+    #: The deletion guard holds this document's deletion: it still serves, labelled ``pending deletion``.
+    pending_deletion: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, ChangesetStatus, DocumentOutcomeKind, RunStatus
 from freshindex.core.errors import NotFoundError
 from freshindex.registry.base import _aware, _Base, _refusal, _run_info, process_name
+from freshindex.registry.db import affected_rows
 from freshindex.registry.records import DocumentErrorInfo, SyncRunInfo
 from freshindex.registry.schema import (
     Changeset,
@@ -155,16 +156,28 @@ class RunsStore(_Base):
             return s.scalar(select(SyncRun.stale_tasks).where(SyncRun.id == run_id)) or 0
 
     def set_run_planned(self, run_id: int, *, listed: int, planned: int,
-                        documents: Sequence[tuple[str, str | None, int]] | None = None) -> None:
+                        documents: Sequence[tuple[str, str | None, int]] | None = None,
+                        skipped: int = 0, moves: Sequence[dict[str, Any]] = ()) -> None:
         """Record the plan; ``documents`` ((key, etag, size) per planned
-        document) lets the reaper resume the run if its workers die."""
+        document) lets the reaper resume the run if its workers die.
+
+        ``skipped``: listed documents the plan does not process because they
+        were skipped before and did not change (counted ``skipped``, not
+        ``unchanged``, when the run finishes); ``moves``: ``{"from", "to"}``
+        per document whose content reappeared under a new key (kept in the
+        run's summary, at most 100)."""
         with self.session() as s:
             values: dict[str, Any] = dict(docs_listed=listed, docs_planned=planned, heartbeat_at=utcnow(),
                                           worker=process_name())
-            if documents is not None:
+            if documents is not None or skipped or moves:
                 run = s.get(SyncRun, run_id)
                 summary = dict(run.summary or {}) if run is not None else {}
-                summary["planned_keys"] = [[k, e, int(z)] for k, e, z in documents]
+                if documents is not None:
+                    summary["planned_keys"] = [[k, e, int(z)] for k, e, z in documents]
+                if skipped:
+                    summary["skipped_listed"] = int(skipped)
+                if moves:
+                    summary["moves"] = [dict(m) for m in moves][:100]
                 values["summary"] = summary
             s.execute(update(SyncRun).where(SyncRun.id == run_id).values(**values))
 
@@ -374,9 +387,9 @@ class RunsStore(_Base):
         with self.session() as s:
             done = 0
             for i in range(0, len(keys), 500):
-                done += s.execute(delete(DocumentStart).where(
+                done += affected_rows(s.execute(delete(DocumentStart).where(
                     DocumentStart.sync_run_id == run_id, DocumentStart.key.in_(list(keys[i:i + 500])),
-                    DocumentStart.started_at <= up_to)).rowcount or 0
+                    DocumentStart.started_at <= up_to)))
             return done
 
     def record_reap(self, run_id: int, action: str, *, worker: str | None = None, **details: Any) -> int:
@@ -420,7 +433,8 @@ class RunsStore(_Base):
         with self.session() as s:
             done = s.scalar(
                 select(func.count()).where(DocumentResult.sync_run_id == run_id,
-                                           DocumentResult.outcome != DocumentOutcomeKind.DELETED)
+                                           DocumentResult.outcome.not_in((DocumentOutcomeKind.DELETED,
+                                                                          DocumentOutcomeKind.MOVED)))
             ) or 0
             planned = s.scalar(select(SyncRun.docs_planned).where(SyncRun.id == run_id)) or 0
             return done, planned
@@ -444,7 +458,9 @@ class RunsStore(_Base):
             if run.status != RunStatus.RUNNING:
                 return _run_info(run), False
             rows = s.scalars(select(DocumentResult).where(DocumentResult.sync_run_id == run_id)).all()
-            kinds = (DocumentOutcomeKind.ADDED, DocumentOutcomeKind.MODIFIED, DocumentOutcomeKind.UNCHANGED, DocumentOutcomeKind.DELETED, DocumentOutcomeKind.FAILED)
+            kinds = (DocumentOutcomeKind.ADDED, DocumentOutcomeKind.MODIFIED, DocumentOutcomeKind.UNCHANGED,
+                     DocumentOutcomeKind.DELETED, DocumentOutcomeKind.FAILED, DocumentOutcomeKind.SKIPPED,
+                     DocumentOutcomeKind.MOVED)
             counts: dict[str, int] = {k.value: 0 for k in kinds}
             totals = {k: 0 for k in ("chunks_embedded", "chunks_reused", "chunks_kept", "chunks_added",
                                      "chunks_moved", "tombstones")}
@@ -455,8 +471,12 @@ class RunsStore(_Base):
                     totals[k] += getattr(r, k) or 0
                 if r.rechunk_reason:
                     rechunked[r.rechunk_reason] = rechunked.get(r.rechunk_reason, 0) + 1
-            processed = sum(counts.values()) - counts[DocumentOutcomeKind.DELETED]
-            counts[DocumentOutcomeKind.UNCHANGED] += max(0, run.docs_listed - processed)
+            # Deleted and moved documents are the keys no longer listed; skipped ones the plan did
+            # not process (skipped before, unchanged) are still skips, not unchanged documents.
+            processed = sum(counts.values()) - counts[DocumentOutcomeKind.DELETED] - counts[DocumentOutcomeKind.MOVED]
+            carried = min(int((run.summary or {}).get("skipped_listed") or 0), max(0, run.docs_listed - processed))
+            counts[DocumentOutcomeKind.SKIPPED] += carried
+            counts[DocumentOutcomeKind.UNCHANGED] += max(0, run.docs_listed - processed - carried)
             cs = s.get(Changeset, run.changeset_id) if run.changeset_id else None
             entries = 0
             if cs is not None and cs.status == ChangesetStatus.OPEN:
@@ -467,6 +487,8 @@ class RunsStore(_Base):
                     s.delete(cs)
                     run.changeset_id = None
             added, modified = counts[DocumentOutcomeKind.ADDED], counts[DocumentOutcomeKind.MODIFIED]
+            # Skipped documents (excluded, empty, no parser) are neither indexed nor failed: a run
+            # whose every listed document was indexed or skipped succeeded.
             indexed = added + modified + counts[DocumentOutcomeKind.UNCHANGED]
             if error is not None or (counts[DocumentOutcomeKind.FAILED] and not indexed):
                 run.status = RunStatus.FAILED
@@ -478,7 +500,7 @@ class RunsStore(_Base):
                 run.status = RunStatus.HELD  # the deletion guard kept this run's deletions back
             # Kept from the running summary: the deletion guard's hold (written
             # at plan time) and the reaper's resumes; planned_keys are dropped.
-            kept = {k: v for k, v in (run.summary or {}).items() if k in ("held", "reaps") and v}
+            kept = {k: v for k, v in (run.summary or {}).items() if k in ("held", "reaps", "moves") and v}
             run.error = error
             run.finished_at = utcnow()
             run.summary = {
@@ -537,12 +559,17 @@ class RunsStore(_Base):
                     out[r.source_id] = int(((r.summary or {}).get("held") or {}).get("deletions", 0))
             return out
 
-    def document_errors(self, run_id: int | None = None, source_id: str | None = None) -> list[DocumentErrorInfo]:
+    def document_skips(self, run_id: int | None = None, source_id: str | None = None) -> list[DocumentErrorInfo]:
+        """Documents a run (or every run) recorded as ``skipped``, with the reason; not errors."""
+        return self.document_errors(run_id=run_id, source_id=source_id, outcome=DocumentOutcomeKind.SKIPPED)
+
+    def document_errors(self, run_id: int | None = None, source_id: str | None = None, *,
+                        outcome: str = DocumentOutcomeKind.FAILED) -> list[DocumentErrorInfo]:
         with self.session() as s:
             q = (
                 select(DocumentResult, SyncRun.source_id)
                 .join(SyncRun, SyncRun.id == DocumentResult.sync_run_id)
-                .where(DocumentResult.outcome == DocumentOutcomeKind.FAILED)
+                .where(DocumentResult.outcome == outcome)
                 .order_by(DocumentResult.sync_run_id.desc(), DocumentResult.key)
             )
             if run_id is not None:

@@ -112,7 +112,13 @@ class Document(Base):
     etag: Mapped[str | None] = mapped_column(String(255), nullable=True)
     size: Mapped[int] = mapped_column(BigInteger, default=0)
     content_hash: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
-    # active | deleted | error
+    #: sha256 of the bytes last fetched (``content_hash`` may hash the parsed text): the planner
+    #: matches it against new keys to tell a move (migration 0013).
+    source_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: The held run that found the document gone while the deletion guard holds its deletion:
+    #: it keeps serving, labelled ``pending deletion`` (migration 0013).
+    pending_deletion_run: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # active | deleted | error | skipped (error_reason holds the skip reason)
     state: Mapped[str] = mapped_column(String(16), default="active", index=True)
     error_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
     error_detail: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -291,7 +297,7 @@ class DocumentResult(Base):
     sync_run_id: Mapped[int] = mapped_column(ForeignKey("sync_runs.id", ondelete="CASCADE"), primary_key=True)
     document_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     key: Mapped[str] = mapped_column(Text)
-    # added | modified | unchanged | deleted | failed
+    # added | modified | unchanged | deleted | failed | skipped | moved
     outcome: Mapped[str] = mapped_column(String(16))
     chunks_embedded: Mapped[int] = mapped_column(Integer, default=0)
     chunks_reused: Mapped[int] = mapped_column(Integer, default=0)

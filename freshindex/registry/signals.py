@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import func, or_, select
 
 from freshindex.core.enums import SUCCESSFUL_RUNS, ChangesetStatus, SnapshotStatus
+from freshindex.core.enums import DocumentState as DocState
 from freshindex.registry.base import _Base
 from freshindex.registry.schema import Changeset, Document, Snapshot, Source, SyncRun
 
@@ -26,7 +27,8 @@ class HealthStore(_Base):
             errors = s.scalar(
                 select(func.count()).select_from(Document)
                 .join(Source, Source.id == Document.source_id)
-                .where(Source.kb == kb, Document.error_reason.is_not(None))
+                .where(Source.kb == kb, Document.error_reason.is_not(None),
+                       Document.state != DocState.SKIPPED)
             ) or 0
             pending = s.scalar(
                 select(func.count()).select_from(Changeset).where(
@@ -36,7 +38,8 @@ class HealthStore(_Base):
             ) or 0
             by_reason = {reason: n for reason, n in s.execute(
                 select(Document.error_reason, func.count()).join(Source, Source.id == Document.source_id)
-                .where(Source.kb == kb, Document.error_reason.is_not(None)).group_by(Document.error_reason)
+                .where(Source.kb == kb, Document.error_reason.is_not(None),
+                       Document.state != DocState.SKIPPED).group_by(Document.error_reason)
             )}
             by_status = {status: n for status, n in s.execute(
                 select(Snapshot.status, func.count()).where(Snapshot.kb == kb).group_by(Snapshot.status)

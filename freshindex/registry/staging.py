@@ -121,6 +121,7 @@ class StagingStore(_Base):
         removed_ids: set[str],
         outcome: DocumentOutcome,
         acl: Any = None,
+        source_hash: str | None = None,
     ) -> None:
         """Write one document's new version and its chunk diff, atomically.
 
@@ -146,6 +147,8 @@ class StagingStore(_Base):
             # say (their ACL above all) is not known, so kept chunks are re-tagged.
             points_unknown = doc.content_hash is None and (doc.version or 0) > 0
             doc.etag, doc.size, doc.content_hash = etag, size, content_hash
+            doc.source_hash = source_hash or doc.source_hash
+            doc.pending_deletion_run = None
             doc.state, doc.error_reason, doc.error_detail = DocState.ACTIVE, None, None
             doc.parser, doc.parser_version, doc.title = parser, parser_version, title
             doc.version = (doc.version or 0) + 1
@@ -195,12 +198,23 @@ class StagingStore(_Base):
             self._stage_entries(s, changeset_id, document_id, removed_ids, "delete")
             self._put_result(s, run_id, outcome)
 
-    def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = TombstoneReason.DELETED) -> int:
-        """The source no longer has this document: tombstone all its chunks."""
+    def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = TombstoneReason.DELETED,
+                       moved_to: str | None = None, skipped: tuple[str, str] | None = None) -> int:
+        """The source no longer has this document: tombstone all its chunks.
+
+        ``moved_to``: its content reappeared under that key in this sync (a
+        move): the outcome is ``moved`` and the tombstones ``superseded`` (a
+        rollback behind the move may serve the old key again).  ``skipped``:
+        (reason, detail) when the key is still listed but now left out (the
+        source's patterns exclude it): the document's state becomes
+        ``skipped`` instead of ``deleted``; the run still counts a deletion.
+        """
+        if moved_to is not None:
+            reason = TombstoneReason.SUPERSEDED
         with self.staging_session() as s:
             self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
-            if doc is None or doc.state == DocState.DELETED:
+            if doc is None or doc.state == DocState.DELETED or (skipped and doc.state == DocState.SKIPPED):
                 return 0
             ids = set(
                 s.scalars(
@@ -215,13 +229,79 @@ class StagingStore(_Base):
             self._tombstone(s, changeset_id, document_id, kb, ids, reason=reason)
             self._stage_entries(s, changeset_id, document_id, ids, "delete")
             doc.state, doc.deleted_at, doc.updated_at = DocState.DELETED, utcnow(), utcnow()
-            doc.etag = doc.content_hash = None
+            doc.etag = doc.content_hash = doc.source_hash = doc.pending_deletion_run = None
             doc.chunk_count = 0
+            if skipped is not None:
+                doc.state, (doc.error_reason, doc.error_detail) = DocState.SKIPPED, skipped
             self._put_result(
-                s, run_id, DocumentOutcome(document_id=document_id, key=doc.key, outcome=DocumentOutcomeKind.DELETED,
-                                           tombstones=len(ids)),
+                s, run_id, DocumentOutcome(
+                    document_id=document_id, key=doc.key, tombstones=len(ids),
+                    outcome=DocumentOutcomeKind.DELETED if moved_to is None else DocumentOutcomeKind.MOVED,
+                    error_detail=None if moved_to is None else f"moved to {moved_to}"),
             )
             return len(ids)
+
+    def record_skips(self, run_id: int, changeset_id: int | None, source_id: str,
+                     skips: Sequence[dict[str, Any]]) -> int:
+        """Documents listed but not indexed on purpose, in one transaction; returns chunks tombstoned.
+
+        Each skip: ``document_id``, ``key``, ``reason`` (one of
+        :data:`core.errors.DocumentError.SKIP`), ``detail``, and optionally
+        ``etag``, ``size``, ``seconds``, ``parser_version``, ``source_hash``.
+        The document's state becomes ``skipped`` with the reason in
+        ``error_reason``; the run records the outcome ``skipped`` (never a
+        failure).  A document that was indexed and now has nothing to index
+        (its page became navigation only) has its chunks tombstoned
+        (superseded) in the run's changeset: its served text is no longer
+        what the source holds.
+        """
+        tombstoned = 0
+        with self.staging_session() as s:
+            self._fence(s, run_id, changeset_id)
+            kb = s.scalar(select(Source.kb).where(Source.id == source_id)) or ""
+            for skip in skips:
+                doc_id = skip["document_id"]
+                doc = s.get(Document, doc_id)
+                if doc is None:
+                    doc = Document(id=doc_id, source_id=source_id, key=skip["key"], size=0, version=0)
+                    s.add(doc)
+                ids: set[str] = set()
+                if changeset_id is not None and doc.state == DocState.ACTIVE:
+                    ids = set(s.scalars(select(Chunk.id).where(
+                        Chunk.document_id == doc_id, Chunk.tombstoned.is_(False),
+                        Chunk.state.in_((ChunkState.LIVE, ChunkState.PENDING)))))
+                    self._tombstone(s, changeset_id, doc_id, kb, ids, reason=TombstoneReason.SUPERSEDED)
+                    self._stage_entries(s, changeset_id, doc_id, ids, "delete")
+                    doc.content_hash, doc.chunk_count = None, 0
+                tombstoned += len(ids)
+                doc.state, doc.etag, doc.size = DocState.SKIPPED, skip.get("etag"), int(skip.get("size") or 0)
+                doc.error_reason, doc.error_detail = skip["reason"], skip["detail"]
+                doc.parser_version = skip.get("parser_version")
+                doc.source_hash = skip.get("source_hash")
+                doc.pending_deletion_run, doc.updated_at = None, utcnow()
+                s.flush()
+                self._put_result(s, run_id, DocumentOutcome(
+                    document_id=doc_id, key=skip["key"], outcome=DocumentOutcomeKind.SKIPPED,
+                    error_reason=skip["reason"], error_detail=skip["detail"], tombstones=len(ids),
+                    seconds=float(skip.get("seconds") or 0.0)))
+        return tombstoned
+
+    def mark_pending_deletion(self, source_id: str, run_id: int, document_ids: Iterable[str]) -> int:
+        """The deletion guard holds these documents' deletion (run ``run_id``): label them until it is decided.
+
+        Every other document of the source loses the label (listed again, or
+        the hold was confirmed and applied).  Returns how many are labelled.
+        """
+        ids = sorted(set(document_ids))
+        with self.session() as s:
+            s.execute(update(Document).where(Document.source_id == source_id,
+                                             Document.pending_deletion_run.is_not(None),
+                                             Document.id.not_in(ids) if ids else Document.id.is_not(None))
+                      .values(pending_deletion_run=None))
+            for batch in _batches(ids):
+                s.execute(update(Document).where(Document.id.in_(batch), Document.state == DocState.ACTIVE)
+                          .values(pending_deletion_run=run_id))
+        return len(ids)
 
     def _stage_entries(self, s: Session, changeset_id: int, document_id: str, ids: Iterable[str], op: str) -> None:
         rows = [dict(changeset_id=changeset_id, chunk_id=i, document_id=document_id, op=op) for i in sorted(ids)]

@@ -7,7 +7,8 @@ nested HTML, a million-row CSV, links out of the folder (to a file and to a
 folder), a file name with a newline, a file that is not UTF-8 and a binary
 file; when a real ``sync_inline`` runs over it in a separate process (the
 hashing embedder: the model does not matter here); then each bad file is a
-per-document error with its exact reason and a metric, the good documents
+per-document error with its exact reason and a metric (the PNG, which no parser
+reads, is skipped with its reason instead: not an error), the good documents
 are indexed and answer queries, the run ends ``partial``, the process stays
 under 1 GB of memory (its peak RSS is printed), and no log line is split by
 the newline in a key.
@@ -164,7 +165,6 @@ EXPECTED = {
     "huge.txt": DocumentError.TOO_LARGE,
     "bomb.pdf": DocumentError.TOO_LARGE,
     "poster.pdf": DocumentError.TOO_LARGE,
-    "poster.png": DocumentError.UNSUPPORTED,
     "damaged.pdf": DocumentError.PARSE_FAILED,
     "locked.pdf": DocumentError.ENCRYPTED,
     "deep.html": DocumentError.TOO_COMPLEX,
@@ -175,6 +175,9 @@ EXPECTED = {
     "latin1.txt": DocumentError.ENCODING,
     "blob.txt": DocumentError.BINARY,
 }
+
+#: Files no parser reads are skipped with their reason, never errors (the run stays as it would be).
+SKIPPED = {"poster.png": DocumentError.UNSUPPORTED}
 
 
 def build_corpus(root: Path, outside: Path) -> None:
@@ -228,6 +231,8 @@ def test_every_bad_input_fails_alone_with_its_reason_and_memory_stays_bounded(tm
     # Each bad file is a per-document error with its exact reason, a detail and a metric.
     reasons = {e["key"]: e["reason"] for e in report["errors"]}
     assert reasons == EXPECTED, report["errors"]
+    assert {e["key"]: e["reason"] for e in report["skipped"]} == SKIPPED
+    assert report["documents"]["skipped"] == len(SKIPPED)
     assert all(e["detail"] for e in report["errors"])
     details = {e["key"]: e["detail"] for e in report["errors"]}
     assert "tokens" in details["huge.txt"]
@@ -404,7 +409,8 @@ def _sync(data_dir: str, src: str, out: str) -> None:
     data = report.as_dict()
     result = {
         "status": data["status"], "build": data["build"]["status"], "documents": data["documents"],
-        "errors": data["errors"], "seconds": data["seconds"], "answers": answers, "texts": texts,
+        "errors": data["errors"], "skipped": data["skipped"], "seconds": data["seconds"], "answers": answers,
+        "texts": texts,
         "metrics": {r: svc.metrics.value("freshindex_document_errors_total", source="docs", reason=r)
                     for r in {e["reason"] for e in data["errors"]}},
         "peak_rss_mb": _peak_rss_mb(),
