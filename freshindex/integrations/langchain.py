@@ -65,7 +65,6 @@ class FreshIndexRetriever(BaseRetriever):
     async_client: AsyncFreshIndexClient | None = None
 
     _sync: FreshIndexClient | None = PrivateAttr(default=None)
-    _async: AsyncFreshIndexClient | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:
         if self.base_url is None and self.client is None and self.async_client is None:
@@ -83,14 +82,15 @@ class FreshIndexRetriever(BaseRetriever):
             self._sync = FreshIndexClient(self.base_url, token=self._token())
         return self._sync
 
-    def _async_client(self) -> AsyncFreshIndexClient:
+    async def _aretrieve(self, query: str) -> ContextPacket:
         if self.async_client is not None:
-            return self.async_client
-        if self._async is None:
-            if self.base_url is None:
-                raise ValueError("no async client: pass async_client= or base_url=")
-            self._async = AsyncFreshIndexClient(self.base_url, token=self._token())
-        return self._async
+            return await self.async_client.retrieve(query, kb=self.kb, limit=self.limit, groups=self.groups)
+        if self.base_url is None:
+            raise ValueError("no async client: pass async_client= or base_url=")
+        # One client per call: an httpx.AsyncClient's connections belong to the event loop that opened
+        # them, and a caller may run each query in a loop of its own (asyncio.run per question).
+        async with AsyncFreshIndexClient(self.base_url, token=self._token()) as client:
+            return await client.retrieve(query, kb=self.kb, limit=self.limit, groups=self.groups)
 
     def _documents(self, packet: ContextPacket) -> Retrieved:
         checked(packet, self.on_insufficient)
@@ -103,8 +103,7 @@ class FreshIndexRetriever(BaseRetriever):
 
     async def _aget_relevant_documents(self, query: str, *,
                                        run_manager: AsyncCallbackManagerForRetrieverRun) -> list[Document]:
-        packet = await self._async_client().retrieve(query, kb=self.kb, limit=self.limit, groups=self.groups)
-        return self._documents(packet)
+        return self._documents(await self._aretrieve(query))
 
 
 __all__ = ["FreshIndexRetriever", "InsufficientEvidence", "Retrieved"]

@@ -77,12 +77,14 @@ class FreshIndexRetriever(BaseRetriever):
             self._client = FreshIndexClient(self._base_url, token=self._token)
         return self._client
 
-    def _async(self) -> AsyncFreshIndexClient:
-        if self._async_client is None:
-            if self._base_url is None:
-                raise ValueError("no async client: pass async_client= or base_url=")
-            self._async_client = AsyncFreshIndexClient(self._base_url, token=self._token)
-        return self._async_client
+    async def _apacket(self, query: str) -> ContextPacket:
+        if self._async_client is not None:
+            return await self._async_client.retrieve(query, kb=self.kb, limit=self.limit, groups=self.groups)
+        if self._base_url is None:
+            raise ValueError("no async client: pass async_client= or base_url=")
+        # One client per call: an httpx.AsyncClient's connections belong to the event loop that opened them.
+        async with AsyncFreshIndexClient(self._base_url, token=self._token) as client:
+            return await client.retrieve(query, kb=self.kb, limit=self.limit, groups=self.groups)
 
     def _nodes(self, packet: ContextPacket) -> list[NodeWithScore]:
         sink = _PACKETS.get()
@@ -103,9 +105,7 @@ class FreshIndexRetriever(BaseRetriever):
         return self._nodes(packet)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        packet = await self._async().retrieve(query_bundle.query_str, kb=self.kb, limit=self.limit,
-                                              groups=self.groups)
-        return self._nodes(packet)
+        return self._nodes(await self._apacket(query_bundle.query_str))
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         """LlamaIndex's retrieve (callbacks, instrumentation), answered as a :class:`Retrieved`."""
