@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
@@ -19,6 +19,9 @@ from freshindex.registry.schema import Canary, Chunk, Document, Snapshot, Source
 class ArchiveStore(_Base):
     """Export one snapshot's rows as JSON-ready dicts and load them into a fresh registry."""
 
+    if TYPE_CHECKING:  # the snapshot records' part (registry/snapshots.py), composed beside this one in Registry
+        def get_snapshot(self, snapshot_id: str) -> SnapshotInfo: ...
+
     def export_snapshot(self, snapshot_id: str, chunk_ids: Sequence[str], *, current: bool) -> dict[str, Any]:
         """Everything needed to serve ``snapshot_id`` elsewhere: its manifest,
         the chunk rows it holds, their documents and sources, the canaries.
@@ -29,11 +32,11 @@ class ArchiveStore(_Base):
         """
         snap = self.get_snapshot(snapshot_id)
         with self.session() as s:
-            chunks = []
+            chunks: list[Chunk] = []
             for batch in _batches(sorted(chunk_ids)):
                 chunks.extend(s.scalars(select(Chunk).where(Chunk.id.in_(batch))))
             doc_ids = sorted({c.document_id for c in chunks})
-            docs = []
+            docs: list[Document] = []
             for batch in _batches(doc_ids):
                 docs.extend(s.scalars(select(Document).where(Document.id.in_(batch))))
             sources = list(s.scalars(select(Source).where(Source.id.in_(sorted({d.source_id for d in docs})))))

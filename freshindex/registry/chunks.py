@@ -60,7 +60,7 @@ class ChunkStore(_Base):
                 # The document's resolved ACL; a document never resolved (null) has its source's.
                 out.extend(
                     _chunk_row(c, key, title, source_acl if doc_acl is None else doc_acl, tenant, version, sens)
-                    for c, key, title, source_acl, doc_acl, tenant, version, sens in s.execute(q)
+                    for c, key, title, source_acl, doc_acl, tenant, version, sens in s.execute(q).tuples()
                 )
         return out
 
@@ -108,7 +108,7 @@ class ChunkStore(_Base):
                     .where(Chunk.id.in_(batch))
                 )
                 for (cid, state, tomb, doc_id, source_id, doc_acl, source_acl, tenant, sens, version, valid_until,
-                     withdrawn, pending) in s.execute(q):
+                     withdrawn, pending) in s.execute(q).tuples():
                     valid_until = _aware(valid_until)
                     out[cid] = ChunkStatus(
                         id=cid, state=state, tombstoned=tomb, document_id=doc_id, source_id=source_id,

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import CursorResult, Engine, create_engine, event, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from freshindex.core.errors import ConfigError, RetryableError
@@ -88,7 +89,10 @@ def script_head_revision() -> str:
     """Alembic's head of the migration scripts (imports Alembic)."""
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    if head is None:
+        raise ConfigError(f"no migration scripts in {MIGRATIONS / 'versions'}")
+    return head
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -97,7 +101,7 @@ def current_revision(engine: Engine) -> str | None:
         with engine.connect() as conn:
             if not inspect(conn).has_table("alembic_version"):
                 return None
-            rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+            rows: Sequence[str] = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
     except SQLAlchemyError as exc:
         raise RetryableError(f"registry unreachable: {exc}") from exc
     if len(rows) > 1:  # several heads applied: let Alembic say which (it raises on an ambiguous one)
@@ -118,3 +122,14 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
     return before, current_revision(engine) or ""
+
+
+def affected_rows(result: object) -> int:
+    """The rows an UPDATE or DELETE matched.
+
+    ``Session.execute`` is typed to return a plain ``Result``; for such a
+    statement it is a ``CursorResult``, the one that has ``rowcount``.
+    """
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"not the result of an UPDATE or DELETE: {type(result).__name__}")
+    return int(result.rowcount)

@@ -43,6 +43,7 @@ from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKi
 from freshindex.core.enums import DocumentState as DocState
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.registry.base import _aware, _Base, _batches, _run_info
+from freshindex.registry.db import affected_rows
 from freshindex.registry.records import DocumentOutcome, SyncRunInfo
 from freshindex.registry.schema import (
     Changeset,
@@ -217,14 +218,15 @@ class FreshnessStore(_Base):
             if not ids:
                 return {}
             q = q.where(Source.id.in_(ids))
-        rows = s.execute(q).all()
+        rows = s.execute(q).tuples().all()
         last_ids = {sid: last for sid, _v, _ok, last in rows if last is not None}
         errors: dict[str, str | None] = {}
         if last_ids:
             for sid, status, error in s.execute(select(SyncRun.source_id, SyncRun.status, SyncRun.error)
                                                 .where(SyncRun.id.in_(list(last_ids.values())))):
                 errors[sid] = (error or "failed") if status == RunStatus.FAILED else None
-        out = {sid: (_aware(v), _aware(ok), errors.get(sid)) for sid, v, ok, _last in rows}
+        out: dict[str, tuple[dt.datetime | None, dt.datetime | None, str | None]] = {
+            sid: (_aware(v), _aware(ok), errors.get(sid)) for sid, v, ok, _last in rows}
         for sid in source_ids or ():  # a source id not (or no longer) in the registry: never verified
             out.setdefault(sid, (None, None, None))
         return out
@@ -449,7 +451,7 @@ class FreshnessStore(_Base):
             doc.acl, doc.tenant, doc.sensitivity = list(acl.tokens), acl.tenant, str(acl.sensitivity)
             doc.acl_fingerprint, doc.acl_origin = acl.fingerprint(), acl.origin
             s.flush()
-            for cid in {canonical_id, previous} - {None}:
+            for cid in {c for c in (canonical_id, previous) if c is not None}:
                 _refresh_mirrors(s, cid)
             outcome = DocumentOutcome(document_id=document_id, key=key,
                                       outcome=DocumentOutcomeKind.MODIFIED if known else DocumentOutcomeKind.ADDED,
@@ -503,7 +505,7 @@ class FreshnessStore(_Base):
                 select(Document, Source).join(Source, Source.id == Document.source_id)
                 .where(*canonical, Document.content_hash.in_(twice))
                 .order_by(Source.kb, Document.content_hash, Document.first_seen_at, Document.id)).all()
-            first: dict[tuple[str, str, str], str] = {}
+            first: dict[tuple[str, str, str | None], str] = {}  # (kb, content hash, ACL fingerprint)
             out: list[Withdrawn] = []
             for doc, src in rows:
                 canon = first.setdefault((src.kb, doc.content_hash or "", doc.acl_fingerprint), doc.id)
@@ -583,9 +585,8 @@ class FreshnessStore(_Base):
             if oldest is None:
                 return 0
             safe = select(Snapshot.id).where(Snapshot.kb == kb, Snapshot.version <= oldest)
-            return s.execute(delete(Tombstone).where(
-                Tombstone.kb == kb, Tombstone.applied_snapshot_id.in_(safe), Tombstone.created_at < older_than)
-            ).rowcount or 0
+            return affected_rows(s.execute(delete(Tombstone).where(
+                Tombstone.kb == kb, Tombstone.applied_snapshot_id.in_(safe), Tombstone.created_at < older_than)))
 
     # -- sync lag --------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from freshindex.registry.base import _Base
+from freshindex.registry.db import affected_rows
 from freshindex.registry.schema import Lock
 
 
@@ -44,7 +45,7 @@ class LockStore(_Base):
             res = s.execute(
                 update(Lock).where(Lock.name == name, Lock.token == token).values(expires_at=time.time() + ttl)
             )
-            return res.rowcount == 1
+            return affected_rows(res) == 1
 
     def release_lock(self, name: str, token: int) -> None:
         with self.session() as s:

@@ -372,7 +372,7 @@ class RunsStore(_Base):
     def started_documents(self, run_id: int) -> dict[str, dt.datetime]:
         """Keys of the run's documents a task began on (marker still set), with when."""
         with self.session() as s:
-            return {k: _aware(at) for k, at in s.execute(  # type: ignore[misc]
+            return {k: _aware(at) for k, at in s.execute(
                 select(DocumentStart.key, DocumentStart.started_at).where(DocumentStart.sync_run_id == run_id))}
 
     def clear_started(self, run_id: int, keys: Sequence[str], *, up_to: dt.datetime) -> int:

@@ -10,7 +10,7 @@ the newest revision (a test compares them).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -23,6 +23,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Table,
     Text,
     UniqueConstraint,
     text,
@@ -62,6 +63,8 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
 
 class Base(DeclarativeBase):
     type_annotation_map: ClassVar = {dict[str, Any]: JSON, list[Any]: JSON}
+    if TYPE_CHECKING:  # every model here maps one plain Table (DeclarativeBase types it as any FromClause)
+        __table__: ClassVar[Table]
 
 
 class Source(Base):

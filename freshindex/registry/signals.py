@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, or_, select
 
@@ -12,9 +12,22 @@ from freshindex.core.enums import DocumentState as DocState
 from freshindex.registry.base import _Base
 from freshindex.registry.schema import Changeset, Document, Snapshot, Source, SyncRun
 
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from freshindex.registry.freshness import SourceFreshness
+    from freshindex.registry.records import SnapshotInfo
+
 
 class HealthStore(_Base):
     """The registry side of a knowledge base's health, in one dict."""
+
+    if TYPE_CHECKING:  # the other parts it reads, composed beside this one in Registry (registry/store.py)
+        def active_snapshot(self, kb: str) -> SnapshotInfo | None: ...
+        def held_deletions(self, kb: str) -> dict[str, int]: ...
+        def tombstone_backlog(self, kb: str | None = None) -> int: ...
+        def count_live(self, kb: str) -> int: ...
+        def stale_sources(self, kb: str, now: dt.datetime | None = None) -> dict[str, SourceFreshness]: ...
 
     def health(self, kb: str) -> dict[str, Any]:
         """Signals for dashboards and for labelling evidence as stale."""
@@ -45,9 +58,10 @@ class HealthStore(_Base):
                 select(Snapshot.status, func.count()).where(Snapshot.kb == kb).group_by(Snapshot.status)
             )}
             held: dict[str, int] = {}
-            for (verification,) in s.execute(select(Snapshot.verification).where(Snapshot.kb == kb,
-                                                                                Snapshot.status == SnapshotStatus.FAILED)):
-                check = (verification or {}).get("failed_check") or "error"
+            verification: dict[str, Any] | None
+            for verification in s.scalars(select(Snapshot.verification).where(Snapshot.kb == kb,
+                                                                              Snapshot.status == SnapshotStatus.FAILED)):
+                check: str = (verification or {}).get("failed_check") or "error"
                 held[check] = held.get(check, 0) + 1
         active = self.active_snapshot(kb)
         return {
@@ -63,5 +77,5 @@ class HealthStore(_Base):
             "tombstone_backlog": self.tombstone_backlog(kb),
             "live_chunks": self.count_live(kb),
             # Stale sources keep serving, labelled with their last verified time (registry/freshness.py).
-            "stale_sources": {f.source_id: f.as_dict() for f in self.stale_sources(kb).values()},  # type: ignore[attr-defined]
+            "stale_sources": {f.source_id: f.as_dict() for f in self.stale_sources(kb).values()},
         }

@@ -19,6 +19,7 @@ from freshindex.core.errors import NotFoundError, RetryableError
 from freshindex.core.ids import validate_kb_name
 from freshindex.registry.audit import record_alias_move
 from freshindex.registry.base import _Base, _batches, _snap_info
+from freshindex.registry.db import affected_rows
 from freshindex.registry.records import CanaryInfo, SnapshotInfo
 from freshindex.registry.schema import (
     Canary,
@@ -333,7 +334,7 @@ class SnapshotStore(_Base):
 
     def remove_canary(self, canary_id: int) -> None:
         with self.session() as s:
-            if s.execute(delete(Canary).where(Canary.id == canary_id)).rowcount == 0:
+            if affected_rows(s.execute(delete(Canary).where(Canary.id == canary_id))) == 0:
                 raise NotFoundError(f"no canary {canary_id}")
 
 

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from freshindex.core.errors import NotFoundError, PermanentError
 from freshindex.registry.base import _aware, _Base
+from freshindex.registry.db import affected_rows
 from freshindex.registry.schema import Source, SyncTicket, WebhookDelivery, utcnow
 
 #: A ticket naming more paths than this becomes a full listing (paths=None): the
@@ -217,7 +218,7 @@ class WebhookStore(_Base):
         stmt = delete(WebhookDelivery).where(tuple_(c.source_id, c.delivery_id).in_(keys))
         if received_before is not None:
             stmt = stmt.where(c.received_at < received_before)
-        return s.execute(stmt).rowcount
+        return affected_rows(s.execute(stmt))
 
     def _join_ticket(self, s: Session, source_id: str, wanted: list[list[str] | None],
                      now: dt.datetime) -> list[TicketJoin]:
@@ -237,7 +238,7 @@ class WebhookStore(_Base):
                 paths = None
             for more in asked[1:]:
                 paths = _union(paths, more)
-            ticket_id = s.execute(
+            ticket_id: int = s.execute(
                 insert(t).values(source_id=source_id, created_at=now, paths=paths, status=QUEUED, events=len(asked))
                 .returning(t.c.id)
             ).scalar_one()
@@ -268,10 +269,10 @@ class WebhookStore(_Base):
             claimed: list[TicketInfo] = []
             now = utcnow()
             for t in due:
-                done = s.execute(
+                done = affected_rows(s.execute(
                     update(SyncTicket).where(SyncTicket.id == t.id, SyncTicket.status == QUEUED)
                     .values(status=DISPATCHED, dispatched_at=now)
-                ).rowcount
+                ))
                 if done:  # another dispatcher (PostgreSQL) may have taken it meanwhile
                     s.refresh(t)
                     claimed.append(_ticket_info(t))
@@ -307,15 +308,15 @@ class WebhookStore(_Base):
     def fail_stuck_tickets(self, dispatched_before: dt.datetime) -> int:
         """Close tickets dispatched before the cutoff and never finished (their dispatcher died)."""
         with self.session() as s:
-            return s.execute(
+            return affected_rows(s.execute(
                 update(SyncTicket).where(SyncTicket.status == DISPATCHED, SyncTicket.dispatched_at < dispatched_before)
                 .values(status=FAILED, finished_at=utcnow(), detail="dispatcher lost")
-            ).rowcount
+            ))
 
     def prune_deliveries(self, received_before: dt.datetime) -> int:
         """Forget delivery ids older than the replay window; returns how many."""
         with self.session() as s:
-            return s.execute(delete(WebhookDelivery).where(WebhookDelivery.received_at < received_before)).rowcount
+            return affected_rows(s.execute(delete(WebhookDelivery).where(WebhookDelivery.received_at < received_before)))
 
 
 __all__ = ["DIGEST_PREFIX", "MAX_TICKET_PATHS", "DeliveryRequest", "DuplicateDelivery", "ReplayedBody", "TicketInfo",

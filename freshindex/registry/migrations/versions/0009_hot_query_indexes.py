@@ -21,6 +21,8 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-12-01
 """
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -42,7 +44,7 @@ _INDEXES = {
 
 def upgrade() -> None:
     for name, (table, column, where) in _INDEXES.items():
-        cond = {} if where is None else {"postgresql_where": sa.text(where), "sqlite_where": sa.text(where)}
+        cond: dict[str, Any] = {} if where is None else {"postgresql_where": sa.text(where), "sqlite_where": sa.text(where)}
         op.create_index(name, table, [column], **cond)
 
 
