@@ -7,8 +7,8 @@ each step of the pipeline is a function from one of these to another.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from freshindex.core.enums import BlockKind
@@ -30,12 +30,158 @@ class ObjectRef:
     etag: str | None
     size: int
     modified: float | None = None
+    #: The key this object had in the previous listing, when the source itself says it was
+    #: renamed (git's rename detection); None when the source cannot tell.
+    moved_from: str | None = None
 
 
 @dataclass(frozen=True)
 class FetchedObject:
     ref: ObjectRef
     data: bytes
+
+
+class _Fields:
+    """Typed metadata that still reads like the dict it replaced.
+
+    Every key is a declared field, so a parser that writes an unknown key
+    fails (``KeyError``/``TypeError``) instead of sending a typo to the chunker.
+    A field that is ``None`` is unset: ``meta.get("term")`` is None, ``"term" in
+    meta`` is False and :meth:`to_dict` leaves it out.  The mapping methods
+    (``get``, ``[]``, ``in``, ``setdefault``, ``update``) are kept for readers
+    written against the dict; new code reads the attributes.  (No ``items()``:
+    ``items`` is a list's field; iterate :meth:`to_dict`.)
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def keys_declared(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Any:
+        unknown = set(values) - cls.keys_declared()
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that are set, in declaration order (the JSON a registry row or a payload stores)."""
+        return {k: v for k in self.keys_declared_ordered() if (v := getattr(self, k)) is not None}
+
+    def keys_declared_ordered(self) -> list[str]:
+        return [f.name for f in fields(self)]  # type: ignore[arg-type]
+
+    def _check(self, key: str) -> None:
+        if key not in self.keys_declared():
+            raise KeyError(f"{type(self).__name__} has no field {key!r}")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = getattr(self, key, None) if key in self.keys_declared() else None
+        return default if value is None else value
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._check(key)
+        setattr(self, key, value)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
+    def setdefault(self, key: str, default: Any) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        for k, v in values.items():
+            self[k] = v
+
+    def __bool__(self) -> bool:
+        return bool(self.to_dict())
+
+
+@dataclass(slots=True, eq=True)
+class BlockMeta(_Fields):
+    """What a parser says about a block beyond its kind, text, heading path and page.
+
+    Read by the chunker: provenance a chunk keeps (``anchor_id``, ``language``,
+    ``pages``, the OCR fields, a definition-list entry's ``term``), structure
+    it cuts by (``items``, ``page_breaks``, code ``lines`` and ``members``).
+    """
+
+    level: int | None = None  #: a heading's level (0 for a document's Title style)
+    links: list[dict[str, str]] | None = None  #: ``{"text", "href"}`` of the links in the text
+    items: list[str] | None = None  #: a list's top-level items
+    language: str | None = None  #: a code block's language
+    admonition: str | None = None  #: note, warning, quote, notes (speaker notes)...
+    anchor_id: str | None = None  #: the id of the page element a citation may link to
+    #: A definition-list entry: its ordinal in the document, its term, the name a reader searches for.
+    entry: int | None = None
+    term: str | None = None
+    term_name: str | None = None
+    #: The section numbers the parser took out of the heading path ("20.4.", "20.4.1.").
+    heading_numbers: tuple[str, ...] | None = None
+    # Code (workers/parsing/code.py): the symbol a block defines.
+    path: str | None = None
+    symbol: str | None = None
+    symbol_kind: str | None = None
+    signature: str | None = None
+    docstring: str | None = None
+    members: list[dict[str, Any]] | None = None
+    lines: list[int] | None = None  #: first and last line
+    source_version: str | None = None
+    # Pages (PDF): every page a block runs over, and where each page starts in its text.
+    pages: list[int] | None = None
+    page_breaks: list[tuple[int, int]] | None = None  #: (offset in the text, page)
+    # OCR: the page's confidence, the block's own, the tokens tesseract was unsure of.
+    ocr: bool | None = None
+    ocr_confidence: float | None = None
+    ocr_block_confidence: float | None = None
+    low_confidence_tokens: list[dict[str, Any]] | None = None
+    # One row of a CSV/TSV file (a ``table_row`` block): its number and cells.
+    row: int | None = None
+    cells: list[str] | None = None
+
+
+@dataclass(slots=True, eq=True)
+class TableMeta(BlockMeta):
+    """A table block's structure (see :mod:`workers.parsing.table`): the chunker cuts it into groups
+    of rows that each repeat the caption, the column names and the units.
+
+    ``row_pages`` (one page per body row, when the table runs over a page break) places a group of
+    rows on its own pages, so its chunk cites those and not every page of the table."""
+
+    columns: list[str] = field(default_factory=list)
+    header_rows: list[list[str]] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    units: dict[str, str] = field(default_factory=dict)
+    caption: str | None = None
+    headerless: bool | None = None
+    row_pages: list[int] | None = None
+
+    def pages_of(self, first: int, last: int) -> list[int] | None:
+        """The pages body rows ``first``..``last`` (1-based, inclusive) are printed on; None when unknown."""
+        if not self.row_pages or len(self.row_pages) != len(self.rows):
+            return None
+        return sorted(set(self.row_pages[first - 1 : last]))
+
+
+_TABLE_KEYS = frozenset({"columns", "header_rows", "rows", "units", "caption", "headerless", "row_pages"})
+
+
+def block_meta(values: BlockMeta | Mapping[str, Any] | None) -> BlockMeta:
+    """``values`` as typed metadata: a :class:`TableMeta` when it holds a table's structure."""
+    if isinstance(values, BlockMeta):
+        return values
+    values = dict(values or {})
+    return (TableMeta if _TABLE_KEYS & set(values) else BlockMeta).from_dict(values)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -45,13 +191,19 @@ class Block:
     ``kind`` is a :class:`core.enums.BlockKind` (heading, paragraph, list,
     table, table_row, code, admonition); the chunker depends on it.
     ``heading_path`` is the chain of headings above the block, outermost first.
+    ``meta`` is a :class:`BlockMeta` (a :class:`TableMeta` for a table); a dict
+    given here is converted, and an unknown key in it is a ``TypeError``.
     """
 
     kind: BlockKind
     text: str
     heading_path: tuple[str, ...] = ()
     page: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: BlockMeta = field(default_factory=BlockMeta)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.meta, BlockMeta):
+            object.__setattr__(self, "meta", block_meta(self.meta))
 
 
 @dataclass(frozen=True)

@@ -52,14 +52,14 @@ import functools
 import hashlib
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.ids import chunk_point_id, sha256_hex
-from freshindex.core.types import Block, ChunkDraft, ParsedDocument, embed_header
+from freshindex.core.types import Block, BlockMeta, ChunkDraft, ParsedDocument, TableMeta, embed_header
 from freshindex.workers.chunking.code import code_pieces
 from freshindex.workers.chunking.pack import (
     Piece,
@@ -124,7 +124,7 @@ def _key(text: str) -> str:
     return f" {' '.join(_KEY.findall(text.lower()))} "
 
 
-def term_label(meta: dict[str, Any], room: int, count: Callable[[str], int]) -> str:
+def term_label(meta: BlockMeta | Mapping[str, Any], room: int, count: Callable[[str], int]) -> str:
     """The term a chunk of a definition-list entry repeats ("" outside an entry).
 
     The whole term (``work_mem (integer)``) when it takes at most a quarter
@@ -144,7 +144,7 @@ def term_label(meta: dict[str, Any], room: int, count: Callable[[str], int]) -> 
     return hard_split(name or term, quarter, count)[0]
 
 
-def _names_term(text: str, meta: dict[str, Any]) -> bool:
+def _names_term(text: str, meta: BlockMeta | Mapping[str, Any]) -> bool:
     """Whether ``text`` already holds the entry's term or its name."""
     key = _key(text)
     wanted = (_key(str(meta.get("term") or "")), _key(str(meta.get("term_name") or "")))
@@ -328,7 +328,7 @@ class Chunker:
         for block in blocks:
             if block.kind == BlockKind.HEADING:
                 continue
-            if block.kind == BlockKind.TABLE and "rows" in block.meta:
+            if block.kind == BlockKind.TABLE and isinstance(block.meta, TableMeta):
                 yield from self._prose(heading_path, run, room)
                 run = []
                 yield from self._table(heading_path, block, room)
@@ -348,20 +348,29 @@ class Chunker:
 
     def _table(self, heading_path: tuple[str, ...], block: Block, room: int) -> Iterator[Piece]:
         m = block.meta
-        extra = {k: m[k] for k in ("pages", "anchor_id", "ocr", "ocr_confidence", "low_confidence_tokens", "term",
-                                   "term_name", "entry") if k in m}
-        caption = m.get("caption")
+        assert isinstance(m, TableMeta)
+        # What a table chunk keeps of its block (rows, columns, units and caption are its own).
+        kept = {"anchor_id": m.anchor_id, "ocr": m.ocr, "ocr_confidence": m.ocr_confidence,
+                "low_confidence_tokens": m.low_confidence_tokens, "term": m.term, "term_name": m.term_name,
+                "entry": m.entry}
+        extra = {k: v for k, v in kept.items() if v is not None}
+        caption = m.caption
         label = term_label(m, room, self._count)
         if label and not _names_term(caption or "", m):
             # A table inside an entry's description: its caption line names the entry.
             caption = f"{caption} \u2014 {label}" if caption else label
-        for piece in table_pieces(m["columns"], m["rows"], room, caption=caption,
-                                  units=m.get("units"), extra=extra):
-            if m.get("caption"):
-                piece.meta["caption"] = m["caption"]
+        for piece in table_pieces(m.columns, m.rows, room, caption=caption, units=m.units or None, extra=extra):
+            if m.caption:
+                piece.meta["caption"] = m.caption
             else:
                 piece.meta.pop("caption", None)
-            yield Piece(piece.text, BlockKind.TABLE, heading_path, block.page, piece.meta)
+            # A group of rows cites the pages its own rows are printed on, not every page of its table.
+            first, last = piece.meta["rows"]
+            pages = m.pages_of(first, last) or m.pages
+            page = pages[0] if pages and m.row_pages else block.page
+            if pages and len(pages) > 1:
+                piece.meta["pages"] = pages
+            yield Piece(piece.text, BlockKind.TABLE, heading_path, page, piece.meta)
 
     def _prose(self, heading_path: tuple[str, ...], blocks: list[Block], room: int) -> Iterator[Piece]:
         if not blocks:

@@ -61,14 +61,14 @@ def code_pieces(blocks: tuple[Block, ...], budget: int | Callable[[tuple[str, ..
         lines = block.text.split("\n")
         numbers = list(range(start, start + len(lines)))
         if not members or count(block.text) <= room(block.heading_path):
-            yield from _symbol(block.text, numbers, block.heading_path, base, block.meta, room, count)
+            yield from _symbol(block.text, numbers, block.heading_path, base, block.meta.to_dict(), room, count)
             continue
         taken: set[int] = set()
         for m in members:
             a, b = m["lines"]
             taken.update(range(a, b + 1))
         kept = [(n, line) for n, line in zip(numbers, lines, strict=True) if n not in taken and line.strip()]
-        header_meta = {k: v for k, v in block.meta.items() if k != "members"}
+        header_meta = {k: v for k, v in block.meta.to_dict().items() if k != "members"}
         header_meta["members"] = [m["symbol"] for m in members]
         yield from _symbol("\n".join(line for _, line in kept), [n for n, _ in kept], block.heading_path, base,
                            header_meta, room, count)

@@ -156,6 +156,12 @@ def build_units(blocks: list[Block], budget: int, count: Count = estimate_tokens
     return units
 
 
+#: Block fields a prose chunk does not copy as they are: merged below (links, OCR, pages), or
+#: structure the parser gave the chunker that means nothing to a reader of the chunk.
+_NOT_KEPT = frozenset({"links", "low_confidence_tokens", "pages", "items", "ocr_confidence", "level", "page_breaks",
+                       "header_rows", "rows", "row_pages"})
+
+
 def merged_meta(blocks: list[Block]) -> dict[str, Any]:
     """The meta of a chunk made of several blocks: provenance that must survive the merge."""
     meta: dict[str, Any] = {}
@@ -164,8 +170,8 @@ def merged_meta(blocks: list[Block]) -> dict[str, Any]:
     pages: list[int] = []
     confidences = []
     for b in blocks:
-        for k, v in b.meta.items():
-            if k in ("links", "low_confidence_tokens", "pages", "items", "ocr_confidence", "level"):
+        for k, v in b.meta.to_dict().items():
+            if k in _NOT_KEPT:
                 continue
             meta.setdefault(k, v)
         links.extend(x for x in b.meta.get("links", []) if x not in links)

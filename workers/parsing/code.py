@@ -31,7 +31,7 @@ import tokenize
 from typing import Any
 
 from freshindex.core.enums import BlockKind
-from freshindex.core.types import Block, ParsedDocument
+from freshindex.core.types import Block, BlockMeta, ParsedDocument, block_meta
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.decode import decode_text
 
@@ -101,7 +101,7 @@ def _block(key: str, lang: str, symbol: str, kind: str, lines: list[str], start:
         meta["docstring"] = doc
     if members:
         meta["members"] = members
-    return Block(BlockKind.CODE, "\n".join(lines[start - 1 : end]).rstrip(), (symbol,), meta=meta)
+    return Block(BlockKind.CODE, "\n".join(lines[start - 1 : end]).rstrip(), (symbol,), meta=block_meta(meta))
 
 
 def _module_block(key: str, lang: str, lines: list[str], covered: set[int], doc: str | None = None) -> Block | None:
@@ -112,7 +112,7 @@ def _module_block(key: str, lang: str, lines: list[str], covered: set[int], doc:
                             "lines": [rest[0], rest[-1]], "path": key}
     if doc:
         meta["docstring"] = doc
-    return Block(BlockKind.CODE, "\n".join(lines[i - 1] for i in rest), (), meta=meta)
+    return Block(BlockKind.CODE, "\n".join(lines[i - 1] for i in rest), (), meta=block_meta(meta))
 
 
 def _comments_above(lines: list[str], start: int, markers: tuple[str, ...]) -> int:
@@ -364,16 +364,16 @@ def _pattern_blocks(text: str, key: str, lang: str) -> list[Block]:
             kind = "class" if group in ("cls", "go_type", "rs_type", "java_cls", "rs_impl") else "function"
             starts.append((n, m.group(group).strip(), kind))
     if not starts:
-        return [Block(BlockKind.CODE, text.rstrip(), (), meta={"language": lang, "symbol": "<file>", "path": key,
-                                                          "symbol_kind": "file", "lines": [1, len(lines)]})]
+        return [Block(BlockKind.CODE, text.rstrip(), (), meta=BlockMeta(
+            language=lang, symbol="<file>", path=key, symbol_kind="file", lines=[1, len(lines)]))]
     blocks: list[Block] = []
     bounds = [(_comments_above(lines, n, ("//", "#", "/*", "*", "///")), n, name, kind) for n, name, kind in starts]
     if bounds[0][0] > 1:
         pre = list(lines[: bounds[0][0] - 1])
         if any(line.strip() for line in pre):
             blocks.append(Block(BlockKind.CODE, "\n".join(pre).rstrip(), (),
-                                meta={"language": lang, "symbol": "<module>", "symbol_kind": "module",
-                                      "lines": [1, bounds[0][0] - 1], "path": key}))
+                                meta=BlockMeta(language=lang, symbol="<module>", symbol_kind="module",
+                                               lines=[1, bounds[0][0] - 1], path=key)))
     for idx, (start, decl, name, kind) in enumerate(bounds):
         end = bounds[idx + 1][0] - 1 if idx + 1 < len(bounds) else len(lines)
         while end > start and not lines[end - 1].strip():

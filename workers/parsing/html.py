@@ -51,7 +51,7 @@ from dataclasses import replace
 from bs4 import BeautifulSoup, CData, NavigableString, Tag
 
 from freshindex.core.enums import BlockKind
-from freshindex.core.types import Block, ParsedDocument
+from freshindex.core.types import Block, BlockMeta, ParsedDocument, block_meta
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.boilerplate import is_prev_next, is_volatile
 from freshindex.workers.parsing.decode import decode_text
@@ -390,7 +390,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
             return heading[0]
         return ids[depth] if depth >= 0 else (heading[0] if heading else None)
 
-    def emit(kind: str, content: str, node: Tag | None, meta: dict) -> None:
+    def emit(kind: str, content: str, node: Tag | None, meta: dict | BlockMeta) -> None:
         if open_entry and (kind == BlockKind.HEADING or len(ids) < open_entry[0][3]):
             open_entry.clear()
         if open_entry and "term" not in meta:
@@ -405,7 +405,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
             meta["anchor_id"] = where
         if kind != BlockKind.HEADING:
             pending.clear()
-        blocks.append(Block(kind, content, hp(), meta=meta))
+        blocks.append(Block(kind, content, hp(), meta=block_meta(meta)))
         if len(blocks) % 200 == 0:
             limits.check_time(f"block {len(blocks)}")
             limits.check_blocks(len(blocks))

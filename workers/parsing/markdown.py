@@ -22,7 +22,7 @@ from markdown_it.token import Token
 
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
-from freshindex.core.types import Block, ParsedDocument
+from freshindex.core.types import Block, BlockMeta, ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.decode import decode_text
 from freshindex.workers.parsing.table import table_block
@@ -171,22 +171,20 @@ def parse_markdown(data: bytes, key: str) -> ParsedDocument:
             path.append((level, content))
             if not title and level == 1:
                 title = content
-            blocks.append(Block(BlockKind.HEADING, content, heading_path(), meta={"level": level}))
+            blocks.append(Block(BlockKind.HEADING, content, heading_path(), meta=BlockMeta(level=level)))
             i = _closing(tokens, i) + 1
             continue
         if tok.type in ("fence", "code_block"):
             lang = (tok.info or "").strip().split(" ")[0] or None
             if tok.content.strip():
                 blocks.append(Block(BlockKind.CODE, tok.content.rstrip("\n"), heading_path(),
-                                    meta={"language": lang} if lang else {}))
+                                    meta=BlockMeta(language=lang)))
         elif tok.type in ("bullet_list_open", "ordered_list_open"):
             end = _closing(tokens, i)
             items = [source(t) for t in tokens[i + 1 : end] if t.type == "list_item_open" and t.level == tok.level + 1]
             links = [link for t in tokens[i:end] if t.type == "inline" for link in _inline_links(t)]
-            block_meta: dict = {"items": items}
-            if links:
-                block_meta["links"] = links
-            blocks.append(Block(BlockKind.LIST, source(tok), heading_path(), meta=block_meta))
+            blocks.append(Block(BlockKind.LIST, source(tok), heading_path(),
+                                meta=BlockMeta(items=items, links=links or None)))
             i = end + 1
             continue
         elif tok.type == "table_open":
@@ -209,11 +207,9 @@ def parse_markdown(data: bytes, key: str) -> ParsedDocument:
             if m and m.group("gh"):
                 content = content[m.end() :].strip()
             links = [link for t in tokens[i:end] if t.type == "inline" for link in _inline_links(t)]
-            block_meta = {"admonition": kind}
-            if links:
-                block_meta["links"] = links
             if content:
-                blocks.append(Block(BlockKind.ADMONITION, content, heading_path(), meta=block_meta))
+                blocks.append(Block(BlockKind.ADMONITION, content, heading_path(),
+                                    meta=BlockMeta(admonition=kind, links=links or None)))
             i = end + 1
             continue
         elif tok.type == "paragraph_open":
@@ -221,7 +217,7 @@ def parse_markdown(data: bytes, key: str) -> ParsedDocument:
             content = inline.content.strip()
             if content:
                 links = _inline_links(inline)
-                blocks.append(Block(BlockKind.PARAGRAPH, content, heading_path(), meta={"links": links} if links else {}))
+                blocks.append(Block(BlockKind.PARAGRAPH, content, heading_path(), meta=BlockMeta(links=links or None)))
             i = _closing(tokens, i) + 1
             continue
         elif tok.type == "html_block":

@@ -40,7 +40,7 @@ from typing import Any
 
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
-from freshindex.core.types import Block, ParsedDocument
+from freshindex.core.types import Block, BlockMeta, ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.table import clean_cell, table_block
 
@@ -111,7 +111,7 @@ class _Sections:
         while self.stack and self.stack[-1][0] >= level:
             self.stack.pop()
         self.stack.append((level, text))
-        self.add(Block(BlockKind.HEADING, text, self.path, page=page, meta={"level": level}))
+        self.add(Block(BlockKind.HEADING, text, self.path, page=page, meta=BlockMeta(level=level)))
 
     def add(self, block: Block | None) -> None:
         if block is None:
@@ -233,7 +233,7 @@ def parse_docx(data: bytes, key: str) -> ParsedDocument:
 
     def flush_list() -> None:
         if items:
-            out.add(Block(BlockKind.LIST, "\n".join(items), out.path, meta={"items": list(tops)}))
+            out.add(Block(BlockKind.LIST, "\n".join(items), out.path, meta=BlockMeta(items=list(tops))))
             items.clear()
             tops.clear()
 
@@ -270,7 +270,7 @@ def parse_docx(data: bytes, key: str) -> ParsedDocument:
         if "code" in style or "preformatted" in style or style == "source":
             out.add(Block(BlockKind.CODE, part.text.rstrip(), out.path))
         elif "quote" in style:
-            out.add(Block(BlockKind.ADMONITION, text, out.path, meta={"admonition": "quote"}))
+            out.add(Block(BlockKind.ADMONITION, text, out.path, meta=BlockMeta(admonition="quote")))
         else:
             out.add(Block(BlockKind.PARAGRAPH, text, out.path))
             caption_block = out.blocks[-1] if style == "caption" else None
@@ -306,7 +306,7 @@ def _frame_block(frame: Any, path: tuple[str, ...], page: int) -> Block | None:
         return Block(BlockKind.PARAGRAPH, paras[0][1], path, page=page)
     lines = [f"{'  ' * level}- {t}" for level, t in paras]
     return Block(BlockKind.LIST, "\n".join(lines), path, page=page,
-                 meta={"items": [f"- {t}" for level, t in paras if level == 0]})
+                 meta=BlockMeta(items=[f"- {t}" for level, t in paras if level == 0]))
 
 
 def parse_pptx(data: bytes, key: str) -> ParsedDocument:
@@ -337,7 +337,7 @@ def parse_pptx(data: bytes, key: str) -> ParsedDocument:
             frame = slide.notes_slide.notes_text_frame
             notes = "\n".join(t for p in frame.paragraphs if (t := _text(p.text))) if frame is not None else ""
             if notes:
-                out.add(Block(BlockKind.ADMONITION, notes, out.path, page=n, meta={"admonition": "notes"}))
+                out.add(Block(BlockKind.ADMONITION, notes, out.path, page=n, meta=BlockMeta(admonition="notes")))
     if all(b.kind == BlockKind.HEADING and b.text == f"Slide {b.page}" for b in out.blocks):
         raise DocumentError(DocumentError.EMPTY, "the presentation holds no text")
     return ParsedDocument(title=title or _file_title(key), blocks=tuple(out.blocks), parser="pptx",

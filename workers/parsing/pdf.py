@@ -70,7 +70,7 @@ import pymupdf
 
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
-from freshindex.core.types import Block, ParsedDocument
+from freshindex.core.types import Block, BlockMeta, ParsedDocument, block_meta
 from freshindex.workers.parsing import limits, ocr_layout
 from freshindex.workers.parsing.boilerplate import is_volatile, shape
 from freshindex.workers.parsing.ocr import OcrLine, OcrPage, OcrWord, low_confidence_tokens, ocr_available, ocr_page
@@ -662,7 +662,7 @@ class _Assembler:
         text = text.strip("\n").rstrip() if kind == BlockKind.CODE else text.strip()
         if not text:
             return
-        self.out.append(Block(kind, text, self.hp(), page=page, meta=meta))
+        self.out.append(Block(kind, text, self.hp(), page=page, meta=block_meta(meta)))
         if len(self.out) % 500 == 0:
             limits.check_blocks(len(self.out))
 
@@ -730,7 +730,7 @@ class _Assembler:
                 else:
                     self.close()
                     self._set_heading(line.text, level)
-                    self.out.append(Block(BlockKind.HEADING, line.text, self.hp(), page=page.number, meta={"level": level}))
+                    self.out.append(Block(BlockKind.HEADING, line.text, self.hp(), page=page.number, meta=BlockMeta(level=level)))
                 heading = prev = line
                 continue
             heading = None
@@ -916,7 +916,7 @@ class _Assembler:
                     text = _NUMBERED.sub(r"\1 \2", row.text.strip())
                     self._set_heading(text, level)
                     self.out.append(Block(BlockKind.HEADING, text, self.hp(), page=page.number,
-                                          meta={**self._ocr_meta([row], page), "level": level}))
+                                          meta=block_meta({**self._ocr_meta([row], page), "level": level})))
                     continue
                 prev = rows[n - 1] if n else None
                 gap = row.top - prev.bottom if prev is not None else 0.0
@@ -956,7 +956,7 @@ class _Assembler:
             kind = BlockKind.ADMONITION
         else:
             kind = BlockKind.PARAGRAPH
-        self.out.append(Block(kind, text, self.hp(), page=page.number, meta=meta))
+        self.out.append(Block(kind, text, self.hp(), page=page.number, meta=block_meta(meta)))
 
     def _ocr_heading(self, row: ocr_layout.Row, page: int, body_h: float) -> int:
         text = row.text.strip()
@@ -979,7 +979,7 @@ class _Assembler:
         return 0
 
 
-def _joined_ocr(first: dict[str, Any], second: dict[str, Any] | None) -> dict[str, Any]:
+def _joined_ocr(first: BlockMeta | dict[str, Any], second: dict[str, Any] | None) -> dict[str, Any]:
     """The OCR meta of a table joined across a page break: OCR'd if either part was, the lower confidence."""
     parts = [m for m in (first, second or {}) if m.get("ocr")]
     if not parts:

@@ -9,7 +9,10 @@ column headers and the units:
 * ``rows``: the body rows, a list of cell lists;
 * ``units``: column name to unit, read from "Price (USD)", "Latency [ms]"
   or a header row made only of bracketed units;
-* ``caption`` when the table has one.
+* ``caption`` when the table has one;
+* ``row_pages`` when its rows are printed on several pages (one page per row).
+
+All of it is a :class:`core.types.TableMeta`.
 
 CSV and TSV files are one table each: their rows are ``table_row`` blocks
 (``meta["cells"]``, ``meta["row"]``) and their header is in the document
@@ -26,7 +29,7 @@ from typing import Any
 
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
-from freshindex.core.types import Block, ParsedDocument
+from freshindex.core.types import Block, BlockMeta, ParsedDocument, TableMeta
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.decode import decode_text
 
@@ -97,15 +100,18 @@ def caption_line(caption: str) -> str:
 
 
 def table_meta(header_rows: list[list[str]], rows: list[list[str]], caption: str | None = None,
-               headerless: bool = False) -> dict[str, Any]:
+               headerless: bool = False, row_pages: list[int] | None = None) -> TableMeta:
     """The meta of a table block from raw header and body rows (cells cleaned here).
 
     ``headerless``: the table has no header row (``header_rows`` empty); its
     columns are named by position ("column 1") and every row stays data.
+    ``row_pages``: the page of each body row; it follows the rows when a first
+    row turns out to be a header or a row of units.
     """
     header_rows = [[clean_cell(c) for c in r] for r in header_rows]
     rows = [[clean_cell(c) for c in r] for r in rows]
     limits.check_rows(len(rows))
+    pages = list(row_pages) if row_pages is not None and len(row_pages) == len(rows) else None
     width = max([len(r) for r in header_rows + rows] or [0])
     if header_rows and rows:
         # A units row right under the header ("| | (hours) | (EUR) |").
@@ -113,30 +119,33 @@ def table_meta(header_rows: list[list[str]], rows: list[list[str]], caption: str
         header_rows, unit_row = split_unit_row(header_rows)
         if unit_row is None:
             header_rows, rows = header_rows[:-1], [header_rows[-1], *rows]
+        elif pages:
+            pages = pages[1:]
     else:
         header_rows, unit_row = split_unit_row(header_rows)
     if not header_rows and rows and not headerless:
         header_rows, rows = [rows[0]], rows[1:]
+        pages = pages[1:] if pages else pages
     columns = column_names(header_rows, width, unit_row)
     rows = [r + [""] * (width - len(r)) for r in rows]
     units = {c: u for c in columns if (u := unit_of(c))}
-    meta: dict[str, Any] = {"columns": columns, "header_rows": header_rows, "rows": rows, "units": units}
-    if caption:
-        meta["caption"] = caption
-    return meta
+    return TableMeta(columns=columns, header_rows=header_rows, rows=rows, units=units, caption=caption or None,
+                     row_pages=pages if pages and len(set(pages)) > 1 else None)
 
 
 def table_block(header_rows: list[list[str]], rows: list[list[str]], heading_path: tuple[str, ...],
                 caption: str | None = None, page: int | None = None, headerless: bool = False,
-                **extra: Any) -> Block | None:
-    meta = table_meta(header_rows, rows, caption, headerless=headerless)
+                row_pages: list[int] | None = None, **extra: Any) -> Block | None:
+    """A table block, or None for a table with no cell text.  ``extra`` are other
+    :class:`~core.types.BlockMeta` fields (``pages``, ``anchor_id``, the OCR fields)."""
+    meta = table_meta(header_rows, rows, caption, headerless=headerless, row_pages=row_pages)
     if headerless:
-        meta["headerless"] = True
-    if not meta["rows"] and not any(any(r) for r in meta["header_rows"]):
+        meta.headerless = True
+    if not meta.rows and not any(any(r) for r in meta.header_rows):
         return None
     meta.update(extra)
-    lines = ([caption_line(caption)] if caption else []) + markdown_header(meta["columns"])
-    lines += [markdown_row(r) for r in meta["rows"]]
+    lines = ([caption_line(caption)] if caption else []) + markdown_header(meta.columns)
+    lines += [markdown_row(r) for r in meta.rows]
     return Block(BlockKind.TABLE, "\n".join(lines), heading_path, page=page, meta=meta)
 
 
@@ -166,7 +175,8 @@ def parse_table(data: bytes, key: str) -> ParsedDocument:
     name = key.rsplit("/", 1)[-1]
     title = re.sub(r"[-_]+", " ", name.rsplit(".", 1)[0]).strip().capitalize() or name
     blocks = tuple(
-        Block(BlockKind.TABLE_ROW, " | ".join(row), (title,), meta={"row": n, "cells": row + [""] * (width - len(row))})
+        Block(BlockKind.TABLE_ROW, " | ".join(row), (title,),
+              meta=BlockMeta(row=n, cells=row + [""] * (width - len(row))))
         for n, row in enumerate(body, start=1)
     )
     return ParsedDocument(
