@@ -156,8 +156,6 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
               settings: Calibration = Calibration(), min_score: float = 0.25, naming: Naming = Naming(),
               clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
     """The calibration record of ``collection`` (see the module docstring); never raises for a small corpus."""
-    from freshindex.injection.client import InjectionClient  # the client imports this package's modules
-
     started = clock()
     base = {"version": CALIBRATION_VERSION, "snapshot_id": snapshot_id, "shipped_bias": policy.bias,
             "target_false_rate": settings.target_false_rate, "sample": settings.sample}
@@ -174,15 +172,44 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
     if points < settings.min_chunks:
         return done("too_small", min_chunks=settings.min_chunks)
     rng = random.Random(_seed(snapshot_id))
+    chunks = _sample(store, collection, settings.sample, rng)
+    answerable, perturbed = _questions(store, collection, chunks, rng)
+    scores = _scorer(store, embedder, collection, policy, min_score, naming)
+    every_ans, every_per = scores(answerable), scores(perturbed)
+    # Only questions that reached the decision say anything about the bias: one with no admitted evidence
+    # is refused whatever the bias (counted apart, as no_evidence).
+    ans = [x for x in every_ans if math.isfinite(x)]
+    per = [x for x in every_per if math.isfinite(x)]
+    counts = {"answerable": len(ans), "perturbed": len(per), "no_evidence_answerable": len(every_ans) - len(ans),
+              "no_evidence_perturbed": len(every_per) - len(per)}
+    bias = fit_bias(ans, settings.target_false_rate)
+    if bias is None:
+        return done("no_signal", **counts)
+    return {**base, "status": "calibrated", "bias": round(bias, 4), "points": points, "sampled": len(chunks),
+            **counts, "false_refusals": _refused(ans, bias), "perturbed_refused": _refused(per, bias),
+            "shipped_false_refusals": _refused(ans, policy.bias),
+            "shipped_perturbed_refused": _refused(per, policy.bias), "seconds": round(clock() - started, 3)}
+
+
+def _sample(store: VectorStore, collection: str, size: int, rng: random.Random) -> list[PointPayload]:
+    """A deterministic sample of up to ``size`` of the collection's points the builder wrote."""
     ids = sorted(store.iter_ids(collection))
-    chosen = rng.sample(ids, min(settings.sample, len(ids)))
+    chosen = rng.sample(ids, min(size, len(ids)))
     by_id: dict[str, PointPayload] = {}
     for rec in store.retrieve(collection, chosen):
         try:
             by_id[rec.id] = PointPayload.from_dict(rec.payload)
         except PayloadError:  # not a point the builder wrote: nothing to ask about
             continue
-    chunks = [by_id[i] for i in chosen if i in by_id]
+    return [by_id[i] for i in chosen if i in by_id]
+
+
+Asked = list[tuple[str, PointPayload]]
+
+
+def _questions(store: LexicalStats, collection: str, chunks: Sequence[PointPayload],
+               rng: random.Random) -> tuple[Asked, Asked]:
+    """(answerable, perturbed) pseudo-questions of ``chunks`` (the module docstring says how)."""
     # Distinctive words: plain words of the chunk's text, rarest in the sample first, then by engine IDF.
     words = [[t for t in dict.fromkeys(lexical.tokenize(p.text)) if _WORD.match(t) and t not in FUNCTION_WORDS]
              for p in chunks]
@@ -195,8 +222,8 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
     # rare in any one corpus ("opposed", "entirely"). Words of other sampled chunks, drawn uniformly over
     # the vocabulary (so mostly such rare ones), stand for them: one or two per question.
     common = sorted(df)
-    answerable: list[tuple[str, PointPayload]] = []
-    perturbed: list[tuple[str, PointPayload]] = []
+    answerable: Asked = []
+    perturbed: Asked = []
     proposals: list[tuple[list[str], str, PointPayload]] = []
     for i, (p, terms) in enumerate(zip(chunks, distinct, strict=True)):
         if len(terms) < 2:
@@ -226,6 +253,16 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
         absent = [f for f in forms if f.lower() not in present and lexical.tokenize(f)[:1] == [f.lower()]]
         if absent:
             perturbed.append((f"What does {absent[0]} do in {heading}?", p))
+    return answerable, perturbed
+
+
+def _scorer(store: VectorStore, embedder: Embedder, collection: str, policy: RefusalPolicy, min_score: float,
+            naming: Naming) -> Callable[[Asked], list[float]]:
+    """Asks questions through the real query path on ``collection``; each one's score without the bias.
+
+    ``-inf`` for a question with no admitted evidence (refused whatever the bias).
+    """
+    from freshindex.injection.client import InjectionClient  # the client imports this package's modules
 
     heard: list[Signals | None] = []
 
@@ -235,7 +272,8 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
 
     client = InjectionClient(_Pinned(store, collection), embedder, naming=naming, min_score=min_score,
                              refusal=replace(policy, enabled=False), observer=Heard())
-    def scores(questions: Sequence[tuple[str, PointPayload]]) -> list[float]:
+
+    def scores(questions: Asked) -> list[float]:
         out = []
         for question, p in questions:
             heard.clear()
@@ -244,20 +282,7 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
             out.append(policy.score(sig) - policy.bias if sig is not None else -math.inf)
         return out
 
-    every_ans, every_per = scores(answerable), scores(perturbed)
-    # Only questions that reached the decision say anything about the bias: one with no admitted evidence
-    # is refused whatever the bias (counted apart, as no_evidence).
-    ans = [x for x in every_ans if math.isfinite(x)]
-    per = [x for x in every_per if math.isfinite(x)]
-    counts = {"answerable": len(ans), "perturbed": len(per), "no_evidence_answerable": len(every_ans) - len(ans),
-              "no_evidence_perturbed": len(every_per) - len(per)}
-    bias = fit_bias(ans, settings.target_false_rate)
-    if bias is None:
-        return done("no_signal", **counts)
-    return {**base, "status": "calibrated", "bias": round(bias, 4), "points": points, "sampled": len(chunks),
-            **counts, "false_refusals": _refused(ans, bias), "perturbed_refused": _refused(per, bias),
-            "shipped_false_refusals": _refused(ans, policy.bias),
-            "shipped_perturbed_refused": _refused(per, policy.bias), "seconds": round(clock() - started, 3)}
+    return scores
 
 
 def _refused(values: Sequence[float], bias: float) -> float | None:
