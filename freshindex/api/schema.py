@@ -122,6 +122,7 @@ class EvidenceBody(_Body):
     ocr: bool
     citation: str = Field(description="`[n] key#anchor (vN, snapshot S)`.")
     text: str
+    commit: str | None = Field(default=None, description="The commit a git source's text was read at (shortened).")
     date: str | None
     stale: bool
     verified_at: str | None
@@ -129,6 +130,8 @@ class EvidenceBody(_Body):
     page_end: int | None
     ocr_confidence: float | None
     also_in: list[MirrorBody]
+    pending_deletion: bool = Field(default=False, description="Its document vanished from the source; the "
+                                   "deletion guard holds the deletion for a person, so it is still served.")
 
 
 class NextActionBody(_Body):
