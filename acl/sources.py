@@ -242,10 +242,10 @@ def rules_layer(rules: Iterable[AclRule], key: str) -> Layer | None:
         return None
     named = [r for r in matching if r.groups or r.users]
     tokens = tuple(sorted({t for r in named for t in r.tokens})) if named else None
-    with_sens = [r for r in matching if r.sensitivity]
+    with_sens = [(r, Sensitivity(r.sensitivity)) for r in matching if r.sensitivity]
     sens = None
     if with_sens:
-        best = max(with_sens, key=lambda r: (r.specificity, Sensitivity(r.sensitivity).rank))
+        best, _ = max(with_sens, key=lambda rs: (rs[0].specificity, rs[1].rank))
         sens = best.sensitivity
     return Layer("rule", tokens, sens)
 

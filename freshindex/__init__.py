@@ -15,5 +15,5 @@ __version__ = "0.1.0"
 
 _checkout = _Path(__file__).resolve().parent.parent
 if (_checkout / "pyproject.toml").is_file() and (_checkout / "workers" / "__init__.py").is_file():
-    __path__.append(str(_checkout))  # type: ignore[name-defined]
+    __path__.append(str(_checkout))
 del _Path, _checkout

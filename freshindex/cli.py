@@ -411,7 +411,9 @@ def check_broker(app: Any, timeout: float = BROKER_CHECK_S) -> None:
     for what, url, setting in targets:
         try:
             with Connection(url, connect_timeout=timeout) as conn:
-                conn.ensure_connection(max_retries=1, interval_start=0.2, interval_step=0, timeout=timeout)
+                # kombu takes float seconds; celery-types' stub says int
+                conn.ensure_connection(max_retries=1, interval_start=0.2,  # type: ignore[arg-type]
+                                       interval_step=0, timeout=timeout)  # type: ignore[arg-type]
         except Exception as exc:
             reason = " ".join(str(exc).split()) or type(exc).__name__
             raise FreshIndexError(f"{what} {redact_url(url)} is unreachable ({reason}); start it or fix "

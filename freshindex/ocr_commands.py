@@ -87,7 +87,7 @@ def source_floor(source: Any, default: float) -> float:
     """The page floor of ``source``: its ``ocr_page_floor`` option when set and valid, else ``default``."""
     raw = (getattr(source, "options", None) or {}).get("ocr_page_floor")
     try:
-        value = float(raw) if raw not in (None, "") else default
+        value = default if raw is None or raw == "" else float(raw)
     except (TypeError, ValueError):
         return default
     return value if 0.0 <= value <= 1.0 else default

@@ -41,7 +41,7 @@ class KindChoice(click.Choice):
     def __init__(self) -> None:
         super().__init__(())
 
-    @property  # type: ignore[override]
+    @property
     def choices(self) -> tuple[str, ...]:
         from freshindex.workers.connectors import kinds
 

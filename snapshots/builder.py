@@ -509,7 +509,7 @@ class Builder:
             missing = [cid for cid in written if cid not in points]
             payloads = {cid: _read_payload(p.payload) for cid, p in points.items()}
             wrong = [cid for cid in written if cid in points and cid in rows
-                     and (payloads[cid] is None or payloads[cid].content_hash != rows[cid].content_hash)]
+                     and ((pl := payloads[cid]) is None or pl.content_hash != rows[cid].content_hash)]
             checks["written_checked"] = len(written)
             if missing or wrong:
                 raise _Held("written", f"{len(missing)} written points missing and {len(wrong)} with the wrong "

@@ -226,7 +226,7 @@ class SnapshotOps:
             ids = list(self.store.iter_ids(snap.collection))
             registry = self.registry.export_snapshot(snapshot_id, ids, current=snap.status == SnapshotStatus.ACTIVE)
             (work / "registry.json").write_text(json.dumps(registry, default=str))
-            manifest = {
+            manifest: dict[str, Any] = {
                 "format": ARCHIVE_FORMAT, "snapshot": snap.as_dict(full=True), "store": self.store_kind,
                 "points": len(ids),
                 "files": {n: {"sha256": _sha256(work / n), "bytes": (work / n).stat().st_size}

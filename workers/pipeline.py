@@ -604,7 +604,9 @@ def _process_document(
             return same
         if ready is not None and ready.parsed is None and ready.error is not None:
             raise ready.error  # parsing failed ahead: the same failure, recorded here
-        parsed = ready.parsed if ready is not None else ctx.parsers.for_source(source.options).parse(data, key)
+        # (a ready result holds a parse or, raised just above, its error)
+        parsed = (ready.parsed if ready is not None and ready.parsed is not None
+                  else ctx.parsers.for_source(source.options).parse(data, key))
         ctx.metrics.ocr_pages.labels(source_id).inc(len(parsed.meta.get("ocr_pages", ())))
         ctx.metrics.ocr_low_confidence_pages.labels(source_id).inc(len(parsed.meta.get("ocr_low_confidence_pages", ())))
         # A parser that hashes its extracted content (furniture removed) lets a
@@ -762,4 +764,4 @@ def _note_observed(ctx: PipelineContext, source_id: str, run_id: int, refs: list
     floor = (last_ok if last_ok.tzinfo else last_ok.replace(tzinfo=dt.UTC)).timestamp()
     times = [max(r.modified, floor) for r in refs if r.modified and r.key in keys]
     if times:
-        ctx.registry.note_observed(run_id, dt.datetime.fromtimestamp(min(times), dt.UTC))  # type: ignore[attr-defined]
+        ctx.registry.note_observed(run_id, dt.datetime.fromtimestamp(min(times), dt.UTC))

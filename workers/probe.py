@@ -27,7 +27,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from celery import Celery, bootsteps
 from celery.beat import PersistentScheduler
@@ -74,7 +74,7 @@ def age_s(path: Path, *, now: float | None = None) -> float | None:
 class HeartbeatStep(bootsteps.StartStopStep):
     """Consumer bootstep: touch the worker heartbeat file while the consumer runs."""
 
-    requires: ClassVar[set[str]] = {"celery.worker.consumer.tasks:Tasks"}
+    requires = ("celery.worker.consumer.tasks:Tasks",)
 
     def __init__(self, parent: Any, **kwargs: Any) -> None:
         super().__init__(parent, **kwargs)

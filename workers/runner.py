@@ -151,7 +151,8 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
             seconds=time.perf_counter() - started, joined=True,
         )
     total = len(plan.documents)
-    status, reason = BuildStatus.SKIPPED, None
+    status: str = BuildStatus.SKIPPED
+    reason: str | None = None
     with Heartbeat(svc.registry, plan.run_id, svc.settings.sync.heartbeat_interval_s):
         stale = None
         # The next document is fetched, parsed and chunked in a thread while this one embeds.

@@ -225,7 +225,7 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
             outcome = pipeline.process_document(svc.pipeline, run_id, changeset_id, source_id, key, etag, size)
             result = outcome.outcome
         except RetryableError as exc:
-            if self.request.retries < self.max_retries:
+            if self.max_retries is None or self.request.retries < self.max_retries:  # None: Celery's "forever"
                 count("process_document", "retry")
                 raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
             result = failed("retries_exhausted", str(exc))
@@ -320,7 +320,7 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
     def sweep_freshness(self: Task) -> dict[str, Any]:
         """Stale labels, hard expiry, end of validity, supersedes (idempotent)."""
         svc = services()
-        report = sweep(svc.registry, metrics=svc.metrics)  # type: ignore[arg-type]
+        report = sweep(svc.registry, metrics=svc.metrics)
         for source_id in report.resync:  # mirrors whose canonical document went: re-read them now
             sync_source.delay(source_id, "sweep")
         count("sweep_freshness", "ok")
@@ -330,7 +330,7 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
     def collect_tombstones(self: Task) -> dict[str, int]:
         """Delete tombstones no retained snapshot needs (idempotent)."""
         svc = services()
-        done = collect_tombstones_(svc.registry, retention_s=settings.schedules.tombstone_retention_s)  # type: ignore[arg-type]
+        done = collect_tombstones_(svc.registry, retention_s=settings.schedules.tombstone_retention_s)
         count("collect_tombstones", "ok")
         return done
 
@@ -344,7 +344,7 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
                 return svc.builder.retain(kb)
 
         try:
-            done = retain_snapshots_(svc.registry.knowledge_bases(), retain)  # type: ignore[attr-defined]
+            done = retain_snapshots_(svc.registry.knowledge_bases(), retain)
         finally:
             svc.store.release()
         count("retain_snapshots", "ok")
@@ -360,7 +360,7 @@ def register(app: Celery, services_factory: ServicesFactory | None = None) -> No
             return None if active is None else list(svc.store.iter_ids(active.collection))
 
         try:
-            done = reconcile(svc.registry, point_ids=point_ids, locked=svc.builder.lock,  # type: ignore[arg-type]
+            done = reconcile(svc.registry, point_ids=point_ids, locked=svc.builder.lock,
                              metrics=svc.metrics)
         finally:
             svc.store.release()

@@ -212,7 +212,7 @@ class _HealthCollector(Collector):
     def __init__(self, kbs: Callable[[], Iterable[str]], health: Callable[[str], dict[str, Any]]) -> None:
         self._kbs, self._health = kbs, health
 
-    def collect(self):  # type: ignore[override]
+    def collect(self):
         import datetime as dt
 
         lag = GaugeMetricFamily("freshindex_sync_lag_seconds", "Seconds since the last successful sync", labels=["kb"])
@@ -273,7 +273,7 @@ class _SourceFreshnessCollector(Collector):
     def __init__(self, sources: Callable[[], Iterable[dict[str, Any]]]) -> None:
         self._sources = sources
 
-    def collect(self):  # type: ignore[override]
+    def collect(self):
         import datetime as dt
 
         verified = GaugeMetricFamily("freshindex_source_freshness_lag_seconds",

@@ -316,7 +316,10 @@ def fit(ranked: Sequence[Evidence], limit: int, counter: Tokenizer, render: Rend
             best, best_tokens = text, n
             continue
         if not kept and not compressed:
-            cut = compress(e.text, lambda t, e=e: counter.count(render([replace(e, text=t)], token)) <= limit)
+            def fits_alone(t: str, e: Evidence = e) -> bool:
+                return counter.count(render([replace(e, text=t)], token)) <= limit
+
+            cut = compress(e.text, fits_alone)
             if cut is not None:
                 kept.append(replace(e, text=cut))
                 best = render(kept, token)

@@ -33,7 +33,7 @@ class InsufficientEvidence(FreshIndexError):
         self.next_actions = [a.as_dict() for a in packet.search.next_actions] if packet.search else []
 
 
-class Retrieved(list):  # type: ignore[type-arg]  # list[Document] or list[NodeWithScore]
+class Retrieved(list):  # list[Document] or list[NodeWithScore]
     """A retriever's result: the framework's documents in evidence order, plus the packet's verdict.
 
     It is a ``list`` (what the frameworks expect) with attributes: ``insufficient`` (true: the list is

@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 
 from freshindex.core.enums import ChangesetStatus, ChunkState
 from freshindex.registry.base import _aware, _Base, _batches, _chunk_row
+from freshindex.registry.db import plain_rows
 from freshindex.registry.records import ChunkRow, ChunkStatus
 from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, Source, Tombstone, utcnow
 
@@ -60,7 +61,7 @@ class ChunkStore(_Base):
                 # The document's resolved ACL; a document never resolved (null) has its source's.
                 out.extend(
                     _chunk_row(c, key, title, source_acl if doc_acl is None else doc_acl, tenant, version, sens)
-                    for c, key, title, source_acl, doc_acl, tenant, version, sens in s.execute(q).tuples()
+                    for c, key, title, source_acl, doc_acl, tenant, version, sens in plain_rows(s.execute(q))
                 )
         return out
 
@@ -108,7 +109,7 @@ class ChunkStore(_Base):
                     .where(Chunk.id.in_(batch))
                 )
                 for (cid, state, tomb, doc_id, source_id, doc_acl, source_acl, tenant, sens, version, valid_until,
-                     withdrawn, pending) in s.execute(q).tuples():
+                     withdrawn, pending) in plain_rows(s.execute(q)):
                     valid_until = _aware(valid_until)
                     out[cid] = ChunkStatus(
                         id=cid, state=state, tombstoned=tomb, document_id=doc_id, source_id=source_id,

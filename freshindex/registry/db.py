@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import CursorResult, Engine, create_engine, event, inspect, text
+from sqlalchemy import CursorResult, Engine, Row, create_engine, event, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from freshindex.core.errors import ConfigError, RetryableError
@@ -133,3 +133,12 @@ def affected_rows(result: object) -> int:
     if not isinstance(result, CursorResult):
         raise TypeError(f"not the result of an UPDATE or DELETE: {type(result).__name__}")
     return int(result.rowcount)
+
+
+def plain_rows(rows: Iterable[Row[*tuple[Any, ...]]]) -> Iterator[tuple[Any, ...]]:
+    """The rows of a wide select as plain tuples, for the type checker only (nothing is copied).
+
+    A select of more columns than SQLAlchemy's overloads type yields rows that
+    mypy unpacks as ``object``; as ``tuple[Any, ...]`` they unpack as ``Any``.
+    """
+    return iter(rows)

@@ -41,10 +41,15 @@ ACL_INVALID = "acl_invalid"
 class AclLike(Protocol):
     """What the registry needs of a resolved ACL (``acl.model.DocumentAcl`` is one)."""
 
-    tokens: tuple[str, ...]
-    tenant: str
-    sensitivity: str
-    origin: str
+    # read-only: a frozen dataclass (DocumentAcl) provides them
+    @property
+    def tokens(self) -> tuple[str, ...]: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def sensitivity(self) -> str: ...
+    @property
+    def origin(self) -> str: ...
 
     def fingerprint(self) -> str: ...
 

@@ -43,7 +43,7 @@ from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKi
 from freshindex.core.enums import DocumentState as DocState
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.registry.base import _aware, _Base, _batches, _run_info
-from freshindex.registry.db import affected_rows
+from freshindex.registry.db import affected_rows, plain_rows
 from freshindex.registry.records import DocumentOutcome, SyncRunInfo
 from freshindex.registry.schema import (
     Changeset,
@@ -218,7 +218,7 @@ class FreshnessStore(_Base):
             if not ids:
                 return {}
             q = q.where(Source.id.in_(ids))
-        rows = s.execute(q).tuples().all()
+        rows = list(plain_rows(s.execute(q)))
         last_ids = {sid: last for sid, _v, _ok, last in rows if last is not None}
         errors: dict[str, str | None] = {}
         if last_ids:

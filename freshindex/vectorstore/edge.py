@@ -470,7 +470,8 @@ class EdgeStore:
                             filter=where, params=_search_params(exact)),
                 qe.Prefetch(limit=depth, query=sparse, filter=where),
             ],
-            query=qe.Fusion.Rrf(k=RRF_K),
+            # A Fusion at run time (a pyo3 enum variant); qdrant-edge-py 0.9.0's stub nests it without the base.
+            query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]
             filter=where,
             with_payload=True,
             with_vector=[DENSE],

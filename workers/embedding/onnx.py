@@ -28,10 +28,14 @@ import hashlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from freshindex.core.errors import ConfigError, EmbeddingError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSION = 384
@@ -109,8 +113,8 @@ class OnnxMiniLM:
         self._threads = threads
         self._spin = spin
         self._verify = verify
-        self._session = None
-        self._tokenizer = None
+        self._session: Any = None  # an onnxruntime.InferenceSession once loaded (onnxruntime has no types)
+        self._tokenizer: Tokenizer | None = None
         self._lock = threading.Lock()
 
     @property
