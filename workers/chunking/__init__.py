@@ -53,7 +53,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from freshindex.core.enums import BlockKind
@@ -193,6 +193,9 @@ class Chunker:
     max_document_tokens: int = 2_000_000
     count_tokens: TokenCounter | None = None
     max_input_tokens: int = 256
+    # Derived in __post_init__: the counter's special tokens, and a cached count without them.
+    _specials: int = field(init=False, repr=False, compare=False)
+    _count: Callable[[str], int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         counter = self.count_tokens or minilm_count

@@ -24,6 +24,7 @@ under their real path) and is not an error.
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -85,7 +86,8 @@ class FolderConnector:
     def _folder_key(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix() + "/"
 
-    def _folder_refs(self, dirpath: Path, dirnames: list[str], filenames: list[str]) -> Iterator[ObjectRef]:
+    def _folder_refs(self, dirpath: Path, dirnames: builtins.list[str],  # `list` is the method above
+                     filenames: builtins.list[str]) -> Iterator[ObjectRef]:
         """The refs of one folder's files (and of links out of the root); prunes ``dirnames`` in place."""
         links = sorted(d for d in dirnames if not d.startswith(".") and (dirpath / d).is_symlink())
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in links)

@@ -133,8 +133,8 @@ def _python_blocks(text: str, key: str) -> list[Block] | None:
     blocks: list[Block] = []
     covered: set[int] = set()
 
-    def first_line(node: ast.AST) -> int:
-        decos = getattr(node, "decorator_list", [])
+    def first_line(node: ast.stmt) -> int:
+        decos = node.decorator_list if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
         return min([node.lineno] + [d.lineno for d in decos])
 
     def signature(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
@@ -219,17 +219,17 @@ def _parser(lang: str) -> Any:
         from tree_sitter import Language, Parser
 
         if lang == "javascript":
-            import tree_sitter_javascript as grammar
+            import tree_sitter_javascript as javascript
 
-            return Parser(Language(grammar.language()))
+            return Parser(Language(javascript.language()))
         if lang in ("typescript", "tsx"):
-            import tree_sitter_typescript as grammar
+            import tree_sitter_typescript as typescript
 
-            return Parser(Language(grammar.language_tsx() if lang == "tsx" else grammar.language_typescript()))
+            return Parser(Language(typescript.language_tsx() if lang == "tsx" else typescript.language_typescript()))
         if lang == "go":
-            import tree_sitter_go as grammar
+            import tree_sitter_go as go
 
-            return Parser(Language(grammar.language()))
+            return Parser(Language(go.language()))
     except ImportError:
         return None
     return None

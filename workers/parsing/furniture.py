@@ -62,9 +62,8 @@ def is_nav_link(a: Tag) -> bool:
     """A link that says where to go (previous, next, up, home), not what the text says."""
     if str(a.get("accesskey") or "").lower() in _NAV_ACCESSKEY:
         return True
-    rel = a.get("rel") or []
-    if isinstance(rel, str):
-        rel = rel.split()
+    raw = a.get("rel")
+    rel = raw.split() if isinstance(raw, str) else list(raw or ())
     if any(r.lower() in _NAV_REL for r in rel):
         return True
     text = " ".join(a.get_text(" ").split())

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Any
 
 from bs4 import BeautifulSoup, CData, NavigableString, Tag
 
@@ -65,6 +66,8 @@ VERSION = "html-4"
 _DROP_TAGS = ("script", "style", "noscript", "nav", "footer", "form", "template", "svg", "iframe", "button",
               "select", "input", "textarea", "link", "meta", "object", "embed", "canvas", "dialog")
 _DROP_ROLES = ["navigation", "banner", "contentinfo", "search", "complementary", "doc-pagelist"]
+#: find_all's attrs for the permalink mark (typed: bs4 wants a dict of its own value type)
+_ANCHOR_MARK: dict[str, Any] = {"data-fi-anchor": True}
 _FURNITURE = re.compile(
     r"(^|[-_ ])(breadcrumbs?|navbar|nav|navigation|sidebar|side-bar|footer|site-header|page-header|masthead|toc|"
     r"table-of-contents|pagination|pager|prev-next|prevnext|page-nav|version-(banner|warning|notice|switcher|selector)|"
@@ -90,7 +93,7 @@ def _text(node: Tag) -> str:
         if isinstance(el, NavigableString):
             if type(el) is NavigableString or isinstance(el, CData):
                 parts.append(str(el))
-        elif el.name == "br" or el.name in _BLOCKISH:
+        elif isinstance(el, Tag) and (el.name == "br" or el.name in _BLOCKISH):
             parts.append("\n")
     lines = (_WS.sub(" ", line.replace("\n", " ")).strip() for line in "".join(parts).split("\n"))
     return "\n".join(line for line in lines if line)
@@ -171,7 +174,7 @@ def _strip_furniture(soup: BeautifulSoup) -> None:
             for h in headings:
                 tag.insert_before(h.extract())
             tag.decompose()
-    for tag in soup.find_all(attrs={"role": _DROP_ROLES}):
+    for tag in soup.find_all(role=_DROP_ROLES):
         if not is_removed(tag):
             tag.decompose()
     for tag in soup.find_all(True):
@@ -340,7 +343,7 @@ def term_name(dts: list[Tag]) -> str:
 def _mark_permalinks(soup: BeautifulSoup) -> None:
     """Remember, on each heading, the id its permalink (``¶``) points to: the
     generator's own anchor for it (removed with the furniture afterwards)."""
-    for tag in soup.find_all(attrs={"data-fi-anchor": True}):
+    for tag in soup.find_all(name=None, attrs=_ANCHOR_MARK):  # bs4's overload wants the name given
         del tag["data-fi-anchor"]  # only this function may set it
     ids = {i for t in soup.find_all(id=True) if (i := _own_id(t))}
     for h in soup.find_all(list(_HEADINGS)):
@@ -361,7 +364,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
     _mark_permalinks(soup)
     _strip_furniture(soup)
     strip_structural(soup)
-    mains = soup.find_all("main") or soup.find_all(attrs={"role": "main"})
+    mains = soup.find_all("main") or soup.find_all(role="main")
     root = mains[0] if len(mains) == 1 else (soup.body or soup)
     heading_texts = [" ".join(_text(h).split()) for h in root.find_all(list(_HEADINGS), limit=8)]
     title_number, title = page_title(raw_title, heading_texts)
@@ -390,7 +393,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
             return heading[0]
         return ids[depth] if depth >= 0 else (heading[0] if heading else None)
 
-    def emit(kind: str, content: str, node: Tag | None, meta: dict | BlockMeta) -> None:
+    def emit(kind: BlockKind, content: str, node: Tag | None, meta: dict | BlockMeta) -> None:
         if open_entry and (kind == BlockKind.HEADING or len(ids) < open_entry[0][3]):
             open_entry.clear()
         if open_entry and "term" not in meta:
@@ -410,7 +413,7 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
             limits.check_time(f"block {len(blocks)}")
             limits.check_blocks(len(blocks))
 
-    def add(kind: str, content: str, node: Tag | None = None, **meta) -> None:
+    def add(kind: BlockKind, content: str, node: Tag | None = None, **meta) -> None:
         if not content:
             return
         if node is not None and kind in (BlockKind.PARAGRAPH, BlockKind.LIST, BlockKind.ADMONITION):

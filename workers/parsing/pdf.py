@@ -495,7 +495,7 @@ def _cell_rows(table: Any, words: list[tuple]) -> list[list[str]]:
     The grid's own rows only: PyMuPDF's "external header" is usually the caption."""
     out = []
     for row in table.rows:
-        cells = []
+        cells: list[str] = []
         for box in row.cells:
             if box is None:  # spanned by the cell on its left
                 cells.append(cells[-1] if cells else "")
@@ -522,15 +522,15 @@ def _aligned_columns(page: pymupdf.Page) -> bool:
                 starts.append(x0)
         starts_per_row.append(starts if len(starts) >= 2 else None)
     run = 0
-    prev = None
-    for starts in starts_per_row:
-        if starts and prev and sum(1 for s in starts if any(abs(s - p) < 4 for p in prev)) >= 2:
+    prev: list[float] | None = None
+    for cols in starts_per_row:
+        if cols and prev and sum(1 for s in cols if any(abs(s - p) < 4 for p in prev)) >= 2:
             run += 1
             if run >= 2:
                 return True
         else:
             run = 0
-        prev = starts
+        prev = cols
     return False
 
 
@@ -589,7 +589,7 @@ class _Assembler:
             for ln in p.lines:
                 m = _NUMBERED.match(ln.text)
                 level = self._heading_level(ln) if m else 0
-                if level:
+                if m and level:
                     seen.setdefault(m.group(1).count(".") + 1, Counter())[level] += 1
         out = {d: c.most_common(1)[0][0] for d, c in seen.items()}
         for d in range(1, 7):  # depths the text pages never showed: one level below the one above
@@ -658,7 +658,7 @@ class _Assembler:
     def hp(self) -> tuple[str, ...]:
         return tuple(t for _, t in self.path)
 
-    def emit(self, kind: str, text: str, page: int, **meta: Any) -> None:
+    def emit(self, kind: BlockKind, text: str, page: int, **meta: Any) -> None:
         text = text.strip("\n").rstrip() if kind == BlockKind.CODE else text.strip()
         if not text:
             return
@@ -1046,8 +1046,7 @@ def _reading_order(lines: list[_Line], tables: list[_Table], page_width: float) 
         band.clear()
 
     for it in sorted(items, key=lambda it: (it.y0, it.x0)):
-        full = isinstance(it, _Table) or (it.x0 < mid - 2 and it.x1 > mid + 2)
-        if full:
+        if isinstance(it, _Table) or (it.x0 < mid - 2 and it.x1 > mid + 2):  # full width
             flush()
             ordered.append(it)
         else:
