@@ -36,7 +36,7 @@ from freshindex.registry.protocols import RunLedger
 from freshindex.settings.model import SyncSettings
 from freshindex.snapshots import BuildResult
 from freshindex.workers.chunking import CHUNKER_VERSION, Chunker
-from freshindex.workers.connectors import Connector, check_key
+from freshindex.workers.connectors import ChunkMeta, Connector, check_key
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.embedding import embed_with_cache
 from freshindex.workers.parsing import PARSER_SET_VERSION, Parsers
@@ -631,6 +631,10 @@ def _process_document(
         if not chunks:
             raise DocumentError(DocumentError.EMPTY, "no text could be extracted (the page holds only navigation, "
                                 "an index or a table of contents, or no text at all)")
+        if isinstance(connector, ChunkMeta):  # e.g. a git source's commit: in the payload, not in the embedded text
+            stamp = connector.chunk_meta(key)
+            for c in chunks:
+                c.meta.update(stamp)
     except DocumentError as exc:
         seconds = time.perf_counter() - started
         if exc.reason in DocumentError.SKIP:  # nothing to index, on purpose: a skip, never a failure

@@ -32,6 +32,10 @@ and GitLab.  The same content again, under any id, is answered 409 as a
 duplicate id is, and counted as ``replayed_body`` (a repeated id stays
 ``replayed``).  Both are remembered for ``webhooks.replay_window_s``.
 
+A git source follows one ref (its ``ref`` option): a verified push whose
+payload names another ref (``"ref": "refs/heads/feature"``) is answered 200
+and enqueues nothing; a push to its ref syncs it, which fetches the ref.
+
 What it does not guarantee: that a GitHub/GitLab replay older than
 ``webhooks.replay_window_s`` is caught (those carry no signed timestamp);
 that a GitLab delivery is authentic beyond its token (``X-Gitlab-Token`` is
@@ -181,6 +185,11 @@ def push_paths(body: bytes) -> list[str] | None:
         for k in ("added", "modified", "removed"):
             paths.update(_strings(c.get(k, []), f"commits[].{k}"))
     return sorted(paths) or None
+
+
+def ref_matches(wanted: str, pushed: str) -> bool:
+    """Whether a push to ``pushed`` (a full ref name) moves ``wanted`` (a branch, a tag or a full ref name)."""
+    return pushed in (wanted, f"refs/heads/{wanted}", f"refs/tags/{wanted}")
 
 
 def s3_paths(body: bytes) -> list[str]:
@@ -396,6 +405,26 @@ class WebhookIntake:
             self._known.remember(source_id)
         return secret
 
+    def _other_ref(self, source_id: str, body: bytes) -> str | None:
+        """Why a verified push does not concern ``source_id``, or None: a git source follows one ref.
+
+        A push payload's ``ref`` (``refs/heads/main``, ``refs/tags/v2.0``; GitHub, GitLab, and a generic body
+        that names one) must be the ref the source indexes (its ``ref`` option); a source without one, or a
+        payload without a ref, syncs on any push.
+        """
+        data = _json(body)
+        pushed = data.get("ref") if isinstance(data, dict) else None
+        if not isinstance(pushed, str) or not pushed:
+            return None
+        try:
+            source = self.registry.get_source(source_id)
+        except NotFoundError:
+            return None  # the ticket join answers 404
+        wanted = str((source.options or {}).get("ref") or "") if source.kind == "git" else ""
+        if not wanted or wanted == "HEAD" or ref_matches(wanted, pushed):
+            return None
+        return f"push to {pushed[:200]}: {source_id} follows {wanted}, nothing to sync"
+
     def source_checked(self, source_id: str) -> bool:
         """True when :meth:`secret_for` would answer without reading the registry (no thread hop needed)."""
         return bool(self._secrets.get(source_id)) and self._known.fresh(source_id)
@@ -450,6 +479,8 @@ class WebhookIntake:
             check_timestamp(timestamp, now=self.clock(), max_skew_s=self.settings.max_skew_s)
             delivery = h.get("x-freshindex-delivery")
             digest = delivery_digest(provider, body, timestamp)
+        if provider != "s3" and (other := self._other_ref(source_id, body)) is not None:
+            return Accepted(None, note=other)
         if not delivery or len(delivery) > 255:
             raise Rejected(400, "malformed", "a delivery id header (1-255 characters) is required")
         if delivery.startswith(DIGEST_PREFIX):  # that key space holds the digests of signed content

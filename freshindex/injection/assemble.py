@@ -87,7 +87,7 @@ class Candidate:
             source_id=payload.source_id, heading_path=payload.heading_path, anchor=payload.anchor,
             page=payload.page, doc_version=payload.doc_version, snapshot_id=snapshot_id,
             written_in=payload.snapshot_id, ocr=payload.ocr, page_end=payload.page_end,
-            ocr_confidence=payload.ocr_confidence,
+            ocr_confidence=payload.ocr_confidence, commit=str(meta["commit"])[:10] if meta.get("commit") else None,
             date=str(meta["modified"]) if meta.get("modified") else None, stale=stale, verified_at=verified_at,
             table_columns=tuple(str(c) for c in columns) if isinstance(columns, list) else (),
         )

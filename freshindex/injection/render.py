@@ -224,12 +224,13 @@ def _table_body(e: Evidence) -> str:
 
 
 def source_line(e: Evidence) -> str:
-    """``[n] key#anchor (vN, page P, snapshot S)`` with every field neutralised to one line."""
+    """``[n] key#anchor (vN, page P, commit C, snapshot S)`` with every field neutralised to one line."""
     where = e.key + (f"#{e.anchor}" if e.anchor else "")
     page = ""
     if e.page:
         page = f", page {e.page}" + (f"-{e.page_end}" if getattr(e, "page_end", None) not in (None, e.page) else "")
-    return neutralise_line(f"[{e.n}] {where} (v{e.doc_version}{page}, snapshot {e.snapshot_id})")
+    commit = f", commit {e.commit}" if getattr(e, "commit", None) else ""  # a git source's chunk
+    return neutralise_line(f"[{e.n}] {where} (v{e.doc_version}{page}{commit}, snapshot {e.snapshot_id})")
 
 
 def _header(e: Evidence) -> str:

@@ -11,12 +11,12 @@ from typing import Any
 
 from sqlalchemy import select
 
-from freshindex.core.enums import ChunkState
+from freshindex.core.enums import SUCCESSFUL_RUNS, ChunkState, RunStatus
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.core.ids import validate_kb_name, validate_source_id
 from freshindex.registry.base import _Base, _doc_state, _source_info
 from freshindex.registry.records import DocumentState, SourceInfo
-from freshindex.registry.schema import Chunk, Document, Snapshot, Source, utcnow
+from freshindex.registry.schema import Chunk, Document, Snapshot, Source, SyncRun, utcnow
 
 
 class SourcesStore(_Base):
@@ -109,6 +109,49 @@ class SourcesStore(_Base):
             confirmation = {"count": int(count), "by": actor, "at": utcnow().isoformat()}
             row.options = {**(row.options or {}), "confirmed_deletions": confirmation}
             return confirmation
+
+    #: The key of ``sources.options`` holding a connector's sync cursor (a git source's last synced commit).
+    CURSOR_OPTION = "sync_cursor"
+
+    def source_cursor(self, source_id: str) -> dict[str, Any] | None:
+        """The cursor of the source's last run that succeeded (or partly), or None.
+
+        A connector records where its listing is with :meth:`set_pending_cursor`
+        while the run is open; the first read after that run finished promotes
+        it when the run succeeded or was partial, and drops it when the run
+        failed or was held (the next diff then starts from the older cursor,
+        so moves the held run saw are reported again).  Kept on the source row
+        like the deletion confirmation; ``sources add --replace`` forgets it.
+        """
+        with self.session() as s:
+            q = select(Source).where(Source.id == source_id)
+            if self._dialect == "postgresql":
+                q = q.with_for_update()
+            row = s.scalars(q).first()
+            if row is None:
+                return None
+            cursor = dict((row.options or {}).get(self.CURSOR_OPTION) or {})
+            pending = cursor.get("pending")
+            if pending:
+                status = s.scalar(select(SyncRun.status).where(SyncRun.id == pending.get("run")))
+                if status != RunStatus.RUNNING:
+                    cursor.pop("pending")
+                    if status in SUCCESSFUL_RUNS:
+                        cursor["synced"] = {k: v for k, v in pending.items() if k != "run"}
+                    row.options = {**(row.options or {}), self.CURSOR_OPTION: cursor}
+            return cursor.get("synced")
+
+    def set_pending_cursor(self, source_id: str, value: dict[str, Any]) -> None:
+        """Record where the source's open run listed (promoted by :meth:`source_cursor` once it succeeds)."""
+        with self.session() as s:
+            row = s.get(Source, source_id)
+            run = s.scalar(select(SyncRun.id).where(SyncRun.source_id == source_id, SyncRun.status == RunStatus.RUNNING)
+                           .order_by(SyncRun.id.desc()).limit(1))
+            if row is None or run is None:
+                return
+            cursor = dict((row.options or {}).get(self.CURSOR_OPTION) or {})
+            cursor["pending"] = {**value, "run": run}
+            row.options = {**(row.options or {}), self.CURSOR_OPTION: cursor}
 
     def take_deletion_confirmation(self, source_id: str) -> int | None:
         """Remove and return a source's pending confirmation (the count), if any.

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 BUILTIN: tuple[str, ...] = (
     "freshindex.workers.connectors.folder",
     "freshindex.workers.connectors.s3",
+    "freshindex.workers.connectors.git",
     "freshindex.workers.connectors.web",
 )
 

@@ -107,7 +107,7 @@ def test_an_unknown_kind_is_an_error_not_a_guess() -> None:
     with pytest.raises(ConfigError, match="unknown source kind 'nfs'"):
         source_uri("nfs", "/mnt/docs", "a.md")
     env = ConnectorEnv(sources=load_settings().sources, data_dir=Path("/nonexistent"))
-    with pytest.raises(ConfigError, match="known: .*folder.*s3"):
+    with pytest.raises(ConfigError, match=r"known: .*folder.*s3"):
         connectors.build_connector(type("S", (), {"id": "x", "location": "/", "options": {}})(), "nfs", env)
     with pytest.raises(ConfigError, match="already registered"):
         register(ConnectorSpec(kind="folder", build=lambda s, e: None, source_uri=lambda loc, k: k))  # type: ignore[arg-type,return-value]
