@@ -57,6 +57,8 @@ class EmbedServer:
         self.in_flight = 0
         self.max_seen_in_flight = 0
         self._lock = threading.Lock()
+        #: One model run at a time, as one model instance of a real server: concurrent requests queue.
+        self._model = threading.Lock()
 
     def reset(self) -> None:
         with self._lock:
@@ -114,7 +116,7 @@ class EmbedServer:
                 message = f"inputs must have less than {limit} tokens"
                 return JSONResponse({"error": {"message": message}} if protocol == "openai" else {"error": message},
                                     400 if protocol == "openai" else 422)
-            vectors = await run_in_threadpool(self.embedder.embed, texts)
+            vectors = await run_in_threadpool(self._embed, texts)
         finally:
             with self._lock:
                 self.in_flight -= 1
@@ -125,6 +127,11 @@ class EmbedServer:
             "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors.tolist())],
             "usage": {"prompt_tokens": sum(tokens), "total_tokens": sum(tokens)},
         })
+
+
+    def _embed(self, texts: list[str]) -> Any:
+        with self._model:
+            return self.embedder.embed(texts)
 
 
 def main(argv: list[str] | None = None) -> None:
