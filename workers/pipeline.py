@@ -635,6 +635,16 @@ def _process_document(
             stamp = connector.chunk_meta(key)
             for c in chunks:
                 c.meta.update(stamp)
+        old_ids = ctx.registry.live_chunk_ids(doc_id)
+        new_ids = {c.id for c in chunks}
+        added_ids, removed_ids = new_ids - old_ids, old_ids - new_ids
+        added = [c for c in chunks if c.id in added_ids]
+        # Moved: same content under a new id (another heading, another position).
+        # Its vector comes from the cache, but its point is rewritten.
+        removed_hashes = set(ctx.registry.chunk_hashes(sorted(removed_ids)).values()) if removed_ids else set()
+        moved = sum(1 for c in added if c.content_hash in removed_hashes)
+        # A text over the model's input limit, or one a remote model refuses, fails this document only.
+        result = embed_with_cache(added, ctx.embedder, ctx.registry)
     except DocumentError as exc:
         seconds = time.perf_counter() - started
         if exc.reason in DocumentError.SKIP:  # nothing to index, on purpose: a skip, never a failure
@@ -661,15 +671,6 @@ def _process_document(
         return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.FAILED, error_reason=exc.reason,
                                error_detail=exc.detail, seconds=seconds)
 
-    old_ids = ctx.registry.live_chunk_ids(doc_id)
-    new_ids = {c.id for c in chunks}
-    added_ids, removed_ids = new_ids - old_ids, old_ids - new_ids
-    added = [c for c in chunks if c.id in added_ids]
-    # Moved: same content under a new id (another heading, another position).
-    # Its vector comes from the cache, but its point is rewritten.
-    removed_hashes = set(ctx.registry.chunk_hashes(sorted(removed_ids)).values()) if removed_ids else set()
-    moved = sum(1 for c in added if c.content_hash in removed_hashes)
-    result = embed_with_cache(added, ctx.embedder, ctx.registry)
     rechunk_reason = None
     if known is not None and known.content_hash == digest and known.parser_version != PIPELINE_VERSION:
         rechunk_reason = f"pipeline {known.parser_version} -> {PIPELINE_VERSION}"
