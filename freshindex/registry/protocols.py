@@ -14,7 +14,7 @@ method is its own transaction), nor anything about speed.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -92,7 +92,8 @@ class RunLedger(Protocol):
     def count_stale_task(self, run_id: int) -> int: ...
 
     def set_run_planned(self, run_id: int, *, listed: int, planned: int,
-                        documents: Sequence[tuple[str, str | None, int]] | None = None) -> None: ...
+                        documents: Sequence[tuple[str, str | None, int]] | None = None,
+                        skipped: int = 0, moves: Sequence[dict[str, Any]] = ()) -> None: ...
 
     def heartbeat_run(self, run_id: int, worker: str | None = None, *, now: dt.datetime | None = None) -> None: ...
 
@@ -145,9 +146,16 @@ class DocumentStaging(Protocol):
     def stage_document(self, run_id: int, changeset_id: int, *, source: SourceInfo, document_id: str, key: str,
                        etag: str | None, size: int, content_hash: str, title: str, parser: str,
                        parser_version: str, chunks: Sequence[ChunkDraft], added_ids: set[str],
-                       removed_ids: set[str], outcome: DocumentOutcome, acl: Any = None) -> None: ...
+                       removed_ids: set[str], outcome: DocumentOutcome, acl: Any = None,
+                       source_hash: str | None = None) -> None: ...
 
-    def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = ...) -> int: ...
+    def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = ...,
+                       moved_to: str | None = None, skipped: tuple[str, str] | None = None) -> int: ...
+
+    def record_skips(self, run_id: int, changeset_id: int | None, source_id: str,
+                     skips: Sequence[dict[str, Any]]) -> int: ...
+
+    def mark_pending_deletion(self, source_id: str, run_id: int, document_ids: Iterable[str]) -> int: ...
 
 
 class ReaperRegistry(RunLedger, DocumentStaging, Protocol):
