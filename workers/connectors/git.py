@@ -30,6 +30,7 @@ indexed as text), symbolic links (listed, fail as ``unsupported_type``).
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 import subprocess
@@ -88,7 +89,8 @@ def source_uri(location: str, key: str) -> str:
 def parse_name_status(out: bytes) -> list[tuple[str, str, str | None]]:
     """``git diff --name-status -z -M`` -> ``[(status letter, path, old path or None)]``."""
     fields = out.decode("utf-8", "surrogateescape").split("\0")
-    changes, i = [], 0
+    changes: list[tuple[str, str, str | None]] = []
+    i = 0
     while i < len(fields) and fields[i]:
         status = fields[i][0]
         if status in "RC":
@@ -183,7 +185,7 @@ class GitConnector:
     def list(self) -> Iterator[ObjectRef]:
         yield from self._list(record=True)
 
-    def _list(self, *, record: bool) -> list[ObjectRef]:
+    def _list(self, *, record: bool) -> builtins.list[ObjectRef]:  # `list` is the method above
         """Fetch and list; ``record``: this is the run's listing, so its commit becomes the pending cursor."""
         commit = self.fetch_ref()
         synced = (self.cursor.get() or {}) if self.cursor is not None else {}
