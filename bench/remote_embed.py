@@ -35,6 +35,10 @@ from typing import Any
 
 import httpx
 
+NOTE = ("Requests: one per document for its chunks (the pipeline embeds a document's new chunks in one call), "
+        "then one per question of the build's refusal calibration, which embeds its pseudo-questions as queries, "
+        "one text each. 'wall s' covers the whole sync and build; 's in embed calls' only the pipeline's embed step.")
+
 
 def corpus(limit: int, dest: Path) -> Path:
     """The first ``limit`` pages of the Django corpus, copied under ``dest``."""
@@ -156,7 +160,8 @@ def main() -> None:
         [[r["round"], r["side"], r["seconds"], r["points"], int(r["embedded"] or 0), r["embed_seconds"],
           r.get("requests", "-"), r.get("request_seconds", "-"), r.get("retries", "-"), r["errors"]] for r in runs])
     lines += ["", f"Median wall time: in-process {median['onnx']} s, remote {median['openai']} s; "
-              f"ratio remote / in-process = **{ratio}**."]
+              f"ratio remote / in-process = **{ratio}**.", "",
+              NOTE]
     write(args.name, {"meta": meta, "runs": runs, "median_s": median, "ratio": ratio}, lines)
 
 
