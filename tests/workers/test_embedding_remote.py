@@ -26,7 +26,13 @@ from freshindex.health.metrics import Metrics
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.embedding import embedder_from_settings
-from freshindex.workers.embedding.remote import InputTooLongError, RemoteEmbedder, RemoteOptions, plan_requests
+from freshindex.workers.embedding.remote import (
+    InputTooLongError,
+    RemoteEmbedder,
+    RemoteOptions,
+    plan_requests,
+    retry_after_seconds,
+)
 from freshindex.workers.runner import sync_inline
 from tests.api.served import app_in_thread
 
@@ -333,3 +339,27 @@ def test_every_example_in_the_guide_is_a_valid_remote_configuration(tmp_path: Pa
         e = load_settings(path, strict=True, data_dir=tmp_path).embedding
         # Then it names a remote provider with everything it needs
         assert e.provider in ("openai", "tei") and e.base_url and e.dimensions > 0, example
+
+
+def test_a_server_asking_to_wait_longer_than_allowed_fails_the_call_at_once(server, srv) -> None:
+    # Given retry_max_wait_s = 5 and a server answering 429 with Retry-After: 120
+    emb = _remote(server[1], retry_max_wait_s=5)
+    srv.faults.append(Fault(status=429, headers={"Retry-After": "120"}))
+    started = time.monotonic()
+    try:
+        with pytest.raises(EmbeddingError, match=r"asks to wait 120s, over embedding\.retry_max_wait_s=5"):
+            emb.embed(["now"])
+    finally:
+        emb.close()
+    # Then it was not retried and nobody waited
+    assert len(srv.requests) == 1 and time.monotonic() - started < 5
+
+
+def test_request_planning_and_retry_after_parsing() -> None:
+    # A text over the token budget goes alone; order is kept; both limits hold for the rest
+    assert plan_requests([10, 10, 500, 10, 10, 10], max_inputs=2, max_tokens=100) == [[0, 1], [2], [3, 4], [5]]
+    assert plan_requests([60, 60, 60], max_inputs=8, max_tokens=100) == [[0], [1], [2]]
+    assert plan_requests([], max_inputs=8, max_tokens=100) == []
+    # Retry-After is delta-seconds or an HTTP date
+    assert retry_after_seconds("3") == 3.0 and retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:30 GMT", now=lambda: 1445412500.0) == 10.0
