@@ -105,12 +105,12 @@ def test_a_new_query_metric_is_one_observer_method_and_a_failing_one_fails_no_qu
     from freshindex.services import ServiceObserver
 
     # Given one method: the evidence items each answered question got (the newcomer's change)
-    class EvidenceCount(ServiceObserver):
-        items: list[int] = []
+    items: list[int] = []
 
+    class EvidenceCount(ServiceObserver):
         def finished(self, kb: str, packet) -> None:
             super().finished(kb, packet)
-            self.items.append(len(packet.evidence))
+            items.append(len(packet.evidence))
 
     class Broken(QueryObserver):
         def finished(self, kb: str, packet) -> None:
@@ -119,5 +119,5 @@ def test_a_new_query_metric_is_one_observer_method_and_a_failing_one_fails_no_qu
     svc.client.observer = Observers(EvidenceCount(svc), Broken())
     packet = svc.client.retrieve(ANSWERABLE, kb="default")
     # Then it hears the query, the service's own series still count, and the broken one cost nothing
-    assert EvidenceCount.items == [len(packet.evidence)] and packet.evidence
+    assert items == [len(packet.evidence)] and packet.evidence
     assert svc.metrics.value("freshindex_queries_total", kb="default", outcome="answered") == 1.0
