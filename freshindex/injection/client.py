@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from freshindex.acl import Principal, query_filter, visible
@@ -163,38 +163,82 @@ class InjectionClient:
                   numbers: SessionNumbers | None, deterministic: bool, timer: StageTimer) -> ContextPacket:
         with timer.stage("embed"):
             vector = self.embedder.embed([question])[0].tolist()
-        hits: list[ScoredHit] = []
-        searched: tuple[tuple[str, ...], ...] = ()  # each sub-query's hit ids
         query_plan = plan_query(question, enabled=self.planning)
+        found = self._search(kb, vector, query_plan, max(self.policy.candidate_pool, limit), principal, timer)
+        if found is None:
+            return self._refuse(question, kb, None, RefusalReason.NO_SNAPSHOT,
+                                "the knowledge base has no snapshot yet",
+                                tally=_Tally(), principal=principal, deterministic=deterministic)
+        (collection, snapshot_id), hits, searched = found
+        got = self._admit(kb, snapshot_id, hits, principal, timer)
+        got.tally.searched = subquery_report(query_plan, searched, got.readable_ids)
+        if got.denied:
+            self.observer.denied(denial_records(kb, principal, got.denied))
+        if not got.readable_ids:
+            self.observer.empty_recall(kb)
+        candidates, dropped, tally = got.candidates, got.dropped, got.tally
+        if not candidates or not got.dense_ok:
+            if candidates:
+                dropped["low_score"] = dropped.get("low_score", 0) + len(candidates)
+                tally.demote(len(candidates), "low_score")
+            return self._refuse(question, kb, snapshot_id, RefusalReason.NO_EVIDENCE,
+                                "no evidence above the relevance threshold", dropped,
+                                tally=tally, principal=principal, deterministic=deterministic)
+        admitted = {c.chunk_id for c in candidates}
+        sig = self._signals(question, collection, principal, candidates, [h for h in hits if h.id in admitted])
+        refused = decide_refusal(self._policy(snapshot_id), sig)
+        if refused is not None:
+            dropped["refused"] = dropped.get("refused", 0) + len(candidates)
+            return self._refuse(question, kb, snapshot_id, refused[0], refused[1], dropped, sig,
+                                tally=tally, principal=principal, deterministic=deterministic)
+        if got.stale:  # the source could not be verified lately: its last good content, labelled with when
+            candidates = [_label_stale(c, got.stale.get(c.evidence.source_id)) for c in candidates]
+        packet = compose(question, kb, snapshot_id, candidates, policy=self.policy, query_type=query_type,
+                         tokenizer=self.tokenizer, reranker=self._reranker(sig), numbers=numbers,
+                         deterministic=deterministic, kb_version=snapshot_id, dropped=dropped, limit=limit,
+                         on_stage=timer.sink)
+        if packet.insufficient:  # assembly left nothing, or the budget cannot hold even the frame
+            budget = (packet.reason or "").startswith("the context budget")
+            why = RefusalReason.BUDGET if budget else RefusalReason.NO_EVIDENCE
+            self._decided(kb, why, sig)
+            report = self._report(kb, snapshot_id, principal, tally, why, got.stale)
+            self._count_insufficient(kb, tally, why)
+            rendered = insufficient_context(kb, snapshot_id, reason=packet.reason, search=report,
+                                            deterministic=deterministic)
+            return replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped), search=report,
+                           rendered=rendered)
+        self._decided(kb, None, sig)
+        packet = replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped),
+                         search=self._report(kb, snapshot_id, principal, tally, None, got.stale))
+        return mark_conflicts(packet, deterministic=deterministic)  # sources that disagree: both shown, labelled
+
+    def _search(self, kb: str, vector: list[float], query_plan: Any, pool: int, principal: Principal,
+                timer: StageTimer) -> tuple[tuple[str, str], list[ScoredHit], tuple[tuple[str, ...], ...]] | None:
+        """((collection, snapshot id), fused hits, each sub-query's hit ids); None when ``kb`` serves nothing."""
         target = None
-        pool = max(self.policy.candidate_pool, limit)
         for _attempt in range(2):
             target = self.resolve(kb)
             if target is None:
-                return self._refuse(question, kb, None, RefusalReason.NO_SNAPSHOT,
-                                    "the knowledge base has no snapshot yet",
-                                    tally=_Tally(), principal=principal, deterministic=deterministic)
+                return None
             try:
                 # One alias resolution, one collection: every hit comes from one snapshot.
                 with timer.stage("search"):
-                    # Every sub-query under the same engine filter; fused before the recheck below.
+                    # Every sub-query under the same engine filter; fused before the recheck.
                     hits, searched = run_plan(self.store, target[0], vector, query_plan, limit=pool,
                                               flt=query_filter(principal))
-                break
+                return target, hits, searched
             except NotFoundError:
                 continue  # the collection was pruned between resolve and search: resolve again
-        assert target is not None
-        _collection, snapshot_id = target
-        dropped: dict[str, int] = {}
+        return (target, [], ()) if target is not None else None
+
+    def _admit(self, kb: str, snapshot_id: str, hits: Sequence[ScoredHit], principal: Principal,
+               timer: StageTimer) -> _Admitted:
+        """Each hit decided against the registry, the ACL, the score floor and the staleness policy."""
+        got = _Admitted()
+        dropped, tally, denied, candidates = got.dropped, got.tally, got.denied, got.candidates
         with timer.stage("recheck"):
             statuses = self.recheck([h.id for h in hits]) if (self.recheck and hits) else None
-        readable = 0  # hits the principal may read now (before the relevance floor)
-        readable_ids: set[str] = set()
-        denied: list[tuple[str, Verdict, DocumentStatus | None]] = []
-        candidates: list[Candidate] = []
-        dense_ok = False  # refusal as before: insufficient unless some hit clears the dense floor
-        tally = _Tally()  # what the caller may be told: only hits it may read, by reason
-        stale = self.stale_sources(kb) if self.stale_sources is not None else {}
+        stale = got.stale = self.stale_sources(kb) if self.stale_sources is not None else {}
         now = self.clock() if stale and self.max_stale_s is not None else None
         for h in hits:
             status = None
@@ -211,8 +255,7 @@ class InjectionClient:
                     elif verdict is Verdict.EXPIRED:  # decided only for a hit the principal may read
                         tally.reject("expired", getattr(status, "source_id", None) or h.payload.get("source_id"))
                     continue
-            readable += 1
-            readable_ids.add(h.id)
+            got.readable_ids.add(h.id)
             # Admission: dense similarity over the floor, or a place in the lexical ranking (an exact
             # identifier the dense side ranks low). Order: the engine's fused rank, never the dense score.
             if h.score < self.min_score and h.lexical_rank is None:
@@ -231,53 +274,14 @@ class InjectionClient:
                 tally.reject("stale", p.source_id)
                 continue
             tally.accept(p.source_id)
-            dense_ok = dense_ok or h.score >= self.min_score
+            got.dense_ok = got.dense_ok or h.score >= self.min_score
             rank_score = h.fused if h.fused is not None else h.score
             # evidence.score stays the dense cosine (what callers see); Candidate.score orders the pool
             candidate = replace(Candidate.from_point(h.id, h.score, p, snapshot_id), score=rank_score)
             if getattr(status, "pending_deletion", False):  # the deletion guard holds its document's deletion
                 candidate = replace(candidate, evidence=replace(candidate.evidence, pending_deletion=True))
             candidates.append(candidate)
-        tally.searched = subquery_report(query_plan, searched, readable_ids)
-        if denied:
-            self.observer.denied(denial_records(kb, principal, denied))
-        if not readable:
-            self.observer.empty_recall(kb)
-        if not candidates or not dense_ok:
-            if candidates:
-                dropped["low_score"] = dropped.get("low_score", 0) + len(candidates)
-                tally.demote(len(candidates), "low_score")
-            return self._refuse(question, kb, snapshot_id, RefusalReason.NO_EVIDENCE,
-                                "no evidence above the relevance threshold", dropped,
-                                tally=tally, principal=principal, deterministic=deterministic)
-        admitted = {c.chunk_id for c in candidates}
-        sig = self._signals(question, _collection, principal, candidates,
-                            [h for h in hits if h.id in admitted])
-        refused = decide_refusal(self._policy(snapshot_id), sig)
-        if refused is not None:
-            dropped["refused"] = dropped.get("refused", 0) + len(candidates)
-            return self._refuse(question, kb, snapshot_id, refused[0], refused[1], dropped, sig,
-                                tally=tally, principal=principal, deterministic=deterministic)
-        if stale:  # the source could not be verified lately: its last good content, labelled with when
-            candidates = [_label_stale(c, stale.get(c.evidence.source_id)) for c in candidates]
-        packet = compose(question, kb, snapshot_id, candidates, policy=self.policy, query_type=query_type,
-                         tokenizer=self.tokenizer, reranker=self._reranker(sig), numbers=numbers,
-                         deterministic=deterministic, kb_version=snapshot_id, dropped=dropped, limit=limit,
-                         on_stage=timer.sink)
-        if packet.insufficient:  # assembly left nothing, or the budget cannot hold even the frame
-            budget = (packet.reason or "").startswith("the context budget")
-            why = RefusalReason.BUDGET if budget else RefusalReason.NO_EVIDENCE
-            self._decided(kb, why, sig)
-            report = self._report(kb, snapshot_id, principal, tally, why, stale)
-            self._count_insufficient(kb, tally, why)
-            rendered = insufficient_context(kb, snapshot_id, reason=packet.reason, search=report,
-                                            deterministic=deterministic)
-            return replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped), search=report,
-                           rendered=rendered)
-        self._decided(kb, None, sig)
-        packet = replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped),
-                         search=self._report(kb, snapshot_id, principal, tally, None, stale))
-        return mark_conflicts(packet, deterministic=deterministic)  # sources that disagree: both shown, labelled
+        return got
 
     def _signals(self, question: str, collection: str, principal: Principal, candidates: Sequence[Candidate],
                  hits: Sequence[ScoredHit]) -> Signals:
@@ -401,6 +405,19 @@ class InjectionClient:
                                           else "not_found"))
         return SearchReport(kb, snapshot_id, listed, tally.candidates, tally.accepted, dict(tally.rejected),
                             tuple(actions), subqueries=tally.searched)
+
+
+@dataclass
+class _Admitted:
+    """What :meth:`InjectionClient._admit` made of one query's hits."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)  # by reason, every reason (the public part is filtered)
+    tally: _Tally = field(default_factory=lambda: _Tally())  # what the caller may be told: hits it may read
+    denied: list[tuple[str, Verdict, DocumentStatus | None]] = field(default_factory=list)
+    readable_ids: set[str] = field(default_factory=set)  # hits the principal may read now (before the floor)
+    dense_ok: bool = False  # insufficient unless some admitted hit clears the dense floor
+    stale: Mapping[str, Any] = field(default_factory=dict)  # source id -> freshness, for stale sources
 
 
 class _Tally:
