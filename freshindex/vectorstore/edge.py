@@ -48,8 +48,6 @@ import json
 import logging
 import os
 import shutil
-import tarfile
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -59,42 +57,10 @@ from typing import Any
 import qdrant_edge as qe
 
 from freshindex.core.errors import NotFoundError, StoreBusyError, StoreError
-from freshindex.vectorstore import lexical
-from freshindex.vectorstore.base import (
-    DENSE,
-    HYBRID_PREFETCH,
-    INDEXED_FIELDS,
-    LEXICAL,
-    RRF_K,
-    FieldRange,
-    Filter,
-    PointRecord,
-    ScoredHit,
-    fuse_hits,
-)
+from freshindex.vectorstore import edge_files, edge_query, edge_schema, lexical
+from freshindex.vectorstore.base import DENSE, INDEXED_FIELDS, LEXICAL, Filter, PointRecord, ScoredHit, fuse_hits
 
 _UPSERT_BATCH = 512
-
-#: HNSW parameters when ``hnsw_m`` > 0 (Qdrant's defaults); ``full_scan_threshold`` is in KB of vectors.
-_EF_CONSTRUCT = 100
-_FULL_SCAN_KB = 10_000
-
-
-def _index_params(hnsw_m: int, indexing_threshold_kb: int | None = None) -> dict[str, Any]:
-    """The dense index settings of a new (or re-indexed) collection: see the module docstring.
-
-    ``indexing_threshold_kb`` (the engine's default, about 10 MB of vectors,
-    when None) is the size from which :meth:`EdgeStore.optimize` converts a
-    written segment; smaller segments are scanned as written.
-    """
-    params: dict[str, Any] = {
-        "hnsw_config": qe.HnswIndexConfig(m=hnsw_m, ef_construct=_EF_CONSTRUCT if hnsw_m else 16,
-                                          full_scan_threshold=_FULL_SCAN_KB, payload_m=0),
-        "quantization_config": qe.ScalarQuantizationConfig(qe.ScalarType.Int8, always_ram=True),
-    }
-    if indexing_threshold_kb is not None:
-        params["optimizers"] = qe.EdgeOptimizersConfig(indexing_threshold=indexing_threshold_kb)
-    return params
 
 log = logging.getLogger("freshindex.edge")
 
@@ -242,21 +208,10 @@ class EdgeStore:
                     raise NotFoundError(f"collection {clone_from!r} does not exist")
                 if clone_from in self._open:
                     self._open[clone_from].flush()
-                tmp = path.with_name(f".{name}.tmp")
-                shutil.rmtree(tmp, ignore_errors=True)
-                shutil.copytree(source, tmp, copy_function=_tolerant_copy, ignore=_reader_scratch)
-                os.replace(tmp, path)
+                edge_files.copy_shard(source, path)
                 self._complete_schema(name)
                 return
-            # No WAL: a collection is written once, by the one builder holding the
-            # knowledge base's lock, and flushed before it is verified; without a
-            # WAL the shard takes no file lock, so reader processes can open it.
-            config = qe.EdgeConfig(
-                vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
-                sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-                wal_enabled=False,
-                **_index_params(self.hnsw_m, self.indexing_threshold_kb),
-            )
+            config = edge_schema.new_config(dim, self.hnsw_m, self.indexing_threshold_kb)  # no WAL: see there
             try:
                 self._open[name] = qe.EdgeShard.create(str(path), config)
             except Exception as exc:
@@ -275,7 +230,7 @@ class EdgeStore:
             present = set(shard.info().payload_schema)
             for field, kind in INDEXED_FIELDS.items():
                 if field not in present:
-                    shard.update(qe.UpdateOperation.create_field_index(field, _edge_index(kind)))
+                    shard.update(qe.UpdateOperation.create_field_index(field, edge_schema.payload_index(kind)))
         except Exception as exc:
             raise StoreError(f"cannot complete the schema of collection {name!r}: {exc}") from exc
 
@@ -325,7 +280,7 @@ class EdgeStore:
                 raise StoreBusyError(f"collection {name!r} is open in another process; not recycling it") from exc
             try:
                 os.rename(src, dst)
-                _fsync_dir(src.parent)
+                edge_files.fsync_dir(src.parent)
             finally:
                 os.close(fd)
 
@@ -344,7 +299,8 @@ class EdgeStore:
         shard = self._shard(name)
         for i in range(0, len(points), _UPSERT_BATCH):
             batch = [
-                qe.Point(p.id, _vectors(p), p.payload) for p in points[i : i + _UPSERT_BATCH] if p.vector is not None
+                qe.Point(p.id, edge_query.point_vectors(p), p.payload)
+                for p in points[i : i + _UPSERT_BATCH] if p.vector is not None
             ]
             try:
                 shard.update(qe.UpdateOperation.upsert_points(batch))
@@ -380,7 +336,8 @@ class EdgeStore:
         with self._reading(name):  # a read in flight: no re-index or release closes the shard under it
             records = self._shard(name).retrieve(list(ids), True, [DENSE] if with_vectors else False)
         return [
-            PointRecord(id=str(r.id), vector=_dense(r.vector) if with_vectors else None, payload=dict(r.payload or {}))
+            PointRecord(id=str(r.id), vector=edge_query.dense_of(r.vector) if with_vectors else None,
+                        payload=dict(r.payload or {}))
             for r in records
         ]
 
@@ -440,13 +397,7 @@ class EdgeStore:
     def _search(
         self, name: str, vector: Sequence[float], *, limit: int, flt: Filter | None, exact: bool
     ) -> list[ScoredHit]:
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest([float(x) for x in vector], using=DENSE),
-            filter=_edge_filter(flt),
-            with_payload=True,
-            params=_search_params(exact),
-        )
+        request = edge_query.dense_request(vector, limit=limit, flt=flt, exact=exact)
         try:
             hits = self._shard(name).query(request)
         except (NotFoundError, StoreBusyError):
@@ -460,30 +411,15 @@ class EdgeStore:
         """One batch: the fused query (dense and lexical prefetch, both filtered, RRF) and the
         lexical ranking alone (its scores; the fused query exposes only the fused score).
         The dense score comes from each hit's stored, normalised vector."""
-        depth = max(limit, HYBRID_PREFETCH)
-        where = _edge_filter(flt)
-        sparse = qe.Query.Nearest(qe.SparseVector(list(query.indices), list(query.values)), using=LEXICAL)
-        fused = qe.QueryRequest(
-            limit=limit,
-            prefetches=[
-                qe.Prefetch(limit=depth, query=qe.Query.Nearest([float(x) for x in vector], using=DENSE),
-                            filter=where, params=_search_params(exact)),
-                qe.Prefetch(limit=depth, query=sparse, filter=where),
-            ],
-            # A Fusion at run time (a pyo3 enum variant); qdrant-edge-py 0.9.0's stub nests it without the base.
-            query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]
-            filter=where,
-            with_payload=True,
-            with_vector=[DENSE],
-        )
-        alone = qe.QueryRequest(limit=depth, query=sparse, filter=where, with_payload=False)
+        batch = edge_query.hybrid_requests(vector, query, limit=limit, flt=flt, exact=exact)
         try:
-            hits, lexical_hits = self._shard(name).query_batch(qe.QueryBatchRequest([fused, alone]))
+            hits, lexical_hits = self._shard(name).query_batch(batch)
         except (NotFoundError, StoreBusyError):
             raise
         except Exception as exc:
             raise StoreError(f"hybrid query on {name!r} failed: {exc}") from exc
-        return fuse_hits(vector, hits, [(str(h.id), float(h.score)) for h in lexical_hits], dense_of=_dense)
+        return fuse_hits(vector, hits, [(str(h.id), float(h.score)) for h in lexical_hits],
+                         dense_of=edge_query.dense_of)
 
     def lexical_idf(self, name: str, tokens: Sequence[str], *, flt: Filter | None = None) -> dict[str, float]:
         """The engine's IDF of each token some point under ``flt`` has; tokens no such point has are left out.
@@ -499,13 +435,10 @@ class EdgeStore:
         unique = list(dict.fromkeys(tokens))
         if not unique or not self._lexical_configured(name):
             return {}
-        where = _edge_filter(flt)
         indices = [lexical.token_index(t) for t in unique]
-        requests = [qe.QueryRequest(limit=1, query=qe.Query.Nearest(qe.SparseVector([i], [1.0]), using=LEXICAL),
-                                    filter=where, with_payload=False, with_vector=[LEXICAL]) for i in indices]
         with self._reading(name):
             try:
-                answers = self._shard(name).query_batch(qe.QueryBatchRequest(requests))
+                answers = self._shard(name).query_batch(edge_query.idf_requests(indices, flt))
             except (NotFoundError, StoreBusyError):
                 raise
             except Exception as exc:
@@ -539,7 +472,7 @@ class EdgeStore:
                 raise NotFoundError(f"collection {name!r} does not exist") from None
             except (OSError, ValueError) as exc:
                 raise StoreError(f"cannot read the config of collection {name!r}: {exc}") from exc
-            if not self._index_current(persisted):
+            if not edge_schema.index_current(persisted, self.hnsw_m, self.indexing_threshold_kb):
                 self._reopen_reindexed(name, persisted)
         with self._reading(name):  # in use while the engine works: no release closes it under the work
             shard = self._shard(name)
@@ -569,7 +502,8 @@ class EdgeStore:
             except BlockingIOError as exc:
                 raise StoreBusyError(f"collection {name!r} is open in another process; not re-indexing it") from exc
             try:
-                shard = qe.EdgeShard.load(str(self._dir(name)), self._config_like(persisted))
+                shard = qe.EdgeShard.load(str(self._dir(name)),
+                                          edge_schema.config_like(persisted, self.hnsw_m, self.indexing_threshold_kb))
             except StoreError:
                 raise
             except Exception as exc:
@@ -587,25 +521,6 @@ class EdgeStore:
         self._holds[name] = fd
         self._open[name] = shard
 
-    def _index_current(self, persisted: dict[str, Any]) -> bool:
-        hnsw = persisted.get("hnsw_config") or {}
-        threshold = (persisted.get("optimizers") or {}).get("indexing_threshold")
-        return (hnsw.get("m") == self.hnsw_m and hnsw.get("payload_m") == 0
-                and "scalar" in (persisted.get("quantization_config") or {})
-                and (self.indexing_threshold_kb is None or threshold == self.indexing_threshold_kb))
-
-    def _config_like(self, persisted: dict[str, Any]) -> qe.EdgeConfig:
-        """``persisted``'s vectors and WAL setting (fixed at creation) with this store's index settings."""
-        dense = (persisted.get("vectors") or {}).get(DENSE)
-        if not dense:
-            raise StoreError(f"the collection has no {DENSE!r} vector to index")
-        sparse = {LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if LEXICAL in (
-            persisted.get("sparse_vectors") or {}) else None
-        return qe.EdgeConfig(
-            vectors={DENSE: qe.EdgeVectorParams(size=int(dense["size"]), distance=qe.Distance.Cosine)},
-            sparse_vectors=sparse, wal_enabled=persisted.get("wal_enabled", True),
-            **_index_params(self.hnsw_m, self.indexing_threshold_kb))
-
     # -- archives -------------------------------------------------------------
 
     def export_collection(self, name: str, dest: Path) -> None:
@@ -614,36 +529,15 @@ class EdgeStore:
         if not path.exists():
             raise NotFoundError(f"collection {name!r} does not exist")
         self.release(name)
-        with tarfile.open(dest, "w") as tar:
-            tar.add(path, arcname="shard")
+        edge_files.pack_shard(path, dest)
 
     def import_collection(self, name: str, source: Path | str) -> None:
-        path = self._dir(name)
-        if path.exists():
-            raise StoreError(f"collection {name!r} already exists")
-        tmp = path.with_name(f".{name}.import")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
-            with tarfile.open(Path(source), "r") as tar:
-                members = tar.getmembers()
-                for m in members:
-                    if not (m.isfile() or m.isdir()) or not (m.name == "shard" or m.name.startswith("shard/")):
-                        raise StoreError(f"unexpected member {m.name!r} in a collection archive")
-                tar.extractall(tmp, members=members, filter="data")
-            if not (tmp / "shard" / "edge_config.json").exists():
-                raise StoreError("the archive holds no edge shard")
-            os.replace(tmp / "shard", path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        edge_files.unpack_shard(self._dir(name), source)
 
     # -- aliases ------------------------------------------------------------
 
     def _aliases(self) -> dict[str, str]:
-        try:
-            return json.loads((self.root / "aliases.json").read_text())
-        except FileNotFoundError:
-            return {}
+        return edge_files.read_aliases(self.root)
 
     def get_alias(self, alias: str) -> str | None:
         target = self._aliases().get(alias)
@@ -667,120 +561,8 @@ class EdgeStore:
             aliases = self._aliases()
             previous = aliases.get(alias)
             aliases[alias] = collection
-            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".aliases.", suffix=".json")
-            try:
-                with os.fdopen(fd, "w") as fh:
-                    json.dump(aliases, fh, sort_keys=True)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, self.root / "aliases.json")
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-            _fsync_dir(self.root)
+            edge_files.write_aliases(self.root, aliases)
             if self.get_alias(alias) != collection:
                 raise StoreError(f"alias {alias!r} did not take the new target {collection!r}")
             return previous
 
-
-def _search_params(exact: bool) -> Any:
-    """Exact when asked; otherwise the int8 scan keeps twice the candidates and rescores them with the
-    original vectors, so quantisation does not swap near-ties out of the top ``limit``
-    (recall@10 with the 1 % ACL filter fell from 1.0 to 0.95 without it, ``bench/query.py``)."""
-    if exact:
-        return qe.SearchParams(exact=True)
-    return qe.SearchParams(quantization=qe.QuantizationSearchParams(ignore=False, rescore=True, oversampling=2.0))
-
-
-def _dense(vector: Any) -> list[float] | None:
-    if isinstance(vector, dict):
-        vector = vector.get(DENSE)
-    return list(vector) if vector is not None else None
-
-
-def _vectors(p: PointRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {DENSE: [float(x) for x in p.vector or ()]}
-    if p.lexical:
-        sv = lexical.document_vector(p.lexical)
-        if sv:
-            out[LEXICAL] = qe.SparseVector(list(sv.indices), list(sv.values))
-    return out
-
-
-def _edge_index(kind: str) -> Any:
-    if kind == "tenant":
-        return qe.KeywordIndexParams(is_tenant=True)
-    return {"keyword": qe.PayloadSchemaType.Keyword, "integer": qe.PayloadSchemaType.Integer,
-            "float": qe.PayloadSchemaType.Float, "datetime": qe.PayloadSchemaType.Datetime}[kind]
-
-
-def _edge_filter(flt: Filter | None) -> qe.Filter | None:
-    if flt is None or (not flt.must and not flt.must_not):
-        return None
-
-    def cond(m: Any) -> qe.FieldCondition:
-        if isinstance(m, FieldRange):
-            rng = qe.RangeDateTime(**m.bounds()) if m.is_datetime else qe.RangeFloat(**m.bounds())
-            return qe.FieldCondition(key=m.key, range=rng)
-        return qe.FieldCondition(key=m.key, match=qe.MatchAny(any=list(m.any)))
-
-    return qe.Filter(
-        must=[cond(m) for m in flt.must] or None,
-        must_not=[cond(m) for m in flt.must_not] or None,
-    )
-
-
-def _is_scratch(name: str) -> bool:
-    # A process that opens a shard (a reader included) writes short-lived
-    # ``.atomicwrite*`` temporaries into its folder: never part of the data.
-    return name.startswith(".atomicwrite") or name.endswith(".tmp")
-
-
-def _reader_scratch(_dir: str, names: list[str]) -> set[str]:
-    return {n for n in names if _is_scratch(n)}
-
-
-def _tolerant_copy(src: str, dst: str) -> str:
-    """:func:`sparse_copy`, except that a reader's scratch file vanishing mid-copy is skipped."""
-    try:
-        return sparse_copy(src, dst)
-    except FileNotFoundError:
-        if _is_scratch(os.path.basename(src)):
-            return dst
-        raise
-
-
-def sparse_copy(src: str, dst: str) -> str:
-    """Copy a file's data extents only.
-
-    Edge preallocates its mmap files (a 10k-chunk shard is 67 MB apparent,
-    17 MB on disk); copying the holes as zeros would make a clone cost the
-    preallocation instead of the data.
-    """
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
-        size = os.fstat(fin.fileno()).st_size
-        offset = 0
-        while offset < size:
-            try:
-                start = os.lseek(fin.fileno(), offset, os.SEEK_DATA)
-            except OSError:  # ENXIO: only a hole remains
-                break
-            end = os.lseek(fin.fileno(), start, os.SEEK_HOLE)
-            pos = start
-            while pos < end:
-                copied = os.copy_file_range(fin.fileno(), fout.fileno(), end - pos, pos, pos)
-                if copied == 0:
-                    raise OSError(f"copy_file_range made no progress on {src} at {pos}")
-                pos += copied
-            offset = end
-        fout.truncate(size)
-    shutil.copystat(src, dst)
-    return dst
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
