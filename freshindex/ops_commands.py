@@ -335,9 +335,23 @@ def locks_list(state: Any, name: str | None, as_json: bool) -> None:
                                            "no leases"))
 
 
+@click.command()
+@click.argument("source_id", required=False)
+@click.option("--run", "run_id", type=int, default=None, help="One sync run.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def errors(state: Any, source_id: str | None, run_id: int | None, as_json: bool) -> None:
+    """Per-document errors recorded by syncs (newest runs first)."""
+    rows = state.services.registry.document_errors(run_id=run_id, source_id=source_id)
+    data = [{"source": e.source_id, "run": e.sync_run_id, "key": e.key, "reason": e.reason, "detail": e.detail}
+            for e in rows]
+    _emit(data, as_json, lambda rs: "\n".join(f"{r['source']}:{r['key']} (run {r['run']}): {r['reason']}: "
+                                              f"{r['detail']}" for r in rs) or "no document errors")
+
+
 def register(cli: click.Group) -> None:
     """Add this module's commands to the ``freshindex`` group (and to its ``sources``/``snapshots`` groups)."""
-    for command in (probe, runs, documents, changesets, tombstones, kbs, locks):
+    for command in (probe, errors, runs, documents, changesets, tombstones, kbs, locks):
         cli.add_command(command)
     sources = cli.commands["sources"]
     snapshots = cli.commands["snapshots"]

@@ -1,20 +1,28 @@
-"""Operator controls on sources: ``freshindex sources show|pause|resume|remove|runs|policy|sweep|kinds``, ``sqs-poll``.
+"""``freshindex sources add|list|confirm-deletions|show|pause|resume|remove|runs|policy|sweep|kinds``, ``sqs-poll``.
 
-Registered into the ``sources`` group by :func:`register` (called at the end
-of ``freshindex/cli.py``); triggering a sync is ``freshindex sync SOURCE``
-(or ``POST /v1/sources/SOURCE/sync``).  Each command is one registry call
-(:mod:`registry.freshness`), takes ``--json``, and needs no SQL.  Like
+Registered into the ``freshindex`` group by :func:`register` (called at the
+end of ``freshindex/cli.py``; other modules add ``update`` and ``lag``);
+triggering a sync is ``freshindex sync SOURCE`` (or ``POST
+/v1/sources/SOURCE/sync``).  Each command is one registry call (most in
+:mod:`registry.freshness`), takes ``--json``, and needs no SQL.  Like
 :mod:`freshindex.ops_commands` it reaches only ``ctx.obj`` (``.settings``,
 ``.services``) and imports nothing from ``freshindex.cli``.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import click
 
+from freshindex import acl_commands
+from freshindex.cli_support import actor
+from freshindex.core.enums import RunStatus
+from freshindex.core.errors import ConfigError
 from freshindex.display import emit as _emit
+
+log = logging.getLogger("freshindex.cli")
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
@@ -247,11 +255,128 @@ def sqs_poll(state: Any, once: bool, as_json: bool) -> None:
         poller.stop()
 
 
+@click.group()
+def sources() -> None:
+    """Register and list sources."""
+
+
+@sources.command("add")
+@click.argument("source_id")
+@click.option("--kind", type=KindChoice(), required=True,
+              help="Source kind (`freshindex sources kinds` lists them with their options).")
+@click.option("--location", required=True, help="Where the source is; its form depends on --kind.")
+@click.option("--owner", default="unknown", show_default=True, help="Team or person responsible for it.")
+@click.option("--kb", default=None, help="Knowledge base (default: settings default_kb).")
+@click.option("--acl", default="public", show_default=True, help="Comma-separated groups that may read it.")
+@click.option("--poll", "poll", type=int, default=None, help="Poll interval in seconds for the scheduler.")
+@click.option("--option", "options", multiple=True, help="Connector option key=value (e.g. endpoint_url=...).")
+@click.option("--replace", is_flag=True, help="Update an existing source.")
+@click.option("--tenant", default="default", show_default=True, help="Tenant of its documents.")
+@click.option("--sensitivity", "sensitivity_", default="internal", show_default=True,
+              type=click.Choice(["public", "internal", "confidential", "restricted"]))
+@click.option("--acl-rule", "acl_rules", multiple=True,
+              help="Static ACL rule 'GLOB=GROUPS' (repeatable): matching documents are read by those groups.")
+@click.option("--include", "include", multiple=True,
+              help="Only keys matching this gitignore-style pattern are documents (repeatable), e.g. '*.html'.")
+@click.option("--exclude", "exclude", multiple=True,
+              help="Keys matching this gitignore-style pattern are skipped (repeatable), e.g. 'search*.html'.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def sources_add(state: Any, source_id: str, kind: str, location: str, owner: str, kb: str | None, acl: str,
+                poll: int | None, options: tuple[str, ...], replace: bool, tenant: str, sensitivity_: str,
+                acl_rules: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
+                as_json: bool) -> None:
+    """Register SOURCE_ID (a folder, an S3 prefix, ...: see `freshindex sources kinds`)."""
+    from freshindex.workers.selection import check_patterns
+
+    opts: dict[str, Any] = {}
+    for item in options:
+        if "=" not in item:
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--option")
+        k, v = item.split("=", 1)
+        opts[k.strip()] = v.strip()
+    for flag, patterns in (("include", include), ("exclude", exclude)):
+        try:
+            if checked := check_patterns(patterns, flag):
+                opts[flag] = checked  # applied by the planner to every listed key (workers/selection.py)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint=f"--{flag}") from exc
+    location = check_location(kind, location, opts)
+    groups = acl_commands.split_tokens(acl, None) or []
+    rules = acl_commands.parse_rules(acl_rules)
+    acl_commands.check_tenant(tenant)
+    src = state.services.registry.add_source(
+        source_id, kind=kind, location=location, owner=owner, kb=kb or state.settings.default_kb, options=opts,
+        acl=groups, poll_interval_s=poll, replace=replace, tenant=tenant, sensitivity=sensitivity_,
+        acl_rules=rules or None,
+    )
+    if replace:  # permissions may have moved: recompute what the registry can now (freshindex/acl_commands.py)
+        acl_commands.recompute_documents(state.services.registry, source_id)
+    _emit(_source_dict(src), as_json, lambda d: f"source {d['id']} ({d['kind']} {d['location']}) -> kb {d['kb']}")
+
+
+@sources.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def sources_list(state: Any, as_json: bool) -> None:
+    """List registered sources."""
+    data = [_source_dict(s) for s in state.services.registry.list_sources()]
+
+    def human(rows: list[dict[str, Any]]) -> str:
+        if not rows:
+            return "no sources (add one with `freshindex sources add`)"
+        return "\n".join(
+            f"{r['id']:<20} {r['kind']:<7} kb={r['kb']:<12} acl={','.join(r['acl']):<14} {r['location']}" for r in rows
+        )
+
+    _emit(data, as_json, human)
+
+
+@sources.command("confirm-deletions")
+@click.argument("source_id")
+@click.option("--count", "count", type=click.IntRange(min=1), default=None,
+              help="Allow up to this many deletions (default: what the latest held sync would delete).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def sources_confirm_deletions(state: Any, source_id: str, count: int | None, as_json: bool) -> None:
+    """Let the next sync of SOURCE_ID apply the deletions the guard held (one shot).
+
+    The next sync deletes what its listing no longer has, if that is at most
+    the confirmed number of documents; either way the confirmation is used up.
+    """
+    registry = state.services.registry
+    registry.get_source(source_id)
+    finished = [r for r in registry.sync_runs(source_id, limit=20) if r.status != RunStatus.RUNNING]
+    latest = finished[0] if finished else None
+    held = (latest.summary.get("held") or {}) if latest is not None and latest.status == RunStatus.HELD else {}
+    if count is None:
+        if not held:
+            raise click.UsageError(f"the latest sync of {source_id} held no deletions; "
+                                   "give --count N to allow a deletion you expect")
+        count = int(held.get("deletions", 0))
+    confirmation = registry.confirm_deletions(source_id, count, actor=actor())
+    log.warning("deletions confirmed", extra={"event": "deletions_confirmation", "source": source_id,
+                                              "count": count, "by": confirmation["by"]})
+    data = {"source": source_id, "confirmed_deletions": count, "by": confirmation["by"], "at": confirmation["at"],
+            "held_run_id": latest.id if held and latest is not None else None,
+            "held_reason": latest.held_reason if held and latest is not None else None,
+            "held_keys": held.get("keys", [])}
+    _emit(data, as_json, lambda d: f"source {d['source']}: the next sync may delete up to "
+          f"{d['confirmed_deletions']} documents (run `freshindex sync {d['source']}`)")
+
+
+def _source_dict(s: Any) -> dict[str, Any]:
+    return {"id": s.id, "kb": s.kb, "kind": s.kind, "location": s.location, "owner": s.owner, "acl": list(s.acl),
+            "poll_interval_s": s.poll_interval_s, "options": s.options, "tenant": s.tenant,
+            "sensitivity": s.sensitivity, "acl_rules": list(s.acl_rules), "acl_version": s.acl_version,
+            "include": list(s.include), "exclude": list(s.exclude)}
+
+
+
 def register(cli: click.Group) -> None:
-    """Add the operator controls to the ``sources`` group (and ``sqs-poll`` to the top level)."""
+    """Add the ``sources`` group and its commands (and ``sqs-poll`` to the top level)."""
+    cli.add_command(sources)
     cli.add_command(sqs_poll)
-    sources = cli.commands["sources"]
-    assert isinstance(sources, click.Group)
     for command in (sources_show, sources_pause, sources_resume, sources_remove, sources_runs, sources_policy,
                     sources_sweep, sources_kinds):
         sources.add_command(command)

@@ -1,4 +1,4 @@
-"""Webhook sync tickets: the ``freshindex syncs`` commands, and how ``serve`` runs a ticket's sync.
+"""``freshindex sync`` and its report; webhook sync tickets (``syncs``) and how ``serve`` runs their syncs.
 
 :func:`webhook_runner` is the composition-root half of :class:`api.webhooks.Dispatcher`
 (the API part may not import the workers or Celery): embedded, a ticket's
@@ -16,11 +16,19 @@ Registered into the ``freshindex`` group by :func:`register` (one line in
 from __future__ import annotations
 
 import json
+import logging
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from freshindex import display, ocr_commands
+from freshindex.core.enums import BuildStatus
+from freshindex.core.errors import FreshIndexError
 from freshindex.display import escaped
+
+progress_log = logging.getLogger("freshindex.progress")  # INFO when stderr is not a terminal (freshindex/cli.py)
 
 if TYPE_CHECKING:  # the API needs the server extra; the CLI module must import without it
     from freshindex.api.webhooks import Dispatcher, RunSync
@@ -87,8 +95,187 @@ def syncs_show(state: Any, ticket_id: int, as_json: bool) -> None:
                f"paths: {paths}" + (f"; {data['detail']}" if data["detail"] else ""))
 
 
+@click.command()
+@click.argument("source_id", required=False)
+@click.option("--all", "all_sources", is_flag=True, help="Sync every registered source.")
+@click.option("--inline", is_flag=True, help="Run in this process even when a broker is configured.")
+@click.option("--no-build", is_flag=True, help="Stage changes without building a snapshot (inline only).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def sync(state: Any, source_id: str | None, all_sources: bool, inline: bool, no_build: bool,
+         as_json: bool) -> None:
+    """Sync SOURCE_ID (or --all): detect changes, re-embed only what changed, swap in a new snapshot."""
+    from freshindex.workers.runner import sync_distributed, sync_inline
+
+    if bool(source_id) == all_sources:
+        raise click.UsageError("give one SOURCE_ID or --all")
+    svc = state.services
+    ids = [source_id] if source_id else [s.id for s in svc.registry.list_sources() if not s.removed]
+    if not ids:
+        raise click.UsageError("no sources registered")
+    distributed = state.settings.distributed and not inline
+    app = None
+    if distributed:
+        from freshindex.celery import build_app
+
+        app = build_app(state.settings)
+        check_broker(app)
+    reports: list[dict[str, Any]] = []
+    codes: list[int] = []
+    for sid in ids:
+        with _Progress(f"sync {sid}", json_lines=as_json, source=sid) as progress:
+            if distributed:
+                report = sync_distributed(svc, app, sid, timeout=state.settings.broker.sync_timeout,
+                                          progress=progress)
+            else:
+                report = sync_inline(svc, sid, progress=progress, build=not no_build)
+        # Scanned pages read in this run and those under the floor (freshindex/ocr_commands.py).
+        floor = ocr_commands.source_floor(svc.registry.get_source(sid), state.settings.sources.ocr_page_floor)
+        reports.append({**report.as_dict(), "ocr": ocr_commands.sync_counts(svc.registry, report.run, floor)})
+        if not as_json:
+            ocr_line = ocr_commands.sync_line(display.escaped(reports[-1]["ocr"]))
+            click.echo(sync_text(display.escaped(reports[-1])) + (f"\n{ocr_line}" if ocr_line else ""))
+        codes.append(report.exit_code)
+    if as_json:
+        out = reports
+        click.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2, default=str, ensure_ascii=False))
+    code = max(codes)
+    if code:
+        sys.exit(code)
+
+
+#: Seconds `sync` gives the broker (and a Redis result backend) to answer before it gives up.
+BROKER_CHECK_S = 3.0
+
+
+def check_broker(app: Any, timeout: float = BROKER_CHECK_S) -> None:
+    """Connect once to the broker and to a Redis result backend, within ``timeout`` each, or raise.
+
+    Without it a sync with the broker down spends about 20 s in Celery's
+    reconnection retries (twenty log lines) before it fails; this fails in a
+    few seconds with one line.  What it does not do: keep a later publish or
+    result read from retrying if the broker goes down mid-sync.
+    """
+    from kombu import Connection
+
+    from freshindex.settings import redact_url
+
+    targets = [("broker", str(app.conf.broker_url), "broker.url (FRESHINDEX_BROKER__URL)")]
+    backend = str(app.conf.result_backend or "")
+    if backend.startswith(("redis://", "rediss://")) and backend != targets[0][1]:
+        targets.append(("result backend", backend, "broker.result_backend (FRESHINDEX_BROKER__RESULT_BACKEND)"))
+    for what, url, setting in targets:
+        try:
+            with Connection(url, connect_timeout=timeout) as conn:
+                # kombu takes float seconds; celery-types' stub says int
+                conn.ensure_connection(max_retries=1, interval_start=0.2,  # type: ignore[arg-type]
+                                       interval_step=0, timeout=timeout)  # type: ignore[arg-type]
+        except Exception as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise FreshIndexError(f"{what} {redact_url(url)} is unreachable ({reason}); start it or fix "
+                                  f"{setting}, or run `freshindex sync --inline`") from exc
+
+
+class _Progress:
+    """A progress bar on a terminal; structured progress lines in logs otherwise.
+
+    With ``--json`` (``json_lines``), standard output is kept for the one
+    report and progress goes to standard error as one JSON object per line
+    (``{"event": "sync_progress", "source": ..., "done": ..., "total": ...,
+    "percent": ...}``), at most about 20 lines per sync, the last at 100 %.
+    """
+
+    def __init__(self, label: str, enabled: bool = True, *, json_lines: bool = False, source: str = "") -> None:
+        self.label, self.enabled, self.json_lines, self.source = label, enabled, json_lines, source
+        self.tty = sys.stderr.isatty() and not json_lines
+        self.bar: Any = None
+        self.last_logged = -1
+
+    def __enter__(self) -> Callable[[int, int, str], None]:
+        return self
+
+    def __call__(self, done: int, total: int, key: str) -> None:
+        if not self.enabled or total <= 0:
+            return
+        if self.json_lines:
+            step = max(1, total // 20)
+            if done == total or done - self.last_logged >= step:
+                self.last_logged = done
+                sys.stderr.write(json.dumps({"event": "sync_progress", "source": self.source, "done": done,
+                                             "total": total, "percent": round(100 * done / total, 1)}) + "\n")
+                sys.stderr.flush()
+            return
+        if self.tty:
+            if self.bar is None:
+                self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr,
+                                             show_pos=True, show_eta=True)
+                self.bar.__enter__()
+            self.bar.update(done - self.bar.pos)
+            return
+        step = max(1, total // 10)
+        if done == total or done - self.last_logged >= step:
+            self.last_logged = done
+            progress_log.info("progress", extra={"event": "sync_progress", "label": self.label, "done": done,
+                                                 "total": total, "percent": round(100 * done / total, 1)})
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def sync_text(d: dict[str, Any]) -> str:
+    docs = d["documents"]
+    lines = [
+        f"sync {d['source']} (run {d['run_id']}): {d['status']} in {d['seconds']:.1f}s",
+        f"  documents changed: {d['documents_changed']} "
+        f"({docs.get('added', 0)} added, {docs.get('modified', 0)} modified, {docs.get('deleted', 0)} deleted; "
+        f"{docs.get('unchanged', 0)} unchanged, {docs.get('failed', 0)} failed)",
+        f"  chunks: {d['chunks_embedded']} embedded, {d['chunks_reused']} reused from the vector cache, "
+        f"{d['chunks_unchanged']} unchanged in changed documents",
+        f"  tombstones written: {d['tombstones_written']}",
+    ]
+    if d.get("chunks_moved"):
+        lines.insert(3, f"  chunks moved (new place, same text, vector reused): {d['chunks_moved']}")
+    for why, n in (d.get("rechunked") or {}).items():
+        lines.append(f"  re-chunked without a content change ({why}): {n} documents")
+    b = d["build"]
+    if b["status"] == BuildStatus.BUILT:
+        lines.append(f"  snapshot: {b['snapshot_id']} now active ({b['strategy'] or 'incremental'} build, "
+                     f"{b['point_count']} points)")
+    elif b["status"] == BuildStatus.UNCHANGED:
+        lines.append(f"  snapshot: {d['active_snapshot'] or 'none'} stays active (nothing to build)")
+    elif b["status"] == BuildStatus.FAILED:
+        lines.append(f"  snapshot: build HELD ({b['reason']}); {d['active_snapshot'] or 'nothing'} keeps serving")
+    else:
+        lines.append(f"  snapshot: not built ({b['status']}); active: {d['active_snapshot'] or 'none'}")
+    if docs.get("skipped"):
+        why = ", ".join(f"{n} {r}" for r, n in (d.get("skipped_by_reason") or {}).items())
+        lines.append(f"  skipped (not errors): {docs['skipped']}" + (f"; this run: {why}" if why else "")
+                     + " (see `freshindex documents list --skipped`)")
+    if d.get("moves"):
+        lines.append(f"  moved (old key removed in this build, vectors reused): {len(d['moves'])}")
+        lines += [f"    {m['from']} -> {m['to']}" for m in d["moves"][:10]]
+    if d["errors"]:
+        lines.append(f"  errors ({len(d['errors'])}):")
+        lines += [f"    {e['key']}: {e['reason']}: {e['detail']}" for e in d["errors"]]
+    if d.get("error"):
+        lines.append(f"  error: {d['error']}")
+    if d.get("held_reason"):
+        lines.append(f"  deletions HELD: {d['held_reason']}")
+    if d.get("pending_deletion"):
+        p = d["pending_deletion"]
+        lines.append(f"  pending deletion (still served, labelled): {p['documents']} documents")
+        lines += [f"    {k}" for k in p["keys"]]
+    if d.get("joined"):
+        # The counts above are that run's work, not this command's.
+        lines.insert(1, f"  joined run {d['run_id']} started by another sync (one sync per source at a time); "
+                        "its results:")
+    return "\n".join(lines)
+
+
 def register(cli: click.Group) -> None:
+    cli.add_command(sync)
     cli.add_command(syncs)
 
 
-__all__ = ["register", "start_dispatcher", "webhook_runner"]
+__all__ = ["BROKER_CHECK_S", "check_broker", "register", "start_dispatcher", "sync_text", "webhook_runner"]
