@@ -1,6 +1,6 @@
 """``freshindex sync`` and its report; webhook sync tickets (``syncs``) and how ``serve`` runs their syncs.
 
-:func:`webhook_runner` is the composition-root half of :class:`api.webhooks.Dispatcher`
+:func:`webhook_runner` is the composition-root half of :class:`api.dispatcher.Dispatcher`
 (the API part may not import the workers or Celery): embedded, a ticket's
 sync runs inline in a thread of ``serve`` (the one process that holds the
 embedded vector store); distributed, ``sync_source`` is enqueued through the
@@ -31,7 +31,7 @@ from freshindex.display import escaped
 progress_log = logging.getLogger("freshindex.progress")  # INFO when stderr is not a terminal (freshindex/cli.py)
 
 if TYPE_CHECKING:  # the API needs the server extra; the CLI module must import without it
-    from freshindex.api.webhooks import Dispatcher, RunSync
+    from freshindex.api.dispatcher import Dispatcher, RunSync
 
 
 def webhook_runner(svc: Any) -> RunSync:
@@ -63,7 +63,7 @@ def webhook_runner(svc: Any) -> RunSync:
 
 def start_dispatcher(svc: Any, run_sync: RunSync | None = None) -> Dispatcher:
     """Start the webhook dispatcher of ``serve`` (stop it with ``.stop()``)."""
-    from freshindex.api.webhooks import Dispatcher
+    from freshindex.api.dispatcher import Dispatcher
 
     wh = svc.settings.webhooks
     stuck = max(svc.settings.broker.sync_timeout, svc.settings.sync.run_lease_s) + 60.0
@@ -82,7 +82,7 @@ def syncs() -> None:
 @click.pass_obj
 def syncs_show(state: Any, ticket_id: int, as_json: bool) -> None:
     """The state of TICKET_ID: queued, running (run N), coalesced into run N, done or failed."""
-    from freshindex.api.webhooks import ticket_state
+    from freshindex.api.dispatcher import ticket_state
 
     data = ticket_state(state.services.registry, ticket_id)
     if as_json:
