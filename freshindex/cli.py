@@ -24,8 +24,8 @@ from freshindex import (
     keys_commands,
     logs,
     ocr_commands,
-    ops_commands,
     query_commands,
+    report_commands,
     service_commands,
     snapshot_commands,
     source_commands,
@@ -144,7 +144,7 @@ snapshot_commands.register(cli)  # snapshots list/build/.../restore, canaries (f
 sync_commands.register(cli)  # sync, syncs show (freshindex/sync_commands.py)
 query_commands.register(cli)  # query, check-citations (freshindex/query_commands.py)
 service_commands.register(cli)  # worker, beat, serve, mcp, api openapi (freshindex/service_commands.py)
-ops_commands.register(cli)  # errors, runs, documents, kbs, locks, probe, ... (freshindex/ops_commands.py)
+report_commands.register(cli)  # errors, runs, documents, kbs, locks, probe, ... (freshindex/report_commands.py)
 keys_commands.register(cli)  # keys create/list/revoke (freshindex/keys_commands.py)
 acl_commands.register(cli)  # sources update (freshindex/acl_commands.py)
 audit_commands.register(cli)  # audit denials (freshindex/audit_commands.py)

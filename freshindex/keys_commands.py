@@ -7,7 +7,7 @@ those groups, never widen them (``api.auth``). The full key is printed once,
 by ``keys create``; the registry keeps only its hash, so a lost key is
 revoked and replaced, not recovered. ``keys list`` never prints a secret.
 
-Like :mod:`freshindex.ops_commands`, this reaches ``ctx.obj`` (the CLI's
+Like :mod:`freshindex.report_commands`, this reaches ``ctx.obj`` (the CLI's
 state) and imports nothing from ``freshindex.cli``.
 """
 

@@ -9,7 +9,7 @@ warning that names it.  What it does not show: pages of a document that
 produced no chunk, and OCR'd pages beyond ``sources.max_ocr_pages`` (those
 were never read; the parse records them as skipped).
 
-Like :mod:`freshindex.ops_commands`, this reaches ``ctx.obj`` (the CLI's
+Like :mod:`freshindex.report_commands`, this reaches ``ctx.obj`` (the CLI's
 state) and imports nothing from ``freshindex.cli``.
 """
 

@@ -4,7 +4,7 @@ build must answer before its swap.
 
 Registered into the ``freshindex`` group by :func:`register` (one line in
 ``freshindex/cli.py``; ``snapshots held|history`` come from
-:mod:`freshindex.ops_commands`).  Reaches only ``ctx.obj`` (``.settings``,
+:mod:`freshindex.report_commands`).  Reaches only ``ctx.obj`` (``.settings``,
 ``.services``) and imports nothing from ``freshindex.cli``.
 """
 

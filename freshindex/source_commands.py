@@ -5,7 +5,7 @@ end of ``freshindex/cli.py``; other modules add ``update`` and ``lag``);
 triggering a sync is ``freshindex sync SOURCE`` (or ``POST
 /v1/sources/SOURCE/sync``).  Each command is one registry call (most in
 :mod:`registry.freshness`), takes ``--json``, and needs no SQL.  Like
-:mod:`freshindex.ops_commands` it reaches only ``ctx.obj`` (``.settings``,
+:mod:`freshindex.report_commands` it reaches only ``ctx.obj`` (``.settings``,
 ``.services``) and imports nothing from ``freshindex.cli``.
 """
 

@@ -1,4 +1,4 @@
-"""Operator commands: registry reports for the runbooks, and the worker/beat probe.
+"""Registry reports for the runbooks (runs, documents, errors, changesets, kbs, locks, ...) and the worker/beat probe.
 
 Registered into the ``freshindex`` click group by :func:`register` (called at
 the end of ``freshindex/cli.py``). Everything here is read-only except
