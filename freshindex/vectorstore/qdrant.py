@@ -33,96 +33,25 @@ refuses it), so a knowledge base's alias never reads as a version name.
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import httpx
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from freshindex.core.errors import NotFoundError, StoreError
 from freshindex.core.naming import Naming
-from freshindex.vectorstore import lexical
-from freshindex.vectorstore.base import (
-    DENSE,
-    HYBRID_PREFETCH,
-    INDEXED_FIELDS,
-    LEXICAL,
-    RRF_K,
-    FieldRange,
-    Filter,
-    PointRecord,
-    ScoredHit,
-    fuse_hits,
-)
+from freshindex.vectorstore import lexical, qdrant_archive, qdrant_query
+from freshindex.vectorstore.base import DENSE, INDEXED_FIELDS, LEXICAL, Filter, PointRecord, ScoredHit, fuse_hits
+from freshindex.vectorstore.qdrant_layout import CollectionLayout, collection_params, index_schema, search_params
 
 _BATCH = 256
 #: The tail of a physical collection's neutral name when versions are aliases (``renames``).
 _PHYSICAL_TAIL = re.compile(r"--p[0-9a-f]{12}$")
-
-
-def _index_schema(kind: str) -> Any:
-    """The server's index for one kind of :data:`vectorstore.base.INDEXED_FIELDS`."""
-    if kind == "tenant":
-        return qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
-    return {"keyword": qm.PayloadSchemaType.KEYWORD, "integer": qm.PayloadSchemaType.INTEGER,
-            "float": qm.PayloadSchemaType.FLOAT, "datetime": qm.PayloadSchemaType.DATETIME}[kind]
-
-
-@dataclass(frozen=True)
-class CollectionLayout:
-    """How a server collection is laid out on a cluster; built from ``vector_store.cluster`` by the composition
-    root (the defaults are the single-node preset, ``1m``).  Applied at creation and, for quantization, at search."""
-
-    shard_number: int = 1
-    replication_factor: int = 1
-    write_consistency_factor: int = 1
-    on_disk_vectors: bool = False
-    on_disk_payload: bool = True
-    quantization: Literal["none", "int8"] = "none"
-    quantization_always_ram: bool = True
-    rescore: bool = True
-    oversampling: float = 1.0
-
-
-def collection_params(layout: CollectionLayout, dim: int) -> dict[str, Any]:
-    """The keyword arguments of ``create_collection`` for ``layout`` (everything but the name).
-
-    The lexical (sparse) vector lives on disk with the payload when the dense
-    vectors do: it is read only for candidates of a query, like the originals.
-    """
-    quantization = None
-    if layout.quantization == "int8":
-        quantization = qm.ScalarQuantization(scalar=qm.ScalarQuantizationConfig(
-            type=qm.ScalarType.INT8, quantile=0.99, always_ram=layout.quantization_always_ram))
-    return dict(
-        vectors_config={DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE, on_disk=layout.on_disk_vectors)},
-        sparse_vectors_config={LEXICAL: qm.SparseVectorParams(
-            modifier=qm.Modifier.IDF, index=qm.SparseIndexParams(on_disk=layout.on_disk_vectors))},
-        shard_number=layout.shard_number,
-        replication_factor=layout.replication_factor,
-        write_consistency_factor=layout.write_consistency_factor,
-        on_disk_payload=layout.on_disk_payload,
-        quantization_config=quantization,
-    )
-
-
-def search_params(layout: CollectionLayout, *, exact: bool) -> qm.SearchParams | None:
-    """Search parameters for ``layout``: exact when asked; over a quantized collection, rescoring of
-    ``oversampling`` times the candidates with the original vectors (exact search ignores quantization)."""
-    if exact:
-        return qm.SearchParams(exact=True)
-    if layout.quantization == "none":
-        return None
-    return qm.SearchParams(quantization=qm.QuantizationSearchParams(
-        ignore=False, rescore=layout.rescore, oversampling=layout.oversampling))
 
 
 class QdrantStore:
@@ -265,7 +194,7 @@ class QdrantStore:
         self._has_lexical.pop(name, None)
         if not self.local:
             for field, kind in INDEXED_FIELDS.items():
-                self._call(f"index {field}", self.client.create_payload_index, name, field, _index_schema(kind))
+                self._call(f"index {field}", self.client.create_payload_index, name, field, index_schema(kind))
         if clone_from is not None:
             if not self.client.collection_exists(clone_from):
                 self.drop_collection(name)
@@ -325,7 +254,7 @@ class QdrantStore:
         self._name(name, physical)
         if not self.local:
             for field, kind in INDEXED_FIELDS.items():
-                self._call(f"index {field}", self.client.create_payload_index, physical, field, _index_schema(kind))
+                self._call(f"index {field}", self.client.create_payload_index, physical, field, index_schema(kind))
         if source is not None:
             self._copy_points(name, source)
 
@@ -344,7 +273,7 @@ class QdrantStore:
         desc = self._call(f"snapshot {source}", self.client.create_snapshot, source, wait=True)
         try:
             self._call(f"recover {name}", self.client.recover_snapshot, name,
-                       location=f"{self._url()}/collections/{source}/snapshots/{desc.name}",
+                       location=f"{qdrant_archive.rest_url(self.client)}/collections/{source}/snapshots/{desc.name}",
                        priority=qm.SnapshotPriority.SNAPSHOT, wait=True)
         finally:
             self._call(f"delete snapshot of {source}", self.client.delete_snapshot, source, desc.name)
@@ -385,7 +314,7 @@ class QdrantStore:
     def upsert(self, name: str, points: Sequence[PointRecord]) -> None:
         for i in range(0, len(points), _BATCH):
             batch = [
-                qm.PointStruct(id=p.id, vector=_vectors(p), payload=p.payload)
+                qm.PointStruct(id=p.id, vector=qdrant_query.point_vectors(p), payload=p.payload)
                 for p in points[i : i + _BATCH]
                 if p.vector is not None
             ]
@@ -451,7 +380,7 @@ class QdrantStore:
             name,
             query=[float(x) for x in vector],
             using=DENSE,
-            query_filter=_client_filter(flt),
+            query_filter=qdrant_query.client_filter(flt),
             limit=limit,
             with_payload=True,
             search_params=None if self.local else search_params(self.layout, exact=exact),
@@ -470,36 +399,20 @@ class QdrantStore:
                 flt: Filter | None, exact: bool) -> list[ScoredHit]:
         """One batch of two queries: the fused one (dense and lexical prefetch, both
         filtered, RRF) and the lexical ranking alone, for its scores."""
-        depth = max(limit, HYBRID_PREFETCH)
-        where = _client_filter(flt)
-        sparse = qm.SparseVector(indices=list(query.indices), values=list(query.values))
         params = None if self.local else search_params(self.layout, exact=exact)
-        fused = qm.QueryRequest(
-            prefetch=[
-                qm.Prefetch(query=[float(x) for x in vector], using=DENSE, filter=where, limit=depth, params=params),
-                qm.Prefetch(query=sparse, using=LEXICAL, filter=where, limit=depth),
-            ],
-            query=qm.RrfQuery(rrf=qm.Rrf(k=RRF_K)),
-            filter=where,
-            limit=limit,
-            with_payload=True,
-            with_vector=[DENSE],
-        )
-        alone = qm.QueryRequest(query=sparse, using=LEXICAL, filter=where, limit=depth, with_payload=False)
+        requests = qdrant_query.hybrid_requests(vector, query, limit=limit, flt=flt, params=params)
         hits, lexical_hits = self._call(f"hybrid query {name}", self.client.query_batch_points, name,
-                                        requests=[fused, alone])
+                                        requests=requests)
         return fuse_hits(vector, hits.points, [(str(p.id), float(p.score)) for p in lexical_hits.points],
-                         dense_of=lambda v: (v or {}).get(DENSE) if isinstance(v, dict) else v)
+                         dense_of=qdrant_query.dense_of)
 
     def lexical_idf(self, name: str, tokens: Sequence[str], *, flt: Filter | None = None) -> dict[str, float]:
         """The engine's IDF per token present under ``flt`` (see :meth:`EdgeStore.lexical_idf`): one batch."""
         unique = list(dict.fromkeys(tokens))
         if not unique or not self._lexical_configured(name):
             return {}
-        where = _client_filter(flt)
         indices = [lexical.token_index(t) for t in unique]
-        requests = [qm.QueryRequest(query=qm.SparseVector(indices=[i], values=[1.0]), using=LEXICAL, filter=where,
-                                    limit=1, with_payload=False, with_vector=[LEXICAL]) for i in indices]
+        requests = qdrant_query.idf_requests(indices, flt)
         answers = self._call(f"lexical statistics {name}", self.client.query_batch_points, name, requests=requests)
         return lexical.idf_from_hits(unique, indices, [a.points for a in answers],
                               lambda v: v.get(LEXICAL) if isinstance(v, dict) else None)
@@ -554,33 +467,22 @@ class QdrantStore:
         if not self.local:
             desc = self._call(f"snapshot {name}", self.client.create_snapshot, name, wait=True)
             try:
-                url = f"{self._url()}/collections/{name}/snapshots/{desc.name}"
-                with httpx.stream("GET", url, headers=self._headers(), timeout=600) as r:
-                    r.raise_for_status()
-                    with open(dest, "wb") as fh:
-                        for part in r.iter_bytes(1 << 20):
-                            fh.write(part)
-            except httpx.HTTPError as exc:
-                raise StoreError(f"cannot download the snapshot of {name}: {exc}") from exc
+                qdrant_archive.download_snapshot(self.client, name, desc.name, dest)
             finally:
                 self._call(f"delete snapshot of {name}", self.client.delete_snapshot, name, desc.name)
             return
         info = self._call(f"describe {name}", self.client.get_collection, name)
-        dim = info.config.params.vectors[DENSE].size
-        with gzip.open(dest, "wt", encoding="utf-8") as fh:
-            fh.write(json.dumps({"dim": dim}) + "\n")
-            offset: Any = None
-            while True:
-                records, offset = self._call(f"scroll {name}", self.client.scroll, name, limit=_BATCH, offset=offset,
-                                             with_payload=True, with_vectors=True)
-                for r in records:
-                    row = {"id": str(r.id), "vector": r.vector[DENSE], "payload": r.payload}
-                    sv = r.vector.get(LEXICAL)
-                    if sv is not None:
-                        row["lexical"] = {"indices": list(sv.indices), "values": list(sv.values)}
-                    fh.write(json.dumps(row) + "\n")
-                if offset is None:
-                    break
+        qdrant_archive.write_lines(dest, info.config.params.vectors[DENSE].size, self._pages(name))
+
+    def _pages(self, name: str) -> Iterator[list[Any]]:
+        """Every point of ``name`` with payload and vectors, a scroll page at a time."""
+        offset: Any = None
+        while True:
+            records, offset = self._call(f"scroll {name}", self.client.scroll, name, limit=_BATCH, offset=offset,
+                                         with_payload=True, with_vectors=True)
+            yield records
+            if offset is None:
+                return
 
     def import_collection(self, name: str, source: Path | str) -> None:
         """Server: recover from a URL the server can fetch (a presigned S3 URL)
@@ -608,40 +510,12 @@ class QdrantStore:
             self._call(f"recover {name}", self.client.recover_snapshot, name, location=source,
                        priority=qm.SnapshotPriority.SNAPSHOT, wait=True)
             return
-        url = f"{self._url()}/collections/{name}/snapshots/upload?priority=snapshot&wait=true"
-        try:
-            with open(source, "rb") as fh:
-                r = httpx.post(url, files={"snapshot": fh}, headers=self._headers(), timeout=3600)
-            r.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise StoreError(f"cannot upload the snapshot for {name}: {exc}") from exc
+        qdrant_archive.upload_snapshot(self.client, name, source)
 
     def _import_lines(self, name: str, source: Path | str) -> None:
-        with gzip.open(Path(source), "rt", encoding="utf-8") as fh:
-            head = json.loads(fh.readline())
-            self.create_collection(name, int(head["dim"]))
-            batch: list[qm.PointStruct] = []
-            for line in fh:
-                row = json.loads(line)
-                vectors: dict[str, Any] = {DENSE: row["vector"]}
-                if row.get("lexical"):
-                    vectors[LEXICAL] = qm.SparseVector(**row["lexical"])
-                batch.append(qm.PointStruct(id=row["id"], vector=vectors, payload=row["payload"]))
-                if len(batch) >= _BATCH:
-                    self._call(f"upsert {name}", self.client.upsert, name, points=batch, wait=True)
-                    batch = []
-            if batch:
-                self._call(f"upsert {name}", self.client.upsert, name, points=batch, wait=True)
-
-    def _url(self) -> str:
-        rest = getattr(self.client._client, "rest_uri", None) or getattr(self.client._client, "_rest_uri", None)
-        if not rest:
-            raise StoreError("cannot tell the Qdrant server's REST address from the client")
-        return str(rest).rstrip("/")
-
-    def _headers(self) -> dict[str, str]:
-        key = getattr(self.client._client, "_api_key", None)
-        return {"api-key": key} if key else {}
+        qdrant_archive.read_lines(
+            source, create=lambda dim: self.create_collection(name, dim), batch=_BATCH,
+            write=lambda points: self._call(f"upsert {name}", self.client.upsert, name, points=points, wait=True))
 
     # -- aliases ------------------------------------------------------------
 
@@ -685,24 +559,3 @@ class QdrantStore:
         )
         self._call(f"swap alias {alias}", self.client.update_collection_aliases, change_aliases_operations=ops)
 
-
-def _vectors(p: PointRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {DENSE: [float(x) for x in p.vector or ()]}
-    if p.lexical:
-        sv = lexical.document_vector(p.lexical)
-        if sv:
-            out[LEXICAL] = qm.SparseVector(indices=list(sv.indices), values=list(sv.values))
-    return out
-
-
-def _client_filter(flt: Filter | None) -> qm.Filter | None:
-    if flt is None or (not flt.must and not flt.must_not):
-        return None
-
-    def cond(m: Any) -> qm.FieldCondition:
-        if isinstance(m, FieldRange):
-            rng = qm.DatetimeRange(**m.bounds()) if m.is_datetime else qm.Range(**m.bounds())
-            return qm.FieldCondition(key=m.key, range=rng)
-        return qm.FieldCondition(key=m.key, match=qm.MatchAny(any=list(m.any)))
-
-    return qm.Filter(must=[cond(m) for m in flt.must] or None, must_not=[cond(m) for m in flt.must_not] or None)

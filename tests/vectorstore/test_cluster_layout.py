@@ -20,7 +20,8 @@ from freshindex.core.errors import ConfigError
 from freshindex.settings import load_settings
 from freshindex.settings.model import CLUSTER_PRESETS
 from freshindex.vectorstore import DENSE, LEXICAL, open_store
-from freshindex.vectorstore.qdrant import CollectionLayout, QdrantStore, collection_params, search_params
+from freshindex.vectorstore.qdrant import QdrantStore
+from freshindex.vectorstore.qdrant_layout import CollectionLayout, collection_params, search_params
 
 
 class RecordingClient:
