@@ -49,7 +49,7 @@ ROUTES = {
     TaskName.RETAIN_SNAPSHOTS: Queue.BUILD,
     TaskName.RECONCILE_INDEX: Queue.BUILD,
     TaskName.PROCESS_DOCUMENT: Queue.PARSE,
-    TaskName.DISPATCH_DOCUMENTS: Queue.PARSE,  # behind the batch it follows: fair dispatch (workers/tasks.py)
+    TaskName.DISPATCH_DOCUMENTS: Queue.PARSE,  # behind the batch it follows: fair dispatch (workers/dispatch.py)
     TaskName.BUILD_SNAPSHOT: Queue.BUILD,
 }
 

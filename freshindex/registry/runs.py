@@ -256,7 +256,7 @@ class RunsStore(_Base):
         planned documents enqueued so far) from ``start`` to ``end``, and renew
         its lease; False when the run is closed or the cursor is elsewhere.
 
-        Fair dispatch (workers/tasks.py) calls it before enqueueing a batch
+        Fair dispatch (workers/dispatch.py) calls it before enqueueing a batch
         and its continuation: of two continuations starting at the same
         place (a redelivery, or the reaper's copy) only the first sends its
         batch.  The renewed lease gives the continuation a full lease to

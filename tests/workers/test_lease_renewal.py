@@ -1,7 +1,7 @@
 """A task's lease is touched while it works: a long parse, OCR page or embedding is not a dead worker.
 
 The heartbeat is a thread (schedules/reaper.py ``Heartbeat``), started around
-each run task (workers/tasks.py) and around an inline sync (workers/runner.py).
+each run task (workers/task_base.py) and around an inline sync (workers/runner.py).
 These tests hold the work in the ways long work holds a worker: pure Python
 holding the GIL between switches, and a child process (tesseract is one) being
 waited on, and count the renewals that land in the registry meanwhile.

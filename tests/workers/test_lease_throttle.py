@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from freshindex.workers.tasks import ThrottledLease
+from freshindex.workers.task_base import ThrottledLease
 
 
 class Ledger:

@@ -1,6 +1,6 @@
 """A run whose ``dispatch_documents`` continuation waits in the parse queue is not a dead run.
 
-Fair dispatch (workers/tasks.py) leaves a huge source's next batch to a
+Fair dispatch (workers/dispatch.py) leaves a huge source's next batch to a
 continuation queued behind other sources' documents.  While it waits, no
 task of its run is running, so nobody renews the run's lease.  Given such a
 run on the local Redis (its first batch done, its continuation still

@@ -1,0 +1,63 @@
+"""Fair dispatch: a run's documents go to the parse queue one batch at a time.
+
+A sync enqueues at most ``broker.dispatch_batch`` document tasks, then a
+``dispatch_documents`` continuation on the same (FIFO) parse queue, behind
+them; when a worker takes it, that batch has left the queue, and it enqueues
+the next batch and continuation from the plan the registry holds
+(``planned_keys``).  So the documents of a small source synced during a huge
+one wait behind at most one batch per busy source, not behind the whole huge
+source, with no queue per source to manage (docs/architecture.md, "Fair
+dispatch").  The rule is here; the task shells (:mod:`workers.tasks`) only
+say how a document task and a continuation are sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from freshindex.core.enums import RunStatus
+
+#: A planned document as the run stores it: key, etag, size.
+Planned = tuple[str, str | None, int]
+
+
+class DispatchCursor(Protocol):
+    def advance_dispatch(self, run_id: int, start: int, end: int, *, worked: bool = True) -> bool: ...
+
+
+def planned_documents(run: Any) -> list[Planned] | None:
+    """The documents a running run planned; None once the run is closed (finished, or
+    adopted by a later run that re-planned its unprocessed documents) or has no plan."""
+    planned = (run.summary or {}).get("planned_keys")
+    if run.status != RunStatus.RUNNING or planned is None:
+        return None
+    return [(k, e, int(z)) for k, e, z in planned]
+
+
+def send_batch(cursor: DispatchCursor, batch: int, run_id: int, documents: Sequence[Planned], start: int, *,
+               send_document: Callable[[str, str | None, int], object],
+               send_continuation: Callable[[int], object], worked: bool = True) -> int:
+    """Send ``documents[start:]`` up to one ``batch`` (0: all), and the continuation behind it if
+    more remain; returns how many document tasks were sent.
+
+    ``worked``: sent by a parse-queue worker (a continuation), evidence for
+    the reaper that the parse workers are alive; the planner's is not.
+    """
+    size = batch or len(documents)
+    end = start + size
+    # Batched: advance the run's dispatch cursor first (it renews the lease, so the
+    # continuation has a full lease to reach the head of the queue, and of two
+    # copies of one continuation only the first sends); the reaper resumes from it.
+    if (start > 0 or end < len(documents)) and \
+            not cursor.advance_dispatch(run_id, start, min(end, len(documents)), worked=worked):
+        return 0
+    sent = documents[start:end]
+    for key, etag, doc_size in sent:
+        send_document(key, etag, doc_size)
+    if end < len(documents):
+        send_continuation(end)
+    return len(sent)
+
+
+__all__ = ["DispatchCursor", "Planned", "planned_documents", "send_batch"]
