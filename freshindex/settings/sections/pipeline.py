@@ -1,0 +1,102 @@
+"""How syncs run: the broker and its queues, run leases and retries, the beat's schedules."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, SecretStr
+
+
+class BrokerSettings(BaseModel):
+    """Celery broker. Without a URL, work runs in-process (embedded mode)."""
+
+    url: SecretStr | None = Field(
+        default=None, description="redis://... or amqp://...; empty = run tasks in-process"
+    )
+    result_backend: SecretStr | None = Field(
+        default=None, description="Celery result backend; default: the broker URL for redis, rpc:// for amqp"
+    )
+    queue_prefix: str = Field(default="freshindex", description="prefix of every queue name")
+    task_soft_time_limit: int = Field(default=600, ge=1, description="seconds per task")
+    prefetch_multiplier: int = Field(default=1, ge=1, description="Celery prefetch multiplier (1 with late acks)")
+    sync_timeout: float = Field(default=3600.0, description="seconds `freshindex sync` waits for a distributed run")
+    visibility_timeout: int = Field(
+        default=0, ge=0,
+        description="seconds before a Redis/SQS broker redelivers an unacknowledged task of a dead worker; "
+        "0 = the task hard time limit plus 60 s. Must exceed the longest task and any retry countdown",
+    )
+    task_max_retries: int = Field(default=5, ge=0, description="retries of a retryable task error before the "
+                                  "document is recorded as failed")
+    retry_backoff_max: int = Field(default=60, ge=1, description="cap on the exponential retry delay, seconds")
+    dispatch_batch: int = Field(
+        default=200, ge=0,
+        description="documents of one sync enqueued at once on the parse queue; a continuation task queued behind "
+        "them enqueues the next batch, so a huge source's documents interleave with other sources' instead of "
+        "queueing ahead of them all (0 = every document at once)",
+    )
+    worker_metrics_port: int = Field(
+        default=0, ge=0, le=65535,
+        description="port on which `freshindex worker` serves its pool's metrics, task latency and queue depth "
+        "(0 = off)",
+    )
+    worker_metrics_bind: str = Field(
+        default="127.0.0.1",
+        description="address the worker's metrics port listens on: the loopback by default (a scraper on the same "
+        "host, or nothing); 0.0.0.0 (or ::) where Prometheus scrapes it from another host or pod, as the compose "
+        "file and the Kubernetes ConfigMap set it",
+    )
+
+
+class SyncSettings(BaseModel):
+    """How runs are guarded, fenced and recovered."""
+
+    run_lease_s: float = Field(
+        default=30.0, gt=0,
+        description="a running sync run (or its pending build) whose heartbeat is older than this is presumed "
+        "dead and is resumed or closed by the reaper (on beat every third of it): a SIGKILLed worker's run "
+        "resumes within about 1.3 leases. The one default every lease check uses",
+    )
+    heartbeat_interval_s: float = Field(
+        default=5.0, gt=0,
+        description="how often a working process renews its run's heartbeat (a thread, so it keeps renewing "
+        "through a long parse, OCR or embedding); keep it a sixth of run_lease_s or less, so a few missed "
+        "beats (a registry blip) do not look like a dead worker",
+    )
+    document_crash_retries: int = Field(
+        default=2, ge=0,
+        description="a document whose processing killed its worker process (SIGKILL, a segfault in a native "
+        "parser, the OOM killer) is tried again this many times, then recorded as worker_crashed and skipped "
+        "until it changes",
+    )
+    max_deletion_share: float = Field(
+        default=0.3, ge=0, le=1,
+        description="a sync that would tombstone more than this share of a source's documents (or all of them) is "
+        "held until confirmed with `freshindex sources confirm-deletions`",
+    )
+    min_held_deletions: int = Field(
+        default=3, ge=1,
+        description="the share limit applies only from this many deletions in one sync (so deleting 1 of 2 "
+        "documents is not held); a listing that comes back empty is held whatever the count",
+    )
+    fetch_retries: int = Field(default=3, ge=0, description="retries of a transient fetch error, per document")
+    fetch_backoff_s: float = Field(default=0.5, ge=0, description="first fetch retry delay (doubles, with jitter)")
+    fetch_backoff_max_s: float = Field(default=10.0, ge=0, description="cap on one fetch retry delay")
+    parse_ahead: bool = Field(
+        default=False, description="in-process syncs fetch, parse and chunk the next document in a thread while "
+        "this one embeds (onnxruntime releases the GIL); off: one document after another. On 2 cores it gained "
+        "about 3 % (the parser takes CPU from the model's threads), so it is off by default; for more cores than "
+        "embedding.threads",
+    )
+
+
+class ScheduleSettings(BaseModel):
+    """Celery beat's periodic jobs (schedules/beat.py): how often each runs."""
+
+    poll_tick_s: float = Field(default=60.0, gt=0, description="seconds between checks for sources due a poll")
+    sweep_interval_s: float = Field(default=60.0, gt=0, description="seconds between freshness sweeps (stale "
+                                    "labels, hard expiry, validity, supersedes)")
+    gc_interval_s: float = Field(default=3600.0, gt=0, description="seconds between tombstone garbage collections")
+    tombstone_retention_s: float = Field(default=7 * 86400.0, ge=0, description="an applied tombstone no retained "
+                                         "snapshot needs is deleted this long after it was written")
+    retention_interval_s: float = Field(default=3600.0, gt=0, description="seconds between snapshot retention "
+                                        "passes (keep snapshots.keep_versions)")
+    reconcile_interval_s: float = Field(default=900.0, gt=0, description="seconds between registry/index "
+                                        "reconciliations (orphans both ways)")
