@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from freshindex.health.metrics import Metrics
-from freshindex.registry.freshness import SourceFreshness, Withdrawn
+from freshindex.registry.freshness import SourceFreshness
+from freshindex.registry.withdrawals import Withdrawn
 
 log = logging.getLogger("freshindex.sweep")
 

@@ -12,7 +12,7 @@ path labels that evidence with ``last_verified_at``
 *Withdrawal* takes a document out of retrieval before any build: its chunks
 are tombstoned at once (the query path drops tombstoned hits) and their
 deletion is staged in a run-less changeset, so the next build removes the
-points.  Three reasons (:data:`WithdrawReason`):
+points.  Three reasons (:data:`registry.withdrawals.WithdrawReason`):
 
 * ``expired``: its ``valid_until`` has passed;
 * ``unverified``: its source has not been verified for ``hard_expiry_s``
@@ -26,6 +26,9 @@ What it does not guarantee: that a withdrawal happens the moment a time
 passes: the sweep runs on beat (``freshindex.sweep_freshness``), so between
 the deadline and the next sweep :meth:`chunk_status` reports
 ``expired``/``superseded`` for the query path to drop the hit itself.
+
+Canonical documents and mirrors (identical content indexed once) are
+:mod:`registry.twins`; the withdrawal write itself is :mod:`registry.withdrawals`.
 """
 
 from __future__ import annotations
@@ -33,18 +36,17 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKind, RunStatus, TombstoneReason
+from freshindex.core.enums import ChangesetStatus, ChunkState, RunStatus
 from freshindex.core.enums import DocumentState as DocState
 from freshindex.core.errors import ConfigError, NotFoundError
-from freshindex.registry.base import _aware, _Base, _batches, _run_info
+from freshindex.registry.base import _aware, _batches, _run_info
 from freshindex.registry.db import affected_rows, plain_rows
-from freshindex.registry.records import DocumentOutcome, SyncRunInfo
+from freshindex.registry.records import SyncRunInfo
 from freshindex.registry.schema import (
     Changeset,
     ChangesetEntry,
@@ -56,30 +58,13 @@ from freshindex.registry.schema import (
     Tombstone,
     utcnow,
 )
+from freshindex.registry.twins import refresh_mirrors
+from freshindex.registry.withdrawals import WithdrawalStore, Withdrawn, WithdrawReason
 
 #: Runs whose listing worked: the source was reachable and every listed document compared.
 VERIFIED_RUNS = (RunStatus.SUCCEEDED, RunStatus.PARTIAL, RunStatus.HELD)
 
 _UNSET: Any = object()
-
-
-class WithdrawReason(StrEnum):
-    EXPIRED = "expired"
-    UNVERIFIED = "unverified"
-    SUPERSEDED = "superseded"
-    REMOVED = "removed"  # the operator removed the source
-    MIRRORED = "mirrored"  # the same content is canonical elsewhere: this copy became its mirror
-
-
-#: Tombstone reason written per withdrawal reason (``expired`` and ``deleted`` are final:
-#: a rollback never serves them again; ``superseded`` may come back with an older snapshot).
-_TOMBSTONE = {
-    WithdrawReason.EXPIRED: TombstoneReason.EXPIRED,
-    WithdrawReason.UNVERIFIED: TombstoneReason.EXPIRED,
-    WithdrawReason.SUPERSEDED: TombstoneReason.SUPERSEDED,
-    WithdrawReason.REMOVED: TombstoneReason.DELETED,
-    WithdrawReason.MIRRORED: TombstoneReason.SUPERSEDED,
-}
 
 
 @dataclass(frozen=True)
@@ -108,17 +93,8 @@ class SourceFreshness:
         return data
 
 
-@dataclass(frozen=True)
-class Withdrawn:
-    document_id: str
-    source_id: str
-    key: str
-    reason: str
-    chunks: int
-    changeset_id: int | None
 
-
-class FreshnessStore(_Base):
+class FreshnessStore(WithdrawalStore):
     """Operator controls on sources, freshness state, withdrawals, tombstone GC and sync lag."""
 
     # -- operator controls -------------------------------------------------------------------
@@ -270,36 +246,6 @@ class FreshnessStore(_Base):
                 out.append(_freshness(r, verified, ok, error, now))
             return out
 
-    # -- withdrawals -----------------------------------------------------------------------
-
-    def _withdraw(self, s: Session, source: Source, docs: Iterable[Document], reason: WithdrawReason,
-                  now: dt.datetime) -> list[Withdrawn]:
-        """Tombstone the servable chunks of ``docs`` and stage their deletion (one changeset per call)."""
-        cs: Changeset | None = None
-        out: list[Withdrawn] = []
-        for doc in docs:
-            ids = sorted(s.scalars(select(Chunk.id).where(
-                Chunk.document_id == doc.id, Chunk.tombstoned.is_(False),
-                Chunk.state.in_((ChunkState.LIVE, ChunkState.PENDING)))))
-            doc.withdrawn_reason, doc.updated_at = str(reason), now
-            if reason == WithdrawReason.UNVERIFIED:
-                doc.etag = doc.content_hash = None  # re-read when the source is reachable again
-            if not ids:
-                out.append(Withdrawn(doc.id, doc.source_id, doc.key, str(reason), 0, None))
-                continue
-            if cs is None:
-                cs = Changeset(kb=source.kb, source_id=source.id, sync_run_id=None, status=ChangesetStatus.STAGED,
-                               staged_at=now)
-                s.add(cs)
-                s.flush()
-            for batch in _batches(ids):
-                s.execute(update(Chunk).where(Chunk.id.in_(batch)).values(tombstoned=True, updated_at=now))
-            s.add_all(ChangesetEntry(changeset_id=cs.id, chunk_id=cid, document_id=doc.id, op="delete") for cid in ids)
-            s.add_all(Tombstone(chunk_id=cid, document_id=doc.id, kb=source.kb, reason=_TOMBSTONE[reason],
-                                changeset_id=cs.id, created_at=now) for cid in ids)
-            out.append(Withdrawn(doc.id, doc.source_id, doc.key, str(reason), len(ids), cs.id))
-        return out
-
     def withdraw_due_documents(self, now: dt.datetime | None = None) -> list[Withdrawn]:
         """Withdraw every document past its validity, its source's hard expiry, or superseded.
 
@@ -375,7 +321,7 @@ class FreshnessStore(_Base):
             if doc.canonical_id is not None:  # staged with chunks of its own: no longer a mirror
                 previous, doc.canonical_id = doc.canonical_id, None
                 s.flush()
-                _refresh_mirrors(s, previous)
+                refresh_mirrors(s, previous)
 
     def document_provenance(self, document_id: str) -> dict[str, Any] | None:
         with self.session() as s:
@@ -391,131 +337,6 @@ class FreshnessStore(_Base):
                     "last_fetched_at": iso(d.last_fetched_at), "last_error": d.last_error or d.error_detail,
                     "withdrawn_reason": d.withdrawn_reason, "state": d.state}
 
-    # -- canonical documents and mirrors -------------------------------------------------------
-
-    def canonical_twin(self, document_id: str, kb: str, content_hash: str, *, acl: Any) -> str | None:
-        """The canonical document of ``kb`` that already holds exactly this content under the same permissions.
-
-        Canonical: active, not itself a mirror, not withdrawn, the earliest
-        seen (then lowest id) of its content.  ``acl`` (an
-        ``acl.model.DocumentAcl``) must have the twin's fingerprint (tokens,
-        tenant, sensitivity): a copy readable by other people keeps points of
-        its own.  ``document_id`` itself is never its own twin.
-        """
-        with self.session() as s:
-            q = (select(Document.id).join(Source, Source.id == Document.source_id)
-                 .where(Source.kb == kb, Source.removed_at.is_(None), Document.content_hash == content_hash,
-                        Document.acl_fingerprint == acl.fingerprint(),
-                        Document.state == DocState.ACTIVE, Document.canonical_id.is_(None),
-                        Document.withdrawn_reason.is_(None), Document.id != document_id)
-                 .order_by(Document.first_seen_at, Document.id).limit(1))
-            return s.scalar(q)
-
-    def stage_mirror(self, run_id: int, changeset_id: int, *, source_id: str, document_id: str, key: str,
-                     etag: str | None, size: int, content_hash: str, canonical_id: str, acl: Any,
-                     source_uri: str | None = None, seconds: float = 0.0) -> DocumentOutcome:
-        """Record ``document_id`` as a mirror of ``canonical_id``: no chunks of its own, one set of points.
-
-        Fenced like every staging write.  Chunks the document had as a
-        canonical document of other content are tombstoned (superseded) and
-        their deletion staged; the canonical document's ``mirrors`` list names
-        it, so citations of the canonical location can list where else it lives.
-        """
-        now = utcnow()
-        with self.staging_session() as s:
-            self._fence(s, run_id, changeset_id)
-            doc = s.get(Document, document_id)
-            known = doc is not None and bool(doc.version)
-            if doc is None:
-                doc = Document(id=document_id, source_id=source_id, key=key, version=0, first_seen_at=now)
-                s.add(doc)
-            old = sorted(s.scalars(select(Chunk.id).where(
-                Chunk.document_id == document_id, Chunk.tombstoned.is_(False),
-                Chunk.state.in_((ChunkState.LIVE, ChunkState.PENDING))))) if known else []
-            kb = s.scalar(select(Source.kb).where(Source.id == source_id)) or ""
-            if old:
-                for batch in _batches(old):
-                    s.execute(update(Chunk).where(Chunk.id.in_(batch)).values(tombstoned=True, updated_at=now))
-                s.add_all(Tombstone(chunk_id=c, document_id=document_id, kb=kb, reason=TombstoneReason.SUPERSEDED,
-                                    changeset_id=changeset_id, created_at=now) for c in old)
-                stmt = self._insert(ChangesetEntry).values(
-                    [dict(changeset_id=changeset_id, chunk_id=c, document_id=document_id, op="delete") for c in old])
-                s.execute(stmt.on_conflict_do_update(index_elements=["changeset_id", "chunk_id"],
-                                                     set_={"op": stmt.excluded.op}))
-            previous = doc.canonical_id
-            doc.etag, doc.size, doc.content_hash, doc.canonical_id = etag, size, content_hash, canonical_id
-            doc.state, doc.error_reason, doc.error_detail, doc.withdrawn_reason = DocState.ACTIVE, None, None, None
-            doc.version = (doc.version or 0) + 1
-            doc.chunk_count, doc.updated_at, doc.deleted_at = 0, now, None
-            doc.source_uri, doc.last_fetched_at = source_uri or doc.source_uri, now
-            doc.acl, doc.tenant, doc.sensitivity = list(acl.tokens), acl.tenant, str(acl.sensitivity)
-            doc.acl_fingerprint, doc.acl_origin = acl.fingerprint(), acl.origin
-            s.flush()
-            for cid in {c for c in (canonical_id, previous) if c is not None}:
-                _refresh_mirrors(s, cid)
-            outcome = DocumentOutcome(document_id=document_id, key=key,
-                                      outcome=DocumentOutcomeKind.MODIFIED if known else DocumentOutcomeKind.ADDED,
-                                      tombstones=len(old), seconds=seconds)
-            self._put_result(s, run_id, outcome)  # type: ignore[attr-defined]  # StagingStore, on the Registry
-            return outcome
-
-    def rehome_mirrors(self) -> list[tuple[str, str]]:
-        """Mirrors whose canonical document changed, went away or was withdrawn: make them re-read.
-
-        Their etag, content hash and ``canonical_id`` are cleared, so the next
-        sync of their source fetches them and they become canonical (or a
-        mirror of another copy).  Returns ``(source_id, key)`` per mirror.
-        """
-        with self.session() as s:
-            self._write_lock(s)
-            mirrors = s.scalars(select(Document).where(Document.canonical_id.is_not(None),
-                                                       Document.state != DocState.DELETED)).all()
-            out: list[tuple[str, str]] = []
-            touched: set[str] = set()
-            for m in mirrors:
-                canon = s.get(Document, m.canonical_id)
-                if (canon is not None and canon.state == DocState.ACTIVE and canon.content_hash == m.content_hash
-                        and canon.withdrawn_reason is None and canon.canonical_id is None):
-                    continue
-                touched.add(m.canonical_id or "")
-                m.canonical_id, m.etag, m.content_hash, m.updated_at = None, None, None, utcnow()
-                out.append((m.source_id, m.key))
-            s.flush()
-            for cid in touched - {""}:
-                _refresh_mirrors(s, cid)
-            return out
-
-    def merge_twins(self, now: dt.datetime | None = None) -> list[Withdrawn]:
-        """Make later copies of identical content mirrors of the earliest one (per knowledge base).
-
-        Two copies processed at the same time (two workers) can both be
-        indexed as canonical; this converges them: the earliest seen stays,
-        each later one has its chunks withdrawn and becomes its mirror.
-        """
-        now = now or utcnow()
-        with self.session() as s:
-            self._write_lock(s)
-            canonical = (Source.removed_at.is_(None), Document.state == DocState.ACTIVE,
-                         Document.canonical_id.is_(None), Document.withdrawn_reason.is_(None),
-                         Document.content_hash.is_not(None), Document.acl_fingerprint.is_not(None))
-            # Only contents held by two canonical documents or more (one grouped scan, not every row).
-            twice = (select(Document.content_hash).join(Source, Source.id == Document.source_id).where(*canonical)
-                     .group_by(Document.content_hash).having(func.count() > 1))
-            rows = s.execute(
-                select(Document, Source).join(Source, Source.id == Document.source_id)
-                .where(*canonical, Document.content_hash.in_(twice))
-                .order_by(Source.kb, Document.content_hash, Document.first_seen_at, Document.id)).all()
-            first: dict[tuple[str, str, str | None], str] = {}  # (kb, content hash, ACL fingerprint)
-            out: list[Withdrawn] = []
-            for doc, src in rows:
-                canon = first.setdefault((src.kb, doc.content_hash or "", doc.acl_fingerprint), doc.id)
-                if canon == doc.id:
-                    continue
-                out.extend(self._withdraw(s, src, [doc], WithdrawReason.MIRRORED, now))
-                doc.withdrawn_reason, doc.canonical_id, doc.chunk_count = None, canon, 0
-                s.flush()
-                _refresh_mirrors(s, canon)
-            return out
 
     # -- reconciliation: registry and index -------------------------------------------------------
 
@@ -637,17 +458,6 @@ class FreshnessStore(_Base):
                     for r in s.scalars(q)]
 
 
-def _refresh_mirrors(s: Session, canonical_id: str) -> None:
-    """Rewrite a canonical document's ``mirrors`` from the documents that name it."""
-    canon = s.get(Document, canonical_id)
-    if canon is None:
-        return
-    rows = s.execute(select(Document.id, Document.source_id, Document.key, Document.source_uri)
-                     .where(Document.canonical_id == canonical_id, Document.state != DocState.DELETED)
-                     .order_by(Document.source_id, Document.key)).all()
-    canon.mirrors = [{"document_id": i, "source_id": sid, "key": k, "source_uri": uri} for i, sid, k, uri in rows] or None
-
-
 def _freshness(r: Source, verified: dt.datetime | None, ok: dt.datetime | None, error: str | None,
                now: dt.datetime) -> SourceFreshness:
     reason = None
@@ -663,4 +473,5 @@ def _freshness(r: Source, verified: dt.datetime | None, ok: dt.datetime | None, 
     )
 
 
-__all__ = ["VERIFIED_RUNS", "FreshnessStore", "SourceFreshness", "WithdrawReason", "Withdrawn"]
+
+__all__ = ["VERIFIED_RUNS", "FreshnessStore", "SourceFreshness"]

@@ -1,7 +1,8 @@
 """The registry: every read and write of the system of record.
 
 :class:`Registry` composes one store per concern (sources, runs, staging,
-chunks, vector cache, snapshots, archive, audit, locks, health signals, API keys),
+chunks, vector cache, snapshots, archive, audit, locks, health signals, API keys,
+freshness, twins),
 each a mixin over :class:`registry.base._Base`, so one object still serves
 every caller; a consumer should type its dependency with the narrow protocol
 it uses (:mod:`registry.protocols`), not with this class.  Each public method
@@ -29,6 +30,7 @@ from freshindex.registry.signals import HealthStore
 from freshindex.registry.snapshots import SnapshotStore
 from freshindex.registry.sources import SourcesStore
 from freshindex.registry.staging import TRANSIENT_REASONS, StagingStore
+from freshindex.registry.twins import TwinStore
 from freshindex.registry.webhooks import WebhookStore
 
 
@@ -47,6 +49,7 @@ class Registry(
     KeyStore,
     WebhookStore,
     FreshnessStore,
+    TwinStore,
 ):
     """Facade over the registry database: every concern's store on one engine.
 
