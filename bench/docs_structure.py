@@ -34,7 +34,7 @@ then), and how many chunk hashes of the newer release the older one lacks
 (what would be embedded).
 
 The same is measured with the parser of the last commit (``git show
-HEAD:workers/parsing/html.py``) as the baseline, unless ``--no-baseline``.
+HEAD:workers/parsing/html.py`` and ``html_walk.py``) as the baseline, unless ``--no-baseline``.
 
     python -m bench.docs_structure [--limit N] [--no-baseline] [--workers 2]
 
@@ -106,17 +106,31 @@ def pages(root: Path) -> dict[str, Path]:
 _STATE: dict[str, Any] = {}
 
 
-def _baseline_parser() -> Any:
-    """``parse_html`` of the last commit, loaded from ``git show``."""
-    src = subprocess.run(["git", "show", "HEAD:workers/parsing/html.py"], cwd=ROOT, capture_output=True, text=True,
+def _head_module(rel: str, name: str) -> Any:
+    """The module at ``rel`` as of the last commit, loaded from ``git show``."""
+    src = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
-    path = Path(tempfile.mkdtemp()) / "html_head.py"
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
     path.write_text(src)
-    spec = importlib.util.spec_from_file_location("freshindex_bench_html_head", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
     spec.loader.exec_module(module)
-    return module.parse_html
+    return module
+
+
+def _baseline_parser() -> Any:
+    """``parse_html`` of the last commit, with the walker of the last commit (html_walk.py) under it."""
+    walker_name = "freshindex.workers.parsing.html_walk"
+    current = sys.modules.get(walker_name)
+    sys.modules[walker_name] = _head_module("workers/parsing/html_walk.py", "freshindex_bench_html_walk_head")
+    try:
+        return _head_module("workers/parsing/html.py", "freshindex_bench_html_head").parse_html
+    finally:
+        if current is not None:
+            sys.modules[walker_name] = current
+        else:
+            del sys.modules[walker_name]
 
 
 def _init(which: str) -> None:
