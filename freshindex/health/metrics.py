@@ -24,9 +24,19 @@ OTHER_SOURCES_LABEL = "_other"
 
 
 class Metrics:
+    """The process's collectors, one attribute each, defined by subsystem (the ``_*_metrics`` methods)."""
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self._sync_metrics(r)
+        self._embedding_metrics(r)
+        self._build_metrics(r)
+        self._query_metrics(r)
+        self._api_metrics(r)
+
+    def _sync_metrics(self, r: CollectorRegistry) -> None:
+        """Sync runs and documents: outcomes, errors, skips, moves, retries, crashes, OCR, tasks, the reaper."""
         self.documents = Counter("freshindex_documents_total", "Documents processed by outcome",
                                  ["source", "outcome"], registry=r)
         self.document_errors = Counter("freshindex_document_errors_total",
@@ -39,6 +49,39 @@ class Metrics:
         self.documents_moved = Counter("freshindex_documents_moved_total", "Documents whose content reappeared "
                                        "under a new key in the same sync (not counted by the deletion guard)",
                                        ["source"], registry=r)
+        self.tombstones = Counter("freshindex_tombstones_written_total", "Tombstones written", ["kb", "reason"],
+                                  registry=r)
+        self.sync_runs = Counter("freshindex_sync_runs_total", "Finished sync runs by status", ["source", "status"],
+                                 registry=r)
+        # multiprocess_mode: a worker's pool children each hold a value; without it (mode "all") every
+        # child's value would be a series of its own with a `pid` label, new on every restart.
+        self.last_sync = Gauge("freshindex_last_successful_sync_timestamp_seconds",
+                               "Unix time of the last successful sync", ["source"], registry=r,
+                               multiprocess_mode="max")
+        self.tasks = Counter("freshindex_tasks_total", "Celery task executions", ["task", "outcome"], registry=r)
+        self.stale_tasks = Counter("freshindex_stale_tasks_total",
+                                   "Tasks of a closed or adopted sync run, fenced off without writing", ["task"],
+                                   registry=r)
+        self.deletions_held = Counter("freshindex_deletions_held_total",
+                                      "Syncs whose deletions the deletion guard held for confirmation", ["source"],
+                                      registry=r)
+        self.fetch_retries = Counter("freshindex_fetch_retries_total",
+                                     "Document fetches retried after a transient source error", ["source"],
+                                     registry=r)
+        self.ocr_low_confidence_pages = Counter("freshindex_ocr_low_confidence_pages_total",
+                                                "Scanned pages read with an OCR confidence under the floor",
+                                                ["source"], registry=r)
+        self.ocr_pages = Counter("freshindex_ocr_pages_total", "Scanned pages read by OCR (the denominator of "
+                                 "freshindex_ocr_low_confidence_pages_total)", ["source"], registry=r)
+        self.worker_crashes = Counter("freshindex_worker_crashes_total",
+                                      "Document attempts whose worker process died on the document (found by the "
+                                      "next attempt); past sync.document_crash_retries it is recorded worker_crashed",
+                                      ["source"], registry=r)
+        self.reaped_runs = Counter("freshindex_reaped_runs_total",
+                                   "Stalled sync runs the reaper resumed, closed or rebuilt", ["action"], registry=r)
+
+    def _embedding_metrics(self, r: CollectorRegistry) -> None:
+        """The embedding model, the vector cache and remote embedding servers."""
         self.chunks_embedded = Counter("freshindex_chunks_embedded_total", "Chunks embedded by the model",
                                        ["model"], registry=r)
         self.chunks_reused = Counter("freshindex_chunks_reused_total", "Added chunks served by the vector cache",
@@ -56,15 +99,9 @@ class Metrics:
         self.remote_embed_retries = Counter(
             "freshindex_remote_embed_retries_total", "Requests to a remote embedding server tried again, by the "
             "outcome that made it wait", ["provider", "outcome"], registry=r)
-        self.tombstones = Counter("freshindex_tombstones_written_total", "Tombstones written", ["kb", "reason"],
-                                  registry=r)
-        self.sync_runs = Counter("freshindex_sync_runs_total", "Finished sync runs by status", ["source", "status"],
-                                 registry=r)
-        # multiprocess_mode: a worker's pool children each hold a value; without it (mode "all") every
-        # child's value would be a series of its own with a `pid` label, new on every restart.
-        self.last_sync = Gauge("freshindex_last_successful_sync_timestamp_seconds",
-                               "Unix time of the last successful sync", ["source"], registry=r,
-                               multiprocess_mode="max")
+
+    def _build_metrics(self, r: CollectorRegistry) -> None:
+        """Snapshot builds: outcomes, time, verification, swaps, blue/green, reconciliation."""
         self.builds = Counter("freshindex_builds_total", "Snapshot builds by outcome", ["kb", "outcome"], registry=r)
         self.standby_busy = Counter("freshindex_standby_busy_total", "Blue/green builds that copied instead: a "
                                     "reader still had the standby open", ["kb"], registry=r)
@@ -73,6 +110,13 @@ class Metrics:
         self.verification_failures = Counter("freshindex_verification_failures_total",
                                              "Builds held because a check failed", ["kb", "check"], registry=r)
         self.alias_swaps = Counter("freshindex_alias_swaps_total", "Alias swaps", ["kb"], registry=r)
+        self.reconcile_orphans = Counter("freshindex_reconcile_orphans_total",
+                                         "Orphans reconciliation found and withdrawn, by direction (index: a point "
+                                         "without a live registry row; registry: a live chunk missing from the index)",
+                                         ["kb", "direction"], registry=r)
+
+    def _query_metrics(self, r: CollectorRegistry) -> None:
+        """The query path: outcomes, stage times, refusals, citations, the recheck and ACL denials."""
         self.queries = Counter("freshindex_queries_total", "Queries answered by outcome", ["kb", "outcome"],
                                registry=r)
         self.refusals = Counter("freshindex_refusals_total",
@@ -110,27 +154,9 @@ class Metrics:
         self.acl_service_errors = Counter("freshindex_acl_service_errors_total",
                                           "Permission service requests that failed closed (timeout, unreachable, "
                                           "bad status or answer)", ["kind", "reason"], registry=r)
-        self.tasks = Counter("freshindex_tasks_total", "Celery task executions", ["task", "outcome"], registry=r)
-        self.stale_tasks = Counter("freshindex_stale_tasks_total",
-                                   "Tasks of a closed or adopted sync run, fenced off without writing", ["task"],
-                                   registry=r)
-        self.deletions_held = Counter("freshindex_deletions_held_total",
-                                      "Syncs whose deletions the deletion guard held for confirmation", ["source"],
-                                      registry=r)
-        self.fetch_retries = Counter("freshindex_fetch_retries_total",
-                                     "Document fetches retried after a transient source error", ["source"],
-                                     registry=r)
-        self.ocr_low_confidence_pages = Counter("freshindex_ocr_low_confidence_pages_total",
-                                                "Scanned pages read with an OCR confidence under the floor",
-                                                ["source"], registry=r)
-        self.ocr_pages = Counter("freshindex_ocr_pages_total", "Scanned pages read by OCR (the denominator of "
-                                 "freshindex_ocr_low_confidence_pages_total)", ["source"], registry=r)
-        self.worker_crashes = Counter("freshindex_worker_crashes_total",
-                                      "Document attempts whose worker process died on the document (found by the "
-                                      "next attempt); past sync.document_crash_retries it is recorded worker_crashed",
-                                      ["source"], registry=r)
-        self.reaped_runs = Counter("freshindex_reaped_runs_total",
-                                   "Stalled sync runs the reaper resumed, closed or rebuilt", ["action"], registry=r)
+
+    def _api_metrics(self, r: CollectorRegistry) -> None:
+        """The HTTP service: readiness, authentication, limits, webhooks."""
         self.readiness_failures = Counter("freshindex_readiness_failures_total",
                                           "Readiness checks that failed, by dependency (registry, vector_store)",
                                           ["dependency"], registry=r)
@@ -156,10 +182,6 @@ class Metrics:
         self.webhook_batch_size = Histogram("freshindex_webhook_batch_size",
                                             "Verified webhook deliveries written per registry commit (group commit)",
                                             registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
-        self.reconcile_orphans = Counter("freshindex_reconcile_orphans_total",
-                                         "Orphans reconciliation found and withdrawn, by direction (index: a point "
-                                         "without a live registry row; registry: a live chunk missing from the index)",
-                                         ["kb", "direction"], registry=r)
 
     def add_health_collector(self, kbs: Callable[[], Iterable[str]], health: Callable[[str], dict[str, Any]],
                              sources: Callable[[], Iterable[dict[str, Any]]] | None = None) -> None:
