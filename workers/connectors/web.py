@@ -64,18 +64,15 @@ import logging
 import os
 import threading
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urljoin, urlsplit, urlunsplit
 from urllib.robotparser import RobotFileParser
 
 import httpx
-from limits import RateLimitItem, parse
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
@@ -85,6 +82,8 @@ from freshindex.core.types import ObjectRef
 from freshindex.workers.connectors import ChunkMeta, UnlistedPrefixes
 from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, SourceLike
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
+from freshindex.workers.connectors.web_links import normalise, page_links, sitemap_urls
+from freshindex.workers.connectors.web_options import WebOptions, check_start_url
 
 log = logging.getLogger("freshindex.connectors.web")
 
@@ -102,149 +101,6 @@ _SKIP_SUFFIXES = frozenset(
     ".zip .gz .tgz .bz2 .xz .tar .whl .egg .exe .dmg .pkg .deb .rpm .pdf .epub .mp3 .mp4 .webm .ogg .wav .avi .mov "
     ".txt .rst .md .inv .xml .csv .tsv .ps .dvi".split()
 )
-
-
-@dataclass(frozen=True)
-class WebOptions:
-    """How one web source is crawled: settings ``sources.web`` with the source's own ``--option`` values."""
-
-    max_pages: int = 1000
-    max_depth: int = 20
-    max_total_bytes: int = 256 * 1024 * 1024
-    max_page_bytes: int = 10 * 1024 * 1024
-    concurrency: int = 4
-    rate_limit: str = "10/second"
-    timeout_s: float = 30.0
-    user_agent: str = "freshindex-crawler/1"
-    prefix: str | None = None
-    directory_index: str = "index.html"
-    sitemap: bool | None = None
-
-    @classmethod
-    def of(cls, defaults: Any, options: Mapping[str, Any], *, max_file_bytes: int | None = None) -> WebOptions:
-        """Options from the settings block ``sources.web`` (or None) overridden by a source's string options.
-
-        ``max_file_bytes`` (``sources.max_file_bytes``) caps ``max_page_bytes``."""
-        base = cls()
-        if defaults is not None:
-            base = replace(base, **{f: getattr(defaults, f) for f in (
-                "max_pages", "max_depth", "max_total_bytes", "max_page_bytes", "concurrency", "rate_limit",
-                "timeout_s", "user_agent",
-            )})
-        kw: dict[str, Any] = {}
-        ints = ("max_pages", "max_depth", "max_total_bytes", "max_page_bytes", "concurrency")
-        for name, value in options.items():
-            if name in ints:
-                kw[name] = _int_option(name, value)
-            elif name == "timeout_s":
-                kw[name] = _float_option(name, value)
-            elif name == "sitemap":
-                kw[name] = str(value).strip().lower() in ("1", "true", "yes", "on")
-            elif name in ("rate_limit", "user_agent", "prefix", "directory_index"):
-                kw[name] = str(value)
-        out = replace(base, **kw)
-        if max_file_bytes is not None:
-            out = replace(out, max_page_bytes=min(out.max_page_bytes, max_file_bytes))
-        if out.max_pages < 1 or out.max_depth < 0 or out.max_total_bytes < 1 or out.max_page_bytes < 1:
-            raise ConfigError("web source: max_pages, max_total_bytes and max_page_bytes must be positive, "
-                              "max_depth not negative")
-        if not 1 <= out.concurrency <= 64:
-            raise ConfigError(f"web source: concurrency must be 1..64, got {out.concurrency}")
-        out.rate_item()  # raises on a bad rate
-        return out
-
-    def rate_item(self) -> RateLimitItem:
-        try:
-            return parse(self.rate_limit)
-        except ValueError as exc:
-            raise ConfigError(f"web source: rate_limit {self.rate_limit!r} is not a rate such as "
-                              "'10/second' or '1 per 2 seconds'") from exc
-
-
-def _int_option(name: str, value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"web source: option {name} must be a whole number, got {value!r}") from exc
-
-
-def _float_option(name: str, value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"web source: option {name} must be a number, got {value!r}") from exc
-
-
-def check_start_url(location: str) -> str:
-    """The start URL as stored: http(s) with a host, no credentials, no fragment; else :class:`ConfigError`."""
-    parts = urlsplit(location.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"a web source's location must be an http:// or https:// URL, got {location!r}")
-    if parts.username or parts.password:
-        raise ConfigError("a web source's URL must not carry credentials")
-    return urlunsplit((parts.scheme, parts.netloc.lower(), parts.path or "/", parts.query, ""))
-
-
-def normalise(url: str) -> str:
-    """``url`` without its fragment, with a lower-case scheme and host and a path of at least ``/``."""
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", parts.query, ""))
-
-
-class _PageLinks(HTMLParser):
-    """The ``<a href>``, ``<link rel=canonical>`` and ``<base href>`` of an HTML page (stdlib parser)."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.hrefs: list[str] = []
-        self.canonical: str | None = None
-        self.base: str | None = None
-        self.nofollow = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {k.lower(): (v or "") for k, v in attrs}
-        if tag == "a" and a.get("href"):
-            self.hrefs.append(a["href"].strip())
-        elif tag == "link" and "canonical" in a.get("rel", "").lower().split() and self.canonical is None:
-            self.canonical = a.get("href", "").strip() or None
-        elif tag == "base" and a.get("href") and self.base is None:
-            self.base = a["href"].strip()
-        elif tag == "meta" and a.get("name", "").lower() == "robots" and "nofollow" in a.get("content", "").lower():
-            self.nofollow = True
-
-
-def page_links(html: bytes, url: str) -> tuple[list[str], str | None]:
-    """Absolute URLs (fragments removed) linked from ``html`` served at ``url``, and its canonical URL."""
-    parser = _PageLinks()
-    with contextlib.suppress(Exception):  # a broken page still yields what was read before the break
-        parser.feed(html.decode("utf-8", errors="replace"))
-        parser.close()
-    base = urljoin(url, parser.base) if parser.base else url
-    canonical = normalise(urljoin(base, parser.canonical)) if parser.canonical else None
-    if parser.nofollow:
-        return [], canonical
-    links = []
-    for href in parser.hrefs:
-        if href.startswith(("#", "mailto:", "javascript:", "tel:", "data:")):
-            continue
-        with contextlib.suppress(ValueError):
-            links.append(normalise(urljoin(base, href)))
-    return sorted(set(links)), canonical
-
-
-def sitemap_urls(data: bytes) -> tuple[list[str], list[str]]:
-    """``(<loc> of <url> entries, <loc> of <sitemap> entries)`` of a sitemap or sitemap index."""
-    try:
-        root = ET.fromstring(data)  # expat refuses external entities and entity blow-ups
-    except ET.ParseError as exc:
-        raise SourceError(f"the sitemap is not valid XML: {exc}") from exc
-    pages: Urls = []
-    maps: Urls = []
-    for el in root.iter():
-        if el.tag.rsplit("}", 1)[-1] == "loc" and el.text:
-            parent = "sitemap" if root.tag.rsplit("}", 1)[-1] == "sitemapindex" else "url"
-            (maps if parent == "sitemap" else pages).append(el.text.strip())
-    return pages, maps
 
 
 @dataclass

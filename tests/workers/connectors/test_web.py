@@ -14,7 +14,9 @@ import pytest
 from bench.docsite import DocSite, serve
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.workers.connectors.retry import RetryPolicy
-from freshindex.workers.connectors.web import WebConnector, WebOptions, check_start_url, page_links, sitemap_urls
+from freshindex.workers.connectors.web import WebConnector
+from freshindex.workers.connectors.web_links import page_links, sitemap_urls
+from freshindex.workers.connectors.web_options import WebOptions, check_start_url
 
 NO_WAIT = RetryPolicy(retries=1, backoff_s=0.0, backoff_max_s=0.0)
 
