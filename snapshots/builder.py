@@ -26,67 +26,15 @@ The order of a build, under the knowledge base's writer lock:
 A failure before step 5 leaves the alias where it was: the last good
 snapshot keeps serving and the changesets stay staged for the next build.
 
-Blue/green (a ring of ``keep_versions`` physical collections; with
-``keep_versions = 2`` exactly blue and green).  Once the ring is full, a
-build takes the oldest retained version other than the active one (with
-two, the active one's parent: the standby), and:
-
-a. records in the registry (:meth:`record_side`) the side it is about to
-   modify: its ``base`` (the snapshot whose exact state the collection
-   holds) and the changesets it will replay, then marks the base
-   ``pruned`` (it will no longer hold that version);
-b. renames the collection to the new version's name (Qdrant Edge: one
-   directory rename; collection names are never reused);
-c. replays: every chunk any changeset on the lineage path between base and
-   the active snapshot touched (both ways through their common ancestor, so
-   rollbacks are covered) is written as the active version holds it, which
-   the registry's chunk state says without opening the active collection
-   (``live``: rewritten from the registry row and the vector cache; else
-   deleted), then the staged operations.  Writing a chunk's final state is
-   idempotent, so a partial replay can be replayed again;
-d. verifies and swaps as above.  The version that served until now becomes
-   the standby that the next build recycles (with ``keep_versions = 2``).
-
-A builder SIGKILLed at any step: before (b) nothing was modified (the
-rename is completed by the next reconcile if the base was already marked
-pruned, before it fails the dead version's record; when a reader still
-holds the base the rename is refused and the base, untouched, is made
-``retired`` again instead); after (b) the collection is kept, marked failed with its side
-record, and the next build repairs it by replaying from ``base`` again
-(plus everything the dead attempt may have applied) instead of copying or
-rebuilding.  A recycled side that fails verification is dropped; the next
-build copies the active one (the ring refills).  A lineage path that crosses
-a full build (model change) cannot be replayed: that build copies.
-
-Readers (Qdrant Edge is in-process per reader, the old objection to
-recycling).  Measured: closing, even dropping, an Edge shard writes its
-trackers back into the files it mapped, so a reader that still had a
-version open when a builder modified it would corrupt it on close.  Hence
-every handle holds a shared ``flock`` on ``<collection>/.readers.lock``
-(:meth:`EdgeStore.in_use`); a reader lets go of a version on its first query
-after the alias moved away.  The builder recycles a side only when no handle
-in any process has it open: it waits up to ``reader_grace`` seconds, then
-copies the active version instead (``freshindex_standby_busy_total``), so an
-idle reader costs a copy, never a torn version.  The rename takes the lock
-exclusively, so no reader opens the side while it changes; one that resolved
-the alias before the swaps finds the directory gone and resolves it again,
-and :meth:`EdgeStore.search` re-checks the directory after each query.
-
-Rollback reaches, instantly (an alias swap, no copy), every retained version
-(``keep_versions - 1`` versions behind the active one, with blue/green the
-previous version, which the standby holds until the next build recycles
-it); older ones are restored from their archive (:meth:`SnapshotOps.restore`,
-a full import), since the ring has reused their collection.  Disk: one full
-copy per retained version either way; blue/green stops paying a full copy
-per *build*.  A store that is not :class:`vectorstore.base.Renames` (the Qdrant server path
-unless ``vector_store.server_renames`` makes version names aliases) builds
-``incremental`` under either setting.
+Blue/green recycling of a retained version is :mod:`snapshots.bluegreen`
+(its docstring: the ring, crash repair, readers, rollback and disk); the
+checks before a swap are :mod:`snapshots.verify`; where two versions meet in
+the parent tree is :mod:`snapshots.lineage`.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -94,23 +42,23 @@ from typing import Any
 
 import numpy as np
 
-from freshindex.core.enums import SERVING_SNAPSHOTS, BuildStatus, ChunkState, SnapshotStatus
-from freshindex.core.errors import ConfigError, FreshIndexError, StoreBusyError, VerificationError
+from freshindex.core.enums import SERVING_SNAPSHOTS, BuildStatus, SnapshotStatus
+from freshindex.core.errors import ConfigError, FreshIndexError
 from freshindex.core.naming import Naming
-from freshindex.core.payload import PayloadError, PointPayload
+from freshindex.core.payload import PointPayload
 from freshindex.core.types import Embedder, embed_text
 from freshindex.core.vector_cache import vectors_for
 from freshindex.health.metrics import Metrics
 from freshindex.registry import ChunkRow, SnapshotInfo
 from freshindex.registry.protocols import BuilderRegistry
+from freshindex.snapshots.bluegreen import BlueGreen, Recycle
+from freshindex.snapshots.builder_base import PhaseHook
 from freshindex.snapshots.lock import WriterLock
-from freshindex.vectorstore.base import PointRecord, ReaderTracking, Renames, VectorStore
+from freshindex.snapshots.verify import Held, Verification
+from freshindex.vectorstore.base import PointRecord, VectorStore
 from freshindex.vectorstore.lexical import lexical_text
 
 log = logging.getLogger("freshindex.build")
-
-#: Called with the name of each phase as the build reaches it (tests and tracing).
-PhaseHook = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -129,21 +77,12 @@ class BuildResult:
     verification: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class _Recycle:
-    """A planned blue/green build: ``side`` owns the collection to recycle, which holds ``base``
-    (plus, for a side a dead builder left, whatever of ``replay`` it applied)."""
+class Builder(BlueGreen, Verification):
+    """Builds snapshots of knowledge bases into a :class:`VectorStore`.
 
-    side: SnapshotInfo
-    base: SnapshotInfo
-    replay: tuple[int, ...]
-
-
-class Builder:
-    """Builds snapshots of knowledge bases into a :class:`VectorStore`."""
-
-    #: How the builder waits for readers to close the standby (tests replace it).
-    sleep: Callable[[float], None] = staticmethod(time.sleep)
+    The build itself (clone, apply, full write, swap, retain) is here; blue/green
+    recycling comes from :class:`snapshots.bluegreen.BlueGreen`, the checks before
+    a swap from :class:`snapshots.verify.Verification`."""
 
     def __init__(
         self,
@@ -201,9 +140,6 @@ class Builder:
             return None
         return {**prior, "changed_since": since, "inherited_from": prior.get("inherited_from") or active.id}
 
-    def _phase(self, name: str) -> None:
-        if self.on_phase is not None:
-            self.on_phase(name)
 
     def lock(self, kb: str) -> WriterLock:
         return WriterLock(self.registry, f"build:{kb}", ttl=self.lock_ttl, wait=self.lock_wait)
@@ -312,7 +248,7 @@ class Builder:
 
     def _write(self, kb: str, collection: str, strategy: str, active: SnapshotInfo | None,
                upserts: Sequence[str], deletes: Sequence[str], snapshot_id: str,
-               plan: _Recycle | None = None) -> tuple[int, int, list[str], list[str]]:
+               plan: Recycle | None = None) -> tuple[int, int, list[str], list[str]]:
         """Write the new version; returns (vectors embedded, expected count, ids written, ids removed)."""
         delete_set = set(deletes)
         if strategy == "full":
@@ -363,99 +299,6 @@ class Builder:
         log.info("optimized", extra={"event": "optimized", "kb": kb, "collection": collection, "changed": changed,
                                      "seconds": round(time.perf_counter() - t0, 3)})
 
-    # -- blue/green -------------------------------------------------------------
-
-    def _plan_recycle(self, kb: str, active: SnapshotInfo) -> _Recycle | None:
-        """The side a blue/green build recycles, or None to copy the active version.
-
-        First a side a dead builder left (repair by replay); then, once
-        ``keep_versions`` versions are retained, the oldest one but the
-        active version."""
-        if not isinstance(self.store, Renames):
-            return None
-        snaps = self.registry.list_snapshots(kb)  # newest first
-        by_id = {s.id: s for s in snaps}
-        existing = set(self.store.list_collections())
-        for s in snaps:
-            side = s.verification.get("side") or {}
-            if s.status != SnapshotStatus.FAILED or s.strategy != "bluegreen" or s.collection not in existing:
-                continue
-            base = by_id.get(side.get("base", ""))
-            path = _lineage_path(by_id, base, active) if base is not None else None
-            if base is not None and path is not None:
-                replay = {c for p in path for c in p.changeset_ids} | set(side.get("replay") or ())
-                if not self._side_free(kb, s):
-                    return None
-                return _Recycle(side=s, base=base, replay=tuple(sorted(replay)))
-            log.warning("dropping standby %s: it cannot be replayed up to %s", s.collection, active.id)
-            self.store.drop_collection(s.collection)
-        serving = [s for s in snaps if s.status in SERVING_SNAPSHOTS and s.collection in existing]
-        if len(serving) < self.keep_versions:
-            return None  # the ring is not full yet: this build copies
-        # The active version's parent may go (with blue/green it is the standby):
-        # after this build the active version is the new one's parent.
-        for s in reversed(serving):  # oldest first
-            path = _lineage_path(by_id, s, active) if s.id != active.id else None
-            if path is not None:
-                if not self._side_free(kb, s):
-                    return None
-                return _Recycle(side=s, base=s, replay=tuple(sorted({c for p in path for c in p.changeset_ids})))
-        return None
-
-    def _take_side(self, kb: str, plan: _Recycle, snapshot_id: str, collection: str, staged: Sequence[int],
-                   active: SnapshotInfo) -> None:
-        """Record, retire and rename the side (steps a and b of the module doc)."""
-        self.registry.record_side(snapshot_id, {"base": plan.base.id, "from": plan.side.id,
-                                                "replay": sorted(set(plan.replay) | set(staged))})
-        if plan.side.status in SERVING_SNAPSHOTS:
-            self.registry.set_snapshot_status(plan.side.id, SnapshotStatus.PRUNED)
-        self._phase("recycling")
-        assert isinstance(self.store, Renames), "a side is recycled only on a store that renames (_plan_recycle)"
-        try:
-            self.store.rename_collection(plan.side.collection, collection)
-        except FreshIndexError:
-            if plan.side.status in SERVING_SNAPSHOTS:  # untouched: it still holds its version
-                self.registry.set_snapshot_status(plan.side.id, plan.side.status)
-            raise
-        self._phase("recycled")
-        log.info("recycling %s as %s", plan.side.collection, collection,
-                 extra={"event": "standby_recycled", "kb": kb, "snapshot": snapshot_id, "base": plan.base.id,
-                        "active": active.id, "changesets": len(plan.replay)})
-
-    def _side_free(self, kb: str, side: SnapshotInfo) -> bool:
-        """Whether no handle (in any reader process) has ``side`` open, waiting up to
-        ``reader_grace`` seconds for readers to let go (they do on their next
-        query once the alias moved)."""
-        if not isinstance(self.store, ReaderTracking):
-            return True
-        deadline = time.monotonic() + self.reader_grace
-        while self.store.in_use(side.collection):
-            if time.monotonic() >= deadline:
-                self.metrics.standby_busy.labels(kb).inc()
-                log.warning("a reader still has %s open: copying the active version instead of recycling it",
-                            side.collection, extra={"event": "standby_busy", "kb": kb})
-                return False
-            self.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
-        return True
-
-    def _replay_set(self, plan: _Recycle, active: SnapshotInfo, staged: set[str]) -> tuple[list[str], list[str]]:
-        """Chunks the recycled side must take from the active version: (rewrite, delete).
-
-        Every chunk the replayed changesets touched and no staged operation
-        decides, set to what the active version holds.  The registry says
-        what that is: a chunk is ``live`` exactly when it is in the active
-        version (``activate_snapshot`` and rollback set the states under this
-        lock, and staging only moves a chunk between the two states outside
-        it).  Asking the registry, not the active collection, spares opening
-        the active shard for a lookup (most of a small build's time at 1M
-        chunks, ``bench/results/scale.md``).  Should the two ever disagree,
-        the side follows the registry, which is what verification checks.
-        """
-        touched = sorted(self.registry.changeset_chunk_ids(list(plan.replay)) - staged)
-        states = self.registry.chunk_states(touched)
-        live = [c for c in touched if states.get(c) == ChunkState.LIVE]
-        return live, [c for c in touched if states.get(c) != ChunkState.LIVE]
-
     def _upsert(self, collection: str, ids: Sequence[str], snapshot_id: str, batch: int = 1000) -> int:
         embedded = 0
         for i in range(0, len(ids), batch):
@@ -476,103 +319,10 @@ class Builder:
         self.store.flush(collection)
         return embedded
 
-    def verify_collection(self, kb: str, collection: str, *, expected: int, written: Sequence[str] = (),
-                          deletes: Sequence[str] = (), full_scan: bool = False) -> dict[str, Any]:
-        """Checks before a swap; raises :class:`VerificationError` naming the failed check.
-
-        * count: the collection holds exactly the number of points the
-          registry says should be live;
-        * written: every point this build wrote is there with the registry's
-          content hash (all of them, the cost grows with the change);
-        * sample: a sample of written points carries the registry's snapshot
-          id, ACL and source;
-        * removed: every chunk this build removed is gone;
-        * orphans (full builds and ``snapshots verify``): the ids in the
-          collection are exactly the registry's live ids, both ways;
-        * canaries: each canary question of the knowledge base finds its
-          expected document in the top results.
-
-        What passing does not prove: that unsampled payload fields of points
-        carried over from the parent are right (the parent passed the same
-        checks when it was built), or that answers got better.
-        """
-        self._phase("verifying")
-        count = self.store.count(collection)
-        checks: dict[str, Any] = {"point_count": count, "expected_count": expected}
-        if count != expected:
-            raise _Held("count", f"{collection} holds {count} points, the registry expects {expected}", checks)
-        rows = {r.id: r for r in self.registry.chunk_rows(list(written))} if written else {}
-        if written:
-            points = {}
-            for i in range(0, len(written), 1000):
-                points.update({p.id: p for p in self.store.retrieve(collection, written[i : i + 1000])})
-            missing = [cid for cid in written if cid not in points]
-            payloads = {cid: _read_payload(p.payload) for cid, p in points.items()}
-            wrong = [cid for cid in written if cid in points and cid in rows
-                     and ((pl := payloads[cid]) is None or pl.content_hash != rows[cid].content_hash)]
-            checks["written_checked"] = len(written)
-            if missing or wrong:
-                raise _Held("written", f"{len(missing)} written points missing and {len(wrong)} with the wrong "
-                                       f"content hash in {collection} (e.g. {(missing + wrong)[:3]})", checks)
-            rng = random.Random(collection)
-            sample = rng.sample(list(written), min(self.verify_sample, len(written)))
-            bad = []
-            for cid in sample:
-                p, r = payloads[cid], rows.get(cid)
-                if r is None:
-                    bad.append((cid, "no registry row"))
-                elif p is None:
-                    bad.append((cid, "payload"))
-                elif p.acl != tuple(r.acl):
-                    bad.append((cid, "acl"))
-                elif p.tenant != r.tenant or p.acl_version != r.acl_version:
-                    bad.append((cid, "acl_version"))
-                elif p.source_id != r.source_id or p.document_id != r.document_id:
-                    bad.append((cid, "source"))
-                elif not p.snapshot_id:
-                    bad.append((cid, "snapshot_id"))
-            checks["sampled"] = len(sample)
-            if bad:
-                raise _Held("sample", f"{len(bad)} of {len(sample)} sampled points disagree with the registry: "
-                                      f"{bad[:3]}", checks)
-        if deletes:
-            still = []
-            for i in range(0, len(deletes), 1000):
-                still.extend(self.store.retrieve(collection, deletes[i : i + 1000]))
-            checks["removed_checked"] = len(deletes)
-            if still:
-                raise _Held("removed", f"{len(still)} removed chunks are still in {collection}", checks)
-        if full_scan:
-            in_store = set(self.store.iter_ids(collection))
-            live = set(self.registry.live_chunk_ids_for_kb(kb)) | set(written)
-            live -= set(deletes)
-            orphans, absent = in_store - live, live - in_store
-            checks["orphans"], checks["absent"] = len(orphans), len(absent)
-            if orphans or absent:
-                raise _Held("orphans", f"{len(orphans)} points without a live registry row and {len(absent)} live "
-                                       f"chunks missing from {collection}", checks)
-        self._run_canaries(kb, collection, checks)
-        return checks
-
-    def _run_canaries(self, kb: str, collection: str, checks: dict[str, Any]) -> None:
-        canaries = self.registry.list_canaries(kb)
-        if not canaries:
-            return
-        vectors = self.embedder.embed([c.question for c in canaries])
-        failed = []
-        for canary, vector in zip(canaries, vectors, strict=True):
-            hits = self.store.search(collection, vector.tolist(), limit=canary.top_k)
-            if not any((p := _read_payload(h.payload)) is not None and p.key == canary.expected_key for h in hits):
-                failed.append(canary.question)
-        checks["canaries"] = {"run": len(canaries), "failed": failed}
-        if failed:
-            raise _Held("canary", f"{len(failed)} of {len(canaries)} canary queries missed their document: "
-                                  f"{failed[:3]}", checks)
-
     def _fail(self, kb: str, snapshot_id: str, collection: str, active: SnapshotInfo | None, exc: FreshIndexError,
               started: float) -> BuildResult:
-        check = exc.check if isinstance(exc, _Held) else type(exc).__name__
-        details = exc.checks if isinstance(exc, _Held) else {"reason": str(exc)}
+        check = exc.check if isinstance(exc, Held) else type(exc).__name__
+        details = exc.checks if isinstance(exc, Held) else {"reason": str(exc)}
         self.registry.fail_snapshot(snapshot_id, str(exc), details)
         self.metrics.builds.labels(kb, BuildStatus.FAILED).inc()
         self.metrics.verification_failures.labels(kb, check).inc()
@@ -622,64 +372,6 @@ class Builder:
                 if snap.status == SnapshotStatus.FAILED and snap.strategy == "bluegreen" and snap.collection in existing:
                     self.store.drop_collection(snap.collection)
 
-    def _settle_failed_sides(self, kb: str) -> None:
-        """Settle failed sides whose rename was never completed: the rename was busy, or a
-        reconcile (of a release that failed the record first) died before it."""
-        snaps = self.registry.list_snapshots(kb)
-        by_id = {s.id: s for s in snaps}
-        existing = set(self.store.list_collections())
-        for snap in snaps:
-            origin = by_id.get((snap.verification.get("side") or {}).get("from", ""))
-            if (snap.status == SnapshotStatus.FAILED and snap.strategy == "bluegreen" and origin is not None
-                    and snap.collection not in existing and origin.status == SnapshotStatus.PRUNED
-                    and origin.collection in existing):
-                self._settle_side(snap)
-
-    def _settle_side(self, snap: SnapshotInfo) -> bool:
-        """Finish the rename of a recycled side whose builder died between pruning its
-        base and renaming it; True when ``snap``'s collection now exists as a standby.
-
-        The origin's collection was not modified before the rename, so when
-        the rename cannot be completed (a reader in another process has it
-        open: :class:`StoreBusyError`; or the strategy is no longer
-        blue/green) the origin is made ``retired`` again: it still holds its
-        version exactly, so it serves as a retained version (rollback, the
-        next recycle) instead of lingering ``pruned`` on disk, where no build
-        would ever recycle or drop it.  What this does not check: that the
-        origin's files are intact beyond its point count.
-        """
-        side = snap.verification.get("side") or {}
-        existing = set(self.store.list_collections())
-        if snap.collection in existing:
-            return True
-        try:
-            origin = self.registry.get_snapshot(side.get("from", ""))
-        except FreshIndexError:
-            return False
-        if origin.status != SnapshotStatus.PRUNED or origin.collection not in existing:
-            return False  # the base was never touched: it still serves as a retained version
-        if self.strategy == "bluegreen" and isinstance(self.store, Renames):
-            try:
-                self.store.rename_collection(origin.collection, snap.collection)
-                return True
-            except StoreBusyError as exc:
-                log.warning("could not settle %s as %s (%s): %s serves as a retained version again",
-                            origin.collection, snap.collection, exc, origin.id,
-                            extra={"event": "standby_unsettled", "kb": snap.kb, "snapshot": snap.id})
-        try:
-            intact = self.store.count(origin.collection) == origin.point_count
-        except FreshIndexError:
-            intact = False
-        finally:
-            self.store.release(origin.collection)
-        if intact:
-            self.registry.set_snapshot_status(origin.id, SnapshotStatus.RETIRED)
-        else:
-            log.warning("dropping %s: it does not hold the %d points of %s", origin.collection, origin.point_count,
-                        origin.id)
-            self.store.drop_collection(origin.collection)
-        return False
-
     def retain(self, kb: str) -> list[str]:
         """Keep the newest ``keep_versions`` built versions; never the active one
         or its parent.  Returns the pruned snapshot ids."""
@@ -700,57 +392,6 @@ class Builder:
             self.registry.set_snapshot_status(s.id, SnapshotStatus.PRUNED)
             pruned.append(s.id)
         return pruned
-
-
-def tree_path(by_id: dict[str, SnapshotInfo], a: SnapshotInfo,
-              b: SnapshotInfo) -> tuple[list[SnapshotInfo], list[SnapshotInfo]] | None:
-    """The snapshots from ``a`` and from ``b`` up to their common ancestor in the
-    parent tree (each list nearest first, the ancestor left out), or None when
-    they share none.  Their changesets are every chunk that can differ between
-    the two versions: ``a``'s side undone, then ``b``'s side applied."""
-
-    def chain(s: SnapshotInfo | None) -> list[SnapshotInfo]:
-        out: list[SnapshotInfo] = []
-        while s is not None and s.id not in {o.id for o in out}:
-            out.append(s)
-            s = by_id.get(s.parent_id) if s.parent_id else None
-        return out
-
-    up_a, up_b = chain(a), chain(b)
-    ids_b = [s.id for s in up_b]
-    common = next((s for s in up_a if s.id in ids_b), None)
-    if common is None:
-        return None
-    return up_a[: up_a.index(common)], up_b[: ids_b.index(common.id)]
-
-
-def _lineage_path(by_id: dict[str, SnapshotInfo], a: SnapshotInfo, b: SnapshotInfo) -> list[SnapshotInfo] | None:
-    """The snapshots between ``a`` and ``b`` in the parent tree (:func:`tree_path`,
-    both sides): their changesets are every difference between the two
-    collections.  None when there is no common ancestor or a full build (new
-    model or pipeline: every vector differs) lies on the path."""
-    sides = tree_path(by_id, a, b)
-    if sides is None:
-        return None
-    path = sides[0] + sides[1]
-    if any(s.strategy == "full" for s in path):
-        return None
-    return path
-
-
-class _Held(VerificationError):
-    def __init__(self, check: str, message: str, checks: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.check = check
-        self.checks = {**checks, "failed_check": check, "reason": message}
-
-
-def _read_payload(payload: dict[str, Any]) -> PointPayload | None:
-    """A stored payload read back, or None when it is not one the builder wrote."""
-    try:
-        return PointPayload.from_dict(payload)
-    except PayloadError:
-        return None
 
 
 def point_payload(row: ChunkRow, snapshot_id: str) -> PointPayload:

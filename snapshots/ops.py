@@ -25,7 +25,8 @@ from freshindex.health.metrics import Metrics
 from freshindex.registry import SnapshotInfo
 from freshindex.registry.protocols import SnapshotOpsRegistry
 from freshindex.snapshots.archive import ArchiveTarget
-from freshindex.snapshots.builder import Builder, tree_path
+from freshindex.snapshots.builder import Builder
+from freshindex.snapshots.lineage import tree_path
 from freshindex.vectorstore.base import VectorStore
 
 log = logging.getLogger("freshindex.snapshots")

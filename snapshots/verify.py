@@ -1,0 +1,133 @@
+"""Verification of a new collection version before the alias moves to it.
+
+:meth:`Verification.verify_collection` lists the checks; a failed one raises
+:class:`Held`, which names it, and the builder fails the version
+(:meth:`snapshots.builder.Builder.build`) so the alias stays where it was.
+``snapshots verify`` (:class:`snapshots.ops.SnapshotOps`) runs the same checks
+on a serving version.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from freshindex.core.errors import VerificationError
+from freshindex.core.payload import PayloadError, PointPayload
+from freshindex.snapshots.builder_base import BuilderBase
+
+
+class Held(VerificationError):
+    def __init__(self, check: str, message: str, checks: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.check = check
+        self.checks = {**checks, "failed_check": check, "reason": message}
+
+
+def _read_payload(payload: dict[str, Any]) -> PointPayload | None:
+    """A stored payload read back, or None when it is not one the builder wrote."""
+    try:
+        return PointPayload.from_dict(payload)
+    except PayloadError:
+        return None
+
+
+class Verification(BuilderBase):
+    """The checks a version passes before it serves (a mixin of :class:`snapshots.builder.Builder`)."""
+
+    def verify_collection(self, kb: str, collection: str, *, expected: int, written: Sequence[str] = (),
+                          deletes: Sequence[str] = (), full_scan: bool = False) -> dict[str, Any]:
+        """Checks before a swap; raises :class:`VerificationError` naming the failed check.
+
+        * count: the collection holds exactly the number of points the
+          registry says should be live;
+        * written: every point this build wrote is there with the registry's
+          content hash (all of them, the cost grows with the change);
+        * sample: a sample of written points carries the registry's snapshot
+          id, ACL and source;
+        * removed: every chunk this build removed is gone;
+        * orphans (full builds and ``snapshots verify``): the ids in the
+          collection are exactly the registry's live ids, both ways;
+        * canaries: each canary question of the knowledge base finds its
+          expected document in the top results.
+
+        What passing does not prove: that unsampled payload fields of points
+        carried over from the parent are right (the parent passed the same
+        checks when it was built), or that answers got better.
+        """
+        self._phase("verifying")
+        count = self.store.count(collection)
+        checks: dict[str, Any] = {"point_count": count, "expected_count": expected}
+        if count != expected:
+            raise Held("count", f"{collection} holds {count} points, the registry expects {expected}", checks)
+        rows = {r.id: r for r in self.registry.chunk_rows(list(written))} if written else {}
+        if written:
+            points = {}
+            for i in range(0, len(written), 1000):
+                points.update({p.id: p for p in self.store.retrieve(collection, written[i : i + 1000])})
+            missing = [cid for cid in written if cid not in points]
+            payloads = {cid: _read_payload(p.payload) for cid, p in points.items()}
+            wrong = [cid for cid in written if cid in points and cid in rows
+                     and ((pl := payloads[cid]) is None or pl.content_hash != rows[cid].content_hash)]
+            checks["written_checked"] = len(written)
+            if missing or wrong:
+                raise Held("written", f"{len(missing)} written points missing and {len(wrong)} with the wrong "
+                                       f"content hash in {collection} (e.g. {(missing + wrong)[:3]})", checks)
+            rng = random.Random(collection)
+            sample = rng.sample(list(written), min(self.verify_sample, len(written)))
+            bad = []
+            for cid in sample:
+                p, r = payloads[cid], rows.get(cid)
+                if r is None:
+                    bad.append((cid, "no registry row"))
+                elif p is None:
+                    bad.append((cid, "payload"))
+                elif p.acl != tuple(r.acl):
+                    bad.append((cid, "acl"))
+                elif p.tenant != r.tenant or p.acl_version != r.acl_version:
+                    bad.append((cid, "acl_version"))
+                elif p.source_id != r.source_id or p.document_id != r.document_id:
+                    bad.append((cid, "source"))
+                elif not p.snapshot_id:
+                    bad.append((cid, "snapshot_id"))
+            checks["sampled"] = len(sample)
+            if bad:
+                raise Held("sample", f"{len(bad)} of {len(sample)} sampled points disagree with the registry: "
+                                      f"{bad[:3]}", checks)
+        if deletes:
+            still = []
+            for i in range(0, len(deletes), 1000):
+                still.extend(self.store.retrieve(collection, deletes[i : i + 1000]))
+            checks["removed_checked"] = len(deletes)
+            if still:
+                raise Held("removed", f"{len(still)} removed chunks are still in {collection}", checks)
+        if full_scan:
+            in_store = set(self.store.iter_ids(collection))
+            live = set(self.registry.live_chunk_ids_for_kb(kb)) | set(written)
+            live -= set(deletes)
+            orphans, absent = in_store - live, live - in_store
+            checks["orphans"], checks["absent"] = len(orphans), len(absent)
+            if orphans or absent:
+                raise Held("orphans", f"{len(orphans)} points without a live registry row and {len(absent)} live "
+                                       f"chunks missing from {collection}", checks)
+        self._run_canaries(kb, collection, checks)
+        return checks
+
+    def _run_canaries(self, kb: str, collection: str, checks: dict[str, Any]) -> None:
+        canaries = self.registry.list_canaries(kb)
+        if not canaries:
+            return
+        vectors = self.embedder.embed([c.question for c in canaries])
+        failed = []
+        for canary, vector in zip(canaries, vectors, strict=True):
+            hits = self.store.search(collection, vector.tolist(), limit=canary.top_k)
+            if not any((p := _read_payload(h.payload)) is not None and p.key == canary.expected_key for h in hits):
+                failed.append(canary.question)
+        checks["canaries"] = {"run": len(canaries), "failed": failed}
+        if failed:
+            raise Held("canary", f"{len(failed)} of {len(canaries)} canary queries missed their document: "
+                                  f"{failed[:3]}", checks)
+
+
+__all__ = ["Held", "Verification"]
