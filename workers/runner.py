@@ -26,7 +26,7 @@ from freshindex.registry import DocumentErrorInfo, SnapshotInfo, SyncRunInfo
 from freshindex.registry.runs import lease_alive
 from freshindex.schedules.reaper import Heartbeat
 from freshindex.snapshots import BuildResult
-from freshindex.workers import pipeline
+from freshindex.workers import pipeline, planner
 from freshindex.workers.ports import RunnerServices
 
 log = logging.getLogger("freshindex.runner")
@@ -135,7 +135,7 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
     started = time.perf_counter()
     ctx = svc.pipeline
     _reap(svc, None)  # close runs whose process died, build what they staged
-    plan = pipeline.plan_sync(ctx, source_id, trigger=trigger)
+    plan = planner.plan_sync(ctx, source_id, trigger=trigger)
     if plan.joined:
         joined = _follow_joined(svc, plan.run_id, progress=progress, poll=poll)
         if joined is None:  # it died: do the work here (its changes are adopted)

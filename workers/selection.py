@@ -6,7 +6,7 @@ depth, ``/index.html`` only at the root, ``_static/`` a folder and
 everything under it, ``**`` any number of folders, and ``!pattern`` takes a
 key back.  A key is selected when it matches an include pattern (or the
 source has none) and no exclude pattern.  They are applied once, by the
-planner (:func:`workers.pipeline.plan_sync`), to the keys every connector
+planner (:func:`workers.planner.plan_sync`), to the keys every connector
 lists (folder, S3 and any later one), so no connector matches patterns of
 its own.  A key left out is recorded as ``skipped`` with reason
 ``excluded``, never as an error; a document indexed before its key was

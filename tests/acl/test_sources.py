@@ -17,7 +17,7 @@ from freshindex.acl.model import DocumentAcl
 from freshindex.acl.sources import AclResolver, AclRule, AclSourceError, PermissionService, SourceAcl
 from freshindex.workers.connectors.folder import FolderConnector
 from freshindex.workers.connectors.s3 import S3Connector
-from freshindex.workers.pipeline import acl_resolver
+from freshindex.workers.document_acl import acl_resolver
 
 
 def _source(**over: Any) -> SimpleNamespace:

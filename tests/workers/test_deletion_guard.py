@@ -19,7 +19,7 @@ import pytest
 
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.workers.pipeline import deletion_hold
+from freshindex.workers.planner import deletion_hold
 from freshindex.workers.runner import EXIT_DELETIONS_HELD, EXIT_OK, sync_inline
 from tests.conftest import ROOT
 

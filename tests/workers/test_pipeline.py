@@ -12,7 +12,7 @@ from freshindex.acl import Principal
 from freshindex.core.ids import document_id
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.workers import pipeline
+from freshindex.workers import pipeline, planner
 from freshindex.workers.runner import EXIT_NOTHING_INDEXED, EXIT_OK, sync_inline
 from tests.conftest import EXAMPLES
 
@@ -114,7 +114,7 @@ def test_a_sync_where_nothing_can_be_indexed_fails(svc: Services, tmp_path: Path
 def test_a_redelivered_document_task_changes_nothing(svc: Services, sample_kb: Path) -> None:
     svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
     ctx = svc.pipeline
-    plan = pipeline.plan_sync(ctx, "docs")
+    plan = planner.plan_sync(ctx, "docs")
     doc = next(d for d in plan.documents if d.key == "guides/release.md")
     first = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, "docs", doc.key, doc.etag, doc.size)
     again = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, "docs", doc.key, doc.etag, doc.size)

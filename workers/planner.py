@@ -1,0 +1,398 @@
+"""The sync planner: list a source, diff it against the registry, guard deletions.
+
+:func:`plan_sync` opens a run (or joins the live one) and calls its steps in
+order: :func:`list_source`, :func:`diff_listing` (which
+documents to process, which moved to a new key (:func:`_find_moves`), which
+vanished), :func:`guard_deletions` (:func:`deletion_hold`: a listing that
+would delete too much waits for a person), :func:`record_plan` and
+:func:`apply_deletions`.  All of it is registry-only work except the few
+fetches that tell a move from a deletion; the documents themselves are
+processed by :func:`workers.pipeline.process_document`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from freshindex.acl.model import DocumentAcl, is_sidecar
+from freshindex.acl.sources import AclSourceError, SourceAcl
+from freshindex.core.enums import BuildStatus
+from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.errors import ConfigError, DocumentError
+from freshindex.core.ids import content_hash, document_id
+from freshindex.core.types import ObjectRef
+from freshindex.registry import TRANSIENT_REASONS, DocumentState, SourceInfo
+from freshindex.workers import pipeline
+from freshindex.workers.connectors import Connector
+from freshindex.workers.connectors.retry import fetch_with_retry
+from freshindex.workers.document_acl import acl_resolver
+from freshindex.workers.pipeline import PipelineContext
+from freshindex.workers.selection import Selection
+
+log = logging.getLogger("freshindex.pipeline")
+
+#: A document failed on these (its ACL could not be resolved) is re-tagged once it resolves again.
+_ACL_REASONS = (DocumentError.ACL_INVALID, DocumentError.ACL_UNAVAILABLE)
+
+
+@dataclass(frozen=True)
+class PlannedDocument:
+    key: str
+    etag: str | None
+    size: int
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    run_id: int
+    changeset_id: int
+    source_id: str
+    kb: str
+    documents: tuple[PlannedDocument, ...] = field(default_factory=tuple)
+    deleted: int = 0
+    listed: int = 0
+    #: A live run of the source was already running: this plan joined it and
+    #: planned nothing (``run_id`` is that run; follow it, do not process).
+    joined: bool = False
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What the source listed in this run, and what its patterns leave out."""
+
+    connector: Connector
+    source_acl: SourceAcl
+    refs: list[ObjectRef]  # every listed object but sidecars
+    excluded: dict[str, str]  # listed keys the source's patterns leave out, with why
+    docs: list[ObjectRef]  # the listed objects the patterns keep
+
+
+@dataclass(frozen=True)
+class SourceDiff:
+    """What changed since the registry last saw the source."""
+
+    known: dict[str, DocumentState]
+    planned: tuple[PlannedDocument, ...]
+    planned_keys: set[str]
+    gone: list[DocumentState]  # vanished and not moved: tombstoned, or held by the guard
+    moves: dict[str, DocumentState]  # new key -> the vanished document whose content it holds
+    new_skips: list[tuple[ObjectRef, str]]  # excluded keys to record as skipped, with why
+    carried: int  # listed documents still skipped as before
+    live: int
+    deleting: int  # the live documents among ``gone``
+
+
+def _needs_processing(known: DocumentState | None, ref: ObjectRef, version: str) -> bool:
+    if known is None or known.state == DocState.DELETED:
+        return True
+    if known.state == DocState.SKIPPED and known.error_reason == DocumentError.EXCLUDED:
+        return True  # no longer excluded (the patterns changed): a document now
+    if known.state in (DocState.ERROR, DocState.SKIPPED):
+        # A new pipeline (a parser fix) tries again what an older one failed on, once.
+        return (known.etag != ref.etag or known.error_reason in TRANSIENT_REASONS
+                or known.parser_version != version)
+    if known.parser_version != version:
+        return True
+    return known.etag is None or known.etag != ref.etag
+
+
+def deletion_hold(*, deleting: int, live: int, listed: int, max_share: float, min_held: int) -> str | None:
+    """Why deleting ``deleting`` of a source's ``live`` documents must wait, or None.
+
+    An empty listing (a prefix emptied, a bucket re-created, a mount gone)
+    looks exactly like "every document was deleted", so it is always held
+    when the source has a live document.  Otherwise deleting more than
+    ``max_share`` of the live documents is held, but only from ``min_held``
+    deletions on: a small source losing one of two documents (or renaming
+    its only one) is ordinary.
+    """
+    if deleting <= 0 or live <= 0:
+        return None
+    share = deleting / live
+    if listed == 0 or (deleting >= min_held and share > max_share):
+        return (f"would delete {deleting} of {live} documents ({share:.0%}, limit {max_share:.0%})"
+                .replace("%", " %") + ("; the source listed nothing" if listed == 0 else ""))
+    return None
+
+
+def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> SyncPlan:
+    """Open a sync run, list the source and decide what to process.
+
+    A listing that fails closes the run as ``failed`` (changeset dropped)
+    before the error propagates, so no run is left ``running``.  Deletions
+    the guard holds are not staged: the documents keep serving, the run
+    finishes as ``held`` and its other changes are processed as usual.
+    The steps live in ``workers/py``.
+    """
+    source = ctx.registry.get_source(source_id)
+    if source.removed:  # `freshindex sources remove`: its documents were withdrawn for good
+        raise ConfigError(f"source {source_id!r} was removed; add it again with `freshindex sources add --replace`")
+    # One sync per source at a time: the same decision for the inline runner
+    # and the sync_source task (a live running run is joined, never doubled).
+    claim = ctx.registry.open_or_join_run(source_id, trigger, lease_s=ctx.sync.run_lease_s)
+    if claim.joined:
+        log.info("sync joined", extra={"event": "sync_joined", "source": source_id, "run": claim.run_id})
+        return SyncPlan(claim.run_id, claim.changeset_id or 0, source_id, source.kb, joined=True)
+    run_id, changeset_id = claim.run_id, claim.changeset_id or 0
+    log.info("sync started", extra={"event": "sync_started", "source": source_id, "run": run_id})
+    listing = list_source(ctx, source, run_id)
+    # The version is read from its module when called (a test patches it to stand for an upgrade).
+    diff = diff_listing(ctx, source_id, listing, version=pipeline.PIPELINE_VERSION)
+    held = guard_deletions(ctx, source_id, run_id, diff, listed=len(listing.docs))
+    record_plan(ctx, source, run_id, changeset_id, listing, diff)
+    deleted = apply_deletions(ctx, source, run_id, changeset_id, listing, diff, held)
+    log.info(
+        "sync planned",
+        extra={"event": "sync_planned", "source": source_id, "run": run_id, "listed": len(listing.refs),
+               "planned": len(diff.planned), "deleted": deleted, "deletions_held": diff.deleting if held else 0,
+               "moved": len(diff.moves), "excluded": len(listing.excluded)},
+    )
+    return SyncPlan(run_id, changeset_id, source_id, source.kb, diff.planned, deleted, len(listing.refs))
+
+
+def list_source(ctx: PipelineContext, source: SourceInfo, run_id: int) -> Listing:
+    """List the source; a listing that fails closes the run as ``failed`` and raises."""
+    source_id = source.id
+    try:
+        connector = ctx.connector_for(source)
+        # Sidecars are ACL, never documents (the connectors skip them; this is the backstop).
+        refs = [r for r in connector.list() if not is_sidecar(r.key)]
+        source_acl = SourceAcl.of(source)
+    except Exception as exc:
+        # Any listing failure (not only SourceError: a bug, a bad location)
+        # must close the run, or the source looks busy until its lease ends.
+        ctx.registry.finish_sync_run(run_id, error=f"cannot list the source: {exc}")
+        ctx.registry.set_run_build(run_id, status=BuildStatus.FAILED, snapshot_id=None, error=str(exc))
+        ctx.metrics.sync_runs.labels(source_id, "failed").inc()
+        log.warning("sync failed", extra={"event": "sync_list_failed", "source": source_id, "run": run_id,
+                                          "error": str(exc)})
+        raise
+    # The source's --include/--exclude patterns, applied here for every connector kind (workers/selection.py).
+    excluded = _excluded(Selection.of(source.options), refs)
+    return Listing(connector, source_acl, refs, excluded, [r for r in refs if r.key not in excluded])
+
+
+def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *, version: str) -> SourceDiff:
+    """Diff the listing against the registry: what to process, what moved, what vanished, what is skipped.
+
+    ``version`` is the pipeline's (``PIPELINE_VERSION``): a document indexed by another is processed again.
+    """
+    known = ctx.registry.documents_for_source(source_id)
+    refs, docs, excluded = listing.refs, listing.docs, listing.excluded
+    listed = {ref.key for ref in docs}
+    planned = tuple(PlannedDocument(r.key, r.etag, r.size) for r in docs if _needs_processing(known.get(r.key), r, version))
+    planned_keys = {d.key for d in planned}
+    # Under a folder the connector could not read (listed as one unreadable entry), nothing is gone.
+    unlisted = tuple(getattr(listing.connector, "unlisted_prefixes", ()))
+    gone = [doc for key, doc in known.items() if key not in listed
+            and doc.state in (DocState.ACTIVE, DocState.ERROR, DocState.SKIPPED)
+            and not (doc.state == DocState.SKIPPED and key in excluded)  # excluded before: still a skip
+            and not (unlisted and key.startswith(unlisted))]
+    # A vanished document whose content reappears under a new key in this sync moved: its old key
+    # goes in this build and the guard does not count it (content identity: _find_moves).
+    moves = _find_moves(ctx, listing.connector, source_id, [r for r in docs if r.key in planned_keys], known,
+                        [d for d in gone if d.state == DocState.ACTIVE])
+    moved_from = {old.key for old in moves.values()}
+    gone = [doc for doc in gone if doc.key not in moved_from]
+    # Excluded keys are recorded once as skipped (again only if they were something else before).
+    new_skips = [(r, why) for r, why in ((r, excluded[r.key]) for r in refs if r.key in excluded)
+                 if not _skipped_as(known.get(r.key), DocumentError.EXCLUDED)
+                 and (known.get(r.key) is None or known[r.key].state not in (DocState.ACTIVE, DocState.ERROR))]
+    carried = sum(1 for r in docs if r.key not in planned_keys and (k := known.get(r.key)) is not None
+                  and k.state == DocState.SKIPPED) + sum(
+        1 for r in refs if r.key in excluded and _skipped_as(known.get(r.key), DocumentError.EXCLUDED))
+    return SourceDiff(known=known, planned=planned, planned_keys=planned_keys, gone=gone, moves=moves,
+                 new_skips=new_skips, carried=carried,
+                 live=sum(1 for doc in known.values() if doc.state == DocState.ACTIVE),
+                 deleting=sum(1 for doc in gone if doc.state == DocState.ACTIVE))
+
+
+def guard_deletions(ctx: PipelineContext, source_id: str, run_id: int, diff: SourceDiff, *, listed: int) -> str | None:
+    """Why this run's deletions wait for a person (:func:`deletion_hold`), or None.
+
+    A confirmation (`freshindex sources confirm-deletions`) is taken here, used or not.
+    """
+    guard = ctx.sync
+    held = deletion_hold(deleting=diff.deleting, live=diff.live, listed=listed, max_share=guard.max_deletion_share,
+                         min_held=guard.min_held_deletions)
+    if held is not None:
+        confirmed = ctx.registry.take_deletion_confirmation(source_id)  # one shot: used or not, it is gone
+        if confirmed is not None and diff.deleting <= confirmed:
+            log.warning("deletions confirmed", extra={"event": "deletions_confirmed", "source": source_id,
+                                                      "run": run_id, "deleting": diff.deleting,
+                                                      "confirmed": confirmed})
+            held = None
+        elif confirmed is not None:
+            held += f"; the confirmation covered only {confirmed}"
+    return held
+
+
+def record_plan(ctx: PipelineContext, source: SourceInfo, run_id: int, changeset_id: int, listing: Listing,
+                 diff: SourceDiff) -> None:
+    """Record the plan on the run, re-tag unchanged documents, stage the moves and record new skips."""
+    source_id = source.id
+    ctx.registry.set_run_planned(run_id, listed=len(listing.refs), planned=len(diff.planned),
+                                 documents=[(d.key, d.etag, d.size) for d in diff.planned],  # lets the reaper resume
+                                 skipped=diff.carried, moves=[{"from": old.key, "to": new} for new, old in
+                                                              sorted(diff.moves.items())])
+    _note_observed(ctx, source_id, run_id, listing.docs, diff.planned_keys)  # sync lag (registry/freshness.py)
+    _retag_listed(ctx, source, listing.source_acl, listing.connector, run_id, changeset_id, listing.docs, diff.known,
+                  diff.planned_keys)
+    for new_key, old in sorted(diff.moves.items()):
+        # Not held, whatever the guard says of real deletions: one build never serves both keys.
+        n = ctx.registry.stage_deletion(run_id, changeset_id, old.id, moved_to=new_key)
+        ctx.metrics.tombstones.labels(source.kb, "superseded").inc(n)
+        ctx.metrics.documents_moved.labels(source_id).inc()
+        log.info("document moved", extra={"event": "document_moved", "source": source_id, "run": run_id,
+                                          "from": old.key, "to": new_key})
+    if diff.new_skips:
+        ctx.registry.record_skips(run_id, changeset_id, source_id, [
+            {"document_id": document_id(source_id, r.key), "key": r.key, "reason": DocumentError.EXCLUDED,
+             "detail": why, "etag": r.etag, "size": r.size} for r, why in diff.new_skips])
+        ctx.metrics.documents_skipped.labels(source_id, DocumentError.EXCLUDED).inc(len(diff.new_skips))
+
+
+def apply_deletions(ctx: PipelineContext, source: SourceInfo, run_id: int, changeset_id: int, listing: Listing,
+                     diff: SourceDiff, held: str | None) -> int:
+    """Hold the vanished documents (they keep serving) or tombstone them; how many were deleted."""
+    source_id = source.id
+    if held is not None:
+        reason = f"{held}; confirm with `freshindex sources confirm-deletions {source_id}`"
+        pending = [doc.id for doc in diff.gone if doc.state == DocState.ACTIVE]
+        ctx.registry.hold_deletions(run_id, reason=reason, held={
+            "deletions": diff.deleting, "live": diff.live, "listed": len(listing.docs),
+            "limit": ctx.sync.max_deletion_share, "keys": sorted(doc.key for doc in diff.gone)[:20],
+            "moved": len(diff.moves),
+        })
+        # Held documents keep serving, labelled "pending deletion" in the context until a person decides.
+        ctx.registry.mark_pending_deletion(source_id, run_id, pending)
+        ctx.metrics.deletions_held.labels(source_id).inc()
+        log.warning("deletions held", extra={"event": "deletions_held", "source": source_id, "run": run_id,
+                                             "deleting": diff.deleting, "live": diff.live,
+                                             "listed": len(listing.docs), "moved": len(diff.moves),
+                                             "reason": reason})
+        return 0
+    ctx.registry.mark_pending_deletion(source_id, run_id, ())  # whatever an earlier hold labelled
+    deleted = 0
+    for doc in diff.gone:
+        why = listing.excluded.get(doc.key)
+        n = ctx.registry.stage_deletion(
+            run_id, changeset_id, doc.id,
+            skipped=(DocumentError.EXCLUDED, why) if why is not None else None)
+        ctx.metrics.tombstones.labels(source.kb, "deleted").inc(n)
+        ctx.metrics.documents.labels(source_id, "deleted").inc()
+        deleted += 1
+    return deleted
+
+
+def _excluded(selection: Selection, refs: list[ObjectRef]) -> dict[str, str]:
+    """Listed keys the source's patterns leave out, with why (the skip detail)."""
+    if selection.everything:
+        return {}
+    return {r.key: why for r in refs if (why := selection.why_excluded(r.key)) is not None}
+
+
+def _skipped_as(known: DocumentState | None, reason: str) -> bool:
+    return known is not None and known.state == DocState.SKIPPED and known.error_reason == reason
+
+
+def _find_moves(ctx: PipelineContext, connector: Connector, source_id: str, new: list[ObjectRef],
+                known: dict[str, DocumentState], gone: list[DocumentState]) -> dict[str, DocumentState]:
+    """New keys of this sync that hold a vanished document's content: ``{new key: the vanished document}``.
+
+    Content identity: a listed key the registry does not serve (new, or
+    deleted before) whose bytes hash to a vanished document's recorded hash
+    (``source_hash``; ``content_hash`` for documents indexed before it was
+    recorded).  Only keys whose listed size equals a vanished document's are
+    fetched to be hashed, so a sync without deletions fetches nothing here.
+    A connector may name a rename itself: a listed ref's ``moved_from``
+    attribute (a git connector's ``git diff -M``) pairs it with that
+    vanished key without hashing; such a rename is a move even if its
+    content changed a little.  Otherwise a move that changed content is a
+    deletion plus an addition.  Each vanished document moves at most once.
+    Not guaranteed: a candidate that cannot be fetched here is not a move
+    (its old key is then deleted, or held, as usual).
+    """
+    if not gone or not new:
+        return {}
+    by_key = {doc.key: doc for doc in gone}
+    moves: dict[str, DocumentState] = {}
+    fresh = [r for r in new if (k := known.get(r.key)) is None or k.state != DocState.ACTIVE]
+    for ref in fresh:
+        hint = getattr(ref, "moved_from", None)
+        if isinstance(hint, str) and hint in by_key:
+            moves[ref.key] = by_key.pop(hint)
+    by_content: dict[tuple[int, str], list[DocumentState]] = {}
+    for doc in by_key.values():
+        if doc.source_hash or doc.content_hash:
+            by_content.setdefault((doc.size, doc.source_hash or doc.content_hash or ""), []).append(doc)
+    sizes = {size for size, _ in by_content}
+    for ref in sorted(fresh, key=lambda r: r.key):
+        if ref.key in moves or ref.size not in sizes:
+            continue
+        try:
+            data = fetch_with_retry(connector.fetch, ref.key, ctx.fetch_policy, source_id=source_id)
+        except Exception as exc:  # not a move then; processing records what is wrong with it
+            log.info("move candidate not read", extra={"event": "move_candidate_unread", "source": source_id,
+                                                       "key": ref.key, "error": str(exc)})
+            continue
+        twins = by_content.get((len(data), content_hash(data)))
+        if twins:
+            moves[ref.key] = twins.pop(0)
+            if not twins:
+                sizes = {size for size, _ in by_content if by_content[(size, _)]}
+    return moves
+
+
+def _retag_listed(ctx: PipelineContext, source: SourceInfo, source_acl: SourceAcl, connector: Connector,
+                  run_id: int, changeset_id: int, refs: list[ObjectRef], known: dict[str, DocumentState],
+                  planned: set[str]) -> None:
+    """Re-resolve the ACL of every listed document this run does not process, and stage re-tags.
+
+    An unchanged document is not fetched, but a sidecar, a tag or a rule may
+    have changed who may read it: its new ACL is stored (``acl_version``
+    bumped) and its live chunks get upsert entries in this run's changeset,
+    so the build rewrites their points with vectors from the cache (0
+    embeds).  A document whose ACL cannot be resolved keeps its previous ACL
+    and is recorded as failed with ``acl_invalid`` / ``acl_unavailable``.
+    """
+    resolver = acl_resolver(ctx, source_acl, connector, sidecar_keys=getattr(connector, "sidecar_keys", None))
+    acls: dict[str, DocumentAcl] = {}
+    for ref in refs:
+        doc = known.get(ref.key)
+        if doc is None or doc.state == DocState.DELETED or ref.key in planned:
+            continue
+        try:
+            acl = resolver.resolve(ref.key)
+            if doc.acl is None or doc.acl_fingerprint != acl.fingerprint() or doc.error_reason in _ACL_REASONS:
+                acls[doc.id] = acl  # only what changed goes to the registry's write transaction
+        except AclSourceError as exc:
+            ctx.registry.record_failure(run_id, source_id=source.id, document_id=doc.id, key=ref.key,
+                                        reason=exc.reason, detail=exc.detail, etag=doc.etag, size=doc.size,
+                                        changeset_id=changeset_id)
+            ctx.metrics.document_errors.labels(source.id, exc.reason).inc()
+            log.warning("document ACL not resolved", extra={"event": "acl_unresolved", "source": source.id,
+                                                             "key": ref.key, "reason": exc.reason,
+                                                             "detail": exc.detail})
+    if not acls:
+        return
+    applied = ctx.registry.apply_document_acls(source.id, acls, run_id=run_id, changeset_id=changeset_id)
+    if applied.bumped:
+        log.info("document ACLs changed", extra={"event": "acl_retagged", "source": source.id, "run": run_id,
+                                                  "documents": len(applied.bumped),
+                                                  "chunks": applied.retagged_chunks})
+
+
+def _note_observed(ctx: PipelineContext, source_id: str, run_id: int, refs: list[ObjectRef], keys: set[str]) -> None:
+    """Record when this run's earliest change was made: a changed object's modification time, never
+    before the source's last successful sync (a change cannot be seen before the look that missed it)."""
+    import datetime as dt
+
+    last_ok = ctx.registry.last_successful_sync(source_id)
+    if last_ok is None:
+        return  # a first load has no change to measure; its lag counts from the run's start
+    floor = (last_ok if last_ok.tzinfo else last_ok.replace(tzinfo=dt.UTC)).timestamp()
+    times = [max(r.modified, floor) for r in refs if r.modified and r.key in keys]
+    if times:
+        ctx.registry.note_observed(run_id, dt.datetime.fromtimestamp(min(times), dt.UTC))
