@@ -245,3 +245,21 @@ def test_no_part_is_imported_under_a_second_name() -> None:
                 continue
             found += [f"{path.relative_to(ROOT)}: {name}" for name in names if name.split(".")[0] in bare]
     assert len(files) > 200 and found == []
+
+
+#: Reading limits (issue: a house a newcomer can change): a function a reader can hold, a module by concern.
+MAX_FUNCTION_LINES, MAX_MODULE_LINES = 100, 600
+
+
+def test_no_function_over_100_lines_and_no_module_over_600() -> None:
+    long_functions, long_modules = [], []
+    for module, path in module_files(ROOT).items():
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long_modules.append(f"{module}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{module}.{node.name}: {lines} lines")
+    assert long_functions == [] and long_modules == []

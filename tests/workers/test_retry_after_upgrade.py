@@ -26,14 +26,14 @@ def _errors(svc: Services) -> dict[str, str]:
 
 def test_a_failed_document_is_retried_once_after_a_pipeline_change(svc: Services, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given a source with a good page and a page with no text, synced once: the empty one is an error
+    # Given a source with a good page and a corrupt PDF, synced once: the PDF is an error
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "good.md").write_text("# Good\n\nThe ferry leaves at noon from pier nine.\n")
-    (kb / "empty.html").write_text("<html><body><nav>Home</nav></body></html>")
+    (kb / "broken.pdf").write_bytes(b"%PDF-1.7\n1 0 obj <<>> garbage")
     svc.registry.add_source("docs", kind="folder", location=str(kb), owner="t", kb="default")
     sync_inline(svc, "docs")
-    assert _errors(svc) == {"empty.html": "empty"}
+    assert set(_errors(svc)) == {"broken.pdf"}
 
     # When nothing changes, the next sync does not try it again
     again = sync_inline(svc, "docs")
@@ -43,7 +43,7 @@ def test_a_failed_document_is_retried_once_after_a_pipeline_change(svc: Services
     monkeypatch.setattr(pipeline, "PIPELINE_VERSION", pipeline.PIPELINE_VERSION + "-upgraded")
     upgraded = sync_inline(svc, "docs")
     retried = [e.key for e in svc.registry.document_errors(run_id=upgraded.run.id)]
-    assert retried == ["empty.html"]
+    assert retried == ["broken.pdf"]
 
     # And a sync after that leaves it alone again
     after = sync_inline(svc, "docs")
