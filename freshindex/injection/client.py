@@ -29,6 +29,7 @@ from typing import Any
 
 from freshindex.acl import Principal, query_filter, visible
 from freshindex.acl.access import DocumentStatus, SensitiveRecheck, Verdict, decide, denial_records
+from freshindex.core.clock import as_utc
 from freshindex.core.errors import NotFoundError, StoreError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
@@ -302,10 +303,15 @@ class InjectionClient:
         lexical_top = max((h.lexical for h in hits if h.lexical is not None), default=None)
         dense_top = max((h.score for h in hits), default=None)
         present: set[str] = set()  # every admitted candidate passed the registry recheck
+        ocr_read: set[str] = set()
         for c in candidates:
-            present |= evidence_tokens(c.evidence.text, c.evidence.title, c.evidence.heading_path, c.evidence.key)
+            got = evidence_tokens(c.evidence.text, c.evidence.title, c.evidence.heading_path, c.evidence.key)
+            present |= got
+            if c.evidence.ocr:
+                ocr_read |= got
         return refusal_signals(question, tokens, idf=idf, missing_idf=missing, lexical_top=lexical_top,
-                               dense_top=dense_top, present=present, rarity=self.refusal.key_term_rarity)
+                               dense_top=dense_top, present=present, rarity=self.refusal.key_term_rarity,
+                               ocr_read=ocr_read)
 
     def _policy(self, snapshot_id: str) -> RefusalPolicy:
         """The refusal policy with the calibrated bias of ``snapshot_id``; the shipped one without a calibration.
@@ -470,9 +476,7 @@ def _beyond(freshness: Any, now: dt.datetime, max_stale_s: float | None) -> bool
     verified = getattr(freshness, "last_verified_at", None)
     if verified is None:
         return True
-    if verified.tzinfo is None:
-        verified = verified.replace(tzinfo=dt.UTC)
-    return (now - verified).total_seconds() > max_stale_s
+    return (now - as_utc(verified)).total_seconds() > max_stale_s
 
 
 def _label_stale(c: Candidate, freshness: Any) -> Candidate:

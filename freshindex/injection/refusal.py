@@ -49,7 +49,11 @@ score (``unknown_names``).  Paraphrase cannot stand in for a name: pages
 about ``sys`` and about monitoring do not answer a question about
 ``sys.monitoring``; the typical unanswerable question names something the
 corpus lacks, and scored with its other words it passes.  It has no fitted
-constant.
+constant.  Text read by OCR misreads names (``N01_kind`` as ``NO1_kind``,
+``R_ENCODING_LOCALES`` as ``RLENCODING_LOCALES``): a candidate read by OCR
+holds a name also when one of its tokens is a single edit away once the
+glyphs OCR confuses are folded (:func:`ocr_close`), and such a token counts
+for coverage as the name.
 
 Coverage is the share of the question's weight (every term but the parts of
 a compound it names whole) that is not a missing key term; a question with no
@@ -85,7 +89,7 @@ from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats
 
 __all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "absent_idf", "decide",
-           "evidence_tokens", "is_name", "known", "name_forms", "question_terms", "signals"]
+           "evidence_tokens", "is_name", "known", "name_forms", "ocr_close", "question_terms", "signals"]
 
 
 class RefusalReason(StrEnum):
@@ -224,7 +228,7 @@ def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
 
 def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, float], missing_idf: float,
             lexical_top: float | None, dense_top: float | None, present: Iterable[str] | None = None,
-            rarity: float = RefusalPolicy.key_term_rarity) -> Signals:
+            rarity: float = RefusalPolicy.key_term_rarity, ocr_read: Iterable[str] = ()) -> Signals:
     """The signals of ``question`` against the token sets of its admitted evidence (see the module docstring).
 
     ``idf`` maps the question's tokens present for the caller to the
@@ -234,7 +238,8 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
     wholes, absent tokens, plain words whose IDF is at least ``rarity`` of
     ``missing_idf``); the lexical signal is normalised by the weight of every
     term, as BM25 scored them all.  A question with no key term has nothing
-    to miss: coverage 1.
+    to miss: coverage 1.  ``ocr_read``: the tokens of the candidates read by
+    OCR (of the evidence and ``present`` alike), where a name may be misread.
     """
     terms, (compounds, alone) = question_terms(question)[0], _compounds(question)
     # tokens the question has only as parts of an identifier it names whole (not also on their own)
@@ -246,6 +251,14 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
     # None): the engine's presence under the filter includes points the registry has since denied (an
     # ACL narrowed before the next build re-tags them), and a weight taken from them would tell so.
     seen = have if present is None else (have | set(present))
+    # A name OCR misread is held by the candidate that holds the misreading (ocr_close), for presence and
+    # for coverage alike: the misreading is what the lexical side indexed.
+    noisy = set(ocr_read)
+    for t in compounds:
+        if t not in seen and noisy and any(ocr_close(t, o) for o in noisy):
+            seen.add(t)
+            if any(ocr_close(t, o) for o in have):
+                have.add(t)
     # A compound the tokenizer does not emit on its own (``process_cpu_count`` of ``os.process_cpu_count``:
     # parts split at every separator) is in the evidence when a longer identifier there holds it whole.
     have |= {t for t in compounds if t not in have and _inside(t, have)}
@@ -272,6 +285,29 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
     unknown = tuple(t for t in missing if t in compounds and is_name(t) and not known(t, seen))
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
                    weights=weights, key_terms=key_terms, unknown=unknown)
+
+
+#: Glyphs OCR reads one for another, folded before comparing: 0/o, 1/l/i/|, 5/s.
+_OCR_FOLD = str.maketrans({"0": "o", "1": "l", "i": "l", "|": "l", "5": "s"})
+
+
+def ocr_close(name: str, token: str) -> bool:
+    """Whether ``token`` may be ``name`` as OCR read it: equal once confusable glyphs are folded, or one edit apart.
+
+    One edit (a glyph replaced, dropped or added: ``r_encoding`` read as
+    ``rlencoding``) only for names of at least 8 characters, where one edit
+    does not turn a name into another real one as easily as in a short word.
+    """
+    a, b = name.translate(_OCR_FOLD), token.translate(_OCR_FOLD)
+    if a == b:
+        return True
+    if len(a) < 8 or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    i = next((k for k, (x, y) in enumerate(zip(short, long_, strict=False)) if x != y), len(short))
+    return short[i:] == long_[i + 1:]
 
 
 _HYPHENATED = re.compile(r"[^\W_]+(?:-[^\W_]+)+")

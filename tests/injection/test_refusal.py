@@ -30,6 +30,7 @@ from freshindex.injection.refusal import (
     absent_idf,
     decide,
     evidence_tokens,
+    ocr_close,
     signals,
 )
 from freshindex.settings import ContextSettings
@@ -317,3 +318,28 @@ def test_a_name_no_candidate_holds_refuses_whatever_the_score() -> None:
 def test_a_name_written_otherwise_or_no_name_at_all_is_not_unknown(question: str, held: set[str]) -> None:
     s = signals(question, [held], idf={}, missing_idf=9.0, lexical_top=5.0, dense_top=0.8, present=held)
     assert s.unknown == ()
+
+
+def test_a_name_ocr_misread_is_held_by_the_scanned_candidate_only() -> None:
+    # Given a question naming N01_kind and a scanned page whose OCR reads it NO1_kind
+    q = "Which values can N01_kind take in the standalone Rmath library?"
+    scanned = {"constant", "no1_kind", "no1", "kind", "values", "rmath", "standalone", "library"}
+    common = dict(idf={}, missing_idf=9.0, lexical_top=5.0, dense_top=0.8, present=scanned)
+    # When the candidate was read by OCR, the misreading holds the name, for presence and coverage
+    read = signals(q, [scanned], ocr_read=scanned, **common)
+    assert read.unknown == () and "n01_kind" not in read.missing
+    # and when the same tokens come from a text layer, the name is unknown: a text layer does not misread
+    typed = signals(q, [scanned], **common)
+    assert typed.unknown == ("n01_kind",)
+
+
+@pytest.mark.parametrize(("name", "token", "close"), [
+    ("n01_kind", "no1_kind", True),  # 0 read as O
+    ("r_encoding_locales", "rlencoding_locales", True),  # _ read as L: one edit in a long name
+    ("r_encoding_locales", "r_encoding", False),  # a prefix is another name
+    ("sys.monitor", "sys.monitoring", False),  # two edits
+    ("abc_def", "abx_def", False),  # one edit in a short name is too easily another name
+])
+def test_ocr_close_folds_confused_glyphs_and_allows_one_edit_in_long_names(name: str, token: str,
+                                                                           close: bool) -> None:
+    assert ocr_close(name, token) is close
