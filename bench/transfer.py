@@ -29,7 +29,9 @@ has no evidence: with refusal on it counts as a miss.
 * hit@5: an item of the top 5 is on the question's page;
 * passage@5: the golden passage is inside the text of a top-5 item ON the question's page, compared
   with whitespace and ``|`` removed (``bench.evidence.norm``: the chunker lays tables out as Markdown
-  and the code highlighter splits tokens, so whitespace cannot be relied on);
+  and the code highlighter splits tokens, so whitespace cannot be relied on); on an item read by OCR,
+  90 % of the passage's characters aligned in order (``holds``: OCR misreads glyphs the passage, copied
+  from the text layer, has), the exact figure beside it;
 * MRR@10: 1 / the rank of the first item on the page in the limit-10 packet (0 if none);
 * distractor above canonical: in the limit-10 ranking an item of a distractor page comes before the
   first item of the canonical page (or the canonical page is absent and a distractor page is there).
@@ -50,6 +52,7 @@ each index's directory as ``rows.json`` (``--from-rows`` rebuilds the report fro
 from __future__ import annotations
 
 import argparse
+import difflib
 import hashlib
 import json
 import os
@@ -282,6 +285,27 @@ def _rank(corpus: Corpus, evidence: list[dict[str, Any]], pages: list[str]) -> i
     return None
 
 
+#: An OCR-read item holds a passage when this share of the passage's characters aligns with its text in order.
+OCR_PASSAGE_MATCH = 0.9
+
+
+def holds(passage: str, ev: dict[str, Any]) -> bool:
+    """Whether evidence item ``ev`` holds the normalised ``passage``: exactly, or (read by OCR) up to misread glyphs.
+
+    The golden passages are copied from the text layer; a scanned page's
+    OCR misreads some glyphs (``N01`` as ``NO1``, quotes), so on an item read
+    by OCR the passage counts when :data:`OCR_PASSAGE_MATCH` of its characters
+    align, in order, with the item's text (``difflib``'s matching blocks).
+    """
+    text = norm(ev["text"])
+    if passage in text:
+        return True
+    if not ev.get("ocr") or not passage:
+        return False
+    blocks = difflib.SequenceMatcher(None, passage, text, autojunk=False).get_matching_blocks()
+    return sum(b.size for b in blocks) >= OCR_PASSAGE_MATCH * len(passage)
+
+
 def judge(corpus: Corpus, q: dict[str, Any], at5: dict[str, Any], at10: dict[str, Any]) -> dict[str, Any]:
     """hit@5, passage@5, reciprocal rank@10 and distractor order of one run (limit 5 and limit 10 packets)."""
     ev5, ev10 = at5["evidence"], at10["evidence"]
@@ -298,7 +322,8 @@ def judge(corpus: Corpus, q: dict[str, Any], at5: dict[str, Any], at10: dict[str
     rank5, rank10 = _rank(corpus, ev5, [page]), _rank(corpus, ev10, [page])
     passage = norm(q["passage"])
     on = [e for e in ev5 if on_page(corpus, e, page)]
-    out.update(hit5=rank5 is not None, passage5=any(passage in norm(e["text"]) for e in on),
+    out.update(hit5=rank5 is not None, passage5=any(holds(passage, e) for e in on),
+               passage5_exact=any(passage in norm(e["text"]) for e in on),
                passage5_strict=any(" ".join(q["passage"].split()) in " ".join(e["text"].split()) for e in on),
                passage5_any_page=any(passage in norm(e["text"]) for e in ev5), rr10=1.0 / rank10 if rank10 else 0.0,
                rank10=rank10)
@@ -364,6 +389,7 @@ def figures(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
         "query_ms_p50": _pct([r[label]["ms5"] for r in rows], 50),
         "query_ms_p95": _pct([r[label]["ms5"] for r in rows], 95),
         "passage_at_5_strict_whitespace": _rate(sum(x["passage5_strict"] for x in runs), len(runs)),
+        "passage_at_5_exact_on_ocr": _rate(sum(x.get("passage5_exact", x["passage5"]) for x in runs), len(runs)),
         "top5_is_prefix_of_top10": _rate(sum(r[label]["prefix"] for r in rows), len(rows)),
         # the context budget, not the limit, often caps the limit-10 packet: MRR@10 is over what it holds
         "limit10_items": dict(sorted(Counter(r[label]["n10"] for r in rows if not r[label]["insufficient"]).items())),
@@ -468,6 +494,7 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
                             "goals": goals(off, RETRIEVAL)},
             "by_kind": on["by_kind"], "by_kind_refusal_off": off["by_kind"],
             "passage_at_5_strict_whitespace": on["passage_at_5_strict_whitespace"],
+            "passage_at_5_exact_on_ocr": on["passage_at_5_exact_on_ocr"],
             "passage_at_5_any_page_refusal_off": _rate(sum(r["off"]["passage5_any_page"] for r in rows
                                                            if r["kind"] != "unanswerable"), on["answerable"]),
             "top5_is_prefix_of_top10": on["top5_is_prefix_of_top10"],
@@ -584,7 +611,8 @@ def _meta(argv: list[str], shipped: dict[str, float]) -> dict[str, Any]:
             "freshindex_env": sorted(k for k in os.environ if k.startswith("FRESHINDEX_")),
             "shipped_refusal_defaults": shipped, "goals": {k: f"{op} {g}" for k, (op, g) in GOALS.items()},
             "limits": list(LIMITS), "passage_match": "whitespace and '|' removed (bench.evidence.norm), on an item of "
-            "the question's page", "refused_answerable_counts_as_miss": True}
+            f"the question's page; on an item read by OCR, {OCR_PASSAGE_MATCH:.0%} of the passage's characters aligned "
+            "in order (passage_at_5_exact_on_ocr: exact there too)", "refused_answerable_counts_as_miss": True}
 
 
 def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
@@ -598,7 +626,9 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
                 f"{', '.join(sorted({f for n in per for f in per[n]['commit_at_query']['uncommitted_product_files']}))}. "
                 if any(per[n]["commit_at_query"]["uncommitted_product_files"] for n in per) else "")
              + "Questions asked through `InjectionClient.retrieve` at limit 5 and 10; a refused answerable question "
-             "counts as a miss; passages compared with whitespace and `|` removed, on an item of the question's page.",
+             "counts as a miss; passages compared with whitespace and `|` removed, on an item of the question's page "
+             f"(on an item read by OCR, {OCR_PASSAGE_MATCH:.0%} of the passage's characters aligned in order: OCR "
+             "misreads glyphs the golden passage copied from the text layer).",
              "", "## Figures with the default settings (refusal on)", ""]
     names = list(per)
 
@@ -614,6 +644,8 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
         rows.append([key, *[val(n, key) for n in names], f"{op} {g}"])
     rows += [["index_seconds", *[per[n]["index_seconds"] for n in names], ""],
              ["query_ms_p50 / p95", *[f"{per[n]['query_ms_p50']} / {per[n]['query_ms_p95']}" for n in names], ""],
+             ["passage@5, exact on OCR-read items too",
+              *[per[n].get("passage_at_5_exact_on_ocr", "-") for n in names], ""],
              ["chunks", *[per[n]["chunks"] for n in names], ""]]
     lines += table(["figure", *names, "goal"], ["l", *"r" * len(names), "l"], rows)
     lines += ["", "## Retrieval alone (`FRESHINDEX_CONTEXT__REFUSAL=false`)", ""]

@@ -98,3 +98,19 @@ def test_the_index_key_changes_with_the_chunker_and_not_with_the_refusal(monkeyp
     assert transfer.index_key(transfer.index_parts(refusal_off, "m", HTML)) == before
     monkeypatch.setattr(chunking, "CHUNKER_VERSION", chunking.CHUNKER_VERSION + "-next")
     assert transfer.index_key(transfer.index_parts(settings, "m", HTML)) != before
+
+
+def test_an_ocr_read_item_holds_a_passage_up_to_misread_glyphs_and_a_text_layer_item_only_exactly():
+    q = {"id": "c", "kind": "code", "page": "R-admin.pdf#page=43",
+         "passage": "typedef enum { BUGGY_KINDERMAN_RAMAGE, AHRENS_DIETER, BOX_MULLER } N01type;"}
+    misread = "typedef enum {\nBUGGY_KINDERMAN_RAMAGE,\nAHRENS_DIETER,\nBOX_MULLER\n} NO1type;"
+    scanned = {**ev("R-admin.pdf", misread, page=43), "ocr": True}
+    # Given the passage as OCR read it (0 as O) on a scanned item: it holds the passage, though not exactly
+    got = transfer.judge(PDF, q, packet(scanned), packet(scanned))
+    assert got["passage5"] and not got["passage5_exact"]
+    # And the same misread text from a text layer does not
+    got = transfer.judge(PDF, q, packet(ev("R-admin.pdf", misread, page=43)), packet(ev("R-admin.pdf", misread, page=43)))
+    assert not got["passage5"]
+    # And an OCR item holding only part of the passage does not either
+    half = {**ev("R-admin.pdf", "typedef enum { BUGGY_KINDERMAN_RAMAGE,", page=43), "ocr": True}
+    assert not transfer.judge(PDF, q, packet(half), packet(half))["passage5"]
