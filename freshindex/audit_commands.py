@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from freshindex.acl.access import Verdict
+from freshindex.core.clock import as_utc
 from freshindex.display import escaped
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -36,7 +37,7 @@ def _since(value: str | None) -> dt.datetime | None:
         when = dt.datetime.fromisoformat(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is neither a duration (30m, 2h, 7d) nor an ISO time") from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+    return as_utc(when)
 
 
 @click.group("audit")

@@ -29,12 +29,6 @@ from freshindex.registry.runs import lease_alive
 from freshindex.settings.model import SyncSettings
 
 
-def _aware(t: dt.datetime | None) -> dt.datetime | None:
-    if t is not None and t.tzinfo is None:
-        return t.replace(tzinfo=dt.UTC)  # SQLite returns naive UTC
-    return t
-
-
 def run_blocks(run: SyncRunInfo, now: dt.datetime, lease_s: float) -> bool:
     """True while ``run`` is running and its lease has not run out."""
     return run.status == RunStatus.RUNNING and lease_alive(run, now=now, lease_s=lease_s)
@@ -45,8 +39,6 @@ def is_due(source: SourceInfo, last_ok: dt.datetime | None, running: bool, now: 
         return False
     if last_ok is None:
         return True
-    if last_ok.tzinfo is None:
-        last_ok = last_ok.replace(tzinfo=dt.UTC)
     return (now - last_ok).total_seconds() >= source.poll_interval_s
 
 
@@ -62,9 +54,9 @@ def due_sources(registry: RunHistory, now: dt.datetime | None = None, *,
         runs = registry.sync_runs(source.id, limit=1)
         latest = runs[0] if runs else None
         running = latest is not None and run_blocks(latest, now, lease_s)
-        last = _aware(registry.last_successful_sync(source.id))
+        last = registry.last_successful_sync(source.id)
         if latest is not None and latest.status == RunStatus.HELD and latest.finished_at is not None:
-            held_at = _aware(latest.finished_at)
+            held_at = latest.finished_at
             last = held_at if last is None or (held_at is not None and held_at > last) else last
         if is_due(source, last, running, now):
             due.append(source.id)

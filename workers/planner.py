@@ -392,7 +392,7 @@ def _note_observed(ctx: PipelineContext, source_id: str, run_id: int, refs: list
     last_ok = ctx.registry.last_successful_sync(source_id)
     if last_ok is None:
         return  # a first load has no change to measure; its lag counts from the run's start
-    floor = (last_ok if last_ok.tzinfo else last_ok.replace(tzinfo=dt.UTC)).timestamp()
+    floor = last_ok.timestamp()  # aware: registry times are UTC
     times = [max(r.modified, floor) for r in refs if r.modified and r.key in keys]
     if times:
         ctx.registry.note_observed(run_id, dt.datetime.fromtimestamp(min(times), dt.UTC))

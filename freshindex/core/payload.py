@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from freshindex.core.clock import as_utc
 from freshindex.core.errors import PermanentError
 
 
@@ -127,7 +128,7 @@ def parse_time(value: str | None) -> dt.datetime | None:
         t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
+    return as_utc(t)
 
 
 __all__ = ["PayloadError", "PointPayload", "parse_time"]

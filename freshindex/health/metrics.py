@@ -259,9 +259,7 @@ class _HealthCollector(Collector):
             except Exception:
                 continue
             if h.get("last_successful_sync"):
-                last = dt.datetime.fromisoformat(h["last_successful_sync"])
-                if last.tzinfo is None:
-                    last = last.replace(tzinfo=dt.UTC)
+                last = dt.datetime.fromisoformat(h["last_successful_sync"])  # aware: a registry time
                 lag.add_metric([kb], (dt.datetime.now(dt.UTC) - last).total_seconds())
             backlog.add_metric([kb], h.get("tombstone_backlog", 0))
             for reason, n in (h.get("documents_in_error_by_reason") or {}).items():
@@ -281,8 +279,7 @@ def _age_s(iso: str | None, now: Any) -> float | None:
 
     if not iso:
         return None
-    at = dt.datetime.fromisoformat(iso)
-    return (now - (at if at.tzinfo else at.replace(tzinfo=dt.UTC))).total_seconds()
+    return (now - dt.datetime.fromisoformat(iso)).total_seconds()  # aware: a registry time
 
 
 class _SourceFreshnessCollector(Collector):

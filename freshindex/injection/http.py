@@ -51,6 +51,7 @@ from urllib.parse import quote
 import httpx
 import tenacity
 
+from freshindex.core.clock import as_utc
 from freshindex.core.errors import FreshIndexError, NotFoundError, PermanentError, RetryableError
 from freshindex.injection.types import ContextPacket
 
@@ -370,9 +371,7 @@ def _retry_after(value: str | None) -> float | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return max(0.0, min(86_400.0, (when - dt.datetime.now(dt.UTC)).total_seconds()))
+    return max(0.0, min(86_400.0, (as_utc(when) - dt.datetime.now(dt.UTC)).total_seconds()))
 
 
 __all__ = ["BadRequest", "BadResponse", "ClientError", "FreshIndexClient", "NotFound", "RateLimited", "ServerError",

@@ -10,12 +10,11 @@ of :mod:`registry.records`.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Self, overload
+from typing import Any, Self
 
 from sqlalchemy import Engine, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -221,18 +220,6 @@ def _snap_info(r: Snapshot) -> SnapshotInfo:
 def process_name() -> str:
     """hostname:pid of this process, as recorded on the runs it works on."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-
-@overload
-def _aware(t: dt.datetime) -> dt.datetime: ...
-@overload
-def _aware(t: None) -> None: ...
-@overload
-def _aware(t: dt.datetime | None) -> dt.datetime | None: ...
-def _aware(t: dt.datetime | None) -> dt.datetime | None:
-    # SQLite hands back naive datetimes; every registry time is UTC.
-    return t.replace(tzinfo=dt.UTC) if t is not None and t.tzinfo is None else t
 
 
 

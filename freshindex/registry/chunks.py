@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from sqlalchemy import func, select
 
 from freshindex.core.enums import ChangesetStatus, ChunkState
-from freshindex.registry.base import _aware, _Base, _batches, _chunk_row
+from freshindex.registry.base import _Base, _batches, _chunk_row
 from freshindex.registry.db import plain_rows
 from freshindex.registry.records import ChunkRow, ChunkStatus
 from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, Source, Tombstone, utcnow
@@ -110,7 +110,6 @@ class ChunkStore(_Base):
                 )
                 for (cid, state, tomb, doc_id, source_id, doc_acl, source_acl, tenant, sens, version, valid_until,
                      withdrawn, pending) in plain_rows(s.execute(q)):
-                    valid_until = _aware(valid_until)
                     out[cid] = ChunkStatus(
                         id=cid, state=state, tombstoned=tomb, document_id=doc_id, source_id=source_id,
                         acl=tuple((source_acl if doc_acl is None else doc_acl) or ()), tenant=tenant or "default",

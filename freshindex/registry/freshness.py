@@ -41,10 +41,11 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from freshindex.core.clock import as_utc
 from freshindex.core.enums import ChangesetStatus, ChunkState, RunStatus
 from freshindex.core.enums import DocumentState as DocState
 from freshindex.core.errors import ConfigError, NotFoundError
-from freshindex.registry.base import _aware, _batches, _run_info
+from freshindex.registry.base import _batches, _run_info
 from freshindex.registry.db import affected_rows, plain_rows
 from freshindex.registry.records import SyncRunInfo
 from freshindex.registry.schema import (
@@ -202,7 +203,7 @@ class FreshnessStore(WithdrawalStore):
                                                 .where(SyncRun.id.in_(list(last_ids.values())))):
                 errors[sid] = (error or "failed") if status == RunStatus.FAILED else None
         out: dict[str, tuple[dt.datetime | None, dt.datetime | None, str | None]] = {
-            sid: (_aware(v), _aware(ok), errors.get(sid)) for sid, v, ok, _last in rows}
+            sid: (v, ok, errors.get(sid)) for sid, v, ok, _last in rows}
         for sid in source_ids or ():  # a source id not (or no longer) in the registry: never verified
             out.setdefault(sid, (None, None, None))
         return out
@@ -285,7 +286,7 @@ class FreshnessStore(WithdrawalStore):
                               .where(Document.supersedes.is_not(None), Document.state != DocState.DELETED,
                                      Document.withdrawn_reason.is_(None))).all()
             for target, sid, valid_from, first_seen in newer:
-                start = _aware(valid_from) or _aware(first_seen)
+                start = valid_from or first_seen
                 if start is None or start > now:
                     continue
                 old = s.scalars(select(Document).where(
@@ -328,7 +329,7 @@ class FreshnessStore(WithdrawalStore):
             d = s.get(Document, document_id)
             if d is None:
                 return None
-            iso = lambda t: _aware(t).isoformat() if t is not None else None  # noqa: E731
+            iso = lambda t: t.isoformat() if t is not None else None  # noqa: E731
             owner = s.scalar(select(Source.owner).where(Source.id == d.source_id))
             return {"document_id": d.id, "source_id": d.source_id, "key": d.key, "canonical_id": d.canonical_id or d.id,
                     "source_uri": d.source_uri, "mirrors": list(d.mirrors or []), "owner": owner,
@@ -429,10 +430,9 @@ class FreshnessStore(WithdrawalStore):
             if snap is None or snap.activated_at is None:
                 return None
             event = s.scalar(select(func.min(SyncTicket.created_at)).where(SyncTicket.run_id == run_id))
-            candidates = [_aware(t) for t in (observed_at, run.observed_at, event) if t is not None]
-            seen = min(candidates) if candidates else _aware(run.started_at)
-            visible = _aware(snap.activated_at)
-            assert seen is not None and visible is not None
+            candidates = [t for t in (as_utc(observed_at), run.observed_at, event) if t is not None]
+            seen = min(candidates) if candidates else run.started_at
+            visible = snap.activated_at
             run.observed_at, run.visible_at = seen, visible
             run.lag_s = max(0.0, (visible - seen).total_seconds())
             return run.lag_s
@@ -441,7 +441,7 @@ class FreshnessStore(WithdrawalStore):
         """Lower the run's ``observed_at`` to ``observed_at`` (a changed object's modification time)."""
         with self.session() as s:
             run = s.get(SyncRun, run_id)
-            if run is not None and (run.observed_at is None or _aware(run.observed_at) > observed_at):
+            if run is not None and (run.observed_at is None or run.observed_at > observed_at):
                 run.observed_at = observed_at
 
     def run_lags(self, *, kb: str | None = None, source_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
@@ -453,8 +453,8 @@ class FreshnessStore(WithdrawalStore):
             if source_id is not None:
                 q = q.where(SyncRun.source_id == source_id)
             return [{"run": r.id, "source": r.source_id, "kb": r.kb, "trigger": r.trigger, "lag_s": r.lag_s,
-                     "observed_at": _aware(r.observed_at).isoformat() if r.observed_at else None,
-                     "visible_at": _aware(r.visible_at).isoformat() if r.visible_at else None}
+                     "observed_at": r.observed_at.isoformat() if r.observed_at else None,
+                     "visible_at": r.visible_at.isoformat() if r.visible_at else None}
                     for r in s.scalars(q)]
 
 

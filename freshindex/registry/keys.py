@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from freshindex.core.errors import NotFoundError
-from freshindex.registry.base import _aware, _Base
+from freshindex.registry.base import _Base
 from freshindex.registry.schema import ApiKey, utcnow
 
 PREFIX = "fik_"
@@ -95,8 +95,8 @@ def _hash(secret: str) -> str:
 
 def _info(r: ApiKey) -> ApiKeyInfo:
     return ApiKeyInfo(key_id=r.key_id, principal=r.principal, groups=tuple(r.groups or ()), tenant=r.tenant,
-                      description=r.description, created_at=_aware(r.created_at) or utcnow(),
-                      revoked_at=_aware(r.revoked_at), last_used_at=_aware(r.last_used_at))
+                      description=r.description, created_at=r.created_at,
+                      revoked_at=r.revoked_at, last_used_at=r.last_used_at)
 
 
 class KeyStore(_Base):

@@ -47,19 +47,11 @@ OK_STATUSES = SUCCESSFUL_RUNS
 
 
 def _iso(v: dt.datetime | None) -> str | None:
-    if v is None:
-        return None
-    if v.tzinfo is None:  # SQLite returns naive datetimes; every stored time is UTC
-        v = v.replace(tzinfo=dt.UTC)
-    return v.isoformat()
+    return None if v is None else v.isoformat()
 
 
 def _age_s(v: dt.datetime | None, now: dt.datetime) -> float | None:
-    if v is None:
-        return None
-    if v.tzinfo is None:
-        v = v.replace(tzinfo=dt.UTC)
-    return round((now - v).total_seconds(), 1)
+    return None if v is None else round((now - v).total_seconds(), 1)
 
 
 # -- sources and runs -------------------------------------------------------------

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, ChangesetStatus, DocumentOutcomeKind, RunStatus
 from freshindex.core.errors import NotFoundError
-from freshindex.registry.base import _aware, _Base, _refusal, _run_info, process_name
+from freshindex.registry.base import _Base, _refusal, _run_info, process_name
 from freshindex.registry.db import affected_rows
 from freshindex.registry.records import DocumentErrorInfo, SyncRunInfo
 from freshindex.registry.schema import (
@@ -42,7 +42,7 @@ def lease_alive(run: Any, *, now: dt.datetime, lease_s: float) -> bool:
     ``now``.  The registry's join and reap decisions, the scheduler's "is
     this source busy" and a CLI following a joined run all call this.
     """
-    seen = _aware(run.heartbeat_at or (run.started_at if run.status == RunStatus.RUNNING else run.finished_at))
+    seen = run.heartbeat_at or (run.started_at if run.status == RunStatus.RUNNING else run.finished_at)
     return seen is not None and (now - seen).total_seconds() < lease_s
 
 
@@ -372,7 +372,7 @@ class RunsStore(_Base):
     def started_documents(self, run_id: int) -> dict[str, dt.datetime]:
         """Keys of the run's documents a task began on (marker still set), with when."""
         with self.session() as s:
-            return {k: _aware(at) for k, at in s.execute(
+            return {k: at for k, at in s.execute(
                 select(DocumentStart.key, DocumentStart.started_at).where(DocumentStart.sync_run_id == run_id))}
 
     def clear_started(self, run_id: int, keys: Sequence[str], *, up_to: dt.datetime) -> int:

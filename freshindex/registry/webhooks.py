@@ -25,7 +25,7 @@ from sqlalchemy import delete, insert, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from freshindex.core.errors import NotFoundError, PermanentError
-from freshindex.registry.base import _aware, _Base
+from freshindex.registry.base import _Base
 from freshindex.registry.db import affected_rows
 from freshindex.registry.schema import Source, SyncTicket, WebhookDelivery, utcnow
 
@@ -101,12 +101,10 @@ class TicketJoin:
 
 
 def _ticket_info(t: SyncTicket) -> TicketInfo:
-    created = _aware(t.created_at)
-    assert created is not None
     return TicketInfo(
-        id=t.id, source_id=t.source_id, created_at=created,
+        id=t.id, source_id=t.source_id, created_at=t.created_at,
         paths=None if t.paths is None else tuple(t.paths), run_id=t.run_id, status=t.status, events=t.events,
-        dispatched_at=_aware(t.dispatched_at), finished_at=_aware(t.finished_at), detail=t.detail,
+        dispatched_at=t.dispatched_at, finished_at=t.finished_at, detail=t.detail,
     )
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from freshindex.core.clock import as_utc
 
 #: Name of the dense vector in every collection.
 DENSE = "dense"
@@ -127,7 +129,7 @@ def _as_datetime(value: Any) -> datetime | None:
             return None
     else:
         return None
-    return d if d.tzinfo else d.replace(tzinfo=UTC)  # naive means UTC, as in Qdrant
+    return as_utc(d)  # naive means UTC, as in Qdrant
 
 
 def _in_range(cond: FieldRange, value: Any) -> bool:
