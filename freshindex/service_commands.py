@@ -24,7 +24,8 @@ log = logging.getLogger("freshindex.cli")
 
 
 @click.command()
-@click.option("--queues", default="sync,parse,build", show_default=True, help="Queues to consume (comma-separated).")
+@click.option("--queues", default="sync,parse,ocr,embed,build", show_default=True,
+              help="Queues to consume (comma-separated).")
 @click.option("--concurrency", "-c", default=2, show_default=True, type=int)
 @click.option("--pool", default="prefork", show_default=True, type=click.Choice(["prefork", "solo", "threads"]))
 @click.option("--hostname", default=None, help="Worker node name (default: freshindex@<host>).")

@@ -144,6 +144,7 @@ class Services:
             registry=self.registry, embedder=self.embedder, connector_for=self.connector_for, parsers=self.parsers,
             chunker=self.chunker, metrics=self.metrics, max_file_bytes=self.settings.sources.max_file_bytes,
             sync=self.settings.sync, acl_service=self.acl_service,
+            stage_payload_max_bytes=self.settings.broker.stage_payload_max_bytes,
         )
 
     @functools.cached_property

@@ -22,12 +22,16 @@ if TYPE_CHECKING:
 class Queue(StrEnum):
     SYNC = "sync"
     PARSE = "parse"
+    OCR = "ocr"
+    EMBED = "embed"
     BUILD = "build"
 
 
 class TaskName(StrEnum):
     SYNC_SOURCE = "freshindex.sync_source"
     PROCESS_DOCUMENT = "freshindex.process_document"
+    OCR_DOCUMENT = "freshindex.ocr_document"
+    EMBED_DOCUMENT = "freshindex.embed_document"
     DISPATCH_DOCUMENTS = "freshindex.dispatch_documents"
     FINISH_SYNC = "freshindex.finish_sync"
     BUILD_SNAPSHOT = "freshindex.build_snapshot"
@@ -49,6 +53,9 @@ ROUTES = {
     TaskName.RETAIN_SNAPSHOTS: Queue.BUILD,
     TaskName.RECONCILE_INDEX: Queue.BUILD,
     TaskName.PROCESS_DOCUMENT: Queue.PARSE,
+    # With broker.stage_queues (workers/handoff.py): a scanned PDF goes on to OCR, new chunks to embedding.
+    TaskName.OCR_DOCUMENT: Queue.OCR,
+    TaskName.EMBED_DOCUMENT: Queue.EMBED,
     TaskName.DISPATCH_DOCUMENTS: Queue.PARSE,  # behind the batch it follows: fair dispatch (workers/dispatch.py)
     TaskName.BUILD_SNAPSHOT: Queue.BUILD,
 }

@@ -18,11 +18,13 @@ it directly.  Each is idempotent under redelivery:
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from freshindex.acl.model import DocumentAcl
 from freshindex.acl.sources import PermissionService
@@ -42,7 +44,8 @@ from freshindex.workers.connectors import ChunkMeta, Connector, check_key
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.document_acl import resolve_document_acl
 from freshindex.workers.embedding import embed_with_cache
-from freshindex.workers.parsing import PARSER_SET_VERSION, Parsers
+from freshindex.workers.handoff import EmbedPayload, Stage, StageHandoff
+from freshindex.workers.parsing import PARSER_SET_VERSION, OcrDeferred, Parsers
 from freshindex.workers.provenance import provenance
 
 log = logging.getLogger("freshindex.pipeline")
@@ -62,6 +65,8 @@ class PipelineContext:
     max_file_bytes: int
     #: Deletion guard and fetch retry settings (defaults when not passed).
     sync: SyncSettings = field(default_factory=SyncSettings)
+    #: Largest embed-stage hand-off, JSON bytes (``broker.stage_payload_max_bytes``; 0: no limit).
+    stage_payload_max_bytes: int = 8_000_000
     #: The HTTP permission service, for sources with ``acl_sources`` including ``http``.
     acl_service: PermissionService | None = None
     #: Set by :func:`workers.runner.sync_inline`: the next document fetched, parsed and chunked in a
@@ -156,9 +161,15 @@ class ParseAhead:
 
 
 def process_document(
-    ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int
+    ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int,
+    stage: Stage = Stage.ALL, work: Callable[[], DocumentOutcome] | None = None,
 ) -> DocumentOutcome:
     """Bring one document's chunks in the registry up to date with the source.
+
+    ``stage`` (:mod:`workers.handoff`): :attr:`Stage.ALL` does every step;
+    the parse and OCR stages raise :class:`StageHandoff` where the next
+    stage runs elsewhere.  ``work`` replaces the steps (the embed stage's),
+    inside the same fence and crash accounting.
 
     A task of a run that no longer takes writes (finished, or adopted by a
     later run after its worker died or while it waited for a retry) changes
@@ -176,7 +187,8 @@ def process_document(
         if poisoned is not None:
             return poisoned
         try:
-            outcome = _process_document(ctx, run_id, changeset_id, source_id, key, etag, size)
+            outcome = work() if work is not None else _process_document(ctx, run_id, changeset_id, source_id,
+                                                                         key, etag, size, stage)
         except BaseException:
             _end_attempt(ctx, doc_id, outcome=False)  # alive: a retry or a recorded error, not a crash
             raise
@@ -266,6 +278,7 @@ class _Job:
     source: SourceInfo
     doc_id: str
     raw_digest: str | None = None  # the fetched bytes' hash: what a later sync matches a move by
+    stage: Stage = Stage.ALL
 
 
 @dataclass
@@ -293,10 +306,13 @@ class _Change:
     removed_ids: set[str]
     moved: int
     result: EmbedResult
+    size: int  # bytes fetched
+    provenance: dict[str, Any]  # keyword arguments of Registry.record_provenance
 
 
 def _process_document(
-    ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int
+    ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int,
+    stage: Stage = Stage.ALL,
 ) -> DocumentOutcome:
     """The work of :func:`process_document` once the run was seen open: fetch, decide, stage.
 
@@ -306,7 +322,7 @@ def _process_document(
     """
     started = time.perf_counter()
     job = _Job(run_id, changeset_id, source_id, key, etag, size, started, ctx.registry.get_source(source_id),
-               document_id(source_id, key))
+               document_id(source_id, key), stage=stage)
     try:
         fetched = _fetch(ctx, job)
         decided = _decide(ctx, job, fetched)
@@ -314,7 +330,7 @@ def _process_document(
         return _record_document_error(ctx, job, exc)
     if isinstance(decided, DocumentOutcome):
         return decided  # unchanged, or a mirror of an indexed twin
-    return _stage(ctx, job, fetched, decided)
+    return _stage(ctx, job, fetched.known, fetched.acl, decided)
 
 
 def _fetch(ctx: PipelineContext, job: _Job) -> _Fetched:
@@ -364,7 +380,7 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
         raise ready.error  # parsing failed ahead: the same failure, recorded here
     # (a ready result holds a parse or, raised just above, its error)
     parsed = (ready.parsed if ready is not None and ready.parsed is not None
-              else ctx.parsers.for_source(source.options).parse(fetched.data, job.key))
+              else _parse(ctx, job, fetched.data))
     ctx.metrics.ocr_pages.labels(job.source_id).inc(len(parsed.meta.get("ocr_pages", ())))
     ctx.metrics.ocr_low_confidence_pages.labels(job.source_id).inc(
         len(parsed.meta.get("ocr_low_confidence_pages", ())))
@@ -393,6 +409,17 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
     return _diff_chunks(ctx, job, fetched, digest, parsed, chunks)
 
 
+def _parse(ctx: PipelineContext, job: _Job, data: bytes) -> ParsedDocument:
+    """Parse; in the parse stage a PDF page that needs OCR hands the document on to the ocr stage."""
+    parsers = ctx.parsers.for_source(job.source.options)
+    if job.stage is not Stage.PARSE:
+        return parsers.parse(data, job.key)
+    try:
+        return parsers.deferring_ocr().parse(data, job.key)
+    except OcrDeferred as exc:
+        raise StageHandoff(Stage.OCR) from exc
+
+
 def _diff_chunks(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str, parsed: ParsedDocument,
                  chunks: list[ChunkDraft] | None) -> _Change:
     """Diff the chunks against the document's live ones and embed the new ones (from the cache when it has them)."""
@@ -403,6 +430,14 @@ def _diff_chunks(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str
         stamp = fetched.connector.chunk_meta(job.key)
         for c in chunks:
             c.meta.update(stamp)
+    prov = provenance(fetched.data, kind=job.source.kind, location=job.source.location, key=job.key)
+    return _diff_and_embed(ctx, job, digest, parsed, chunks, len(fetched.data), prov,
+                           hand_off=lambda: _hand_to_embed(ctx, job, fetched, digest, parsed, chunks, prov))
+
+
+def _diff_and_embed(ctx: PipelineContext, job: _Job, digest: str, parsed: ParsedDocument, chunks: list[ChunkDraft],
+                    size: int, prov: dict[str, Any], hand_off: Callable[[], None] | None = None) -> _Change:
+    """The diff against the document's live chunks; the new ones embedded here, or handed on (``hand_off``)."""
     old_ids = ctx.registry.live_chunk_ids(job.doc_id)
     new_ids = {c.id for c in chunks}
     added_ids, removed_ids = new_ids - old_ids, old_ids - new_ids
@@ -411,9 +446,23 @@ def _diff_chunks(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str
     # Its vector comes from the cache, but its point is rewritten.
     removed_hashes = set(ctx.registry.chunk_hashes(sorted(removed_ids)).values()) if removed_ids else set()
     moved = sum(1 for c in added if c.content_hash in removed_hashes)
+    if added and hand_off is not None and job.stage in (Stage.PARSE, Stage.OCR):
+        hand_off()
     # A text over the model's input limit, or one a remote model refuses, fails this document only.
     result = embed_with_cache(added, ctx.embedder, ctx.registry)
-    return _Change(digest, parsed, chunks, old_ids, new_ids, added_ids, removed_ids, moved, result)
+    return _Change(digest, parsed, chunks, old_ids, new_ids, added_ids, removed_ids, moved, result, size, prov)
+
+
+def _hand_to_embed(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str, parsed: ParsedDocument,
+                   chunks: list[ChunkDraft], prov: dict[str, Any]) -> None:
+    """Raise the hand-off to the embed stage, unless the chunks outgrow ``stage_payload_max_bytes``."""
+    payload = EmbedPayload(digest=digest, raw_digest=fetched.digest, size=len(fetched.data), title=parsed.title,
+                           parser=parsed.parser, acl=fetched.acl, provenance=prov, chunks=chunks,
+                           seconds=time.perf_counter() - job.started).to_json()
+    limit = ctx.stage_payload_max_bytes
+    if limit and len(json.dumps(payload, separators=(",", ":"))) > limit:
+        return  # embedded here: a broker message that large would cost more than it spares
+    raise StageHandoff(Stage.EMBED, payload)
 
 
 def _record_document_error(ctx: PipelineContext, job: _Job, exc: DocumentError) -> DocumentOutcome:
@@ -445,9 +494,10 @@ def _record_document_error(ctx: PipelineContext, job: _Job, exc: DocumentError) 
                            error_detail=exc.detail, seconds=seconds)
 
 
-def _stage(ctx: PipelineContext, job: _Job, fetched: _Fetched, change: _Change) -> DocumentOutcome:
+def _stage(ctx: PipelineContext, job: _Job, known: DocumentState | None, acl: DocumentAcl | None, change: _Change
+           ) -> DocumentOutcome:
     """Stage the change in the run's changeset (one transaction), record provenance, count it."""
-    known, source, result = fetched.known, job.source, change.result
+    source, result = job.source, change.result
     rechunk_reason = None
     if known is not None and known.content_hash == change.digest and known.parser_version != PIPELINE_VERSION:
         rechunk_reason = f"pipeline {known.parser_version} -> {PIPELINE_VERSION}"
@@ -460,13 +510,12 @@ def _stage(ctx: PipelineContext, job: _Job, fetched: _Fetched, change: _Change) 
     )
     ctx.registry.stage_document(
         job.run_id, job.changeset_id, source=source, document_id=job.doc_id, key=job.key, etag=job.etag,
-        size=len(fetched.data), content_hash=change.digest, title=change.parsed.title, parser=change.parsed.parser,
+        size=change.size, content_hash=change.digest, title=change.parsed.title, parser=change.parsed.parser,
         parser_version=PIPELINE_VERSION, chunks=change.chunks, added_ids=change.added_ids,
-        removed_ids=change.removed_ids, outcome=outcome, acl=fetched.acl, source_hash=job.raw_digest,
+        removed_ids=change.removed_ids, outcome=outcome, acl=acl, source_hash=job.raw_digest,
     )
     # Validity and provenance (front matter, source URI): the freshness sweep reads them (workers/provenance.py).
-    ctx.registry.record_provenance(job.doc_id, **provenance(fetched.data, kind=source.kind,
-                                                            location=source.location, key=job.key))
+    ctx.registry.record_provenance(job.doc_id, **change.provenance)
     model = ctx.embedder.model_id
     ctx.metrics.chunks_embedded.labels(model).inc(result.embedded)
     ctx.metrics.chunks_reused.labels(model).inc(result.reused)

@@ -19,6 +19,7 @@ exhausts its retries records a failure, so a run always completes.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import socket
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from celery.signals import worker_process_shutdown
 
 from freshindex.core.errors import LockHeldError, PermanentError, RetryableError, StaleTaskError
 from freshindex.core.ids import document_id
+from freshindex.registry import DocumentOutcome
 from freshindex.schedules.gc import collect_tombstones as collect_tombstones_
 from freshindex.schedules.gc import retain_snapshots as retain_snapshots_
 from freshindex.schedules.plan import due_sources
@@ -36,7 +38,8 @@ from freshindex.schedules.reaper import reap
 from freshindex.schedules.reconcile import reconcile
 from freshindex.schedules.sweep import sweep
 from freshindex.settings import Settings
-from freshindex.workers import dispatch, pipeline, planner
+from freshindex.workers import dispatch, embed_stage, pipeline, planner
+from freshindex.workers.handoff import Stage, StageHandoff
 from freshindex.workers.names import TaskName, enqueue_actions
 from freshindex.workers.ports import ServicesFactory
 from freshindex.workers.task_base import ShellTask, TaskRuntime
@@ -90,6 +93,43 @@ def sync_source(self: ShellTask, source_id: str, trigger: str = "api",
 
 def process_document(self: ShellTask, run_id: int, changeset_id: int, source_id: str, key: str,
                      etag: str | None = None, size: int = 0) -> str:
+    """One document of a run: every stage here, or (``broker.stage_queues``) fetch and parse, then hand on."""
+    stage = Stage.PARSE if self.settings.broker.stage_queues else Stage.ALL
+    return _document_task(self, run_id, changeset_id, source_id, key, etag, size, lambda: pipeline.process_document(
+        self.services.pipeline, run_id, changeset_id, source_id, key, etag, size, stage))
+
+
+def ocr_document(self: ShellTask, run_id: int, changeset_id: int, source_id: str, key: str,
+                 etag: str | None = None, size: int = 0) -> str:
+    """A document whose PDF needs OCR, handed on by the parse stage: read it with OCR, chunk, hand on to embed."""
+    return _document_task(self, run_id, changeset_id, source_id, key, etag, size, lambda: pipeline.process_document(
+        self.services.pipeline, run_id, changeset_id, source_id, key, etag, size, Stage.OCR))
+
+
+def embed_document(self: ShellTask, run_id: int, changeset_id: int, source_id: str, key: str,
+                   etag: str | None, size: int, payload: dict[str, Any]) -> str:
+    """Chunks handed on by the parse or ocr stage: embed the new ones, stage the document, record its outcome."""
+    return _document_task(self, run_id, changeset_id, source_id, key, etag, size, lambda: embed_stage.embed_document(
+        self.services.pipeline, run_id, changeset_id, source_id, key, etag, size, payload))
+
+
+def _hand_on(self: ShellTask, handoff: StageHandoff, run_id: int, changeset_id: int, source_id: str, key: str,
+             etag: str | None, size: int) -> str:
+    """Send the document's next stage; its start marker goes, since it now waits in a queue, not in a worker."""
+    # Cleared before sending, so the next stage's own marker is never the one cleared; meanwhile the
+    # reaper counts the document as queued (never started), which it is.
+    self.services.registry.clear_started(run_id, [key], up_to=dt.datetime.now(dt.UTC))
+    args: tuple[Any, ...] = (run_id, changeset_id, source_id, key, etag, size)
+    if handoff.stage is Stage.OCR:
+        self.send(TaskName.OCR_DOCUMENT, *args)
+    else:
+        self.send(TaskName.EMBED_DOCUMENT, *args, handoff.payload)
+    return f"to_{handoff.stage}"
+
+
+def _document_task(self: ShellTask, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None,
+                   size: int, call: Callable[[], DocumentOutcome]) -> str:
+    """The shell every document stage shares: start marker, retry or record, hand-off, finishing the run."""
     svc = self.services
 
     def failed(reason: str, detail: str) -> str:
@@ -107,8 +147,11 @@ def process_document(self: ShellTask, run_id: int, changeset_id: int, source_id:
         # The start marker: from here on the document is being worked on, not
         # waiting in the queue; without an outcome after the lease, its worker died.
         svc.registry.mark_document_started(run_id, key)
-        outcome = pipeline.process_document(svc.pipeline, run_id, changeset_id, source_id, key, etag, size)
-        result = outcome.outcome
+        result = call().outcome
+    except StageHandoff as handoff:  # no outcome yet: the next stage records it
+        result = _hand_on(self, handoff, run_id, changeset_id, source_id, key, etag, size)
+        self.count(result)
+        return result
     except RetryableError as exc:
         if self.can_retry():
             self.retry_later(exc)
@@ -116,7 +159,7 @@ def process_document(self: ShellTask, run_id: int, changeset_id: int, source_id:
     except PermanentError as exc:
         result = failed("permanent_error", str(exc))
     except Exception as exc:  # a bug must not strand the run: record it against the document
-        log.exception("process_document crashed on %s/%s", source_id, key)
+        log.exception("%s crashed on %s/%s", self.name, source_id, key)
         result = failed("internal_error", f"{type(exc).__name__}: {exc}")
     self.count(result)
     if result == "stale":
@@ -254,6 +297,8 @@ def _options(settings: Settings) -> dict[Callable[..., Any], dict[str, Any]]:
     return {
         sync_source: {"name": TaskName.SYNC_SOURCE, "max_retries": retries},
         process_document: {"name": TaskName.PROCESS_DOCUMENT, "max_retries": retries, "run_arg": 0},
+        ocr_document: {"name": TaskName.OCR_DOCUMENT, "max_retries": retries, "run_arg": 0},
+        embed_document: {"name": TaskName.EMBED_DOCUMENT, "max_retries": retries, "run_arg": 0},
         dispatch_documents: {"name": TaskName.DISPATCH_DOCUMENTS, "max_retries": retries, "run_arg": 0},
         finish_sync: {"name": TaskName.FINISH_SYNC, "max_retries": retries, "run_arg": 0},
         build_snapshot: {"name": TaskName.BUILD_SNAPSHOT, "max_retries": 30, "run_arg": 1},

@@ -189,6 +189,24 @@ def test_every_queue_has_a_keda_trigger_on_the_deployment_that_consumes_it() -> 
         assert so["spec"]["minReplicaCount"] >= 1  # never 0: FreshindexWorkersDown would fire
 
 
+def test_compose_and_kubernetes_run_one_worker_per_stage_queue_with_stage_queues_on() -> None:
+    from freshindex.workers.names import Queue
+
+    stages = {Queue.PARSE, Queue.OCR, Queue.EMBED}
+    compose = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())["services"]
+    kube = {n: pod_spec(d)["containers"][0]["command"] for n, d in _deployments().items()}
+    for where, commands in (("compose", {n: s.get("command", []) for n, s in compose.items()}), ("k8s", kube)):
+        workers = {n: set(c[c.index("--queues") + 1].split(",")) for n, c in commands.items()
+                   if c[:2] == ["freshindex", "worker"]}
+        # each stage queue has exactly one worker, and that worker consumes nothing else
+        for q in stages:
+            takers = [n for n, qs in workers.items() if q.value in qs]
+            assert len(takers) == 1 and workers[takers[0]] == {q.value}, (where, q, workers)
+    assert compose["worker-parse"]["environment"]["FRESHINDEX_BROKER__STAGE_QUEUES"] == "true"
+    config = yaml.safe_load((K8S / "configmap.yaml").read_text())
+    assert config["data"]["FRESHINDEX_BROKER__STAGE_QUEUES"] == "true"
+
+
 def test_workers_outlive_their_tasks_and_every_deployment_with_replicas_has_a_budget() -> None:
     from freshindex.settings import load_settings
     from freshindex.workers.app import task_time_limit

@@ -167,7 +167,7 @@ def test_the_bind_setting_defaults_to_loopback_and_the_manifests_open_it() -> No
     config = yaml.safe_load((ROOT / "infra" / "k8s" / "configmap.yaml").read_text())
     assert config["data"]["FRESHINDEX_BROKER__WORKER_METRICS_BIND"] == "0.0.0.0"
     compose = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())
-    for name in ("worker-sync", "worker-parse"):
+    for name in ("worker-sync", "worker-parse", "worker-ocr", "worker-embed"):
         env = compose["services"][name]["environment"]
         assert env["FRESHINDEX_BROKER__WORKER_METRICS_BIND"] == "0.0.0.0", name
         assert re.fullmatch(r"\d+", env["FRESHINDEX_BROKER__WORKER_METRICS_PORT"])

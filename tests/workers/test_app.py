@@ -30,13 +30,16 @@ def test_the_worker_app_registers_every_task_on_its_queue() -> None:
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["tasks"] == [
         "freshindex.build_snapshot", "freshindex.collect_tombstones", "freshindex.dispatch_documents",
-        "freshindex.finish_sync",
+        "freshindex.embed_document", "freshindex.finish_sync", "freshindex.ocr_document",
         "freshindex.poll_sources", "freshindex.process_document", "freshindex.reap_runs",
         "freshindex.reconcile_index", "freshindex.retain_snapshots", "freshindex.sweep_freshness",
         "freshindex.sync_source",
     ]
-    assert info["queues"] == ["freshindex.build", "freshindex.parse", "freshindex.sync"]
+    assert info["queues"] == ["freshindex.build", "freshindex.embed", "freshindex.ocr", "freshindex.parse",
+                              "freshindex.sync"]
     assert info["routes"]["freshindex.process_document"] == {"queue": "freshindex.parse"}
+    assert info["routes"]["freshindex.ocr_document"] == {"queue": "freshindex.ocr"}
+    assert info["routes"]["freshindex.embed_document"] == {"queue": "freshindex.embed"}
     assert info["routes"]["freshindex.dispatch_documents"] == {"queue": "freshindex.parse"}  # behind its batch
     assert info["routes"]["freshindex.build_snapshot"] == {"queue": "freshindex.build"}
     assert info["acks_late"] is True

@@ -21,7 +21,7 @@ from freshindex.workers.parsing.html import parse_html
 from freshindex.workers.parsing.limits import Limits
 from freshindex.workers.parsing.markdown import parse_markdown
 from freshindex.workers.parsing.office import parse_docx, parse_pptx, parse_xlsx
-from freshindex.workers.parsing.pdf import PdfOptions, parse_pdf
+from freshindex.workers.parsing.pdf import OcrDeferred, PdfOptions, parse_pdf
 from freshindex.workers.parsing.plain import parse_plain
 from freshindex.workers.parsing.table import parse_table
 
@@ -32,7 +32,7 @@ ParserFn = Callable[[bytes, str], ParsedDocument]
 PARSER_SET_VERSION = "p6"  # p6: code parser code-5 (signatures keep string literals; Go receivers)
 # p5: code parser code-4 (Python signatures end at their colon)
 
-__all__ = ["MEDIA_TYPES", "PARSER_SET_VERSION", "Limits", "Parsers", "PdfOptions", "extension_for"]
+__all__ = ["MEDIA_TYPES", "PARSER_SET_VERSION", "Limits", "OcrDeferred", "Parsers", "PdfOptions", "extension_for"]
 
 #: Media types (as an HTTP source or an object store's Content-Type names them) to the extension whose
 #: parser reads them, for a key that carries no extension of its own (see :meth:`Parsers.for_key`).
@@ -65,6 +65,10 @@ class Parsers:
         """These parsers with a source's own options applied (OCR: :meth:`PdfOptions.with_source`)."""
         pdf = self.pdf.with_source(options or {})
         return self if pdf is self.pdf else replace(self, pdf=pdf)
+
+    def deferring_ocr(self) -> Parsers:
+        """These parsers, raising :class:`OcrDeferred` where a PDF page would be OCR'd."""
+        return replace(self, pdf=replace(self.pdf, defer_ocr=True))
 
     def for_key(self, key: str, media_type: str | None = None) -> ParserFn:
         """The parser for ``key`` by its extension; a key without one is read by its ``media_type``."""
@@ -101,7 +105,7 @@ class Parsers:
                 parsed = parser(data, key)
                 _limits.check_time("end of parsing")
                 return parsed
-            except DocumentError:
+            except (DocumentError, OcrDeferred):
                 raise
             except RecursionError as exc:
                 raise DocumentError(DocumentError.TOO_COMPLEX, "document nesting too deep") from exc

@@ -32,6 +32,18 @@ class BrokerSettings(BaseModel):
         "them enqueues the next batch, so a huge source's documents interleave with other sources' instead of "
         "queueing ahead of them all (0 = every document at once)",
     )
+    stage_queues: bool = Field(
+        default=False,
+        description="run a document's stages on their own queues: the parse queue fetches and parses, a PDF with "
+        "scanned pages goes on to the ocr queue, chunks new to the vector cache go on to the embed queue, whose "
+        "worker embeds and stages them; off: one task on the parse queue does every stage (a worker consuming only "
+        "`parse` completes a run). Start workers for `ocr` and `embed` before turning it on",
+    )
+    stage_payload_max_bytes: int = Field(
+        default=8_000_000, ge=0,
+        description="largest hand-off to the embed queue (the document's chunks, JSON); a document whose chunks "
+        "are larger is embedded by the parse or ocr worker that chunked it (0 = always)",
+    )
     worker_metrics_port: int = Field(
         default=0, ge=0, le=65535,
         description="port on which `freshindex worker` serves its pool's metrics, task latency and queue depth "

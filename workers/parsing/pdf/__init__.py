@@ -73,14 +73,14 @@ from freshindex.core.types import ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.ocr import ocr_available, ocr_page
 from freshindex.workers.parsing.pdf.assemble import Assembler
-from freshindex.workers.parsing.pdf.options import PdfOptions
+from freshindex.workers.parsing.pdf.options import OcrDeferred, PdfOptions
 from freshindex.workers.parsing.pdf.page import Page
 from freshindex.workers.parsing.pdf.read import read_page
 from freshindex.workers.parsing.streams import check_pdf_streams
 
 VERSION = "pdf-4"  # pdf-4: code up to its comment is code; tables joined across scanned pages
 
-__all__ = ["PdfOptions", "ocr_available", "parse_pdf"]
+__all__ = ["OcrDeferred", "PdfOptions", "ocr_available", "parse_pdf"]
 
 
 def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> ParsedDocument:
@@ -119,6 +119,8 @@ def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> Parse
                 broken.append(index + 1)
                 continue
             if content.ocr is None and not content.lines and not content.tables and _looks_scanned(page):
+                if opts.defer_ocr and len(ocr_pages) < opts.max_ocr_pages:
+                    raise OcrDeferred(index + 1)
                 if not ocr_available():
                     raise DocumentError(DocumentError.OCR_UNAVAILABLE,
                                         f"page {index + 1} is scanned and tesseract is not installed")

@@ -10,6 +10,18 @@ from typing import Any
 from freshindex.core.errors import DocumentError
 
 
+class OcrDeferred(Exception):
+    """A page needs OCR and :attr:`PdfOptions.defer_ocr` asked for none here: read the PDF where OCR runs.
+
+    Not a :class:`DocumentError`: nothing is wrong with the document.  The
+    stage router (:mod:`workers.handoff`) sends it on to the ocr queue.
+    """
+
+    def __init__(self, page: int) -> None:
+        super().__init__(f"page {page} is scanned")
+        self.page = page
+
+
 @dataclass(frozen=True)
 class PdfOptions:
     max_pages: int = 2000
@@ -27,6 +39,8 @@ class PdfOptions:
     ocr_retry_confidence: float = 0.85
     #: A scanned page read with less confidence than this (0-1) is a per-document warning.
     ocr_page_floor: float = 0.8
+    #: Raise :class:`OcrDeferred` at the first page that would be OCR'd instead of reading it.
+    defer_ocr: bool = False
 
     def with_source(self, options: Mapping[str, Any]) -> PdfOptions:
         """These options with a source's own OCR options (``sources add --option ocr_psm=6,3``).
