@@ -33,6 +33,8 @@ import re
 
 from bs4 import BeautifulSoup, NavigableString, Tag
 
+from freshindex.workers.parsing.soup import find_tag, find_tags, iter_tags
+
 _NAV_TEXT = re.compile(
     r"^[\s«‹←<]*(prev|previous|next|up|home|top|back|forward|contents|table of contents|index|"
     r"previous (page|topic|chapter|section|class|package|file)|next (page|topic|chapter|section|class|package|file)|"
@@ -51,6 +53,7 @@ _STOP = {"html", "body", "main", "article", "[document]"}
 _CONTENT_TAGS = ["pre", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "dl", "img", "figure"]
 #: A navigation block is short: DocBook's footer with two page titles is about 15 words.
 _MAX_NAV_WORDS = 60
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _WORD = re.compile(r"\w+")
 
 
@@ -125,7 +128,7 @@ def _measure(soup: BeautifulSoup) -> dict[int, _Stats]:
 
 
 def _link_text_words(node: Tag) -> int:
-    return sum(_words(a.get_text(" ")) for a in node.find_all("a"))
+    return sum(_words(a.get_text(" ")) for a in iter_tags(node, "a"))
 
 
 def _is_navigational(node: Tag, stats: dict[int, _Stats]) -> bool:
@@ -136,13 +139,13 @@ def _is_navigational(node: Tag, stats: dict[int, _Stats]) -> bool:
     text = node.get_text(" ")
     if _words(text) > _MAX_NAV_WORDS:
         return False
-    for h in node.find_all(["h1", "h2", "h3", "h4", "h5", "h6"]):
-        if not _NAV_LABEL.match(h.get_text(" ")) and not (h.find("a") and _link_text_words(h) == _words(h.get_text(" "))):
+    for h in iter_tags(node, _HEADINGS):
+        if not _NAV_LABEL.match(h.get_text(" ")) and not (find_tag(h, "a") is not None and _link_text_words(h) == _words(h.get_text(" "))):
             return False
-    if node.find(["pre", "blockquote", "dl", "img", "figure", "code"]) is not None:
+    if find_tag(node, ("pre", "blockquote", "dl", "img", "figure", "code")) is not None:
         # Code and definitions are content; a DocBook header never holds them.
         return False
-    for p in node.find_all("p"):
+    for p in iter_tags(node, "p"):
         if _words(p.get_text(" ")) - _link_text_words(p) > 12:
             return False
     return True
@@ -162,7 +165,7 @@ def _cluster(a: Tag, stats: dict[int, _Stats]) -> Tag | None:
 
 def _site_heading(h: Tag) -> bool:
     """A heading that is only a link to another page: the site's name in its header."""
-    links = h.find_all("a", href=True)
+    links = find_tags(h, "a", attr="href")
     if len(links) != 1:
         return False
     href = str(links[0]["href"]).strip()
@@ -175,12 +178,12 @@ def strip_structural(soup: BeautifulSoup) -> int:
     """Remove navigation clusters, link-dense blocks outside the text, and
     site-name headings from ``soup``; returns how many elements went."""
     removed = 0
-    for h in soup.find_all(["h1", "h2", "h3"]):
+    for h in find_tags(soup, ("h1", "h2", "h3")):
         if not is_removed(h) and _site_heading(h):
             h.decompose()
             removed += 1
     stats = _measure(soup)
-    for a in soup.find_all("a"):
+    for a in find_tags(soup, "a"):
         if is_removed(a) or not is_nav_link(a):
             continue
         block = _cluster(a, stats)
@@ -189,10 +192,10 @@ def strip_structural(soup: BeautifulSoup) -> int:
                 a.decompose()  # "Edit this page" straight inside the article
                 removed += 1
             continue
-        links = block.find_all("a")
+        links = find_tags(block, "a")
         nav = sum(1 for x in links if is_nav_link(x))
         words, linked = _words(block.get_text(" ")), _link_text_words(block)
-        labels = [h for h in block.find_all(["h1", "h2", "h3", "h4", "h5", "h6"]) if _NAV_LABEL.match(h.get_text(" "))]
+        labels = [h for h in iter_tags(block, _HEADINGS) if _NAV_LABEL.match(h.get_text(" "))]
         if nav >= 2 or words - linked <= 4 or linked >= 0.5 * words or labels:
             block.decompose()
             removed += 1
@@ -202,18 +205,18 @@ def strip_structural(soup: BeautifulSoup) -> int:
 
 def _strip_link_dense(soup: BeautifulSoup) -> int:
     stats = _measure(soup)
-    headings = [h for h in soup.find_all(["h1", "h2", "h3"]) if h.get_text(strip=True)]
-    prose = [p for p in soup.find_all("p") if stats[id(p)].words - stats[id(p)].linked > 12]
+    headings = [h for h in iter_tags(soup, ("h1", "h2", "h3")) if h.get_text(strip=True)]
+    prose = [p for p in iter_tags(soup, "p") if stats[id(p)].words - stats[id(p)].linked > 12]
     first_heading = stats[id(headings[0])].first if headings else 0
     last_prose = stats[id(prose[-1])].first if prose else len(stats)
     removed = 0
-    for node in soup.find_all(["ul", "ol", "div", "table", "p", "dl"]):
+    for node in find_tags(soup, ("ul", "ol", "div", "table", "p", "dl")):
         if is_removed(node):
             continue
         st = stats[id(node)]
         if st.links < 4 or not st.words or st.linked < 0.8 * st.words:
             continue
-        if node.find("pre") is not None:
+        if find_tag(node, "pre") is not None:
             continue
         in_page = st.local == st.links
         outside = st.last < first_heading or st.first > last_prose

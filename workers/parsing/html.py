@@ -49,7 +49,7 @@ the walk into blocks is :class:`~freshindex.workers.parsing.html_walk.HtmlWalker
 from __future__ import annotations
 
 import re
-from typing import Any
+from itertools import islice
 
 from bs4 import BeautifulSoup, Tag
 
@@ -62,6 +62,7 @@ from freshindex.workers.parsing.fingerprint import content_fingerprint
 from freshindex.workers.parsing.furniture import is_removed, strip_structural
 from freshindex.workers.parsing.html_walk import ADMONITION, HEADINGS, HtmlWalker, inline_text, own_id, term_name
 from freshindex.workers.parsing.numbering import page_title
+from freshindex.workers.parsing.soup import find_parent_tag, find_tag, find_tags, iter_tags
 
 VERSION = "html-4"
 
@@ -71,8 +72,8 @@ __all__ = ["parse_html", "term_name"]
 _DROP_TAGS = ("script", "style", "noscript", "nav", "footer", "form", "template", "svg", "iframe", "button",
               "select", "input", "textarea", "link", "meta", "object", "embed", "canvas", "dialog")
 _DROP_ROLES = ["navigation", "banner", "contentinfo", "search", "complementary", "doc-pagelist"]
-#: find_all's attrs for the permalink mark (typed: bs4 wants a dict of its own value type)
-_ANCHOR_MARK: dict[str, Any] = {"data-fi-anchor": True}
+#: The attribute that marks a heading's permalink target (set and removed by _mark_permalinks).
+_ANCHOR_MARK = "data-fi-anchor"
 _FURNITURE = re.compile(
     r"(^|[-_ ])(breadcrumbs?|navbar|nav|navigation|sidebar|side-bar|footer|site-header|page-header|masthead|toc|"
     r"table-of-contents|pagination|pager|prev-next|prevnext|page-nav|version-(banner|warning|notice|switcher|selector)|"
@@ -119,42 +120,42 @@ def _is_named_furniture(tag: Tag) -> bool:
     if tag.name in HEADINGS or tag.name in ("dt", "dd") or "." in value:
         return False
     word = m.group(2).lower().rstrip("s")
-    head = tag.find(list(HEADINGS))
+    head = find_tag(tag, HEADINGS)
     own = {w.lower().rstrip("s") for w in _ID_WORD.findall(head.get_text(" "))} if head is not None else set()
     return word not in own
 
 
 def _strip_furniture(soup: BeautifulSoup) -> None:
-    for tag in soup.find_all(_DROP_TAGS):
+    for tag in find_tags(soup, _DROP_TAGS):
         tag.decompose()
     # find_all lists nested tags too: one removed with its parent (Sphinx's footnote-list <aside>
     # holds footnote <aside>s) must be skipped, not read.
-    for tag in soup.find_all("aside"):
+    for tag in find_tags(soup, "aside"):
         if not is_removed(tag) and not ADMONITION.search(_classes(tag)):
             tag.decompose()
-    for tag in soup.find_all("header"):
+    for tag in find_tags(soup, "header"):
         if is_removed(tag):
             continue
         # A site header goes; an article header keeps its headings.
-        headings = tag.find_all(list(HEADINGS))
+        headings = find_tags(tag, HEADINGS)
         if not headings:
             tag.decompose()
         else:
             for h in headings:
                 tag.insert_before(h.extract())
             tag.decompose()
-    for tag in soup.find_all(role=_DROP_ROLES):
+    for tag in find_tags(soup, attr="role", values=_DROP_ROLES):
         if not is_removed(tag):
             tag.decompose()
-    for tag in soup.find_all(True):
+    for tag in find_tags(soup):
         if is_removed(tag) or tag.name in ("html", "body", "main", "article"):
             continue
         if _is_named_furniture(tag) and not ADMONITION.search(" ".join(tag.get("class") or [])):
-            if tag.name == "a" and tag.find_parent(list(HEADINGS)) and tag.get_text().strip().lower() not in _ANCHOR_TEXT:
+            if tag.name == "a" and find_parent_tag(tag, HEADINGS) and tag.get_text().strip().lower() not in _ANCHOR_TEXT:
                 tag.unwrap()  # Sphinx's "toc-backref" link is the heading's own text
             else:
                 tag.decompose()
-    for a in soup.find_all("a", href=True):
+    for a in find_tags(soup, "a", attr="href"):
         if not is_removed(a) and str(a["href"]).startswith("#") and a.get_text().strip().lower() in _ANCHOR_TEXT:
             a.decompose()
 
@@ -162,14 +163,14 @@ def _strip_furniture(soup: BeautifulSoup) -> None:
 def _mark_permalinks(soup: BeautifulSoup) -> None:
     """Remember, on each heading, the id its permalink (``¶``) points to: the
     generator's own anchor for it (removed with the furniture afterwards)."""
-    for tag in soup.find_all(name=None, attrs=_ANCHOR_MARK):  # bs4's overload wants the name given
-        del tag["data-fi-anchor"]  # only this function may set it
-    ids = {i for t in soup.find_all(id=True) if (i := own_id(t))}
-    for h in soup.find_all(list(HEADINGS)):
-        for a in h.find_all("a", href=True):
+    for tag in find_tags(soup, attr=_ANCHOR_MARK):
+        del tag[_ANCHOR_MARK]  # only this function may set it
+    ids = {i for t in iter_tags(soup, attr="id") if (i := own_id(t))}
+    for h in find_tags(soup, HEADINGS):
+        for a in iter_tags(h, "a", attr="href"):
             href = str(a["href"])
             if href.startswith("#") and href[1:] in ids and a.get_text().strip().lower() in _ANCHOR_TEXT:
-                h["data-fi-anchor"] = href[1:]
+                h[_ANCHOR_MARK] = href[1:]
                 break
 
 
@@ -178,14 +179,14 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
     soup = BeautifulSoup(text, "html.parser")
     limits.check_time("HTML parsed")
     _check_depth(soup)
-    title_tag = soup.find("title")
+    title_tag = find_tag(soup, "title")
     raw_title = inline_text(title_tag) if title_tag else ""
     _mark_permalinks(soup)
     _strip_furniture(soup)
     strip_structural(soup)
-    mains = soup.find_all("main") or soup.find_all(role="main")
+    mains = find_tags(soup, "main") or find_tags(soup, attr="role", values=("main",))
     root = mains[0] if len(mains) == 1 else (soup.body or soup)
-    heading_texts = [" ".join(inline_text(h).split()) for h in root.find_all(list(HEADINGS), limit=8)]
+    heading_texts = [" ".join(inline_text(h).split()) for h in islice(iter_tags(root, HEADINGS), 8)]
     title_number, title = page_title(raw_title, heading_texts)
     walker = HtmlWalker(title)
     walker.walk(root)

@@ -20,6 +20,7 @@ from freshindex.core.enums import BlockKind
 from freshindex.core.types import Block, BlockMeta, block_meta
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.numbering import split_number
+from freshindex.workers.parsing.soup import find_parent_tag, find_tag, find_tags, iter_tags
 from freshindex.workers.parsing.table import clean_cell, table_block
 
 ADMONITION = re.compile(r"(^|[-_ ])(admonition|warning|note|caution|danger|important|tip|hint|alert|callout|"
@@ -47,7 +48,7 @@ def inline_text(node: Tag) -> str:
 
 def _links(node: Tag) -> list[dict[str, str]]:
     out = []
-    for a in node.find_all("a", href=True):
+    for a in iter_tags(node, "a", attr="href"):
         href = str(a["href"]).strip()
         if not href or href.startswith(("#", "javascript:")):
             continue
@@ -64,9 +65,9 @@ def _list_text(node: Tag, marker: str, indent: int = 0) -> list[str]:
     """Items of a list, nested lists indented under their item."""
     lines: list[str] = []
     n = 0
-    for li in node.find_all("li", recursive=False):
+    for li in find_tags(node, "li", recursive=False):
         n += 1
-        nested = [c.extract() for c in li.find_all(["ul", "ol"], recursive=False)]
+        nested = [c.extract() for c in find_tags(li, ("ul", "ol"), recursive=False)]
         own = inline_text(li).replace("\n", " ")
         bullet = f"{n}." if marker == "1." else "-"
         if own:
@@ -98,14 +99,14 @@ def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) 
     header_rows: list[list[str]] = []
     raw: list[tuple[list[str], bool, bool]] = []  # cells, header-like, one cell spanning the row
     spans: dict[int, tuple[int, str]] = {}  # column -> (rows left, text) for rowspan
-    body_rows = table.find_all("tr")
+    body_rows = find_tags(table, "tr")
     limits.check_rows(len(body_rows))
     for tr in body_rows:
-        if tr.find_parent("table") is not table:
+        if find_parent_tag(tr, "table") is not table:
             continue  # a row of a nested table
         cells: list[str] = []
         col = 0
-        tags = tr.find_all(["th", "td"], recursive=False)
+        tags = find_tags(tr, ("th", "td"), recursive=False)
         for cell in tags:
             col = _carry_spans(spans, col, cells)
             text = clean_cell(inline_text(cell))
@@ -118,7 +119,7 @@ def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) 
         _carry_spans(spans, col, cells)
         if not any(cells):
             continue
-        in_head = tr.find_parent("thead") is not None
+        in_head = find_parent_tag(tr, "thead") is not None
         all_th = all(c.name == "th" for c in tags)
         single = len(tags) == 1 and _span(tags[0], "colspan", 50) > 1
         raw.append((cells, in_head or all_th, single))
@@ -137,7 +138,7 @@ def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) 
     if any(labels):
         header_rows = [["group" if i == 0 else "", *r] for i, r in enumerate(header_rows)] or [["group"]]
         rows = [[label, *r] for label, r in zip(labels, rows, strict=True)]
-    caption_tag = table.find("caption")
+    caption_tag = find_tag(table, "caption")
     caption = inline_text(caption_tag).replace("\n", " ") if caption_tag else caption_hint
     if not caption and table.get("summary") and not str(table.get("summary")).lower().startswith(("navigation", "layout")):
         caption = " ".join(str(table["summary"]).split())
@@ -165,7 +166,7 @@ def own_id(tag: Tag) -> str | None:
 
 def _inner_id(tag: Tag) -> str | None:
     """An id on the element or inside it (``<dt><a id="GUC-WORK-MEM"></a>...``), stable ones first."""
-    ids = [i for i in [own_id(tag), *(own_id(t) for t in tag.find_all(id=True))] if i]
+    ids = [i for i in [own_id(tag), *(own_id(t) for t in iter_tags(tag, attr="id"))] if i]
     return next((i for i in ids if not _GENERATED_ID.match(i)), ids[0] if ids else None)
 
 
@@ -189,7 +190,7 @@ def term_name(dts: list[Tag]) -> str:
     whole term would crowd the chunk; it is not a parsed identifier."""
     names: list[str] = []
     for dt in dts:
-        sig = [t for t in dt.find_all(True) if _SIG_NAME.search(" ".join(t.get("class") or []))
+        sig = [t for t in iter_tags(dt) if _SIG_NAME.search(" ".join(t.get("class") or []))
                and not any(_SIG_NAME.search(" ".join(p.get("class") or [])) for p in t.parents if p is not dt)]
         if sig:
             names.append("".join(t.get_text() for t in sig).strip())
@@ -366,7 +367,7 @@ class HtmlWalker:
             self.flush_loose()
             self.add(BlockKind.ADMONITION, inline_text(child), child, admonition=_admonition_kind(cls))
             return
-        if name in ("span", "font", "a") or (name == "div" and not child.find(list(_BLOCKISH))):
+        if name in ("span", "font", "a") or (name == "div" and find_tag(child, _BLOCKISH) is None):
             self.loose.append(child.get_text())
             self.loose_nodes.append(child)
             return
@@ -398,7 +399,7 @@ class HtmlWalker:
         self.emit(BlockKind.HEADING, content, None, {"level": level})
 
     def code(self, child: Tag) -> None:
-        code = child.find("code")
+        code = find_tag(child, "code")
         classes = [*(code.get("class") or [] if code else []), *(child.get("class") or [])]
         lang = next((c.split("-", 1)[1] for c in classes
                      if c.startswith(("language-", "lang-", "highlight-source-", "highlight-"))), None)
