@@ -70,6 +70,12 @@ def start_server(port: int) -> subprocess.Popen:
     raise RuntimeError("the embedding server did not start within 60 s")
 
 
+def remote_settings(port: int, *, max_in_flight: int = 2, timeout_s: float = 120.0) -> dict[str, Any]:
+    """``embedding.*`` settings of freshindex's remote side against ``bench.embed_server`` on ``port``."""
+    return {"provider": "openai", "base_url": f"http://127.0.0.1:{port}/v1", "model": "all-MiniLM-L6-v2",
+            "dimensions": 384, "max_input_tokens": 256, "max_in_flight": max_in_flight, "timeout_s": timeout_s}
+
+
 def build(side: str, pages: Path, work: Path, embedding: dict[str, Any]) -> dict[str, Any]:
     """One full sync and build from an empty data dir; wall time and counts."""
     from freshindex.services import Services
@@ -124,9 +130,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="fi-remote-embed-"))
     pages = corpus(args.limit_pages, work / "pages")
     server = start_server(args.port)
-    remote = {"provider": "openai", "base_url": f"http://127.0.0.1:{args.port}/v1", "model": "all-MiniLM-L6-v2",
-              "dimensions": 384, "max_input_tokens": 256, "max_in_flight": args.max_in_flight,
-              "timeout_s": args.timeout}
+    remote = remote_settings(args.port, max_in_flight=args.max_in_flight, timeout_s=args.timeout)
     sides = {"onnx": {"provider": "onnx"}, "openai": remote}
     runs: list[dict[str, Any]] = []
     try:
