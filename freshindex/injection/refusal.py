@@ -32,6 +32,8 @@ decided per token, because the question's tokens are not alike:
   parts are not key terms of their own: ``sqlite3`` in the evidence says
   nothing about whether ``dbm.sqlite3`` exists, and a question naming an
   identifier the corpus lacks is the typical unanswerable one;
+* a hyphenated compound (``cross-compile``) is words, not an identifier:
+  its parts are terms of their own, the whole is no key term;
 * a token no permitted point holds is a key term (it weighs the most);
 * a plain word the collection holds is a key term only when it is rare
   there: its IDF at least ``key_term_rarity`` of the rarest possible
@@ -242,8 +244,11 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
     OCR (of the evidence and ``present`` alike), where a name may be misread.
     """
     terms, (compounds, alone) = question_terms(question)[0], _compounds(question)
+    # A hyphenated compound is words (``cross-compile``; a page writes "cross-building" or "cross compile"):
+    # its parts are terms of their own and the whole is no key term.
+    words = {t for t in compounds if _HYPHENATED.fullmatch(t)}
     # tokens the question has only as parts of an identifier it names whole (not also on their own)
-    parts = {p for whole in compounds for p in compounds[whole]} - set(compounds) - alone
+    parts = {p for whole in compounds if whole not in words for p in compounds[whole]} - set(compounds) - alone
     have: set[str] = set()
     for tokens in evidence:
         have |= tokens
@@ -266,7 +271,7 @@ def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, fl
     absent = {t for t in terms if t not in seen or t not in idf}
 
     def key(t: str) -> bool:
-        if t in parts:  # a part of an identifier the question names whole: the whole is the key term
+        if t in parts or t in words:  # a part of an identifier named whole (the whole is the key term); words
             return False
         if t in compounds or t in absent:
             return True

@@ -343,3 +343,17 @@ def test_a_name_ocr_misread_is_held_by_the_scanned_candidate_only() -> None:
 def test_ocr_close_folds_confused_glyphs_and_allows_one_edit_in_long_names(name: str, token: str,
                                                                            close: bool) -> None:
     assert ocr_close(name, token) is close
+
+
+def test_a_hyphenated_word_is_judged_by_its_parts_not_as_a_name() -> None:
+    # Given a page that writes "cross-building" and a question asking to "cross-compile"
+    page = evidence_tokens("Cross-building is not possible: installing R builds a minimal R, then compiles the rest")
+    q = "Can I cross-compile R for another platform?"
+    s = signals(q, [page], idf={}, missing_idf=9.0, lexical_top=5.0, dense_top=0.8, present=page)
+    # Then the hyphenated whole is no key term: "cross" is held, and only absent parts can be missing
+    assert "cross-compile" not in s.key_terms and "cross-compile" not in s.missing
+    assert "cross" not in s.missing
+    # And a hyphenated word whose parts the collection lacks is still missing, part by part
+    s = signals("How do I enable the hyper-turbo mode?", [page], idf={}, missing_idf=9.0, lexical_top=5.0,
+                dense_top=0.8, present=page)
+    assert {"hyper", "turbo"} <= set(s.missing) and s.coverage < 0.7
