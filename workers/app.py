@@ -4,6 +4,9 @@ Queues (prefixed with ``broker.queue_prefix``):
 
 * ``sync``: list a source, plan the run, finish it (cheap, registry-bound);
 * ``parse``: fetch, parse (OCR included), chunk and embed one document;
+  with ``broker.stage_queues`` fetch, parse and chunk only, handing scanned
+  PDFs to ``ocr`` and new chunks to ``embed`` (:mod:`workers.handoff`);
+* ``ocr``, ``embed``: those stages, each on workers of its own;
 * ``build``: build, verify and swap a snapshot (one writer per kb by lock).
 
 Without a broker URL there is no Celery at all: :mod:`workers.runner` calls
