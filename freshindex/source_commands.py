@@ -166,27 +166,16 @@ def sources_remove(state: Any, source_id: str, yes: bool, as_json: bool) -> None
 def sources_runs(state: Any, source_id: str, limit: int, as_json: bool) -> None:
     """SOURCE_ID's sync runs, newest first, with their sync lag when visible."""
     from freshindex.core.errors import NotFoundError
+    from freshindex.registry.ops import sync_runs
 
-    registry = state.services.registry
     try:
-        runs = registry.source_runs(source_id, limit=limit)
+        data = sync_runs(state.services.registry, source=source_id, limit=limit)
     except NotFoundError as exc:
         raise _fail(exc) from exc
-    lags = {r["run"]: r["lag_s"] for r in registry.run_lags(source_id=source_id, limit=limit * 2)}
-    data = [run_dict(r, lags.get(r.id)) for r in runs]
     _emit(data, as_json, lambda rows: "\n".join(
         f"run {r['id']}: {r['status']} ({r['trigger']}), started {r['started_at']}, build {r['build_status']}"
         + (f", lag {r['lag_s']:.1f}s" if r["lag_s"] is not None else "") + (f"; {r['error']}" if r["error"] else "")
         for r in rows) or f"no runs of {source_id} yet")
-
-
-def run_dict(r: Any, lag_s: float | None) -> dict[str, Any]:
-    """One run as the CLI and ``GET /v1/sources/SOURCE/runs`` show it."""
-    iso = lambda t: t.isoformat() if t is not None else None  # noqa: E731
-    return {"id": r.id, "source": r.source_id, "kb": r.kb, "trigger": r.trigger, "status": r.status,
-            "started_at": iso(r.started_at), "finished_at": iso(r.finished_at), "docs_listed": r.docs_listed,
-            "docs_planned": r.docs_planned, "build_status": r.build_status, "snapshot_id": r.snapshot_id,
-            "error": r.error, "held_reason": r.held_reason, "lag_s": lag_s}
 
 
 _SECONDS = click.IntRange(min=0)
@@ -382,4 +371,4 @@ def register(cli: click.Group) -> None:
         sources.add_command(command)
 
 
-__all__ = ["KindChoice", "check_location", "register", "run_dict"]
+__all__ = ["KindChoice", "check_location", "register"]

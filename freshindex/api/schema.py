@@ -278,6 +278,8 @@ class SourceRemoved(_Body):
 
 
 class RunBody(_Body):
+    """One sync run, as ``freshindex runs list`` and ``sources runs`` print it (``SyncRunInfo.as_dict``)."""
+
     id: int
     source: str
     kb: str
@@ -285,12 +287,20 @@ class RunBody(_Body):
     status: str
     started_at: str | None
     finished_at: str | None
+    running_for_s: float | None = Field(default=None, description="Seconds since it started, while running.")
     docs_listed: int
     docs_planned: int
+    docs_done: int | None = Field(default=None, description="Documents with a result, counted while running.")
+    changeset_id: int | None = None
     build_status: str | None
     snapshot_id: str | None
+    documents: dict[str, int] | None = Field(default=None, description="Documents by outcome, once finished.")
     error: str | None
+    build_error: str | None = None
+    heartbeat_at: str | None = None
+    worker: str | None = None
     held_reason: str | None
+    held: dict[str, Any] | None = Field(default=None, description="What the deletion guard held back.")
     lag_s: float | None
 
 

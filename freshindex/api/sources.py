@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from freshindex.api import schema
 from freshindex.api.auth import Identity
+from freshindex.registry.ops import sync_runs
 
 
 class PolicyRequest(BaseModel):
@@ -31,14 +32,6 @@ class PolicyRequest(BaseModel):
     poll_interval_s: int | None = Field(default=None, gt=0)
     stale_after_s: int | None = Field(default=None, gt=0)
     hard_expiry_s: int | None = Field(default=None, gt=0)
-
-
-def _run(r: Any, lag_s: float | None) -> dict[str, Any]:
-    iso = lambda t: t.isoformat() if t is not None else None  # noqa: E731
-    return {"id": r.id, "source": r.source_id, "kb": r.kb, "trigger": r.trigger, "status": r.status,
-            "started_at": iso(r.started_at), "finished_at": iso(r.finished_at), "docs_listed": r.docs_listed,
-            "docs_planned": r.docs_planned, "build_status": r.build_status, "snapshot_id": r.snapshot_id,
-            "error": r.error, "held_reason": r.held_reason, "lag_s": lag_s}
 
 
 def router(services: Any, authorize: Callable[..., Identity]) -> APIRouter:
@@ -100,9 +93,7 @@ def router(services: Any, authorize: Callable[..., Identity]) -> APIRouter:
     @api.get("/{source_id}/runs", response_model=None,
              responses={**schema.ok(schema.RunsBody, "The source's sync runs, newest first."), **schema.errors(401, 403, 404, 429)})
     def runs(source_id: str, limit: int = Query(default=20, ge=1, le=500)) -> dict[str, Any]:
-        found = registry().source_runs(source_id, limit=limit)
-        lags = {r["run"]: r["lag_s"] for r in registry().run_lags(source_id=source_id, limit=limit * 2)}
-        return {"runs": [_run(r, lags.get(r.id)) for r in found]}
+        return {"runs": sync_runs(registry(), source=source_id, limit=limit)}
 
     @api.put("/{source_id}/policy", response_model=None,
              responses={**schema.ok(schema.SourceFreshnessBody, "The policy as now in force."), **schema.errors(401, 403, 404, 429)})

@@ -230,4 +230,5 @@ def _run_info(r: SyncRun) -> SyncRunInfo:
         changeset_id=r.changeset_id, snapshot_id=r.snapshot_id, summary=dict(r.summary or {}), error=r.error,
         build_status=r.build_status, build_error=r.build_error, heartbeat_at=r.heartbeat_at, worker=r.worker,
         stale_tasks=r.stale_tasks or 0, followup_requested=bool(r.followup_requested), held_reason=r.held_reason,
+        lag_s=r.lag_s,
     )

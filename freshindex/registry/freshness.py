@@ -45,9 +45,8 @@ from freshindex.core.clock import as_utc
 from freshindex.core.enums import ChangesetStatus, ChunkState, RunStatus
 from freshindex.core.enums import DocumentState as DocState
 from freshindex.core.errors import ConfigError, NotFoundError
-from freshindex.registry.base import _batches, _run_info
+from freshindex.registry.base import _batches
 from freshindex.registry.db import affected_rows, plain_rows
-from freshindex.registry.records import SyncRunInfo
 from freshindex.registry.schema import (
     Changeset,
     ChangesetEntry,
@@ -162,13 +161,6 @@ class FreshnessStore(WithdrawalStore):
                 d.state, d.deleted_at, d.etag, d.content_hash, d.chunk_count = DocState.DELETED, now, None, None, 0
             row.paused, row.enabled, row.removed_at = True, False, now
             return out
-
-    def source_runs(self, source_id: str, *, limit: int = 20) -> list[SyncRunInfo]:
-        """The source's runs, newest first (raises NotFoundError for an unknown source)."""
-        with self.session() as s:
-            self._source_row(s, source_id)
-            q = select(SyncRun).where(SyncRun.source_id == source_id).order_by(SyncRun.id.desc()).limit(limit)
-            return [_run_info(r) for r in s.scalars(q)]
 
     # -- freshness -------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from freshindex.core.enums import (
     SnapshotStatus,
 )
 from freshindex.core.errors import NotFoundError
+from freshindex.registry.base import _run_info
 from freshindex.registry.schema import (
     Changeset,
     ChangesetEntry,
@@ -72,22 +73,13 @@ def source_lag(reg: Registry, kb: str | None = None) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["lag_s"] is not None, -(r["lag_s"] or 0)))
 
 
-def _run_dict(r: SyncRun, now: dt.datetime, docs_done: int | None = None) -> dict[str, Any]:
-    return {
-        "id": r.id, "source": r.source_id, "kb": r.kb, "trigger": r.trigger, "status": r.status,
-        "started_at": _iso(r.started_at), "finished_at": _iso(r.finished_at),
-        "running_for_s": _age_s(r.started_at, now) if r.status == RunStatus.RUNNING else None,
-        "docs_listed": r.docs_listed, "docs_planned": r.docs_planned, "docs_done": docs_done,
-        "changeset_id": r.changeset_id, "build_status": r.build_status, "snapshot_id": r.snapshot_id,
-        "documents": (r.summary or {}).get("documents"), "error": r.error, "build_error": r.build_error,
-        "heartbeat_at": _iso(r.heartbeat_at), "worker": r.worker, "held_reason": r.held_reason,
-        "held": (r.summary or {}).get("held"),
-    }
-
-
 def sync_runs(reg: Registry, *, source: str | None = None, kb: str | None = None, status: str | None = None,
               limit: int = 20) -> list[dict[str, Any]]:
-    """Newest runs first; ``docs_done`` (documents with a result, deletions excluded) for running ones."""
+    """The one run listing: newest first, each run as :meth:`SyncRunInfo.as_dict` with ``docs_done``
+    (documents with a result, deletions excluded) counted for running ones.
+
+    Raises NotFoundError when ``source`` names no source (a removed one still has its runs).
+    """
     now = dt.datetime.now(dt.UTC)
     q = select(SyncRun).order_by(SyncRun.id.desc()).limit(limit)
     if source is not None:
@@ -97,6 +89,8 @@ def sync_runs(reg: Registry, *, source: str | None = None, kb: str | None = None
     if status is not None:
         q = q.where(SyncRun.status == status)
     with reg.session() as s:
+        if source is not None and s.get(Source, source) is None:
+            raise NotFoundError(f"no source {source!r} (see `freshindex sources list`)")
         runs = list(s.scalars(q))
         running = [r.id for r in runs if r.status == RunStatus.RUNNING]
         done: dict[int, int] = {}
@@ -105,12 +99,13 @@ def sync_runs(reg: Registry, *, source: str | None = None, kb: str | None = None
                 select(DocumentResult.sync_run_id, func.count())
                 .where(DocumentResult.sync_run_id.in_(running), DocumentResult.outcome != DocumentOutcomeKind.DELETED)
                 .group_by(DocumentResult.sync_run_id)).all())
-        return [_run_dict(r, now, done.get(r.id, 0) if r.status == RunStatus.RUNNING else None) for r in runs]
+        return [_run_info(r).as_dict(now=now, docs_done=done.get(r.id, 0) if r.status == RunStatus.RUNNING else None)
+                for r in runs]
 
 
 def sync_run(reg: Registry, run_id: int) -> dict[str, Any]:
-    """One run with its progress and its per-outcome document counts."""
-    now = dt.datetime.now(dt.UTC)
+    """One run as :meth:`SyncRunInfo.as_dict`, with ``docs_done``, its per-outcome document counts
+    (``outcomes``) and its whole summary."""
     with reg.session() as s:
         r = s.get(SyncRun, run_id)
         if r is None:
@@ -118,7 +113,7 @@ def sync_run(reg: Registry, run_id: int) -> dict[str, Any]:
         outcomes = dict(s.execute(select(DocumentResult.outcome, func.count())
                                   .where(DocumentResult.sync_run_id == run_id)
                                   .group_by(DocumentResult.outcome)).all())
-        out = _run_dict(r, now, sum(n for o, n in outcomes.items() if o != DocumentOutcomeKind.DELETED))
+        out = _run_info(r).as_dict(docs_done=sum(n for o, n in outcomes.items() if o != DocumentOutcomeKind.DELETED))
         out["outcomes"] = outcomes
         out["summary"] = dict(r.summary or {})
         return out

@@ -194,6 +194,30 @@ class SyncRunInfo:
     stale_tasks: int = 0
     followup_requested: bool = False
     held_reason: str | None = None
+    #: Seconds from the run's earliest observed change to its snapshot's activation (None until visible).
+    lag_s: float | None = None
+
+    def as_dict(self, *, now: dt.datetime | None = None, docs_done: int | None = None) -> dict[str, Any]:
+        """The run as JSON-ready data: the one serialisation ``runs list``, ``runs show``,
+        ``sources runs`` and ``GET /v1/sources/SOURCE/runs`` use.
+
+        ``running_for_s`` is counted to ``now`` (default: the current time) and
+        only for a running run; ``docs_done`` is what the caller counted
+        (documents with a result), None when not counted.  Times are ISO
+        strings.  A view, not a round trip: nothing parses it back.
+        """
+        running = self.status == RunStatus.RUNNING
+        now = now or dt.datetime.now(dt.UTC)
+        return {
+            "id": self.id, "source": self.source_id, "kb": self.kb, "trigger": self.trigger, "status": self.status,
+            "started_at": _iso(self.started_at), "finished_at": _iso(self.finished_at),
+            "running_for_s": round((now - self.started_at).total_seconds(), 1) if running else None,
+            "docs_listed": self.docs_listed, "docs_planned": self.docs_planned, "docs_done": docs_done,
+            "changeset_id": self.changeset_id, "build_status": self.build_status, "snapshot_id": self.snapshot_id,
+            "documents": self.summary.get("documents"), "error": self.error, "build_error": self.build_error,
+            "heartbeat_at": _iso(self.heartbeat_at), "worker": self.worker, "held_reason": self.held_reason,
+            "held": self.summary.get("held"), "lag_s": self.lag_s,
+        }
 
     @property
     def done(self) -> bool:

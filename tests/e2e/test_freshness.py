@@ -106,7 +106,7 @@ def test_beat_and_a_worker_poll_a_folder_source_and_pick_up_an_edit(
                 return bool(packet.evidence) and word in packet.evidence[0].text
 
             def built_runs() -> list[int]:
-                return [r.id for r in svc.registry.source_runs("docs") if r.build_status == "built"]
+                return [r.id for r in svc.registry.sync_runs("docs") if r.build_status == "built"]
 
             _wait(lambda: serves("Friday"), DEADLINE_S, "the first scheduled build to serve the file", logs)
             _wait(lambda: bool(built_runs()), DEADLINE_S, "the first polling run to be recorded built", logs)
@@ -119,7 +119,7 @@ def test_beat_and_a_worker_poll_a_folder_source_and_pick_up_an_edit(
             # (the run's build status and lag are recorded around the swap: wait for them, do not race them)
             _wait(lambda: max(built_runs()) > max(first_built), DEADLINE_S,
                   "the polling run that served the edit to be recorded built", logs)
-            assert {r.trigger for r in svc.registry.source_runs("docs")} == {"schedule"}
+            assert {r.trigger for r in svc.registry.sync_runs("docs")} == {"schedule"}
             # And the run's sync lag was recorded from the edit's modification time
             _wait(lambda: any(r["lag_s"] is not None for r in svc.registry.run_lags(source_id="docs")), DEADLINE_S,
                   "a recorded sync lag", logs)
@@ -176,7 +176,7 @@ def test_s3_notifications_through_sqs_drive_the_syncs(s3_server: str, tmp_path: 
             return ("parking level.md" in keys) == expect
 
         _wait(lambda: served(True), 120, "the created object to be served", [])
-        runs = svc.registry.source_runs("policies")
+        runs = svc.registry.sync_runs("policies")
         assert runs and all(r.trigger.startswith("webhook:") for r in runs)
         ticket = svc.registry.sync_tickets("policies")[0]
         assert list(ticket.paths) == ["parking level.md"]  # URL-decoded, relative to the prefix

@@ -135,7 +135,7 @@ def test_an_unreachable_source_keeps_serving_labelled_stale_then_hard_expiry_wit
     shutil.move(kb, tmp_path / "gone")
     with pytest.raises(SourceError):
         sync_inline(svc, "docs")
-    assert svc.registry.source_runs("docs")[0].status == "failed"
+    assert svc.registry.sync_runs("docs")[0].status == "failed"
     # Then it keeps serving its last good snapshot, labelled stale with its last verified time
     packet = svc.client.retrieve("restart the ingest daemon care7olive", kb="default")
     assert "runbook.md" in _keys(packet)
@@ -170,7 +170,7 @@ def test_remove_withdraws_every_document_and_the_next_build_drops_them(svc: Serv
     assert _live_points(svc) == 0
     with pytest.raises(Exception, match="removed"):
         svc.registry.set_source_paused("docs", False)
-    assert [r.status for r in svc.registry.source_runs("docs")] == ["succeeded"]
+    assert [r.status for r in svc.registry.sync_runs("docs")] == ["succeeded"]
     # A removed source is never synced again, until it is added again
     with pytest.raises(ConfigError, match="removed"):
         sync_inline(svc, "docs")
