@@ -90,3 +90,30 @@ def test_each_stage_runs_on_its_own_worker_and_the_run_completes(
     finally:
         svc.close()
         app.close()
+
+
+def test_with_stage_queues_off_a_worker_on_the_parse_queue_alone_completes_the_run(
+    tmp_path: Path, pg_url: str, redis_url: str, sample_kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given stage queues off and one worker consuming sync, parse and build only (no ocr, no embed)
+    env = distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-stages-off", FRESHINDEX_BROKER__STAGE_QUEUES="false",
+                          FRESHINDEX_EMBEDDING__PROVIDER="hashing")
+    log = tmp_path / "worker.log"
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    settings = load_settings()
+    svc = Services(settings)
+    app = create_app(settings)
+    try:
+        with worker_process(env, log, "parse", "--queues", "sync,parse,build", "-c", "1") as proc:
+            svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
+            # When the sample (with its scanned PDF) is synced
+            report = sync_distributed(svc, app, "docs", timeout=120)
+            assert proc.poll() is None, log.read_text()[-3000:]
+        # Then the run completes, every document processed whole by process_document
+        assert report.run.status == "succeeded" and report.build_status == "built", report.as_dict()
+        assert set(_succeeded(log, "process_document").values()) == {"added"}
+        assert len(_succeeded(log, "process_document")) == report.run.summary["documents"]["added"] == 8
+    finally:
+        svc.close()
+        app.close()
