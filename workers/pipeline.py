@@ -28,14 +28,13 @@ from typing import Any
 
 from freshindex.acl.model import DocumentAcl
 from freshindex.acl.sources import PermissionService
-from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeKind
-from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeKind, DocumentState
 from freshindex.core.errors import DocumentError, LockHeldError, RetryableError, StaleTaskError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import ChunkDraft, Embedder, ParsedDocument
 from freshindex.core.vector_cache import EmbedResult
 from freshindex.health.metrics import Metrics
-from freshindex.registry import DocumentOutcome, DocumentState, Registry, SourceInfo, SyncRunInfo
+from freshindex.registry import DocumentOutcome, DocumentRecord, Registry, SourceInfo, SyncRunInfo
 from freshindex.registry.protocols import RunLedger
 from freshindex.settings.model import SyncSettings
 from freshindex.snapshots import BuildResult
@@ -290,7 +289,7 @@ class _Fetched:
     digest: str  # of the bytes
     ready: _Prepared | None  # what ParseAhead prepared from these same bytes, if anything
     acl: DocumentAcl
-    known: DocumentState | None
+    known: DocumentRecord | None
 
 
 @dataclass
@@ -360,7 +359,7 @@ def _fetch(ctx: PipelineContext, job: _Job) -> _Fetched:
 def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str) -> DocumentOutcome | None:
     """The indexed version has this content: touch it (a re-tag if its ACL moved), never re-embed."""
     known = fetched.known
-    if (known is None or known.state != DocState.ACTIVE or known.content_hash != digest
+    if (known is None or known.state != DocumentState.ACTIVE or known.content_hash != digest
             or known.parser_version != PIPELINE_VERSION):
         return None
     ctx.registry.touch_document(job.run_id, job.doc_id, etag=job.etag, size=len(fetched.data),
@@ -494,7 +493,7 @@ def _record_document_error(ctx: PipelineContext, job: _Job, exc: DocumentError) 
                            error_detail=exc.detail, seconds=seconds)
 
 
-def _stage(ctx: PipelineContext, job: _Job, known: DocumentState | None, acl: DocumentAcl | None, change: _Change
+def _stage(ctx: PipelineContext, job: _Job, known: DocumentRecord | None, acl: DocumentAcl | None, change: _Change
            ) -> DocumentOutcome:
     """Stage the change in the run's changeset (one transaction), record provenance, count it."""
     source, result = job.source, change.result

@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 
 from freshindex.acl.model import DocumentAcl, is_sidecar
 from freshindex.acl.sources import AclSourceError, SourceAcl
-from freshindex.core.enums import BuildStatus
-from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.enums import BuildStatus, DocumentState
 from freshindex.core.errors import ConfigError, DocumentError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import ObjectRef
-from freshindex.registry import TRANSIENT_REASONS, DocumentState, SourceInfo
+from freshindex.registry import TRANSIENT_REASONS, DocumentRecord, SourceInfo
 from freshindex.workers import pipeline
 from freshindex.workers.connectors import Connector
 from freshindex.workers.connectors.retry import fetch_with_retry
@@ -72,23 +71,23 @@ class Listing:
 class SourceDiff:
     """What changed since the registry last saw the source."""
 
-    known: dict[str, DocumentState]
+    known: dict[str, DocumentRecord]
     planned: tuple[PlannedDocument, ...]
     planned_keys: set[str]
-    gone: list[DocumentState]  # vanished and not moved: tombstoned, or held by the guard
-    moves: dict[str, DocumentState]  # new key -> the vanished document whose content it holds
+    gone: list[DocumentRecord]  # vanished and not moved: tombstoned, or held by the guard
+    moves: dict[str, DocumentRecord]  # new key -> the vanished document whose content it holds
     new_skips: list[tuple[ObjectRef, str]]  # excluded keys to record as skipped, with why
     carried: int  # listed documents still skipped as before
     live: int
     deleting: int  # the live documents among ``gone``
 
 
-def _needs_processing(known: DocumentState | None, ref: ObjectRef, version: str) -> bool:
-    if known is None or known.state == DocState.DELETED:
+def _needs_processing(known: DocumentRecord | None, ref: ObjectRef, version: str) -> bool:
+    if known is None or known.state == DocumentState.DELETED:
         return True
-    if known.state == DocState.SKIPPED and known.error_reason == DocumentError.EXCLUDED:
+    if known.state == DocumentState.SKIPPED and known.error_reason == DocumentError.EXCLUDED:
         return True  # no longer excluded (the patterns changed): a document now
-    if known.state in (DocState.ERROR, DocState.SKIPPED):
+    if known.state in (DocumentState.ERROR, DocumentState.SKIPPED):
         # A new pipeline (a parser fix) tries again what an older one failed on, once.
         return (known.etag != ref.etag or known.error_reason in TRANSIENT_REASONS
                 or known.parser_version != version)
@@ -186,26 +185,26 @@ def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *, vers
     # Under a folder the connector could not read (listed as one unreadable entry), nothing is gone.
     unlisted = tuple(getattr(listing.connector, "unlisted_prefixes", ()))
     gone = [doc for key, doc in known.items() if key not in listed
-            and doc.state in (DocState.ACTIVE, DocState.ERROR, DocState.SKIPPED)
-            and not (doc.state == DocState.SKIPPED and key in excluded)  # excluded before: still a skip
+            and doc.state in (DocumentState.ACTIVE, DocumentState.ERROR, DocumentState.SKIPPED)
+            and not (doc.state == DocumentState.SKIPPED and key in excluded)  # excluded before: still a skip
             and not (unlisted and key.startswith(unlisted))]
     # A vanished document whose content reappears under a new key in this sync moved: its old key
     # goes in this build and the guard does not count it (content identity: _find_moves).
     moves = _find_moves(ctx, listing.connector, source_id, [r for r in docs if r.key in planned_keys], known,
-                        [d for d in gone if d.state == DocState.ACTIVE])
+                        [d for d in gone if d.state == DocumentState.ACTIVE])
     moved_from = {old.key for old in moves.values()}
     gone = [doc for doc in gone if doc.key not in moved_from]
     # Excluded keys are recorded once as skipped (again only if they were something else before).
     new_skips = [(r, why) for r, why in ((r, excluded[r.key]) for r in refs if r.key in excluded)
                  if not _skipped_as(known.get(r.key), DocumentError.EXCLUDED)
-                 and (known.get(r.key) is None or known[r.key].state not in (DocState.ACTIVE, DocState.ERROR))]
+                 and (known.get(r.key) is None or known[r.key].state not in (DocumentState.ACTIVE, DocumentState.ERROR))]
     carried = sum(1 for r in docs if r.key not in planned_keys and (k := known.get(r.key)) is not None
-                  and k.state == DocState.SKIPPED) + sum(
+                  and k.state == DocumentState.SKIPPED) + sum(
         1 for r in refs if r.key in excluded and _skipped_as(known.get(r.key), DocumentError.EXCLUDED))
     return SourceDiff(known=known, planned=planned, planned_keys=planned_keys, gone=gone, moves=moves,
                  new_skips=new_skips, carried=carried,
-                 live=sum(1 for doc in known.values() if doc.state == DocState.ACTIVE),
-                 deleting=sum(1 for doc in gone if doc.state == DocState.ACTIVE))
+                 live=sum(1 for doc in known.values() if doc.state == DocumentState.ACTIVE),
+                 deleting=sum(1 for doc in gone if doc.state == DocumentState.ACTIVE))
 
 
 def guard_deletions(ctx: PipelineContext, source_id: str, run_id: int, diff: SourceDiff, *, listed: int) -> str | None:
@@ -259,7 +258,7 @@ def apply_deletions(ctx: PipelineContext, source: SourceInfo, run_id: int, chang
     source_id = source.id
     if held is not None:
         reason = f"{held}; confirm with `freshindex sources confirm-deletions {source_id}`"
-        pending = [doc.id for doc in diff.gone if doc.state == DocState.ACTIVE]
+        pending = [doc.id for doc in diff.gone if doc.state == DocumentState.ACTIVE]
         ctx.registry.hold_deletions(run_id, reason=reason, held={
             "deletions": diff.deleting, "live": diff.live, "listed": len(listing.docs),
             "limit": ctx.sync.max_deletion_share, "keys": sorted(doc.key for doc in diff.gone)[:20],
@@ -293,12 +292,12 @@ def _excluded(selection: Selection, refs: list[ObjectRef]) -> dict[str, str]:
     return {r.key: why for r in refs if (why := selection.why_excluded(r.key)) is not None}
 
 
-def _skipped_as(known: DocumentState | None, reason: str) -> bool:
-    return known is not None and known.state == DocState.SKIPPED and known.error_reason == reason
+def _skipped_as(known: DocumentRecord | None, reason: str) -> bool:
+    return known is not None and known.state == DocumentState.SKIPPED and known.error_reason == reason
 
 
 def _find_moves(ctx: PipelineContext, connector: Connector, source_id: str, new: list[ObjectRef],
-                known: dict[str, DocumentState], gone: list[DocumentState]) -> dict[str, DocumentState]:
+                known: dict[str, DocumentRecord], gone: list[DocumentRecord]) -> dict[str, DocumentRecord]:
     """New keys of this sync that hold a vanished document's content: ``{new key: the vanished document}``.
 
     Content identity: a listed key the registry does not serve (new, or
@@ -317,13 +316,13 @@ def _find_moves(ctx: PipelineContext, connector: Connector, source_id: str, new:
     if not gone or not new:
         return {}
     by_key = {doc.key: doc for doc in gone}
-    moves: dict[str, DocumentState] = {}
-    fresh = [r for r in new if (k := known.get(r.key)) is None or k.state != DocState.ACTIVE]
+    moves: dict[str, DocumentRecord] = {}
+    fresh = [r for r in new if (k := known.get(r.key)) is None or k.state != DocumentState.ACTIVE]
     for ref in fresh:
         hint = getattr(ref, "moved_from", None)
         if isinstance(hint, str) and hint in by_key:
             moves[ref.key] = by_key.pop(hint)
-    by_content: dict[tuple[int, str], list[DocumentState]] = {}
+    by_content: dict[tuple[int, str], list[DocumentRecord]] = {}
     for doc in by_key.values():
         if doc.source_hash or doc.content_hash:
             by_content.setdefault((doc.size, doc.source_hash or doc.content_hash or ""), []).append(doc)
@@ -346,7 +345,7 @@ def _find_moves(ctx: PipelineContext, connector: Connector, source_id: str, new:
 
 
 def _retag_listed(ctx: PipelineContext, source: SourceInfo, source_acl: SourceAcl, connector: Connector,
-                  run_id: int, changeset_id: int, refs: list[ObjectRef], known: dict[str, DocumentState],
+                  run_id: int, changeset_id: int, refs: list[ObjectRef], known: dict[str, DocumentRecord],
                   planned: set[str]) -> None:
     """Re-resolve the ACL of every listed document this run does not process, and stage re-tags.
 
@@ -361,7 +360,7 @@ def _retag_listed(ctx: PipelineContext, source: SourceInfo, source_acl: SourceAc
     acls: dict[str, DocumentAcl] = {}
     for ref in refs:
         doc = known.get(ref.key)
-        if doc is None or doc.state == DocState.DELETED or ref.key in planned:
+        if doc is None or doc.state == DocumentState.DELETED or ref.key in planned:
             continue
         try:
             acl = resolver.resolve(ref.key)

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from freshindex.core.enums import ChangesetStatus, RunStatus
 from freshindex.core.errors import ConfigError, RetryableError, StaleTaskError, WriteConflictError
 from freshindex.registry import db
-from freshindex.registry.records import ChunkRow, DocumentState, SnapshotInfo, SourceInfo, SyncRunInfo
+from freshindex.registry.records import ChunkRow, DocumentRecord, SnapshotInfo, SourceInfo, SyncRunInfo
 from freshindex.registry.schema import Changeset, Chunk, Document, Snapshot, Source, SyncRun
 
 #: Rows per IN (...) clause; SQLite allows 32766 parameters, PostgreSQL more.
@@ -181,8 +181,8 @@ def _source_info(r: Source) -> SourceInfo:
 
 
 
-def _doc_state(r: Document) -> DocumentState:
-    return DocumentState(
+def _doc_record(r: Document) -> DocumentRecord:
+    return DocumentRecord(
         id=r.id, source_id=r.source_id, key=r.key, etag=r.etag, size=r.size, content_hash=r.content_hash,
         state=r.state, version=r.version, parser_version=r.parser_version, error_reason=r.error_reason,
         acl=tuple(r.acl) if r.acl is not None else None, tenant=r.tenant or "default",

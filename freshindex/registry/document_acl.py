@@ -26,8 +26,7 @@ from typing import Any, Protocol
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from freshindex.core.enums import ChangesetStatus, ChunkState
-from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentState
 from freshindex.core.errors import NotFoundError
 from freshindex.registry.base import _batches, _source_info
 from freshindex.registry.records import SourceInfo
@@ -157,13 +156,13 @@ class DocumentAclStore(StagingStore):
             withheld: list[str] = []
             for batch in _batches(sorted(acls)):
                 for doc in s.scalars(select(Document).where(Document.id.in_(batch), Document.source_id == source_id)):
-                    if doc.state == DocState.DELETED:
+                    if doc.state == DocumentState.DELETED:
                         continue
                     if apply_acl(doc, acls[doc.id], floor=floor):
                         bumped.append(doc.id)
             for batch in _batches(sorted(set(withhold) - set(acls))):
                 for doc in s.scalars(select(Document).where(Document.id.in_(batch), Document.source_id == source_id)):
-                    if doc.state != DocState.DELETED:
+                    if doc.state != DocumentState.DELETED:
                         doc.acl_version = max((doc.acl_version or 0) + 1, floor)
                         doc.acl_fingerprint = None
                         withheld.append(doc.id)
@@ -201,7 +200,7 @@ class DocumentAclStore(StagingStore):
         """key -> the stored ACL of each live (not deleted) document of a source."""
         with self.session() as s:
             rows = s.scalars(select(Document).where(Document.source_id == source_id,
-                                                    Document.state != DocState.DELETED))
+                                                    Document.state != DocumentState.DELETED))
             return {
                 r.key: {"document_id": r.id, "acl": None if r.acl is None else list(r.acl), "tenant": r.tenant,
                         "sensitivity": r.sensitivity, "acl_version": r.acl_version, "origin": r.acl_origin,

@@ -42,8 +42,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from freshindex.core.clock import as_utc
-from freshindex.core.enums import ChangesetStatus, ChunkState, RunStatus
-from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentState, RunStatus
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.registry.base import _batches
 from freshindex.registry.db import affected_rows, plain_rows
@@ -155,10 +154,10 @@ class FreshnessStore(WithdrawalStore):
                 raise ConfigError(f"source {source_id!r} has run {running} running; pause the source and let it "
                                   "finish (or be reaped), then remove it")
             docs = s.scalars(select(Document).where(Document.source_id == source_id,
-                                                    Document.state != DocState.DELETED)).all()
+                                                    Document.state != DocumentState.DELETED)).all()
             out = self._withdraw(s, row, docs, WithdrawReason.REMOVED, now)
             for d in docs:
-                d.state, d.deleted_at, d.etag, d.content_hash, d.chunk_count = DocState.DELETED, now, None, None, 0
+                d.state, d.deleted_at, d.etag, d.content_hash, d.chunk_count = DocumentState.DELETED, now, None, None, 0
             row.paused, row.enabled, row.removed_at = True, False, now
             return out
 
@@ -256,7 +255,7 @@ class FreshnessStore(WithdrawalStore):
                       .values(withdrawn_reason=None))
             sources = {r.id: r for r in s.scalars(select(Source).where(Source.removed_at.is_(None)))}
             state = self._verified(s, list(sources))
-            live = [Document.state != DocState.DELETED, Document.withdrawn_reason.is_(None)]
+            live = [Document.state != DocumentState.DELETED, Document.withdrawn_reason.is_(None)]
             due: dict[str, dict[WithdrawReason, list[Document]]] = {}
 
             def add(doc: Document, reason: WithdrawReason) -> None:
@@ -275,7 +274,7 @@ class FreshnessStore(WithdrawalStore):
                         add(doc, WithdrawReason.UNVERIFIED)
             newer = s.execute(select(Document.supersedes, Document.source_id, Document.valid_from,
                                      Document.first_seen_at)
-                              .where(Document.supersedes.is_not(None), Document.state != DocState.DELETED,
+                              .where(Document.supersedes.is_not(None), Document.state != DocumentState.DELETED,
                                      Document.withdrawn_reason.is_(None))).all()
             for target, sid, valid_from, first_seen in newer:
                 start = valid_from or first_seen
@@ -359,7 +358,7 @@ class FreshnessStore(WithdrawalStore):
                 .where(Changeset.kb == kb, Changeset.status.in_((ChangesetStatus.OPEN, ChangesetStatus.STAGED)),
                        ChangesetEntry.op == "delete")))
             orphans = sorted(cid for cid in in_store - pending_delete
-                             if cid not in rows or rows[cid][0] != ChunkState.LIVE or rows[cid][1] == DocState.DELETED)
+                             if cid not in rows or rows[cid][0] != ChunkState.LIVE or rows[cid][1] == DocumentState.DELETED)
             live = dict(s.execute(select(Chunk.id, Chunk.document_id).where(
                 Chunk.kb == kb, Chunk.state == ChunkState.LIVE, Chunk.tombstoned.is_(False))).all())
             absent = sorted(set(live) - in_store)

@@ -27,7 +27,7 @@ from freshindex.registry.records import (
     ChunkStatus,
     DocumentErrorInfo,
     DocumentOutcome,
-    DocumentState,
+    DocumentRecord,
     SnapshotInfo,
     SourceInfo,
     SyncRunInfo,
@@ -55,9 +55,9 @@ class SourceCatalog(Protocol):
 
     def knowledge_bases(self) -> list[str]: ...
 
-    def documents_for_source(self, source_id: str) -> dict[str, DocumentState]: ...
+    def documents_for_source(self, source_id: str) -> dict[str, DocumentRecord]: ...
 
-    def get_document(self, document_id: str) -> DocumentState | None: ...
+    def get_document(self, document_id: str) -> DocumentRecord | None: ...
 
     def live_chunk_ids(self, document_id: str) -> set[str]: ...
 

@@ -41,7 +41,10 @@ class SourceInfo:
 
 
 @dataclass(frozen=True)
-class DocumentState:
+class DocumentRecord:
+    """What the registry holds about one document: its identity, last seen bytes, state
+    (a :class:`core.enums.DocumentState`), versions and ACL."""
+
     id: str
     source_id: str
     key: str

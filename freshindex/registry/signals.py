@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, or_, select
 
-from freshindex.core.enums import SUCCESSFUL_RUNS, ChangesetStatus, SnapshotStatus
-from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.enums import SUCCESSFUL_RUNS, ChangesetStatus, DocumentState, SnapshotStatus
 from freshindex.registry.base import _Base
 from freshindex.registry.schema import Changeset, Document, Snapshot, Source, SyncRun
 
@@ -41,7 +40,7 @@ class HealthStore(_Base):
                 select(func.count()).select_from(Document)
                 .join(Source, Source.id == Document.source_id)
                 .where(Source.kb == kb, Document.error_reason.is_not(None),
-                       Document.state != DocState.SKIPPED)
+                       Document.state != DocumentState.SKIPPED)
             ) or 0
             pending = s.scalar(
                 select(func.count()).select_from(Changeset).where(
@@ -52,7 +51,7 @@ class HealthStore(_Base):
             by_reason = {reason: n for reason, n in s.execute(
                 select(Document.error_reason, func.count()).join(Source, Source.id == Document.source_id)
                 .where(Source.kb == kb, Document.error_reason.is_not(None),
-                       Document.state != DocState.SKIPPED).group_by(Document.error_reason)
+                       Document.state != DocumentState.SKIPPED).group_by(Document.error_reason)
             )}
             by_status = {status: n for status, n in s.execute(
                 select(Snapshot.status, func.count()).where(Snapshot.kb == kb).group_by(Snapshot.status)

@@ -13,8 +13,14 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from freshindex.core.enums import FINAL_TOMBSTONE_REASONS, ChangesetStatus, ChunkState, SnapshotStatus, TombstoneReason
-from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.enums import (
+    FINAL_TOMBSTONE_REASONS,
+    ChangesetStatus,
+    ChunkState,
+    DocumentState,
+    SnapshotStatus,
+    TombstoneReason,
+)
 from freshindex.core.errors import NotFoundError, RetryableError
 from freshindex.core.ids import validate_kb_name
 from freshindex.registry.audit import record_alias_move
@@ -244,7 +250,7 @@ class SnapshotStore(_Base):
             for batch in _batches(sorted(docs)):
                 s.execute(
                     update(Document)
-                    .where(Document.id.in_(batch), Document.state != DocState.DELETED)
+                    .where(Document.id.in_(batch), Document.state != DocumentState.DELETED)
                     .values(etag=None, content_hash=None)
                 )
             if withheld:
@@ -284,7 +290,7 @@ class SnapshotStore(_Base):
                 newest[cid] = reason
         out: dict[str, tuple[str, str, str]] = {}
         for r in rows:
-            if r.state == DocState.DELETED:
+            if r.state == DocumentState.DELETED:
                 out[r.id] = (r.document_id, r.source_id, TombstoneReason.DELETED)
             elif r.tombstoned and newest.get(r.id) in FINAL_TOMBSTONE_REASONS:
                 out[r.id] = (r.document_id, r.source_id, newest[r.id])

@@ -14,8 +14,8 @@ from sqlalchemy import select
 from freshindex.core.enums import SUCCESSFUL_RUNS, ChunkState, RunStatus
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.core.ids import validate_kb_name, validate_source_id
-from freshindex.registry.base import _Base, _doc_state, _source_info
-from freshindex.registry.records import DocumentState, SourceInfo
+from freshindex.registry.base import _Base, _doc_record, _source_info
+from freshindex.registry.records import DocumentRecord, SourceInfo
 from freshindex.registry.schema import Chunk, Document, Snapshot, Source, SyncRun, utcnow
 
 
@@ -80,15 +80,15 @@ class SourcesStore(_Base):
         with self.session() as s:
             return sorted(set(s.scalars(select(Source.kb))) | set(s.scalars(select(Snapshot.kb))))
 
-    def documents_for_source(self, source_id: str) -> dict[str, DocumentState]:
+    def documents_for_source(self, source_id: str) -> dict[str, DocumentRecord]:
         with self.session() as s:
             rows = s.scalars(select(Document).where(Document.source_id == source_id))
-            return {r.key: _doc_state(r) for r in rows}
+            return {r.key: _doc_record(r) for r in rows}
 
-    def get_document(self, document_id: str) -> DocumentState | None:
+    def get_document(self, document_id: str) -> DocumentRecord | None:
         with self.session() as s:
             row = s.get(Document, document_id)
-            return _doc_state(row) if row is not None else None
+            return _doc_record(row) if row is not None else None
 
     def live_chunk_ids(self, document_id: str) -> set[str]:
         """Chunks of a document that are (or are about to be) served."""

@@ -14,8 +14,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKind, TombstoneReason
-from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKind, DocumentState, TombstoneReason
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import ChunkDraft
 from freshindex.registry.base import _Base, _batches
@@ -55,10 +54,10 @@ class StagingStore(_Base):
             self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             if doc is None:
-                doc = Document(id=document_id, source_id=source_id, key=key, state=DocState.ERROR, size=size, version=0)
+                doc = Document(id=document_id, source_id=source_id, key=key, state=DocumentState.ERROR, size=size, version=0)
                 s.add(doc)
-            if doc.state != DocState.ACTIVE:
-                doc.state = DocState.ERROR
+            if doc.state != DocumentState.ACTIVE:
+                doc.state = DocumentState.ERROR
                 doc.etag = etag
                 doc.parser_version = parser_version
             doc.error_reason, doc.error_detail, doc.updated_at = reason, detail, utcnow()
@@ -149,7 +148,7 @@ class StagingStore(_Base):
             doc.etag, doc.size, doc.content_hash = etag, size, content_hash
             doc.source_hash = source_hash or doc.source_hash
             doc.pending_deletion_run = None
-            doc.state, doc.error_reason, doc.error_detail = DocState.ACTIVE, None, None
+            doc.state, doc.error_reason, doc.error_detail = DocumentState.ACTIVE, None, None
             doc.parser, doc.parser_version, doc.title = parser, parser_version, title
             doc.version = (doc.version or 0) + 1
             doc.chunk_count = len(chunks)
@@ -214,7 +213,7 @@ class StagingStore(_Base):
         with self.staging_session() as s:
             self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
-            if doc is None or doc.state == DocState.DELETED or (skipped and doc.state == DocState.SKIPPED):
+            if doc is None or doc.state == DocumentState.DELETED or (skipped and doc.state == DocumentState.SKIPPED):
                 return 0
             ids = set(
                 s.scalars(
@@ -228,11 +227,11 @@ class StagingStore(_Base):
             kb = s.scalar(select(Source.kb).where(Source.id == doc.source_id)) or ""
             self._tombstone(s, changeset_id, document_id, kb, ids, reason=reason)
             self._stage_entries(s, changeset_id, document_id, ids, "delete")
-            doc.state, doc.deleted_at, doc.updated_at = DocState.DELETED, utcnow(), utcnow()
+            doc.state, doc.deleted_at, doc.updated_at = DocumentState.DELETED, utcnow(), utcnow()
             doc.etag = doc.content_hash = doc.source_hash = doc.pending_deletion_run = None
             doc.chunk_count = 0
             if skipped is not None:
-                doc.state, (doc.error_reason, doc.error_detail) = DocState.SKIPPED, skipped
+                doc.state, (doc.error_reason, doc.error_detail) = DocumentState.SKIPPED, skipped
             self._put_result(
                 s, run_id, DocumentOutcome(
                     document_id=document_id, key=doc.key, tombstones=len(ids),
@@ -266,7 +265,7 @@ class StagingStore(_Base):
                     doc = Document(id=doc_id, source_id=source_id, key=skip["key"], size=0, version=0)
                     s.add(doc)
                 ids: set[str] = set()
-                if changeset_id is not None and doc.state == DocState.ACTIVE:
+                if changeset_id is not None and doc.state == DocumentState.ACTIVE:
                     ids = set(s.scalars(select(Chunk.id).where(
                         Chunk.document_id == doc_id, Chunk.tombstoned.is_(False),
                         Chunk.state.in_((ChunkState.LIVE, ChunkState.PENDING)))))
@@ -274,7 +273,7 @@ class StagingStore(_Base):
                     self._stage_entries(s, changeset_id, doc_id, ids, "delete")
                     doc.content_hash, doc.chunk_count = None, 0
                 tombstoned += len(ids)
-                doc.state, doc.etag, doc.size = DocState.SKIPPED, skip.get("etag"), int(skip.get("size") or 0)
+                doc.state, doc.etag, doc.size = DocumentState.SKIPPED, skip.get("etag"), int(skip.get("size") or 0)
                 doc.error_reason, doc.error_detail = skip["reason"], skip["detail"]
                 doc.parser_version = skip.get("parser_version")
                 doc.source_hash = skip.get("source_hash")
@@ -299,7 +298,7 @@ class StagingStore(_Base):
                                              Document.id.not_in(ids) if ids else Document.id.is_not(None))
                       .values(pending_deletion_run=None))
             for batch in _batches(ids):
-                s.execute(update(Document).where(Document.id.in_(batch), Document.state == DocState.ACTIVE)
+                s.execute(update(Document).where(Document.id.in_(batch), Document.state == DocumentState.ACTIVE)
                           .values(pending_deletion_run=run_id))
         return len(ids)
 

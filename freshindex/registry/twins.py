@@ -16,8 +16,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from freshindex.core.enums import ChunkState, DocumentOutcomeKind, TombstoneReason
-from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.enums import ChunkState, DocumentOutcomeKind, DocumentState, TombstoneReason
 from freshindex.registry.base import _batches
 from freshindex.registry.records import DocumentOutcome
 from freshindex.registry.schema import ChangesetEntry, Chunk, Document, Source, Tombstone, utcnow
@@ -40,7 +39,7 @@ class TwinStore(WithdrawalStore):
             q = (select(Document.id).join(Source, Source.id == Document.source_id)
                  .where(Source.kb == kb, Source.removed_at.is_(None), Document.content_hash == content_hash,
                         Document.acl_fingerprint == acl.fingerprint(),
-                        Document.state == DocState.ACTIVE, Document.canonical_id.is_(None),
+                        Document.state == DocumentState.ACTIVE, Document.canonical_id.is_(None),
                         Document.withdrawn_reason.is_(None), Document.id != document_id)
                  .order_by(Document.first_seen_at, Document.id).limit(1))
             return s.scalar(q)
@@ -78,7 +77,7 @@ class TwinStore(WithdrawalStore):
                                                      set_={"op": stmt.excluded.op}))
             previous = doc.canonical_id
             doc.etag, doc.size, doc.content_hash, doc.canonical_id = etag, size, content_hash, canonical_id
-            doc.state, doc.error_reason, doc.error_detail, doc.withdrawn_reason = DocState.ACTIVE, None, None, None
+            doc.state, doc.error_reason, doc.error_detail, doc.withdrawn_reason = DocumentState.ACTIVE, None, None, None
             doc.version = (doc.version or 0) + 1
             doc.chunk_count, doc.updated_at, doc.deleted_at = 0, now, None
             doc.source_uri, doc.last_fetched_at = source_uri or doc.source_uri, now
@@ -103,12 +102,12 @@ class TwinStore(WithdrawalStore):
         with self.session() as s:
             self._write_lock(s)
             mirrors = s.scalars(select(Document).where(Document.canonical_id.is_not(None),
-                                                       Document.state != DocState.DELETED)).all()
+                                                       Document.state != DocumentState.DELETED)).all()
             out: list[tuple[str, str]] = []
             touched: set[str] = set()
             for m in mirrors:
                 canon = s.get(Document, m.canonical_id)
-                if (canon is not None and canon.state == DocState.ACTIVE and canon.content_hash == m.content_hash
+                if (canon is not None and canon.state == DocumentState.ACTIVE and canon.content_hash == m.content_hash
                         and canon.withdrawn_reason is None and canon.canonical_id is None):
                     continue
                 touched.add(m.canonical_id or "")
@@ -129,7 +128,7 @@ class TwinStore(WithdrawalStore):
         now = now or utcnow()
         with self.session() as s:
             self._write_lock(s)
-            canonical = (Source.removed_at.is_(None), Document.state == DocState.ACTIVE,
+            canonical = (Source.removed_at.is_(None), Document.state == DocumentState.ACTIVE,
                          Document.canonical_id.is_(None), Document.withdrawn_reason.is_(None),
                          Document.content_hash.is_not(None), Document.acl_fingerprint.is_not(None))
             # Only contents held by two canonical documents or more (one grouped scan, not every row).
@@ -158,7 +157,7 @@ def refresh_mirrors(s: Session, canonical_id: str) -> None:
     if canon is None:
         return
     rows = s.execute(select(Document.id, Document.source_id, Document.key, Document.source_uri)
-                     .where(Document.canonical_id == canonical_id, Document.state != DocState.DELETED)
+                     .where(Document.canonical_id == canonical_id, Document.state != DocumentState.DELETED)
                      .order_by(Document.source_id, Document.key)).all()
     canon.mirrors = [{"document_id": i, "source_id": sid, "key": k, "source_uri": uri} for i, sid, k, uri in rows] or None
 

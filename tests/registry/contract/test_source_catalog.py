@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.enums import DocumentState
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.core.ids import document_id
 from freshindex.registry import Registry
@@ -50,6 +50,6 @@ def test_staged_documents_appear_with_their_live_chunks(reg: Registry, fresh) ->
     doc, chunks = stage(reg, run, cs, source, "a.md", ["one", "two"])
     assert set(reg.documents_for_source(source.id)) == {"a.md"}
     state = reg.get_document(doc)
-    assert state is not None and (state.key, state.state, state.version) == ("a.md", DocState.ACTIVE, 1)
+    assert state is not None and (state.key, state.state, state.version) == ("a.md", DocumentState.ACTIVE, 1)
     assert reg.live_chunk_ids(doc) == chunks
     assert document_id(source.id, "a.md") == doc
