@@ -188,7 +188,7 @@ class CachedRecheck:
 
 
 class PermissionServiceLike(Protocol):
-    """What :class:`ServiceRecheck` needs of :class:`acl.sources.PermissionService`."""
+    """What :class:`ServiceRecheck` needs of :class:`acl.resolution.PermissionService`."""
 
     def check(self, source_id: str, key: str) -> Any: ...  # a DocumentAcl (tokens, tenant), None if unknown
 

@@ -4,12 +4,12 @@ A token is what an ``acl`` list holds, in the registry and in a point's
 payload: ``public`` (everyone), a group name as is (``hr``), or a user as
 ``user:<id>``.  Group names and user ids share one pattern that has no
 ``:``, so a group can never pass for a user token.  :class:`DocumentAcl` is
-what resolution (:mod:`acl.sources`) yields for one document; its
+what resolution (:mod:`acl.resolution`) yields for one document; its
 :meth:`~DocumentAcl.fingerprint` decides whether the registry's copy changed.
 
 Pure standard library: the registry, the workers and the thin client may all
 use it.  What it does not do: decide who is in a group (that is
-:class:`acl.sources.PermissionService` or the caller's credential).
+:class:`acl.resolution.PermissionService` or the caller's credential).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from freshindex.acl.model import AclError, normalise_acl, sensitivity, split_names, validate_group
-from freshindex.acl.sources import AclResolver, AclRule, SourceAcl
+from freshindex.acl.resolution import AclResolver, AclRule, SourceAcl
 from freshindex.display import escaped
 
 #: Origins the registry can recompute without reading the source.

@@ -4,7 +4,7 @@ Registered into the ``freshindex`` click group by :func:`register` (called at
 the end of ``freshindex/cli.py``). Everything here is read-only except
 ``documents reprocess``, which clears stored etags so the next sync compares
 documents with their source again. The reports come from
-:mod:`registry.ops`; this module only parses options and formats output.
+:mod:`registry.reports`; this module only parses options and formats output.
 
 Every command takes ``--json``; without it a short table is printed. The
 commands reach ``ctx.obj`` (the CLI's state: ``.settings``, ``.services``)
@@ -86,9 +86,9 @@ _RUN_COLUMNS = ("id", "source", "trigger", "status", "started_at", "finished_at"
 @click.pass_obj
 def runs_list(state: Any, source: str | None, kb: str | None, status: str | None, limit: int, as_json: bool) -> None:
     """Newest runs first; running ones with running_for_s and docs_done (a frozen docs_done: lost tasks)."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
-    rows = ops.sync_runs(_registry(state), source=source, kb=kb, status=status, limit=limit)
+    rows = reports.sync_runs(_registry(state), source=source, kb=kb, status=status, limit=limit)
     _emit(rows, as_json, lambda rs: _table(rs, _RUN_COLUMNS, "no sync runs"))
 
 
@@ -98,9 +98,9 @@ def runs_list(state: Any, source: str | None, kb: str | None, status: str | None
 @click.pass_obj
 def runs_show(state: Any, run_id: int, as_json: bool) -> None:
     """One run: status, progress, per-outcome document counts, build, errors, heartbeat."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
-    row = ops.sync_run(_registry(state), run_id)
+    row = reports.sync_run(_registry(state), run_id)
     _emit(row, as_json, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items() if v not in (None, {}, [])))
 
 
@@ -113,9 +113,9 @@ def runs_show(state: Any, run_id: int, as_json: bool) -> None:
 @click.pass_obj
 def sources_lag(state: Any, kb: str | None, as_json: bool) -> None:
     """Seconds since each source's last successful sync, with enabled and poll_interval_s (never synced first)."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
-    rows = ops.source_lag(_registry(state), kb)
+    rows = reports.source_lag(_registry(state), kb)
     _emit(rows, as_json, lambda rs: _table(rs, ("source", "kb", "enabled", "poll_interval_s", "last_ok", "lag_s"),
                                            "no sources"))
 
@@ -145,11 +145,11 @@ _DOC_COLUMNS = ("source", "key", "state", "version", "chunk_count", "error_reaso
 def documents_list(state: Any, kb: str | None, source: str | None, key: str | None, doc_state: str | None,
                    reason: str | None, skipped: bool, limit: int, as_json: bool) -> None:
     """Documents by knowledge base, source, key, state and error (or skip) reason."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
     if skipped and doc_state not in (None, "skipped"):
         raise click.UsageError("--skipped lists documents in state skipped; drop --state")
-    rows = ops.documents(_registry(state), kb=kb, source=source, key=key, state="skipped" if skipped else doc_state,
+    rows = reports.documents(_registry(state), kb=kb, source=source, key=key, state="skipped" if skipped else doc_state,
                          reason=reason, limit=limit)
     columns = ("source", "key", "error_reason", "error_detail", "updated_at") if skipped else _DOC_COLUMNS
     _emit(rows, as_json, lambda rs: _table(rs, columns, "no skipped documents" if skipped else "no documents"))
@@ -162,9 +162,9 @@ def documents_list(state: Any, kb: str | None, source: str | None, key: str | No
 @click.pass_obj
 def documents_errors(state: Any, kb: str | None, source: str | None, as_json: bool) -> None:
     """Documents currently in error, counted per source, reason and state (what the metric counts)."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
-    rows = ops.documents_in_error(_registry(state), kb=kb, source=source)
+    rows = reports.documents_in_error(_registry(state), kb=kb, source=source)
     _emit(rows, as_json, lambda rs: _table(rs, ("kb", "source", "reason", "state", "documents", "last_updated"),
                                            "no documents in error"))
 
@@ -177,9 +177,9 @@ def documents_errors(state: Any, kb: str | None, source: str | None, as_json: bo
 @click.pass_obj
 def documents_failures(state: Any, source: str | None, since_s: float, as_json: bool) -> None:
     """Failed document results of recent runs, counted per source, run and reason."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
-    rows = ops.recent_failures(_registry(state), since_s=since_s, source=source)
+    rows = reports.recent_failures(_registry(state), since_s=since_s, source=source)
     _emit(rows, as_json, lambda rs: _table(rs, ("source", "run", "reason", "documents", "last_seen"),
                                            "no failures in that window"))
 
@@ -199,11 +199,11 @@ def documents_reprocess(state: Any, source_id: str, reason: str | None, keys: tu
     `freshindex sync SOURCE_ID` afterwards. For causes fixed outside the file:
     tesseract installed, a limit raised.
     """
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
     if reason is None and not keys:
         raise click.UsageError("give --reason REASON or --key KEY (re-reading a whole source must be asked by name)")
-    found = ops.forget_etags(_registry(state), source_id, reason=reason, keys=keys, dry_run=dry_run)
+    found = reports.forget_etags(_registry(state), source_id, reason=reason, keys=keys, dry_run=dry_run)
     data = {"source": source_id, "documents": found, "count": len(found), "dry_run": dry_run}
     verb = "would be re-read" if dry_run else "will be re-read by the next sync"
     _emit(data, as_json, lambda d: f"{d['count']} document(s) of {source_id} {verb}"
@@ -227,9 +227,9 @@ def changesets() -> None:
 @click.pass_obj
 def changesets_list(state: Any, kb: str | None, statuses: tuple[str, ...], key: str | None, as_json: bool) -> None:
     """Changesets with their upsert and delete (chunk) counts, oldest first."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
-    rows = ops.changesets(_registry(state), kb=kb, statuses=statuses or ("open", "staged"), key=key)
+    rows = reports.changesets(_registry(state), kb=kb, statuses=statuses or ("open", "staged"), key=key)
     _emit(rows, as_json, lambda rs: _table(rs, ("id", "kb", "source", "run", "status", "created_at", "staged_at",
                                                 "upserts", "deletes"), "no changesets"))
 
@@ -245,9 +245,9 @@ def tombstones() -> None:
 @click.pass_obj
 def tombstones_pending(state: Any, kb: str | None, as_json: bool) -> None:
     """Unapplied tombstones per changeset, its status and reason, oldest first (the tombstone backlog)."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
-    rows = ops.pending_tombstones(_registry(state), kb=kb)
+    rows = reports.pending_tombstones(_registry(state), kb=kb)
     _emit(rows, as_json, lambda rs: _table(rs, ("kb", "changeset_id", "changeset_status", "source", "run", "reason",
                                                 "tombstones", "oldest"), "no pending tombstones"))
 
@@ -262,9 +262,9 @@ def tombstones_pending(state: Any, kb: str | None, as_json: bool) -> None:
 @click.pass_obj
 def snapshots_held(state: Any, kb: str | None, limit: int, as_json: bool) -> None:
     """Held (failed) builds: counts per kb and failed check, and the newest ones with their numbers."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
-    data = ops.held_builds(_registry(state), kb=kb, limit=limit)
+    data = reports.held_builds(_registry(state), kb=kb, limit=limit)
 
     def human(d: dict[str, Any]) -> str:
         return (_table(d["by_check"], ("kb", "check", "held_builds", "last_held"), "no held builds") + "\n\n"
@@ -299,9 +299,9 @@ def kbs() -> None:
 def kbs_list(state: Any, as_json: bool) -> None:
     """Every knowledge base with its sources and its number of snapshots (sources with no snapshot, and
     snapshots whose sources are gone, both show)."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
-    rows = ops.knowledge_bases(_registry(state))
+    rows = reports.knowledge_bases(_registry(state))
     _emit(rows, as_json, lambda rs: _table([{**r, "sources": ",".join(r["sources"])} for r in rs],
                                            ("kb", "sources", "snapshots"), "no knowledge bases"))
 
@@ -328,9 +328,9 @@ def locks() -> None:
 @click.pass_obj
 def locks_list(state: Any, name: str | None, as_json: bool) -> None:
     """Leases with owner, fencing token, expiry and whether they are held now."""
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
-    rows = ops.locks(_registry(state), name)
+    rows = reports.locks(_registry(state), name)
     _emit(rows, as_json, lambda rs: _table(rs, ("name", "owner", "token", "held", "expires_at", "expires_in_s"),
                                            "no leases"))
 

@@ -29,14 +29,14 @@ from freshindex.storage import check_registry_path, check_store_path
 
 if TYPE_CHECKING:
     from freshindex.acl.access import DenialRecord
-    from freshindex.acl.sources import PermissionService
+    from freshindex.acl.resolution import PermissionService
     from freshindex.core.types import Embedder
     from freshindex.injection import InjectionClient
     from freshindex.injection.refusal import RefusalReason, Signals
     from freshindex.injection.types import ContextPacket
     from freshindex.registry import Registry, SourceInfo
     from freshindex.snapshots import Builder
-    from freshindex.snapshots.ops import SnapshotOps
+    from freshindex.snapshots.lifecycle import SnapshotOps
     from freshindex.vectorstore import VectorStore
     from freshindex.workers.chunking import Chunker
     from freshindex.workers.connectors import Connector
@@ -150,7 +150,7 @@ class Services:
     @functools.cached_property
     def acl_service(self) -> PermissionService | None:
         """The HTTP permission service (``acl.service_url``), or None; errors counted by kind and reason."""
-        from freshindex.acl.sources import service_from
+        from freshindex.acl.resolution import service_from
 
         def counted(kind: str, reason: str) -> None:
             self.metrics.acl_service_errors.labels(kind, reason).inc()
@@ -187,7 +187,7 @@ class Services:
     @functools.cached_property
     def snapshots(self) -> SnapshotOps:
         from freshindex.snapshots.archive import ArchiveTarget, open_target
-        from freshindex.snapshots.ops import SnapshotOps
+        from freshindex.snapshots.lifecycle import SnapshotOps
 
         snap = self.settings.snapshots
 
@@ -240,7 +240,7 @@ class Services:
         import time
 
         from freshindex.acl.access import CachedRecheck, ServiceRecheck
-        from freshindex.acl.sources import SourceAcl
+        from freshindex.acl.resolution import SourceAcl
 
         seen: dict[str, tuple[float, bool]] = {}
 

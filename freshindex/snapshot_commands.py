@@ -253,10 +253,10 @@ def canaries_add(state: Any, question: str, expected: str, kb: str | None, top_k
     The key must name an indexed document of the knowledge base: a canary for
     a missing document fails every build's verification.
     """
-    from freshindex.registry import ops
+    from freshindex.registry import reports
 
     kb = kb or state.settings.default_kb
-    docs = ops.documents(state.services.registry, kb=kb, key=expected, limit=10)
+    docs = reports.documents(state.services.registry, kb=kb, key=expected, limit=10)
     if not any(d["state"] == DocumentState.ACTIVE for d in docs):
         why = (f"its documents are {', '.join(sorted({d['state'] for d in docs}))}" if docs
                else "no source of the knowledge base has it")

@@ -166,7 +166,7 @@ def sources_remove(state: Any, source_id: str, yes: bool, as_json: bool) -> None
 def sources_runs(state: Any, source_id: str, limit: int, as_json: bool) -> None:
     """SOURCE_ID's sync runs, newest first, with their sync lag when visible."""
     from freshindex.core.errors import NotFoundError
-    from freshindex.registry.ops import sync_runs
+    from freshindex.registry.reports import sync_runs
 
     try:
         data = sync_runs(state.services.registry, source=source_id, limit=limit)

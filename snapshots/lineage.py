@@ -2,7 +2,7 @@
 
 The builder replays a recycled side along this path (:mod:`snapshots.bluegreen`)
 and rollback decides from it whether a retained version can be reached
-(:mod:`snapshots.ops`).
+(:mod:`snapshots.lifecycle`).
 """
 
 from __future__ import annotations

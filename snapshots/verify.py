@@ -3,7 +3,7 @@
 :meth:`Verification.verify_collection` lists the checks; a failed one raises
 :class:`Held`, which names it, and the builder fails the version
 (:meth:`snapshots.builder.Builder.build`) so the alias stays where it was.
-``snapshots verify`` (:class:`snapshots.ops.SnapshotOps`) runs the same checks
+``snapshots verify`` (:class:`snapshots.lifecycle.SnapshotOps`) runs the same checks
 on a serving version.
 """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from freshindex.acl.model import AclError, DocumentAcl
-from freshindex.acl.sources import AclResolver, AclSourceError, SourceAcl
+from freshindex.acl.resolution import AclResolver, AclSourceError, SourceAcl
 from freshindex.core.errors import DocumentError
 from freshindex.registry import SourceInfo
 from freshindex.workers.connectors import Connector

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freshindex.acl.model import DocumentAcl
-from freshindex.acl.sources import PermissionService
+from freshindex.acl.resolution import PermissionService
 from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeKind, DocumentState
 from freshindex.core.errors import DocumentError, LockHeldError, RetryableError, StaleTaskError
 from freshindex.core.ids import content_hash, document_id

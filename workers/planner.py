@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 
 from freshindex.acl.model import DocumentAcl, is_sidecar
-from freshindex.acl.sources import AclSourceError, SourceAcl
+from freshindex.acl.resolution import AclSourceError, SourceAcl
 from freshindex.core.enums import BuildStatus, DocumentState
 from freshindex.core.errors import ConfigError, DocumentError
 from freshindex.core.ids import content_hash, document_id

@@ -18,7 +18,7 @@ loads the parsers or Celery).  Endpoints:
 * ``GET /v1/kbs/{kb}/health``: freshness signals of one knowledge base;
 * ``GET /v1/snapshots``: snapshot manifests.
 * ``POST /v1/webhooks/{github,gitlab,s3,generic}/{source}``: signed change
-  events -> a coalesced sync ticket (:mod:`api.webhooks`).
+  events -> a coalesced sync ticket (:mod:`api.routes_webhooks`).
 
 Every route is under :mod:`api.limits` first, before authentication: a body
 over its route's cap is 413 (``api.max_query_bytes`` for a query,
@@ -48,7 +48,7 @@ request input never becomes a metric label (:mod:`api.known_kbs`).
 The routes live in one router module per concern, each built by a
 ``router(...)`` factory over the services and the app's ``authorize``
 dependency (:mod:`api.routes_probes`, :mod:`api.routes_query`,
-:mod:`api.routes_kbs`, :mod:`api.sources`, :mod:`api.webhooks`); the error
+:mod:`api.routes_kbs`, :mod:`api.routes_sources`, :mod:`api.routes_webhooks`); the error
 answers in :mod:`api.error_handlers`. ``create_app`` composes them.
 """
 
@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI, Request, Security
 
-from freshindex.api import error_handlers, routes_kbs, routes_probes, routes_query, schema, webhooks
+from freshindex.api import error_handlers, routes_kbs, routes_probes, routes_query, routes_webhooks, schema
 from freshindex.api.auth import Authenticator, AuthError, Identity
 from freshindex.api.known_kbs import KnownKbs, kb_check
 from freshindex.api.limits import RateLimits, RequestLimits
@@ -125,10 +125,10 @@ def create_app(services: ApiServices) -> FastAPI:
         return identity
 
     error_handlers.install(app, services)
-    from freshindex.api import sources  # operator controls: authorize + auth.admin_group (api/sources.py)
-    app.include_router(sources.router(services, authorize))
+    from freshindex.api import routes_sources  # operator controls: authorize + auth.admin_group (api/routes_sources.py)
+    app.include_router(routes_sources.router(services, authorize))
     # Webhooks carry their own per-source signatures, not the query API's credentials.
-    app.include_router(webhooks.router(webhooks.WebhookIntake(settings.webhooks, services)))
+    app.include_router(routes_webhooks.router(routes_webhooks.WebhookIntake(settings.webhooks, services)))
     app.include_router(routes_probes.router(services))
     known = KnownKbs(lambda: services.registry.knowledge_bases())
     require_kb = kb_check(services, known)

@@ -1,6 +1,6 @@
 """The webhook dispatcher: due sync tickets -> syncs, one at a time per source; and a ticket's state.
 
-:mod:`api.webhooks` records verified deliveries and joins each source's
+:mod:`api.routes_webhooks` records verified deliveries and joins each source's
 queued ticket; :class:`Dispatcher` (run by ``freshindex serve``) claims the
 tickets once they are due and runs each one's sync through a callable the
 composition root gives it (``freshindex.sync_commands.webhook_runner``:

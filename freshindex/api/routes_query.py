@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from freshindex.api import schema, webhooks
+from freshindex.api import routes_webhooks, schema
 from freshindex.api.auth import Authenticator, AuthError, Identity, narrow
 
 
@@ -71,7 +71,7 @@ def router(services: Any, authorize: Callable[..., Identity], authenticator: Aut
     async def citations_check(request: Request, _identity: Identity = Depends(authorize)) -> JSONResponse:
         # The body is read capped before it is parsed: FastAPI's own body model would read it whole first.
         limit = settings.api.max_check_bytes
-        body = await webhooks.read_capped(request, limit)
+        body = await routes_webhooks.read_capped(request, limit)
         if body is None:
             return JSONResponse(status_code=413, content={"error": "too_large", "detail": f"body over {limit} bytes"})
         # Parsing and checking are CPU work on up to max_check_bytes: off the event loop, in the threadpool.

@@ -1,7 +1,7 @@
 """Document ACLs and their versions: what a permission change writes into the registry.
 
 A document's effective ACL (tokens, tenant, sensitivity; resolved by
-:mod:`acl.sources`, which the registry does not import: it takes any object
+:mod:`acl.resolution`, which the registry does not import: it takes any object
 shaped like :class:`acl.model.DocumentAcl`) is stored on its row with a
 fingerprint.  When the fingerprint changes, ``acl_version`` moves to
 ``max(old + 1, source.acl_version)``: monotonic and never reused, so a point

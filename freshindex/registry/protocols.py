@@ -299,7 +299,7 @@ class BuilderRegistry(ChunkReader, SnapshotRecords, VectorCache, Locks, Protocol
 
 
 class SnapshotOpsRegistry(BuilderRegistry, SnapshotArchive, StrandedRepair, Protocol):
-    """What :class:`snapshots.ops.SnapshotOps` uses: the builder's view plus archive and repair."""
+    """What :class:`snapshots.lifecycle.SnapshotOps` uses: the builder's view plus archive and repair."""
 
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Snapshot records: build, verify, activate, realign (swap, rollback), and canaries.
 
 The registry records which snapshot serves; it does not move the vector
-store's alias (the caller does, before or after, as :mod:`snapshots.ops`
+store's alias (the caller does, before or after, as :mod:`snapshots.lifecycle`
 documents).
 """
 

@@ -1,6 +1,6 @@
 """Sensitive documents are rechecked at the permission service before they are returned.
 
-A real HTTP permission service (tests/acl/test_sources.py's) decides a
+A real HTTP permission service (tests/acl/test_resolution.py's) decides a
 confidential source's ACL at sync time; afterwards the service changes its
 mind (a user leaves a group, a document is narrowed, the service goes
 down) and the very next query follows it, through the real pipeline and
@@ -18,7 +18,7 @@ from freshindex.acl import Principal
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
-from tests.acl.test_sources import _Service
+from tests.acl.test_resolution import _Service
 
 TEXT = "The incident review for the March outage found the failover runbook was out of date."
 QUESTION = "What did the incident review for the March outage find about the failover runbook?"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from freshindex.api.webhooks import DeliveryBatcher, Rejected, WebhookIntake, sign_generic
+from freshindex.api.routes_webhooks import DeliveryBatcher, Rejected, WebhookIntake, sign_generic
 from freshindex.core.errors import NotFoundError, RetryableError
 from freshindex.health.metrics import Metrics
 from freshindex.registry import Registry

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from freshindex.api.app import create_app
-from freshindex.api.webhooks import Rejected, WebhookIntake, delivery_digest, sign_generic, sign_github
+from freshindex.api.routes_webhooks import Rejected, WebhookIntake, delivery_digest, sign_generic, sign_github
 from freshindex.health.metrics import Metrics
 from freshindex.registry import Registry
 from freshindex.registry.webhooks import DeliveryRequest, DuplicateDelivery, ReplayedBody, TicketJoin

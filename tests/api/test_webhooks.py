@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from freshindex.api.app import create_app
-from freshindex.api.webhooks import (
+from freshindex.api.routes_webhooks import (
     Rejected,
     WebhookIntake,
     check_timestamp,

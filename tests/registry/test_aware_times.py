@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from freshindex.registry import Registry
-from freshindex.registry import ops as reports
+from freshindex.registry import Registry, reports
 
 
 def test_records_and_aggregates_read_from_sqlite_are_aware(sqlite_registry: Registry) -> None:

@@ -7,8 +7,7 @@ import datetime as dt
 import pytest
 
 from freshindex.core.errors import NotFoundError
-from freshindex.registry import Registry
-from freshindex.registry import ops as reports
+from freshindex.registry import Registry, reports
 
 
 def test_a_running_run_counts_its_time_and_a_finished_one_its_lag_keys(sqlite_registry: Registry) -> None:

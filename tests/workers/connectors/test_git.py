@@ -26,7 +26,7 @@ import pytest
 
 from bench.git_history import commit_release, fetch_sdist, git
 from freshindex.api.app import create_app
-from freshindex.api.webhooks import ref_matches, sign_github
+from freshindex.api.routes_webhooks import ref_matches, sign_github
 from freshindex.core.errors import ConfigError, SourceError
 from freshindex.services import Services
 from freshindex.settings import load_settings

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from freshindex.acl.model import DocumentAcl
-from freshindex.acl.sources import AclResolver, AclRule, AclSourceError, PermissionService, SourceAcl
+from freshindex.acl.resolution import AclResolver, AclRule, AclSourceError, PermissionService, SourceAcl
 from freshindex.workers.connectors.folder import FolderConnector
 from freshindex.workers.connectors.s3 import S3Connector
 from freshindex.workers.document_acl import acl_resolver

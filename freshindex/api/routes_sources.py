@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from freshindex.api import schema
 from freshindex.api.auth import Identity
-from freshindex.registry.ops import sync_runs
+from freshindex.registry.reports import sync_runs
 
 
 class PolicyRequest(BaseModel):
