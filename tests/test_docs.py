@@ -63,7 +63,7 @@ def test_the_cli_prints_the_reference_and_writes_it(tmp_path: Path) -> None:
 
 
 def test_every_setting_has_a_description() -> None:
-    assert missing_descriptions() == [], "add a description= to these fields in settings/model.py"
+    assert missing_descriptions() == [], "add a description= to these fields in settings/sections/"
 
 
 def test_a_field_without_a_description_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -390,7 +390,7 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
     if (same := _touch_if_unchanged(ctx, job, fetched, digest)) is not None:
         return same
     # The same content under the same permissions is already indexed elsewhere: one canonical
-    # document with this one as its mirror, one set of points (registry/freshness.py).
+    # document with this one as its mirror, one set of points (registry/twins.py).
     acl = fetched.acl
     twin = ctx.registry.canonical_twin(job.doc_id, source.kb, digest, acl=acl) if acl is not None else None
     if twin is not None:

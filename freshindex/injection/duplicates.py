@@ -1,7 +1,7 @@
 """Near-duplicates across documents: one canonical evidence item, the other copies cited as its mirrors.
 
 The registry folds *exact* copies into one document at indexing time
-(``registry.freshness``: a mirror has no points of its own).  Near copies
+(``registry.twins``: a mirror has no points of its own).  Near copies
 are separate documents: the same passage with small edits on two pages, an
 older release's copy of a page, a hub page whose list entries restate the
 lead lines of the pages it lists.  Shown as separate answers they take each

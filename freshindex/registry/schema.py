@@ -136,9 +136,9 @@ class Document(Base):
     acl_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     acl_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     acl_origin: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    #: Provenance and validity (registry/freshness.py): the canonical document this one
-    #: mirrors (null: it is canonical), where it came from, its other locations, the
-    #: source's own version label, when it is valid, which document it supersedes.
+    #: Provenance (registry/twins.py) and validity (registry/freshness.py): the canonical
+    #: document this one mirrors (null: it is canonical), where it came from, its other
+    #: locations, the source's own version label, when it is valid, which document it supersedes.
     canonical_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     source_uri: Mapped[str | None] = mapped_column(Text, nullable=True)
     mirrors: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)

@@ -45,7 +45,7 @@ class FolderConnector:
         #: listing saw: never listed as documents, read by ACL resolution.
         self.sidecar_keys: set[str] = set()
         #: Key prefixes (``team/``) of sub-folders the last listing could not read: the
-        #: sync deletes nothing under them (workers/pipeline.py).
+        #: sync deletes nothing under them (workers/planner.py).
         self.unlisted_prefixes: frozenset[str] = frozenset()
         self._unlisted_why: dict[str, str] = {}
 

@@ -1,8 +1,8 @@
 """Retrying a document fetch through a source outage.
 
 One place decides how often a fetch is tried again: :func:`fetch_with_retry`,
-called by :func:`workers.pipeline.process_document` for every connector, in
-the inline runner and in Celery workers alike.  A fetch that still fails
+called by :func:`workers.pipeline.process_document` for every connector (and
+by the planner's move check), in the inline runner and in Celery workers alike.  A fetch that still fails
 after ``retries`` further attempts becomes a :class:`DocumentError` with the
 transient reason :data:`FETCH_FAILED`: the document is recorded as failed
 (its previous chunks keep serving), the run goes on with the next document,
