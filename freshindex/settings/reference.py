@@ -37,14 +37,16 @@ PREFIX = "FRESHINDEX_"
 COMMAND = "freshindex config reference > docs/configuration.md"
 
 _INTRO = f"""\
-<!-- Generated from settings/model.py by `{COMMAND}`. Do not edit: change a
-field's description in settings/model.py and run the command again. -->
+<!-- Generated from the settings models by `{COMMAND}`. Do not edit: change a
+field's description where it is declared (its section's model in settings/sections/,
+the top-level fields in settings/model.py) and run the command again. -->
 
 # Configuration reference
 
-Every setting freshindex reads, one table per section, in the order of
-`settings/model.py`. A setting is an environment variable (`FRESHINDEX_`
-prefix, `__` between levels), a `.env` entry, or a key of the TOML file
+Every setting freshindex reads, one table per section (the section models live
+in `settings/sections/`), in the order `Settings` (`settings/model.py`) lists
+them. A setting is an environment variable (`FRESHINDEX_` prefix, `__`
+between levels), a `.env` entry, or a key of the TOML file
 named by `--config` (the section is the table: `[registry] url = "..."`).
 Lists and mappings are JSON in a variable. Secrets are marked (secret):
 they are never printed by `freshindex config show` or logged. How settings
