@@ -50,6 +50,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from freshindex.acl import PUBLIC, Principal
 from freshindex.acl.principal import USER_PREFIX
 from freshindex.core.naming import Naming
@@ -270,11 +272,13 @@ def _scorer(store: VectorStore, embedder: Embedder, collection: str, policy: Ref
         def decided(self, kb: str, reason: RefusalReason | None, signals: Signals | None) -> None:
             heard.append(signals)
 
-    client = InjectionClient(_Pinned(store, collection), embedder, naming=naming, min_score=min_score,
+    batched = _Batched(embedder)
+    client = InjectionClient(_Pinned(store, collection), batched, naming=naming, min_score=min_score,
                              refusal=replace(policy, enabled=False), observer=Heard())
 
     def scores(questions: Asked) -> list[float]:
         out = []
+        batched.prepare([question for question, _p in questions])
         for question, p in questions:
             heard.clear()
             client.retrieve(question, kb=p.kb, principal=_principal(p), limit=5)
@@ -283,6 +287,37 @@ def _scorer(store: VectorStore, embedder: Embedder, collection: str, policy: Ref
         return out
 
     return scores
+
+
+class _Batched:
+    """An embedder whose vectors for the questions about to be asked come from one batched call.
+
+    The client embeds one question per query; a remote embedder would make
+    one request per pseudo-question.  :meth:`prepare` embeds them all in one
+    call (the embedder batches by its own limits) and :meth:`embed` answers
+    from it, asking the model only for a text it was not given.
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self._ready: dict[str, np.ndarray] = {}
+
+    @property
+    def model_id(self) -> str:
+        return self._embedder.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self._embedder.dimension
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        todo = list(dict.fromkeys(texts))
+        self._ready = dict(zip(todo, self._embedder.embed(todo), strict=True)) if todo else {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if all(t in self._ready for t in texts):
+            return np.stack([self._ready[t] for t in texts]) if texts else self._embedder.embed(texts)
+        return self._embedder.embed(texts)
 
 
 def _refused(values: Sequence[float], bias: float) -> float | None:

@@ -214,3 +214,34 @@ def test_a_small_update_inherits_the_parents_calibration_and_a_large_share_refit
             assert calibration["status"] == "calibrated" and "inherited_from" not in calibration
     finally:
         svc.close()
+
+
+def test_calibration_embeds_its_pseudo_questions_in_batches_not_one_request_each(tmp_path: Path) -> None:
+    # Given a built knowledge base and an embedder that counts its calls (a remote one makes a request per call)
+    _corpus(tmp_path / "kb", 40)
+    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
+                                 context={"refusal_calibration": False}))
+    svc.registry.add_source("gen", kind="folder", location=str(tmp_path / "kb"), kb="default",
+                            owner="docs@example.com")
+    calls: list[int] = []
+
+    class Counting:
+        model_id, dimension = svc.embedder.model_id, svc.embedder.dimension
+
+        def embed(self, texts):
+            calls.append(len(texts))
+            return svc.embedder.embed(texts)
+
+    try:
+        assert sync_inline(svc, "gen").build_status == "built"
+        active = svc.registry.active_snapshot("default")
+        assert active is not None
+        # When the snapshot is calibrated
+        cal = calibrate(svc.store, Counting(), collection=active.collection, snapshot_id=active.id,
+                        policy=RefusalPolicy(), naming=svc.naming)
+    finally:
+        svc.close()
+    # Then every pseudo-question was asked, with their vectors from one call per question set
+    assert cal["status"] == "calibrated"
+    asked = cal["answerable"] + cal["no_evidence_answerable"] + cal["perturbed"] + cal["no_evidence_perturbed"]
+    assert len(calls) == 2 and sum(calls) == asked, calls
