@@ -73,3 +73,26 @@ def test_plan_batches_pads_little_on_mixed_lengths() -> None:
 def test_plan_batches_rejects_a_zero_budget() -> None:
     with pytest.raises(ValueError):
         plan_batches([3], max_texts=0)
+
+
+def test_default_runs_hold_at_most_the_token_budget() -> None:
+    # Given the default embedder, its session wrapped to record each run's input shape
+    from freshindex.workers.embedding.onnx import BATCH_TOKENS
+
+    model = OnnxMiniLM()
+    model.embed(["load"])
+    shapes: list[tuple[int, ...]] = []
+    run = model._session.run
+
+    def recording(outputs, feeds):
+        shapes.append(feeds["input_ids"].shape)
+        return run(outputs, feeds)
+
+    model._session = type("Recording", (), {"run": staticmethod(recording)})()
+    # When it embeds 40 texts of about 200 tokens
+    words = "migration rollback settings cache queryset template middleware signal admin form".split()
+    model.embed([" ".join(words[(i + j) % 10] for j in range(200)) for i in range(40)])
+    # Then no run holds more than the default budget of padded tokens (1,024: a few texts per run)
+    assert BATCH_TOKENS == 1024
+    assert shapes and all(n * length <= BATCH_TOKENS for n, length in shapes)
+    assert sum(n for n, _ in shapes) == 40

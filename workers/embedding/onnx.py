@@ -12,6 +12,8 @@ are sorted by their *token* count and cut into runs that hold at most
 the longest one), so a run pads a few tokens at most and onnxruntime's
 arena, which keeps its peak allocation for the life of the session, stays
 small: one run of 32 texts of 256 tokens grew the process by about 600 MB.
+:data:`BATCH_TOKENS` is the default budget (docs/configuration-guide.md says
+what a larger one cost).
 The model's quantisation is static, so a text's vector does not depend on
 what it is batched with (padding is masked): batched and one-by-one vectors
 are equal (tests/workers/test_embed_batching.py).
@@ -42,7 +44,7 @@ DIMENSION = 384
 MAX_TOKENS = 256
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 #: Padded tokens per onnxruntime run (texts x longest text): see "Batching" above.
-BATCH_TOKENS = 2048
+BATCH_TOKENS = 1024
 #: Largest share of a run's tokens that may be padding (sorted lengths keep it far lower on real text).
 MAX_PADDING = 0.2
 

@@ -24,7 +24,7 @@ class EmbeddingSettings(BaseModel):
                        "`model` sent to an openai server (an Azure deployment name); for tei it only names the "
                        "model in the vector-cache key")
     batch_size: int = Field(default=32, ge=1, le=1024, description="texts per model call; calls are also cut by "
-                            "token length (at most 2,048 padded tokens, at most 20 % padding)")
+                            "token length (at most 1,024 padded tokens, at most 20 % padding)")
     threads: int = Field(default=0, ge=0, description="onnxruntime intra-op threads; 0 = all cores")
     # -- remote embedders (provider openai or tei): workers/embedding/remote.py
     base_url: str | None = Field(default=None, description="remote embedders: the server's base URL, e.g. "
