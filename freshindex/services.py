@@ -198,6 +198,15 @@ class Services:
                            archive_target=target, store_kind=self.settings.vector_store.kind,
                            presign_seconds=snap.presign_seconds)
 
+    def _snapshot_model(self, snapshot_id: str) -> str | None:
+        """The embedding model of a snapshot's vectors (None for a collection the registry does not know)."""
+        from freshindex.core.errors import NotFoundError
+
+        try:
+            return self.registry.get_snapshot(snapshot_id).embedding_model
+        except NotFoundError:
+            return None
+
     @functools.cached_property
     def client(self) -> InjectionClient:
         from freshindex.injection import InjectionClient
@@ -209,6 +218,7 @@ class Services:
                                policy=ContextPolicy.from_mapping(self.settings.context.model_dump()),
                                refusal=RefusalPolicy.from_mapping(self.settings.context.model_dump()),
                                calibration=self.registry.snapshot_calibration, observer=ServiceObserver(self),
+                               snapshot_model=self._snapshot_model,
                                sources=self._kb_sources, max_stale_s=self.settings.context.max_stale_s,
                                min_score=self.settings.context.min_score,
                                lexical_rerank=self.settings.context.lexical_rerank,

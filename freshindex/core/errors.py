@@ -129,6 +129,16 @@ class EmbeddingError(RetryableError):
     """The embedding model failed or could not be loaded."""
 
 
+class ModelMismatchError(RetryableError):
+    """The served snapshot's vectors come from another embedding model than the one embedding the question.
+
+    After ``embedding.model`` (or provider, dimensions) changes, the query
+    side embeds with the new model while the alias still serves the old
+    vectors until the next build swaps in a re-embedded version: comparing
+    the two would rank by noise.  Retryable: the next build resolves it.
+    """
+
+
 class StaleTaskError(PermanentError):
     """A task of a sync run that is no longer running tried to write.
 

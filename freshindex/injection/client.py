@@ -30,7 +30,7 @@ from typing import Any
 from freshindex.acl import Principal, query_filter, visible
 from freshindex.acl.access import DocumentStatus, SensitiveRecheck, Verdict, decide, denial_records
 from freshindex.core.clock import as_utc
-from freshindex.core.errors import NotFoundError, StoreError
+from freshindex.core.errors import ModelMismatchError, NotFoundError, StoreError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
@@ -106,6 +106,7 @@ class InjectionClient:
         reranker: Reranker | None = None,
         refusal: RefusalPolicy | None = None,
         calibration: Callable[[str], Mapping[str, Any] | None] | None = None,
+        snapshot_model: Callable[[str], str | None] | None = None,
         lexical_rerank: bool = True,
         sources: SourceDirectory | None = None,
         max_stale_s: float | None = None,
@@ -125,6 +126,9 @@ class InjectionClient:
         # snapshot id -> its refusal calibration (injection.calibration), read once per snapshot; None: shipped bias
         self.calibration = calibration
         self._calibrated: dict[str, tuple[float, RefusalPolicy]] = {}
+        # snapshot id -> the embedding model its vectors come from (None: unknown, not checked)
+        self.snapshot_model = snapshot_model
+        self._models: dict[str, str | None] = {}
         self.lexical_rerank = lexical_rerank
         # The insufficient-evidence packet's report: the kb's sources (who owns what), a staleness policy
         # (evidence of a source unverified for longer than max_stale_s is rejected, not served labelled;
@@ -221,6 +225,7 @@ class InjectionClient:
             target = self.resolve(kb)
             if target is None:
                 return None
+            self._check_model(kb, target[1])
             try:
                 # One alias resolution, one collection: every hit comes from one snapshot.
                 with timer.stage("search"):
@@ -231,6 +236,21 @@ class InjectionClient:
             except NotFoundError:
                 continue  # the collection was pruned between resolve and search: resolve again
         return (target, [], ()) if target is not None else None
+
+    def _check_model(self, kb: str, snapshot_id: str) -> None:
+        """Raise :class:`ModelMismatchError` when ``snapshot_id``'s vectors are not the question embedder's model's."""
+        if self.snapshot_model is None:
+            return
+        if snapshot_id not in self._models:
+            if len(self._models) > 64:  # old versions go out of service: keep the cache small
+                self._models.pop(next(iter(self._models)))
+            self._models[snapshot_id] = self.snapshot_model(snapshot_id)
+        built = self._models[snapshot_id]
+        if built is not None and built != self.embedder.model_id:
+            raise ModelMismatchError(
+                f"knowledge base {kb!r} serves snapshot {snapshot_id}, embedded with {built!r}, but questions are "
+                f"embedded with {self.embedder.model_id!r}: the next build re-embeds it (freshindex snapshots build "
+                f"{kb}), or set the embedding settings back")
 
     def _admit(self, kb: str, snapshot_id: str, hits: Sequence[ScoredHit], principal: Principal,
                timer: StageTimer) -> _Admitted:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from bench.embed_server import EmbedServer, Fault
-from freshindex.core.errors import ConfigError, DocumentError, EmbeddingError
+from freshindex.core.errors import ConfigError, DocumentError, EmbeddingError, ModelMismatchError
 from freshindex.core.types import embed_text
 from freshindex.core.vector_cache import vectors_for
 from freshindex.health.metrics import Metrics
@@ -205,6 +205,10 @@ def test_a_model_switch_re_embeds_everything_under_a_new_cache_key(server, srv, 
     svc = _services(tmp_path, remote)
     try:
         assert svc.embedder.model_id == "openai:all-MiniLM-L6-v2:384"
+        # (until the next build, a question is not compared with the old model's vectors: a clear, retryable error)
+        with pytest.raises(ModelMismatchError, match="all-MiniLM-L6-v2-onnx-int8"):
+            svc.client.retrieve("What does the page say?", kb="default")
+        srv.reset()
         result = svc.builder.build("default", reason="model switch")
         # Then the build is full although nothing was staged, and every chunk was embedded again by the server
         assert result.status == "built" and result.strategy == "full", result
@@ -213,6 +217,7 @@ def test_a_model_switch_re_embeds_everything_under_a_new_cache_key(server, srv, 
         assert svc.registry.cache_size("openai:all-MiniLM-L6-v2:384") == points
         assert svc.registry.cache_size("all-MiniLM-L6-v2-onnx-int8") == points
         assert svc.registry.active_snapshot("default").embedding_model == "openai:all-MiniLM-L6-v2:384"
+        assert svc.client.retrieve("What does the page say?", kb="default").snapshot_id == result.snapshot_id
         rows = svc.registry.chunk_rows(sorted(svc.registry.live_chunk_ids_for_kb("default")))
         texts = {r.content_hash: embed_text(r.heading_path, r.text, title=r.title) for r in rows}
     finally:
