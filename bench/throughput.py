@@ -166,8 +166,11 @@ def goal_rows(values: dict[str, float | None]) -> list[list[Any]]:
             for name, goal in GOALS.items()]
 
 
-def measure(old: Path, new: Path, work: Path, skip: set[str], port: int) -> tuple[dict[str, Any], list[str]]:
-    """Run every side not in ``skip``; a side that fails is reported and the others still run."""
+def measure(old: Path, new: Path, work: Path, skip: set[str], port: int,
+            done: Callable[[dict[str, Any], list[str]], None] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Run every side not in ``skip``; a side that fails is reported and the others still run.
+
+    ``done`` is called with the sides so far after each one, so a run cut short leaves its figures."""
     from bench.remote_embed import start_server
 
     runs: dict[str, Callable[[], dict[str, Any]]] = {
@@ -196,6 +199,8 @@ def measure(old: Path, new: Path, work: Path, skip: set[str], port: int) -> tupl
                 continue
             sides[side]["load_before"] = [round(x, 2) for x in load]
             print(f"{side}: {json.dumps(sides[side], default=str)[:300]}", file=sys.stderr, flush=True)
+            if done is not None:
+                done(sides, failed)
     finally:
         if server is not None:
             server.terminate()
@@ -278,17 +283,18 @@ def main() -> None:
         old, new = work / "old", work / "new"
         materialise(old_tree, old)
         materialise(new_tree, new)
-        load_before = _load()
-        sides, failed = measure(old, new, work, set(args.skip), args.port)
-        load_after = _load()
+        meta = {"command": ("python -m bench.throughput " + " ".join(sys.argv[1:])).strip(),
+                "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "cores": os.cpu_count(),
+                "python": platform.python_version(), "pages": len(old_tree), "pages_new": len(new_tree),
+                "load_before": _load(), "load_after": None}
+
+        def done(sides: dict[str, Any], failed: list[str]) -> None:
+            meta["load_after"] = _load()
+            write(args.name, *report(meta, sides, failed))
+
+        measure(old, new, work, set(args.skip), args.port, done)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    meta = {"command": ("python -m bench.throughput " + " ".join(sys.argv[1:])).strip(),
-            "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "cores": os.cpu_count(),
-            "python": platform.python_version(), "pages": len(old_tree), "pages_new": len(new_tree),
-            "load_before": load_before, "load_after": load_after}
-    data, lines = report(meta, sides, failed)
-    write(args.name, data, lines)
 
 
 def _load() -> str:
