@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import Select, and_, func, select, update
 
 from freshindex.core.enums import (
     SUCCESSFUL_RUNS,
@@ -45,6 +45,17 @@ from freshindex.registry.store import Registry
 
 #: Runs whose status counts as a successful sync (the sync-lag gauge uses the same).
 OK_STATUSES = SUCCESSFUL_RUNS
+
+
+_Q = TypeVar("_Q", bound="Select[*tuple[Any, ...]]")
+
+
+def _matching(q: _Q, *pairs: tuple[Any, Any]) -> _Q:
+    """``q`` kept to the rows where each ``(column, value)`` holds; a None value does not filter."""
+    for column, value in pairs:
+        if value is not None:
+            q = q.where(column == value)
+    return q
 
 
 def _iso(v: dt.datetime | None) -> str | None:
@@ -81,13 +92,8 @@ def sync_runs(reg: Registry, *, source: str | None = None, kb: str | None = None
     Raises NotFoundError when ``source`` names no source (a removed one still has its runs).
     """
     now = dt.datetime.now(dt.UTC)
-    q = select(SyncRun).order_by(SyncRun.id.desc()).limit(limit)
-    if source is not None:
-        q = q.where(SyncRun.source_id == source)
-    if kb is not None:
-        q = q.where(SyncRun.kb == kb)
-    if status is not None:
-        q = q.where(SyncRun.status == status)
+    q = _matching(select(SyncRun).order_by(SyncRun.id.desc()).limit(limit),
+                  (SyncRun.source_id, source), (SyncRun.kb, kb), (SyncRun.status, status))
     with reg.session() as s:
         if source is not None and s.get(Source, source) is None:
             raise NotFoundError(f"no source {source!r} (see `freshindex sources list`)")
@@ -133,16 +139,8 @@ def documents(reg: Registry, *, kb: str | None = None, source: str | None = None
     """Documents filtered by knowledge base, source, exact key, state and error reason."""
     q = (select(Document, Source.kb).join(Source, Source.id == Document.source_id)
          .order_by(Document.source_id, Document.key).limit(limit))
-    if kb is not None:
-        q = q.where(Source.kb == kb)
-    if source is not None:
-        q = q.where(Document.source_id == source)
-    if key is not None:
-        q = q.where(Document.key == key)
-    if state is not None:
-        q = q.where(Document.state == state)
-    if reason is not None:
-        q = q.where(Document.error_reason == reason)
+    q = _matching(q, (Source.kb, kb), (Document.source_id, source), (Document.key, key), (Document.state, state),
+                  (Document.error_reason, reason))
     with reg.session() as s:
         return [_doc_dict(d, k) for d, k in s.execute(q)]
 
@@ -155,10 +153,7 @@ def documents_in_error(reg: Registry, *, kb: str | None = None, source: str | No
          .join(Source, Source.id == Document.source_id)
          .where(Document.error_reason.is_not(None), Document.state != DocumentState.SKIPPED)  # skips are no errors
          .group_by(Source.kb, Document.source_id, Document.error_reason, Document.state))
-    if kb is not None:
-        q = q.where(Source.kb == kb)
-    if source is not None:
-        q = q.where(Document.source_id == source)
+    q = _matching(q, (Source.kb, kb), (Document.source_id, source))
     with reg.session() as s:
         rows = [{"kb": k, "source": src, "reason": reason, "state": st, "documents": n, "last_updated": _iso(last)}
                 for k, src, reason, st, n, last in s.execute(q)]

@@ -9,15 +9,13 @@ from __future__ import annotations
 import datetime as dt
 
 from freshindex.registry import Registry, reports
+from tests.registry.test_run_listing import finished_run
 
 
 def test_records_and_aggregates_read_from_sqlite_are_aware(sqlite_registry: Registry) -> None:
     # Given a source with one finished run, in a SQLite registry
     reg = sqlite_registry
-    reg.add_source("docs", kind="folder", location="/kb", owner="t", kb="default")
-    run, _cs = reg.start_sync_run("docs", "test")
-    reg.set_run_planned(run, listed=0, planned=0)
-    reg.finish_sync_run(run)
+    finished_run(reg)
 
     # When the run, the last successful sync and the source's freshness are read back
     record = reg.sync_runs("docs", limit=1)[0]

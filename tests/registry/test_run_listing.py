@@ -10,13 +10,19 @@ from freshindex.core.errors import NotFoundError
 from freshindex.registry import Registry, reports
 
 
+def finished_run(reg: Registry, source: str = "docs") -> int:
+    """A source ``source`` with one run that listed nothing and finished; returns the run's id."""
+    reg.add_source(source, kind="folder", location="/kb", owner="t", kb="default")
+    run, _ = reg.start_sync_run(source, "test")
+    reg.set_run_planned(run, listed=0, planned=0)
+    reg.finish_sync_run(run)
+    return run
+
+
 def test_a_running_run_counts_its_time_and_a_finished_one_its_lag_keys(sqlite_registry: Registry) -> None:
     # Given one finished run and one running run of a source
     reg = sqlite_registry
-    reg.add_source("docs", kind="folder", location="/kb", owner="t", kb="default")
-    first, _ = reg.start_sync_run("docs", "test")
-    reg.set_run_planned(first, listed=0, planned=0)
-    reg.finish_sync_run(first)
+    first = finished_run(reg)
     second, _ = reg.start_sync_run("docs", "test")
 
     # When the source's runs are listed, and one run is shown
