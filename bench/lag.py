@@ -46,7 +46,7 @@ SECRET = "bench-lag-secret"
 
 def _post_webhook(port: int, paths: list[str]) -> int:
     """POST one signed generic delivery to the running app; returns its ticket id (202 expected)."""
-    from freshindex.api.webhooks import sign_generic
+    from freshindex.api.routes_webhooks import sign_generic
 
     body = json.dumps({"paths": paths}).encode()
     ts = str(int(time.time()))

@@ -39,8 +39,7 @@ from sqlalchemy import insert
 
 from bench.report import table, write
 from bench.snapshots import _sync, _text, du
-from freshindex.core.enums import ChunkState
-from freshindex.core.enums import DocumentState as DocState
+from freshindex.core.enums import ChunkState, DocumentState
 from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
 from freshindex.registry.schema import ChangesetEntry, Chunk, Document, DocumentResult, Embedding, utcnow
 from freshindex.services import Services
@@ -97,7 +96,7 @@ def bulk_stage(svc: Services, source: Any, docs: range, run_id: int, cs_id: int,
                 key = f"doc-{d}.md"
                 doc = document_id(source.id, key)
                 d_rows.append(dict(id=doc, source_id=source.id, key=key, etag="0", size=1,
-                                   content_hash=sha256_hex(str(d), "0"), state=DocState.ACTIVE, parser="bench",
+                                   content_hash=sha256_hex(str(d), "0"), state=DocumentState.ACTIVE, parser="bench",
                                    parser_version="bench", title=f"doc {d}", version=1, chunk_count=10,
                                    first_seen_at=now, updated_at=now))
                 r_rows.append(dict(sync_run_id=run_id, document_id=doc, key=key, outcome="modified", at=now))

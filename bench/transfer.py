@@ -222,7 +222,7 @@ def open_index(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any
         record["resync_seconds"] = round(time.perf_counter() - t0, 1)
         record["resync_summary"] = rep.run.summary
         # The documents in error NOW (document_errors lists every failed result of every run).
-        from freshindex.registry.ops import documents
+        from freshindex.registry.reports import documents
 
         record["document_errors"] = [{"key": d["key"], "reason": d.get("error_reason"),
                                       "detail": str(d.get("error_detail") or "")[:300]}

@@ -49,7 +49,7 @@ from typing import Any
 import httpx
 
 from bench.report import table, write
-from freshindex.api.webhooks import sign_generic
+from freshindex.api.routes_webhooks import sign_generic
 
 SECRET = "bench-secret"
 PATH = "/v1/webhooks/generic/docs"
@@ -143,7 +143,7 @@ def _httpx_round(url: str, n: int, concurrency: int, forged: bool) -> tuple[floa
 
 def _in_process_round(n: int, threads: int) -> tuple[float, dict[int, int]]:
     """The intake's decision and registry write without HTTP, on a SQLite file of its own."""
-    from freshindex.api.webhooks import Rejected, WebhookIntake
+    from freshindex.api.routes_webhooks import Rejected, WebhookIntake
     from freshindex.health.metrics import Metrics
     from freshindex.registry import Registry
     from freshindex.settings import load_settings
