@@ -14,7 +14,7 @@ bring old ACLs back:
    (:func:`acl.principal.allows`); when they do not, the denial reason is
    ``acl_version`` if the point was written under an older ACL version (the
    case this step exists for) and ``acl`` or ``tenant`` otherwise;
-3. for a sensitive document (``confidential`` or ``restricted``), when an
+3. for a sensitive document (:func:`acl.model.is_sensitive`), when an
    external ACL source is configured (the HTTP permission service), it is
    asked again (:class:`SensitiveRecheck`), through a short cache whose key
    includes the principal's whole scope; no answer denies
@@ -43,10 +43,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from freshindex.acl.model import is_sensitive
 from freshindex.acl.principal import Principal, allows
-
-#: Sensitivity levels whose documents are rechecked against their ACL source before return.
-SENSITIVE = frozenset({"confidential", "restricted"})
 
 
 class Verdict(StrEnum):
@@ -133,7 +131,7 @@ def decide(principal: Principal, payload: Mapping[str, Any], status: DocumentSta
     if not allows(principal, status.acl, status.tenant):
         written = _int(payload.get("acl_version"))
         return Verdict.ACL_VERSION if written < status.acl_version else Verdict.ACL
-    if status.sensitivity in SENSITIVE and recheck is not None:
+    if recheck is not None and is_sensitive(status.sensitivity):
         answer = recheck.allows(principal, source_id=status.source_id, key=str(payload.get("key") or ""),
                                 document_id=status.document_id)
         if answer is None:
@@ -235,5 +233,5 @@ def denial_records(kb: str, principal: Principal, denied: Sequence[tuple[str, Ve
     ]
 
 
-__all__ = ["SENSITIVE", "CachedRecheck", "DenialRecord", "DocumentStatus", "PermissionServiceLike",
+__all__ = ["CachedRecheck", "DenialRecord", "DocumentStatus", "PermissionServiceLike",
            "SensitiveRecheck", "ServiceRecheck", "Verdict", "decide", "denial_records"]

@@ -74,6 +74,15 @@ def test_a_sensitive_document_is_rechecked_and_fails_closed(answer: bool | None,
     assert decide(HANA, {}, Status(acl=("hr",)), service) is Verdict.SERVABLE and service.calls == 0
 
 
+def test_which_levels_are_rechecked_is_the_model_s_rule() -> None:
+    # acl.model.is_sensitive decides: restricted and a level it does not know are rechecked, public is not.
+    for level, calls in (("restricted", 1), ("no-such-level", 1), ("public", 0)):
+        service = Service(False)
+        expected = Verdict.RECHECK if calls else Verdict.SERVABLE
+        assert decide(HANA, {}, Status(acl=("hr",), sensitivity=level), service) is expected
+        assert service.calls == calls
+
+
 def test_the_recheck_cache_is_keyed_by_the_whole_scope_and_keeps_no_unknowns() -> None:
     inner = Service(True)
     cached = CachedRecheck(inner, ttl_s=60)
