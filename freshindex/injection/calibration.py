@@ -59,6 +59,7 @@ from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
 from freshindex.injection.observer import QueryObserver
 from freshindex.injection.refusal import FUNCTION_WORDS, RefusalPolicy, RefusalReason, Signals, question_terms
+from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats, VectorStore
 
@@ -70,20 +71,22 @@ CALIBRATION_VERSION = 2  # 2: answerable pseudo-questions carry a reader's words
 #: Distinctive-term candidates looked up per sampled chunk (one IDF batch for the whole sample).
 _CANDIDATES = 12
 _WORD = re.compile(r"^[^\W\d_]{4,}$", re.UNICODE)
+#: The defaults, read from the ``context`` settings section (their one home).
+_DEFAULTS = ContextSettings()
 
 
 @dataclass(frozen=True)
 class Calibration:
     """How to calibrate: the ``refusal_calibration_*`` settings of ``settings.context``."""
 
-    enabled: bool = True
-    sample: int = 200
-    min_chunks: int = 30
-    target_false_rate: float = 0.02
+    enabled: bool = _DEFAULTS.refusal_calibration
+    sample: int = _DEFAULTS.refusal_calibration_sample
+    min_chunks: int = _DEFAULTS.refusal_calibration_min_chunks
+    target_false_rate: float = _DEFAULTS.refusal_target_false_rate
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Calibration:
-        return cls(enabled=bool(data.get("refusal_calibration", True)),
+        return cls(enabled=bool(data.get("refusal_calibration", cls.enabled)),
                    sample=int(data.get("refusal_calibration_sample", cls.sample)),
                    min_chunks=int(data.get("refusal_calibration_min_chunks", cls.min_chunks)),
                    target_false_rate=float(data.get("refusal_target_false_rate", cls.target_false_rate)))
@@ -155,7 +158,7 @@ def fit_bias(answerable: Sequence[float], target: float) -> float | None:
 
 
 def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapshot_id: str, policy: RefusalPolicy,
-              settings: Calibration = Calibration(), min_score: float = 0.25, naming: Naming = Naming(),
+              settings: Calibration = Calibration(), min_score: float = _DEFAULTS.min_score, naming: Naming = Naming(),
               clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
     """The calibration record of ``collection`` (see the module docstring); never raises for a small corpus."""
     started = clock()

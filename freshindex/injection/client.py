@@ -61,10 +61,14 @@ from freshindex.injection.types import (
     insufficient_context,
     render_context,
 )
+from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore.base import LexicalStats, ScoredHit, VectorStore
 from freshindex.vectorstore.lexical import tokenize as lexical_tokens
 
 log = logging.getLogger("freshindex.injection")
+
+#: The defaults, read from the ``context`` settings section (their one home).
+_DEFAULTS = ContextSettings()
 
 #: chunk ids -> the registry's status of each chunk and its document; ids missing from the mapping are orphans.
 Recheck = Callable[[Sequence[str]], Mapping[str, DocumentStatus]]
@@ -100,19 +104,19 @@ class InjectionClient:
         recheck: Recheck | None = None,
         sensitive: SensitiveRecheck | None = None,
         stale_sources: StaleSources | None = None,
-        min_score: float = 0.25,
+        min_score: float = _DEFAULTS.min_score,
         policy: ContextPolicy | None = None,
         tokenizer: Tokenizer | None = None,
         reranker: Reranker | None = None,
         refusal: RefusalPolicy | None = None,
         calibration: Callable[[str], Mapping[str, Any] | None] | None = None,
         snapshot_model: Callable[[str], str | None] | None = None,
-        lexical_rerank: bool = True,
+        lexical_rerank: bool = _DEFAULTS.lexical_rerank,
         sources: SourceDirectory | None = None,
-        max_stale_s: float | None = None,
+        max_stale_s: float | None = _DEFAULTS.max_stale_s,
         observer: QueryObserver | None = None,
         clock: Callable[[], dt.datetime] | None = None,
-        planning: bool = False,
+        planning: bool = _DEFAULTS.query_planning,
     ) -> None:
         self.store, self.embedder, self.naming = store, embedder, naming
         self.recheck, self.sensitive = recheck, sensitive

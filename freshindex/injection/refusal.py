@@ -87,6 +87,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats
 
@@ -107,27 +108,31 @@ class RefusalReason(StrEnum):
 #: What the refusal needs from a store: the engine's IDF per token present for the caller.
 TermStats = LexicalStats
 
+#: The shipped defaults, read from the ``context`` settings section (their one home).
+_DEFAULTS = ContextSettings()
+
 
 @dataclass(frozen=True)
 class RefusalPolicy:
     """The fitted decision: refuse when ``bias + weights . signals < 0``.
 
-    Defaults are the bench's fit (see the module docstring); ``enabled=False``
-    keeps only the refusal for no admitted evidence at all.
+    Defaults are the bench's fit (see the module docstring), read from the
+    ``refusal`` and ``refusal_*`` settings of ``settings.context``;
+    ``enabled=False`` keeps only the refusal for no admitted evidence at all.
     """
 
-    enabled: bool = True
-    depth: int = 5
-    bias: float = -5.06
-    coverage_weight: float = 3.85
-    lexical_weight: float = 3.95
-    dense_weight: float = 0.0
+    enabled: bool = _DEFAULTS.refusal
+    depth: int = _DEFAULTS.refusal_depth
+    bias: float = _DEFAULTS.refusal_bias
+    coverage_weight: float = _DEFAULTS.refusal_coverage_weight
+    lexical_weight: float = _DEFAULTS.refusal_lexical_weight
+    dense_weight: float = _DEFAULTS.refusal_dense_weight
     #: missing tokens make the reason ``key_terms_missing`` (and are named) when they carry this share of the weight
-    key_term_share: float = 0.15
+    key_term_share: float = _DEFAULTS.refusal_key_term_share
     #: a plain word the collection holds is a key term from this share of the absent-term IDF (module docstring)
-    key_term_rarity: float = 0.6
+    key_term_rarity: float = _DEFAULTS.refusal_key_term_rarity
     #: refuse, whatever the score, a question naming an identifier no permitted point holds (module docstring)
-    unknown_names: bool = True
+    unknown_names: bool = _DEFAULTS.refusal_unknown_names
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RefusalPolicy:

@@ -21,31 +21,37 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from freshindex.core.errors import DocumentError
+from freshindex.settings.sections.ingest import SourcesSettings
+
+#: The defaults of the limits ``sources`` settings hold, read from there (their one home).
+_SETTINGS = SourcesSettings()
 
 
 @dataclass(frozen=True)
 class Limits:
+    """The bounds of one document; defaults are the ``sources`` settings' (``parse_time_limit_s``, ``max_*``)."""
+
     #: Seconds one document may spend in parsing (0 = no limit).
-    time_limit_s: float = 300.0
+    time_limit_s: float = _SETTINGS.parse_time_limit_s
     #: Element nesting depth of HTML and Markdown (real pages stay under 60).
-    max_nesting_depth: int = 256
+    max_nesting_depth: int = _SETTINGS.max_nesting_depth
     #: Rows of one CSV/TSV file or one table.
-    max_table_rows: int = 200_000
+    max_table_rows: int = _SETTINGS.max_table_rows
     #: Blocks of one parsed document (paragraphs, rows, list items...).
     max_blocks: int = 500_000
     #: Pixels of one page rendered for OCR; the DPI is lowered to fit, and a
     #: page that does not fit even at 72 DPI is refused.
-    max_render_pixels: int = 100_000_000
+    max_render_pixels: int = int(_SETTINGS.max_render_megapixels * 1_000_000)
     #: Declared pixels of one image, checked before anything decodes it (a
     #: decompression bomb declares absurd dimensions in a few bytes).  An
     #: image at the limit passes; one pixel more is refused.  The default,
     #: 100 megapixels (an A3 scan at 600 DPI is 70), decodes to at most
     #: 300 MB in RGB, so one image cannot take a worker past 1 GB.
-    max_image_pixels: int = 100_000_000
+    max_image_pixels: int = int(_SETTINGS.max_image_megapixels * 1_000_000)
     #: Bytes the compressed streams of one document may inflate to: each
     #: stream, and all streams other than images together (images are bounded
     #: by ``max_image_pixels`` and decoded one page at a time).
-    max_decompressed_bytes: int = 256 * 1024 * 1024
+    max_decompressed_bytes: int = _SETTINGS.max_decompressed_bytes
 
 
 @dataclass
