@@ -119,10 +119,7 @@ class Services:
             PdfOptions(max_pages=src.max_pdf_pages, max_ocr_pages=src.max_ocr_pages, ocr_language=src.ocr_language,
                        ocr_dpi=src.ocr_dpi, ocr_low_confidence=src.ocr_low_confidence,
                        ocr_psm=tuple(src.ocr_psm), ocr_page_floor=src.ocr_page_floor),
-            Limits(time_limit_s=src.parse_time_limit_s, max_nesting_depth=src.max_nesting_depth,
-                   max_table_rows=src.max_table_rows, max_render_pixels=int(src.max_render_megapixels * 1_000_000),
-                   max_image_pixels=int(src.max_image_megapixels * 1_000_000),
-                   max_decompressed_bytes=src.max_decompressed_bytes),
+            Limits.from_settings(src),
         )
 
     @functools.cached_property

@@ -53,6 +53,14 @@ class Limits:
     #: by ``max_image_pixels`` and decoded one page at a time).
     max_decompressed_bytes: int = _SETTINGS.max_decompressed_bytes
 
+    @classmethod
+    def from_settings(cls, src: SourcesSettings) -> Limits:
+        """The limits a ``sources`` settings section sets (megapixels as pixels)."""
+        return cls(time_limit_s=src.parse_time_limit_s, max_nesting_depth=src.max_nesting_depth,
+                   max_table_rows=src.max_table_rows, max_render_pixels=int(src.max_render_megapixels * 1_000_000),
+                   max_image_pixels=int(src.max_image_megapixels * 1_000_000),
+                   max_decompressed_bytes=src.max_decompressed_bytes)
+
 
 @dataclass
 class _Budget:
