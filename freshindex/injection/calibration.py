@@ -57,8 +57,7 @@ from freshindex.acl.principal import USER_PREFIX
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
-from freshindex.injection.observer import QueryObserver
-from freshindex.injection.refusal import FUNCTION_WORDS, RefusalPolicy, RefusalReason, Signals, question_terms
+from freshindex.injection.refusal import FUNCTION_WORDS, RefusalPolicy, question_terms
 from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats, VectorStore
@@ -265,27 +264,21 @@ def _scorer(store: VectorStore, embedder: Embedder, collection: str, policy: Ref
             naming: Naming) -> Callable[[Asked], list[float]]:
     """Asks questions through the real query path on ``collection``; each one's score without the bias.
 
-    ``-inf`` for a question with no admitted evidence (refused whatever the bias).
+    The path up to the refusal's signals (:meth:`InjectionClient.evidence_signals`: search, recheck,
+    admission), not the assembly after it.  ``-inf`` for a question with no admitted evidence (refused
+    whatever the bias).
     """
     from freshindex.injection.client import InjectionClient  # the client imports this package's modules
 
-    heard: list[Signals | None] = []
-
-    class Heard(QueryObserver):
-        def decided(self, kb: str, reason: RefusalReason | None, signals: Signals | None) -> None:
-            heard.append(signals)
-
     batched = _Batched(embedder)
     client = InjectionClient(_Pinned(store, collection), batched, naming=naming, min_score=min_score,
-                             refusal=replace(policy, enabled=False), observer=Heard())
+                             refusal=replace(policy, enabled=False))
 
     def scores(questions: Asked) -> list[float]:
         out = []
         batched.prepare([question for question, _p in questions])
         for question, p in questions:
-            heard.clear()
-            client.retrieve(question, kb=p.kb, principal=_principal(p), limit=5)
-            sig = heard[-1] if heard else None
+            sig = client.evidence_signals(question, kb=p.kb, principal=_principal(p), limit=5)
             out.append(policy.score(sig) - policy.bias if sig is not None else -math.inf)
         return out
 

@@ -168,6 +168,29 @@ class InjectionClient:
         self.observer.finished(kb, packet)
         return packet
 
+    def evidence_signals(self, question: str, *, kb: str, principal: Principal = Principal(),
+                         limit: int = 5) -> Signals | None:
+        """The refusal signals of ``question``'s admitted evidence, with no packet composed; None when none is admitted.
+
+        The search, recheck and admission of :meth:`retrieve` (no snapshot, or
+        nothing above the score floor: None, a refusal whatever the bias),
+        then the signals the refusal would decide on: what a refusal
+        calibration asks of each pseudo-question, without the assembly and
+        rendering that cost most of a query.  Nothing is observed.
+        """
+        timer = StageTimer(None)
+        vector = self.embedder.embed([question])[0].tolist()
+        query_plan = plan_query(question, enabled=self.planning)
+        found = self._search(kb, vector, query_plan, max(self.policy.candidate_pool, limit), principal, timer)
+        if found is None:
+            return None
+        (collection, snapshot_id), hits, _searched = found
+        got = self._admit(kb, snapshot_id, hits, principal, timer)
+        if not got.candidates or not got.dense_ok:
+            return None
+        admitted = {c.chunk_id for c in got.candidates}
+        return self._signals(question, collection, principal, got.candidates, [h for h in hits if h.id in admitted])
+
     def _retrieve(self, question: str, *, kb: str, principal: Principal, limit: int, query_type: str | None,
                   numbers: SessionNumbers | None, deterministic: bool, timer: StageTimer) -> ContextPacket:
         with timer.stage("embed"):

@@ -357,3 +357,17 @@ def test_a_hyphenated_word_is_judged_by_its_parts_not_as_a_name() -> None:
     s = signals("How do I enable the hyper-turbo mode?", [page], idf={}, missing_idf=9.0, lexical_top=5.0,
                 dense_top=0.8, present=page)
     assert {"hyper", "turbo"} <= set(s.missing) and s.coverage < 0.7
+
+
+def test_evidence_signals_are_the_ones_a_retrieval_decides_on_without_composing(tmp_path: Path) -> None:
+    decisions: list = []
+    client = _client(tmp_path, decisions)
+    for question in ("What is the default SESSION_COOKIE_AGE?", "What does ASYNC_ORM_POOL_SIZE set?"):
+        # When a question is retrieved (observed) and its evidence signals asked for alone
+        client.retrieve(question, kb="default")
+        got = client.evidence_signals(question, kb="default")
+        # Then they are the signals the retrieval's refusal decided on, and nothing more was observed
+        assert got is not None and got == decisions[-1][2]
+    assert len(decisions) == 2
+    # And a knowledge base that serves nothing has none
+    assert client.evidence_signals("anything", kb="nothing-here") is None
