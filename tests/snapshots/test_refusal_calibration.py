@@ -65,6 +65,17 @@ def _services(tmp_path: Path, folder: Path) -> Services:
     return svc
 
 
+def _uncalibrated(tmp_path: Path) -> Services:
+    """A generated knowledge base of 40 documents synced and built with calibration off."""
+    _corpus(tmp_path / "kb", 40)
+    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
+                                 context={"refusal_calibration": False}))
+    svc.registry.add_source("gen", kind="folder", location=str(tmp_path / "kb"), kb="default",
+                            owner="docs@example.com")
+    assert sync_inline(svc, "gen").build_status == "built"
+    return svc
+
+
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
     env["FRESHINDEX_DATA_DIR"] = str(tmp_path / "data")
@@ -138,13 +149,8 @@ def test_a_tiny_knowledge_base_keeps_the_shipped_policy(tmp_path: Path) -> None:
 
 def test_a_snapshot_built_before_calibration_is_calibrated_on_request(tmp_path: Path) -> None:
     # Given a snapshot built with calibration off (as one built before it existed)
-    _corpus(tmp_path / "kb", 40)
-    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
-                                 context={"refusal_calibration": False}))
-    svc.registry.add_source("gen", kind="folder", location=str(tmp_path / "kb"), kb="default",
-                            owner="docs@example.com")
+    svc = _uncalibrated(tmp_path)
     try:
-        assert sync_inline(svc, "gen").build_status == "built"
         active = svc.registry.active_snapshot("default")
         assert active is not None
         assert svc.registry.snapshot_calibration(active.id)["status"] == "skipped"
@@ -218,11 +224,7 @@ def test_a_small_update_inherits_the_parents_calibration_and_a_large_share_refit
 
 def test_calibration_embeds_its_pseudo_questions_in_batches_not_one_request_each(tmp_path: Path) -> None:
     # Given a built knowledge base and an embedder that counts its calls (a remote one makes a request per call)
-    _corpus(tmp_path / "kb", 40)
-    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
-                                 context={"refusal_calibration": False}))
-    svc.registry.add_source("gen", kind="folder", location=str(tmp_path / "kb"), kb="default",
-                            owner="docs@example.com")
+    svc = _uncalibrated(tmp_path)
     calls: list[int] = []
 
     class Counting:
@@ -233,7 +235,6 @@ def test_calibration_embeds_its_pseudo_questions_in_batches_not_one_request_each
             return svc.embedder.embed(texts)
 
     try:
-        assert sync_inline(svc, "gen").build_status == "built"
         active = svc.registry.active_snapshot("default")
         assert active is not None
         # When the snapshot is calibrated
