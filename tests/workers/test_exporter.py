@@ -70,7 +70,7 @@ def test_the_worker_exports_its_pool_metrics_task_latency_and_queue_depth(
         assert _value(text, "freshindex_task_seconds_count", task="freshindex.process_document") == 8
         assert _value(text, "freshindex_task_seconds_count", task="freshindex.build_snapshot") >= 1
         depths = dict(re.findall(r'freshindex_queue_depth\{queue="([^"]+)"\} ([0-9.]+)', text))
-        assert set(depths) == {f"{prefix}.sync", f"{prefix}.parse", f"{prefix}.build"}
+        assert set(depths) == {f"{prefix}.{q}" for q in ("sync", "parse", "ocr", "embed", "build")}
         assert all(float(v) == 0 for v in depths.values())  # the run is done: nothing waits
 
 
