@@ -178,31 +178,35 @@ class InjectionClient:
         calibration asks of each pseudo-question, without the assembly and
         rendering that cost most of a query.  Nothing is observed.
         """
-        timer = StageTimer(None)
-        vector = self.embedder.embed([question])[0].tolist()
-        query_plan = plan_query(question, enabled=self.planning)
-        found = self._search(kb, vector, query_plan, max(self.policy.candidate_pool, limit), principal, timer)
-        if found is None:
+        _plan, found, got = self._gather(question, kb, principal, limit, StageTimer(None))
+        if found is None or got is None or not got.candidates or not got.dense_ok:
             return None
-        (collection, snapshot_id), hits, _searched = found
-        got = self._admit(kb, snapshot_id, hits, principal, timer)
-        if not got.candidates or not got.dense_ok:
-            return None
-        admitted = {c.chunk_id for c in got.candidates}
-        return self._signals(question, collection, principal, got.candidates, [h for h in hits if h.id in admitted])
+        return self._admitted_signals(question, found[0][0], principal, got.candidates, found[1])
 
-    def _retrieve(self, question: str, *, kb: str, principal: Principal, limit: int, query_type: str | None,
-                  numbers: SessionNumbers | None, deterministic: bool, timer: StageTimer) -> ContextPacket:
+    def _gather(self, question: str, kb: str, principal: Principal, limit: int,
+                timer: StageTimer) -> tuple[Any, Any, _Admitted | None]:
+        """The question's query plan, its search (:meth:`_search`; None: ``kb`` serves nothing) and what was admitted."""
         with timer.stage("embed"):
             vector = self.embedder.embed([question])[0].tolist()
         query_plan = plan_query(question, enabled=self.planning)
         found = self._search(kb, vector, query_plan, max(self.policy.candidate_pool, limit), principal, timer)
-        if found is None:
+        got = self._admit(kb, found[0][1], found[1], principal, timer) if found is not None else None
+        return query_plan, found, got
+
+    def _admitted_signals(self, question: str, collection: str, principal: Principal,
+                          candidates: Sequence[Candidate], hits: Sequence[ScoredHit]) -> Signals:
+        """The refusal signals of the admitted ``candidates``, against the hits they came from."""
+        admitted = {c.chunk_id for c in candidates}
+        return self._signals(question, collection, principal, candidates, [h for h in hits if h.id in admitted])
+
+    def _retrieve(self, question: str, *, kb: str, principal: Principal, limit: int, query_type: str | None,
+                  numbers: SessionNumbers | None, deterministic: bool, timer: StageTimer) -> ContextPacket:
+        query_plan, found, got = self._gather(question, kb, principal, limit, timer)
+        if found is None or got is None:
             return self._refuse(question, kb, None, RefusalReason.NO_SNAPSHOT,
                                 "the knowledge base has no snapshot yet",
                                 tally=_Tally(), principal=principal, deterministic=deterministic)
         (collection, snapshot_id), hits, searched = found
-        got = self._admit(kb, snapshot_id, hits, principal, timer)
         got.tally.searched = subquery_report(query_plan, searched, got.readable_ids)
         if got.denied:
             self.observer.denied(denial_records(kb, principal, got.denied))
@@ -216,8 +220,7 @@ class InjectionClient:
             return self._refuse(question, kb, snapshot_id, RefusalReason.NO_EVIDENCE,
                                 "no evidence above the relevance threshold", dropped,
                                 tally=tally, principal=principal, deterministic=deterministic)
-        admitted = {c.chunk_id for c in candidates}
-        sig = self._signals(question, collection, principal, candidates, [h for h in hits if h.id in admitted])
+        sig = self._admitted_signals(question, collection, principal, candidates, hits)
         refused = decide_refusal(self._policy(snapshot_id), sig)
         if refused is not None:
             dropped["refused"] = dropped.get("refused", 0) + len(candidates)
