@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from freshindex.core.enums import BlockKind
@@ -41,6 +42,14 @@ class FetchedObject:
     data: bytes
 
 
+@cache
+def _declared(cls: type) -> tuple[tuple[str, ...], frozenset[str]]:
+    """A metadata class's field names, in order and as a set: computed once per class
+    (``dataclasses.fields`` on every ``get`` was a measurable share of a build)."""
+    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    return names, frozenset(names)
+
+
 class _Fields:
     """Typed metadata that still reads like the dict it replaced.
 
@@ -57,7 +66,7 @@ class _Fields:
 
     @classmethod
     def keys_declared(cls) -> frozenset[str]:
-        return frozenset(f.name for f in fields(cls))  # type: ignore[arg-type]
+        return _declared(cls)[1]
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Any:
@@ -68,10 +77,10 @@ class _Fields:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields that are set, in declaration order (the JSON a registry row or a payload stores)."""
-        return {k: v for k in self.keys_declared_ordered() if (v := getattr(self, k)) is not None}
+        return {k: v for k in _declared(type(self))[0] if (v := getattr(self, k)) is not None}
 
     def keys_declared_ordered(self) -> list[str]:
-        return [f.name for f in fields(self)]  # type: ignore[arg-type]
+        return list(_declared(type(self))[0])
 
     def _check(self, key: str) -> None:
         if key not in self.keys_declared():

@@ -110,7 +110,18 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
-def _word_tokens(raw: str) -> list[str]:
+def _word_tokens(raw: str) -> Sequence[str]:
+    """The tokens of one raw word; memoised up to 64 characters (a corpus repeats its words,
+    and a build tokenises every chunk for its sparse vector and again for the refusal's evidence)."""
+    return _word_tokens_cached(raw) if len(raw) <= 64 else _word_tokens_uncached(raw)
+
+
+@lru_cache(maxsize=1 << 17)
+def _word_tokens_cached(raw: str) -> tuple[str, ...]:
+    return tuple(_word_tokens_uncached(raw))
+
+
+def _word_tokens_uncached(raw: str) -> list[str]:
     if raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower()):
         # The common case, a plain word: no parts (fast path, same result as below).
         whole = raw.lower()
