@@ -315,7 +315,18 @@ class Chunker:
         if any(b.kind == BlockKind.TABLE for b in blocks):
             return False
         texts = [b.text for b in blocks if b.kind != BlockKind.HEADING and b.text.strip()]
-        return bool(texts) and self._count("\n\n".join(texts)) <= self.room(heading_path, title) // 4
+        if not texts:
+            return False
+        limit = self.room(heading_path, title) // 4
+        # Block by block (each count is cached, the chunker needs it again), stopping once far over:
+        # counting a long section whole only to learn it is long was a quarter of the chunker's time.
+        # Joining adds at most a few tokens, so only a sum near the limit is settled by the exact count.
+        total = 0
+        for text in texts:
+            total += self._count(text)
+            if total > 2 * limit:
+                return False
+        return self._count("\n\n".join(texts)) <= limit
 
     def _section_pieces(self, heading_path: tuple[str, ...], numbered: tuple[str, ...], blocks: list[Block],
                         title: str) -> Iterator[Piece]:
