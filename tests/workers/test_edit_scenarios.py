@@ -11,7 +11,10 @@ below the insertion changes its id.
 ["chunks_embedded"]``: chunks whose (model, content hash) the vector cache
 did not have).  These scenarios use the hashing embedder for speed: which
 chunks are embedded depends on the chunk hashes, not on the model, and the
-real model is exercised by the retrieval tests.
+real model is exercised by the retrieval tests.  Refusal calibration is off
+for the same reason: it fits a query-time bias on each built version and
+changes nothing the syncs embed (tests/snapshots/test_refusal_calibration.py
+covers it).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ def _pdf(root: Path, chapters: list, version: str, date: str) -> None:
 
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[Services]:
-    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
+    services = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
+                                      context={"refusal_calibration": False}))
     yield services
     services.close()
 
