@@ -19,12 +19,18 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from freshindex.health.metrics import Metrics
 from freshindex.registry import Registry
 from freshindex.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from freshindex.services import Services
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -202,3 +208,22 @@ def worker_process(env: dict[str, str], log_path: Path, name: str, *args: str) -
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+@contextlib.contextmanager
+def coordinator(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Services, Celery]]:
+    """The test's own side of a distributed deployment, as ``freshindex sync`` sees it: ``env`` set in this
+    process, and the services and Celery app made from its settings, both closed however the test ends."""
+    from freshindex.services import Services
+    from freshindex.workers.app import create_app
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    svc = Services(settings)
+    app = create_app(settings)
+    try:
+        yield svc, app
+    finally:
+        svc.close()
+        app.close()

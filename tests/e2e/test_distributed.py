@@ -15,11 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from freshindex.services import Services
-from freshindex.settings import load_settings
-from freshindex.workers.app import create_app
 from freshindex.workers.runner import sync_distributed
-from tests.conftest import EXAMPLES, port_open, worker_process
+from tests.conftest import EXAMPLES, coordinator, port_open, worker_process
 from tests.conftest import distributed_env as make_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -50,12 +47,7 @@ def worker(distributed_env: dict[str, str], tmp_path: Path) -> Iterator[subproce
 def test_a_separate_worker_syncs_and_the_new_snapshot_answers(
     distributed_env: dict[str, str], worker: subprocess.Popen, sample_kb: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    for k, v in distributed_env.items():
-        monkeypatch.setenv(k, v)
-    settings = load_settings()
-    svc = Services(settings)
-    app = create_app(settings)
-    try:
+    with coordinator(distributed_env, monkeypatch) as (svc, app):
         svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
         first = sync_distributed(svc, app, "docs", timeout=240)
         assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
@@ -73,6 +65,3 @@ def test_a_separate_worker_syncs_and_the_new_snapshot_answers(
         assert packet.snapshot_id == "default-v2"
         assert packet.evidence[0].key == "guides/faq.md"
         assert "CFO" in packet.evidence[0].text
-    finally:
-        svc.close()
-        app.close()

@@ -23,13 +23,14 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, free_port, port_open
+from tests.conftest import ROOT, coordinator, free_port, port_open
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -155,29 +156,16 @@ def fault_env(tmp: Path, pg_url: str, broker_url: str, embedding: str = "hashing
 
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A factory: cluster(env) -> (svc, app, workers); everything torn down after."""
-    from freshindex.services import Services
-    from freshindex.settings import load_settings
-    from freshindex.workers.app import create_app
+    """A factory: cluster(env) -> (svc, app, workers); the workers stopped, then the services closed, after."""
+    with ExitStack() as stack:
 
-    made: list[tuple[Any, Any, Workers]] = []
+        def make(env: dict[str, str]) -> tuple[Any, Any, Workers]:
+            svc, app = stack.enter_context(coordinator(env, monkeypatch))
+            workers = Workers(env, tmp_path)
+            stack.callback(workers.stop_all)
+            return svc, app, workers
 
-    def make(env: dict[str, str]) -> tuple[Any, Any, Workers]:
-        for k, v in env.items():
-            monkeypatch.setenv(k, v)
-        settings = load_settings()
-        svc, app = Services(settings), create_app(settings)
-        workers = Workers(env, tmp_path)
-        made.append((svc, app, workers))
-        return svc, app, workers
-
-    try:
         yield make
-    finally:
-        for svc, app, workers in made:
-            workers.stop_all()
-            svc.close()
-            app.close()
 
 
 def active_tasks(app: Any, name: str) -> dict[str, list[dict[str, Any]]]:

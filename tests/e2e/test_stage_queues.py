@@ -18,11 +18,8 @@ from pathlib import Path
 import pytest
 
 from examples.fixtures.scans import scanned_pdf
-from freshindex.services import Services
-from freshindex.settings import load_settings
-from freshindex.workers.app import create_app
 from freshindex.workers.runner import sync_distributed
-from tests.conftest import distributed_env, worker_process
+from tests.conftest import coordinator, distributed_env, worker_process
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -59,12 +56,7 @@ def test_each_stage_runs_on_its_own_worker_and_the_run_completes(
     # Given the sample knowledge base and one scanned (image-only) PDF
     (sample_kb / "scans").mkdir()
     (sample_kb / "scans" / "claim.pdf").write_bytes(scanned_pdf())
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    settings = load_settings()
-    svc = Services(settings)
-    app = create_app(settings)
-    try:
+    with coordinator(env, monkeypatch) as (svc, app):
         svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
         # When it is synced through the three workers
         report = sync_distributed(svc, app, "docs", timeout=120)
@@ -87,9 +79,6 @@ def test_each_stage_runs_on_its_own_worker_and_the_run_completes(
         # and the scanned page's text is served from the new snapshot
         packet = svc.client.retrieve("What is the approved total for this travel claim?", kb="default")
         assert any(e.key == "scans/claim.pdf" and "1,250" in e.text for e in packet.evidence)
-    finally:
-        svc.close()
-        app.close()
 
 
 def test_with_stage_queues_off_a_worker_on_the_parse_queue_alone_completes_the_run(
@@ -99,12 +88,7 @@ def test_with_stage_queues_off_a_worker_on_the_parse_queue_alone_completes_the_r
     env = distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-stages-off", FRESHINDEX_BROKER__STAGE_QUEUES="false",
                           FRESHINDEX_EMBEDDING__PROVIDER="hashing")
     log = tmp_path / "worker.log"
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    settings = load_settings()
-    svc = Services(settings)
-    app = create_app(settings)
-    try:
+    with coordinator(env, monkeypatch) as (svc, app):
         with worker_process(env, log, "parse", "--queues", "sync,parse,build", "-c", "1") as proc:
             svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
             # When the sample (with its scanned PDF) is synced
@@ -114,6 +98,3 @@ def test_with_stage_queues_off_a_worker_on_the_parse_queue_alone_completes_the_r
         assert report.run.status == "succeeded" and report.build_status == "built", report.as_dict()
         assert set(_succeeded(log, "process_document").values()) == {"added"}
         assert len(_succeeded(log, "process_document")) == report.run.summary["documents"]["added"] == 8
-    finally:
-        svc.close()
-        app.close()

@@ -26,7 +26,7 @@ from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline
 from freshindex.workers.runner import sync_inline
-from tests.conftest import distributed_env, worker_process
+from tests.conftest import coordinator, distributed_env, worker_process
 from tests.registry.test_registry import _stage
 
 KEY = "guides/release.md"
@@ -221,16 +221,10 @@ def test_a_stale_task_sent_to_a_real_worker_changes_nothing_and_is_counted(
     worker_env: dict[str, str], worker: subprocess.Popen, sample_kb: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from freshindex.workers.app import create_app
     from freshindex.workers.names import TaskName
     from freshindex.workers.runner import sync_distributed
 
-    for k, v in worker_env.items():
-        monkeypatch.setenv(k, v)
-    settings = load_settings()
-    svc = Services(settings)
-    app = create_app(settings)
-    try:
+    with coordinator(worker_env, monkeypatch) as (svc, app):
         svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
         first = sync_distributed(svc, app, "docs", timeout=240)
         assert first.build_status == "built", (tmp_path / "worker.log").read_text()[-3000:]
@@ -248,6 +242,3 @@ def test_a_stale_task_sent_to_a_real_worker_changes_nothing_and_is_counted(
         assert _state(svc.registry) == before
         assert worker.poll() is None
         assert "stale_task" in (tmp_path / "worker.log").read_text()
-    finally:
-        svc.close()
-        app.close()
