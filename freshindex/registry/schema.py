@@ -182,7 +182,7 @@ class Chunk(Base):
     meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     doc_version: Mapped[int] = mapped_column(Integer, default=1)
     state: Mapped[str] = mapped_column(String(16), default="pending")
-    tombstoned: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    tombstoned: Mapped[bool] = mapped_column(Boolean, default=False)  # no index: see migration 0014
     added_changeset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)

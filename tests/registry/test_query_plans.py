@@ -64,3 +64,31 @@ def test_the_freshness_sweep_finds_due_documents_by_partial_indexes(analysed_pla
     used = {s["index"] for p in analysed_plans if p["call"] == "freshness sweep: withdraw due documents"
             for s in p["scans"]}
     assert {"ix_documents_valid_until", "ix_documents_supersedes", "ix_documents_withdrawn_reason"} <= used, used
+
+
+def test_a_documents_chunks_are_read_by_its_index_on_sqlite_without_statistics(tmp_path) -> None:
+    """The embedded registry is never analysed: SQLite must still read a document's chunks by
+    ``ix_chunks_document_id``, not walk every chunk not tombstoned (one walk per document: a
+    full build that grew with the square of the corpus)."""
+    from sqlalchemy import event
+
+    reg = Registry.open(f"sqlite:///{tmp_path / 'registry.db'}")
+    try:
+        statements: list[tuple[str, Any]] = []
+
+        def capture(conn, cursor, statement, params, context, executemany) -> None:
+            if statement.lstrip().upper().startswith("SELECT") and "chunks" in statement:
+                statements.append((statement, params))
+
+        event.listen(reg.engine, "before_cursor_execute", capture)
+        # When a document's live chunks are read
+        reg.live_chunk_ids("doc-1")
+        event.remove(reg.engine, "before_cursor_execute", capture)
+        assert statements, "live_chunk_ids issued no SELECT on chunks"
+        # Then the plan of that statement searches by the document's index, on an unanalysed database
+        with reg.engine.connect() as conn:
+            for sql, params in statements:
+                plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params))
+                assert "ix_chunks_document_id" in plan, plan
+    finally:
+        reg.close()
