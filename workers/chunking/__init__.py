@@ -527,14 +527,14 @@ def _page_range(blocks: list[Block], part: str) -> tuple[int | None, dict[str, A
     its text (``page_breaks``); a part is placed by finding its first and
     last words in the blocks.  Without that record the block's pages stand.
     """
-    flat = " ".join(part.split())
-    ends = (flat[:60], flat[-60:])
+    paged = [(b, " ".join(b.text.split())) for b in blocks if b.page]
     found: list[int] = []
-    for needle in ends:
-        for b in blocks:
-            text = " ".join(b.text.split())
+    flat = " ".join(part.split()) if paged else ""  # nothing to place on a page without pages (HTML)
+    ends = (flat[:60], flat[-60:])
+    for needle in ends if paged else ():
+        for b, text in paged:
             at = text.find(needle)
-            if at < 0 or not b.page:
+            if at < 0:
                 continue
             at += len(needle) - 1 if needle is ends[1] else 0
             page = b.page
