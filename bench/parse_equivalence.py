@@ -70,12 +70,15 @@ def page_record(parsers: Any, corpus: str, key: str, data: bytes) -> dict[str, A
     """One page's output as plain JSON values."""
     from freshindex.core.errors import DocumentError
 
-    rec: dict[str, Any] = {"corpus": corpus, "path": key}
     try:
         doc = parsers.parse(data, key)
     except DocumentError as exc:
-        rec["error"] = exc.reason
-        return rec
+        return {"corpus": corpus, "path": key, "error": exc.reason}
+    return _doc_record(corpus, key, doc)
+
+
+def _doc_record(corpus: str, key: str, doc: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {"corpus": corpus, "path": key}
     rec["title"] = doc.title
     rec["meta"] = _jsonable(dict(doc.meta))
     rec["blocks"] = [
@@ -105,7 +108,7 @@ def record(args: argparse.Namespace) -> None:
 
 
 def _first_difference(ref: dict[str, Any], new: dict[str, Any]) -> str:
-    for field in ("error", "title", "meta"):
+    for field in ("error", "title"):
         if ref.get(field) != new.get(field):
             return f"{field}: {ref.get(field)!r} -> {new.get(field)!r}"
     a, b = ref.get("blocks", []), new.get("blocks", [])
@@ -113,7 +116,9 @@ def _first_difference(ref: dict[str, Any], new: dict[str, Any]) -> str:
         if x != y:
             keys = [k for k in x if x.get(k) != y.get(k)]
             return f"block {i} {keys}: {json.dumps(x, ensure_ascii=False)[:400]} -> {json.dumps(y, ensure_ascii=False)[:400]}"
-    return f"{len(a)} blocks -> {len(b)} blocks"
+    if len(a) != len(b):
+        return f"{len(a)} blocks -> {len(b)} blocks"
+    return f"meta: {ref.get('meta')!r} -> {new.get('meta')!r}"
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -143,6 +148,85 @@ def compare(args: argparse.Namespace) -> int:
     return 1 if differing else 0
 
 
+_BASELINE_MODULES = ("soup", "furniture", "html_walk", "html")
+
+
+def _baseline_parse_html(commit: str) -> Any:
+    """``parse_html`` as of ``commit`` (its html, html_walk, furniture and soup modules, read with ``git show``)."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp())
+    saved = {n: sys.modules.get(f"freshindex.workers.parsing.{n}") for n in _BASELINE_MODULES}
+    module = None
+    try:
+        for name in _BASELINE_MODULES:
+            src = subprocess.run(["git", "show", f"{commit}:workers/parsing/{name}.py"], cwd=ROOT,
+                                 capture_output=True, text=True, check=True).stdout
+            path = folder / f"{name}.py"
+            path.write_text(src)
+            spec = importlib.util.spec_from_file_location(f"freshindex.workers.parsing.{name}", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+    finally:
+        for name, old in saved.items():
+            if old is not None:
+                sys.modules[f"freshindex.workers.parsing.{name}"] = old
+            else:
+                sys.modules.pop(f"freshindex.workers.parsing.{name}", None)
+    return module.parse_html  # type: ignore[union-attr]
+
+
+def _as_lxml_reads_it(data: bytes) -> bytes:
+    """The page as libxml2's HTML parser builds it, written back out as HTML."""
+    from lxml import etree
+
+    from freshindex.workers.parsing.decode import decode_text
+
+    text = decode_text(data)
+    text = text[text.index("?>") + 2:] if text.startswith("<?xml") else text
+    root = etree.fromstring(text, etree.HTMLParser(huge_tree=True))
+    return etree.tostring(root, method="html", encoding="unicode", doctype="<!DOCTYPE html>").encode()
+
+
+def explain(args: argparse.Namespace) -> int:
+    """For each page whose output differs from the reference: does the parser of ``--baseline`` give the new
+    output when it reads the page as libxml2 builds it?  Then the difference is in how the two HTML parsers
+    build the tree of a malformed page (a ``<p>`` holding a block, closed by the block in libxml2 as in the
+    HTML standard, nested in html.parser), not in what is read from the tree."""
+    from freshindex.workers.parsing import limits
+
+    old_parse = _baseline_parse_html(args.baseline)
+    ref: dict[tuple[str, str], dict[str, Any]] = {}
+    with open(args.ref, encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            ref[rec["corpus"], rec["path"]] = rec
+    from freshindex.workers.parsing import Parsers
+
+    parsers, tree_only, other = Parsers(), Counter[str](), 0
+    for corpus, pages in corpus_folders(args, args.corpora.split(",")).items():
+        for key, path in pages:
+            data = path.read_bytes()
+            new = json.loads(json.dumps(page_record(parsers, corpus, key, data), ensure_ascii=False))
+            if ref.get((corpus, key)) == new:
+                continue
+            with limits.applied(parsers.limits):
+                doc = old_parse(_as_lxml_reads_it(data), key)
+            old_on_tree = json.loads(json.dumps(_doc_record(corpus, key, doc), ensure_ascii=False))
+            if old_on_tree == new:
+                tree_only[corpus] += 1
+                print(f"TREE {corpus}/{key}")
+            else:
+                other += 1
+                print(f"OTHER {corpus}/{key}: {_first_difference(old_on_tree, new)}")
+    print(json.dumps({"tree_construction_only": dict(tree_only), "other": other}))
+    return 1 if other else 0
+
+
 def timing(args: argparse.Namespace) -> None:
     from freshindex.workers.parsing import limits
     from freshindex.workers.parsing.html import parse_html
@@ -164,13 +248,14 @@ def timing(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=("record", "compare", "time"))
+    ap.add_argument("command", choices=("record", "compare", "explain", "time"))
     ap.add_argument("--corpora", default=",".join(NAMES))
     ap.add_argument("--out", default="/tmp/parse-ref.jsonl")
     ap.add_argument("--ref", default="/tmp/parse-ref.jsonl")
     ap.add_argument("--django-old", default="/tmp/dj_old")
     ap.add_argument("--django-new", default="/tmp/dj_new")
     ap.add_argument("--python311", default="/tmp/py311")
+    ap.add_argument("--baseline", default="HEAD", help="explain: the commit whose parser made the reference")
     ap.add_argument("--repeat", type=int, default=1, help="time: best of this many runs")
     args = ap.parse_args(argv)
     if args.command == "record":
@@ -178,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "compare":
         return compare(args)
+    if args.command == "explain":
+        return explain(args)
     timing(args)
     return 0
 

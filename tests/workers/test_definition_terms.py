@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bs4 import BeautifulSoup
 
 from freshindex.core.enums import BlockKind
 from freshindex.core.types import embed_text
@@ -26,6 +25,7 @@ from freshindex.workers.chunking import Chunker, term_label
 from freshindex.workers.chunking.pack import estimate_tokens
 from freshindex.workers.parsing import Parsers
 from freshindex.workers.parsing.html import term_name
+from freshindex.workers.parsing.html_tree import Element, find_tag, parse_document
 from freshindex.workers.runner import sync_inline
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -107,14 +107,19 @@ def _names(chunk_text: str, term: str) -> bool:
     return f" {_words(term)} " in f" {_words(chunk_text)} "
 
 
+def _dt(html: str) -> Element:
+    dt = find_tag(parse_document(f"<dl>{html}</dl>")[0], "dt")
+    assert dt is not None
+    return dt
+
+
 def test_the_term_name_is_what_a_reader_searches_for() -> None:
-    dt = BeautifulSoup(_SIGNATURE, "html.parser").dt
-    assert term_name([dt]) == "HttpResponse.set_cookie"
-    option = BeautifulSoup("<dt><span class='term'><code>-D <em>directory</em></code><br/></span>"
-                           "<span class='term'><code>--pgdata=<em>directory</em></code></span></dt>", "html.parser").dt
+    assert term_name([_dt(_SIGNATURE)]) == "HttpResponse.set_cookie"
+    option = _dt("<dt><span class='term'><code>-D <em>directory</em></code><br/></span>"
+                 "<span class='term'><code>--pgdata=<em>directory</em></code></span></dt>")
     assert term_name([option]) == "-D directory / --pgdata=directory"
-    function = BeautifulSoup("<dt><span class='term'><code class='function'>verify_heapam(relation regclass, "
-                             "on_error_stop boolean) returns setof record</code></span></dt>", "html.parser").dt
+    function = _dt("<dt><span class='term'><code class='function'>verify_heapam(relation regclass, "
+                   "on_error_stop boolean) returns setof record</code></span></dt>")
     assert term_name([function]) == "verify_heapam"
 
 

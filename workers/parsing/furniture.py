@@ -31,9 +31,18 @@ from __future__ import annotations
 
 import re
 
-from bs4 import BeautifulSoup, NavigableString, Tag
+from lxml import etree
 
-from freshindex.workers.parsing.soup import find_tag, find_tags, iter_tags
+from freshindex.workers.parsing.html_tree import (
+    Element,
+    Pruning,
+    find_tag,
+    find_tags,
+    get_text,
+    has_text,
+    iter_tags,
+    strings,
+)
 
 _NAV_TEXT = re.compile(
     r"^[\s«‹←<]*(prev|previous|next|up|home|top|back|forward|contents|table of contents|index|"
@@ -48,7 +57,6 @@ _NAV_LABEL = re.compile(r"^\s*(previous|next|prev)\s+(topic|page|chapter|section
                         r"quick search|table of contents|on this page|contents|related topics?)\s*:?\s*$", re.I)
 _NAV_TITLE = re.compile(r"^(previous|next|prev|up|home)\b", re.I)
 _NAV_REL = {"prev", "previous", "next", "up", "start", "home", "first", "last", "contents", "index"}
-_NAV_ACCESSKEY = {"p", "n", "u", "h"}
 _STOP = {"html", "body", "main", "article", "[document]"}
 _CONTENT_TAGS = ["pre", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "dl", "img", "figure"]
 #: A navigation block is short: DocBook's footer with two page titles is about 15 words.
@@ -61,29 +69,25 @@ def _words(text: str) -> int:
     return len(_WORD.findall(text))
 
 
-def is_nav_link(a: Tag) -> bool:
-    """A link that says where to go (previous, next, up, home), not what the text says."""
-    if str(a.get("accesskey") or "").lower() in _NAV_ACCESSKEY:
-        return True
-    raw = a.get("rel")
-    rel = raw.split() if isinstance(raw, str) else list(raw or ())
+def is_nav_link(a: Element) -> bool:
+    """A link that says where to go (previous, next, up, home), not what the text says.
+
+    An ``accesskey`` of p/n/u/h is not read as a mark: the parser never
+    honoured it (it compared the attribute's list of keys to single keys), and
+    honouring it now would change what is extracted from pages already indexed."""
+    rel = str(a.get("rel") or "").split()
     if any(r.lower() in _NAV_REL for r in rel):
         return True
-    text = " ".join(a.get_text(" ").split())
-    if text and len(text) <= 40 and _NAV_TEXT.match(text):
+    words = " ".join(get_text(a, " ").split())
+    if words and len(words) <= 40 and _NAV_TEXT.match(words):
         return True
     if _is_edit_link(a):
         return True
     return bool(_NAV_TITLE.match(str(a.get("title") or "")) and "chapter" in str(a.get("title")).lower())
 
 
-def _is_edit_link(a: Tag) -> bool:
-    return bool(_EDIT_TEXT.match(a.get_text(" ")) or _EDIT_TEXT.match(str(a.get("title") or "")))
-
-
-def is_removed(tag: Tag) -> bool:
-    # ``Tag.decomposed`` falls back to a subtree search when the flag is unset.
-    return bool(tag.__dict__.get("_decomposed", False))
+def _is_edit_link(a: Element) -> bool:
+    return bool(_EDIT_TEXT.match(get_text(a, " ")) or _EDIT_TEXT.match(str(a.get("title") or "")))
 
 
 class _Stats:
@@ -91,129 +95,126 @@ class _Stats:
 
     __slots__ = ("first", "last", "linked", "links", "local", "words")
 
-    def __init__(self) -> None:
+    def __init__(self, first: int) -> None:
         self.words = self.linked = self.links = self.local = 0
-        self.first = self.last = 0
+        self.first = self.last = first
 
 
-def _measure(soup: BeautifulSoup) -> dict[int, _Stats]:
-    stats: dict[int, _Stats] = {}
-    order = 0
-    stack: list[tuple[Tag, bool]] = [(soup, False)]
-    while stack:
-        node, done = stack.pop()
-        if not done:
-            st = stats[id(node)] = _Stats()
-            st.first = order
-            order += 1
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(node.contents) if isinstance(c, Tag))
-            continue
-        st = stats[id(node)]
-        st.last = order - 1
-        own = sum(_words(str(c)) for c in node.contents if type(c) is NavigableString)
-        st.words = own
-        for c in node.contents:
-            if isinstance(c, Tag):
-                cs = stats[id(c)]
-                st.words += cs.words
-                st.linked += cs.linked
-                st.links += cs.links
-                st.local += cs.local
-        if node.name == "a" and node.get("href") is not None:
+def _measure(root: Element) -> dict[Element, _Stats]:
+    """Every element's counts, keyed by the element (which keeps its lxml proxy, and so its identity, alive);
+    ``first`` and ``last`` are the document-order numbers of the element and of the last element in it."""
+    order = list(root.iter(etree.Element))
+    stats = {el: _Stats(n) for n, el in enumerate(order)}
+    for el in reversed(order):
+        st = stats[el]
+        own = _words(el.text) if el.text else 0
+        for c in el:
+            if c.tail:
+                own += _words(c.tail)
+        st.words += own
+        if el.tag == "a" and el.get("href") is not None:
             st.linked = st.words
             st.links += 1
-            st.local += str(node["href"]).startswith("#")
+            st.local += str(el.get("href")).startswith("#")
+        parent = el.getparent()
+        up = stats.get(parent) if parent is not None else None
+        if up is not None:
+            up.words += st.words
+            up.linked += st.linked
+            up.links += st.links
+            up.local += st.local
+            up.last = max(up.last, st.last)
     return stats
 
 
-def _link_text_words(node: Tag) -> int:
-    return sum(_words(a.get_text(" ")) for a in iter_tags(node, "a"))
+def _link_text_words(node: Element) -> int:
+    return sum(_words(get_text(a, " ")) for a in iter_tags(node, "a"))
 
 
-def _is_navigational(node: Tag, stats: dict[int, _Stats]) -> bool:
+def _is_navigational(node: Element, stats: dict[Element, _Stats]) -> bool:
     """Short, and nothing in it reads as content."""
-    st = stats.get(id(node))
+    st = stats.get(node)
     if st is not None and st.words > _MAX_NAV_WORDS:
         return False
-    text = node.get_text(" ")
-    if _words(text) > _MAX_NAV_WORDS:
+    if _words(get_text(node, " ")) > _MAX_NAV_WORDS:
         return False
     for h in iter_tags(node, _HEADINGS):
-        if not _NAV_LABEL.match(h.get_text(" ")) and not (find_tag(h, "a") is not None and _link_text_words(h) == _words(h.get_text(" "))):
+        label = get_text(h, " ")
+        if not _NAV_LABEL.match(label) and not (find_tag(h, "a") is not None and _link_text_words(h) == _words(label)):
             return False
     if find_tag(node, ("pre", "blockquote", "dl", "img", "figure", "code")) is not None:
         # Code and definitions are content; a DocBook header never holds them.
         return False
     for p in iter_tags(node, "p"):
-        if _words(p.get_text(" ")) - _link_text_words(p) > 12:
+        if _words(get_text(p, " ")) - _link_text_words(p) > 12:
             return False
     return True
 
 
-def _cluster(a: Tag, stats: dict[int, _Stats]) -> Tag | None:
+def _cluster(a: Element, stats: dict[Element, _Stats]) -> Element | None:
     """The largest short block around a navigation link that is still navigation."""
-    best: Tag | None = None
-    node: Tag | None = a.parent
-    while node is not None and node.name not in _STOP and str(node.get("role") or "") != "main":
+    best: Element | None = None
+    node: Element | None = a.getparent()
+    while node is not None and node.tag not in _STOP and str(node.get("role") or "") != "main":
         if not _is_navigational(node, stats):
             break
         best = node
-        node = node.parent
+        node = node.getparent()
     return best
 
 
-def _site_heading(h: Tag) -> bool:
+def _site_heading(h: Element) -> bool:
     """A heading that is only a link to another page: the site's name in its header."""
     links = find_tags(h, "a", attr="href")
     if len(links) != 1:
         return False
-    href = str(links[0]["href"]).strip()
+    href = str(links[0].get("href")).strip()
     if not href or href.startswith("#"):
         return False
-    return _words(links[0].get_text(" ")) == _words(h.get_text(" ")) > 0
+    return _words(get_text(links[0], " ")) == _words(get_text(h, " ")) > 0
 
 
-def strip_structural(soup: BeautifulSoup) -> int:
+def strip_structural(root: Element, pruning: Pruning) -> int:
     """Remove navigation clusters, link-dense blocks outside the text, and
-    site-name headings from ``soup``; returns how many elements went."""
+    site-name headings from the page under ``root``; returns how many elements went."""
+    is_removed = pruning.is_removed
     removed = 0
-    for h in find_tags(soup, ("h1", "h2", "h3")):
+    for h in find_tags(root, ("h1", "h2", "h3")):
         if not is_removed(h) and _site_heading(h):
-            h.decompose()
+            pruning.remove(h)
             removed += 1
-    stats = _measure(soup)
-    for a in find_tags(soup, "a"):
+    stats = _measure(root)
+    for a in find_tags(root, "a"):
         if is_removed(a) or not is_nav_link(a):
             continue
         block = _cluster(a, stats)
         if block is None or is_removed(block):
             if block is None and _is_edit_link(a):
-                a.decompose()  # "Edit this page" straight inside the article
+                pruning.remove(a)  # "Edit this page" straight inside the article
                 removed += 1
             continue
         links = find_tags(block, "a")
         nav = sum(1 for x in links if is_nav_link(x))
-        words, linked = _words(block.get_text(" ")), _link_text_words(block)
-        labels = [h for h in iter_tags(block, _HEADINGS) if _NAV_LABEL.match(h.get_text(" "))]
+        words, linked = _words(get_text(block, " ")), _link_text_words(block)
+        labels = [h for h in iter_tags(block, _HEADINGS) if _NAV_LABEL.match(get_text(h, " "))]
         if nav >= 2 or words - linked <= 4 or linked >= 0.5 * words or labels:
-            block.decompose()
+            pruning.remove(block)
             removed += 1
-    removed += _strip_link_dense(soup)
+    removed += _strip_link_dense(root, pruning)
     return removed
 
 
-def _strip_link_dense(soup: BeautifulSoup) -> int:
-    stats = _measure(soup)
-    headings = [h for h in iter_tags(soup, ("h1", "h2", "h3")) if h.get_text(strip=True)]
-    prose = [p for p in iter_tags(soup, "p") if stats[id(p)].words - stats[id(p)].linked > 12]
-    first_heading = stats[id(headings[0])].first if headings else 0
-    last_prose = stats[id(prose[-1])].first if prose else len(stats)
+def _strip_link_dense(root: Element, pruning: Pruning) -> int:
+    stats = _measure(root)
+    headings = [h for h in iter_tags(root, ("h1", "h2", "h3")) if has_text(h)]
+    prose = [p for p in iter_tags(root, "p") if stats[p].words - stats[p].linked > 12]
+    first_heading = stats[headings[0]].first if headings else 0
+    last_prose = stats[prose[-1]].first if prose else len(stats)
     removed = 0
-    for node in find_tags(soup, ("ul", "ol", "div", "table", "p", "dl")):
-        if is_removed(node):
+    for node in find_tags(root, ("ul", "ol", "div", "table", "p", "dl")):
+        if pruning.is_removed(node):
             continue
-        st = stats[id(node)]
+        st = stats[node]
         if st.links < 4 or not st.words or st.linked < 0.8 * st.words:
             continue
         if find_tag(node, "pre") is not None:
@@ -221,11 +222,11 @@ def _strip_link_dense(soup: BeautifulSoup) -> int:
         in_page = st.local == st.links
         outside = st.last < first_heading or st.first > last_prose
         if in_page or outside:
-            node.decompose()
+            pruning.remove(node)
             removed += 1
     return removed
 
 
-def text_without_tags(node: Tag) -> str:
+def text_without_tags(node: Element) -> str:
     """The visible text of ``node`` on one line (for fingerprints and checks)."""
-    return " ".join(s for s in (str(x).strip() for x in node.descendants if type(x) is NavigableString) if s)
+    return " ".join(s for s in (x.strip() for x in strings(node)) if s)

@@ -1,4 +1,4 @@
-"""HTML to blocks, through beautifulsoup4.
+"""HTML to blocks, through lxml's HTML tree (libxml2's parser, :mod:`workers.parsing.html_tree`).
 
 Page furniture is dropped before the walk: scripts and styles, navigation,
 site headers and footers, sidebars and tables of contents, breadcrumbs,
@@ -51,20 +51,31 @@ from __future__ import annotations
 import re
 from itertools import islice
 
-from bs4 import BeautifulSoup, Tag
-
 from freshindex.core.enums import BlockKind
 from freshindex.core.types import Block, ParsedDocument
 from freshindex.workers.parsing import limits
 from freshindex.workers.parsing.boilerplate import is_prev_next, is_volatile
 from freshindex.workers.parsing.decode import decode_text
 from freshindex.workers.parsing.fingerprint import content_fingerprint
-from freshindex.workers.parsing.furniture import is_removed, strip_structural
+from freshindex.workers.parsing.furniture import strip_structural
+from freshindex.workers.parsing.html_tree import (
+    Element,
+    Pruning,
+    class_text,
+    depth_over,
+    find_parent_tag,
+    find_tag,
+    find_tags,
+    get_text,
+    iter_tags,
+    parse_document,
+)
 from freshindex.workers.parsing.html_walk import ADMONITION, HEADINGS, HtmlWalker, inline_text, own_id, term_name
 from freshindex.workers.parsing.numbering import page_title
-from freshindex.workers.parsing.soup import find_parent_tag, find_tag, find_tags, iter_tags
 
-VERSION = "html-4"
+#: html-5: the tree is libxml2's (lxml): a block element starting inside a <p> closes it, as the HTML
+#: standard says (Sphinx's "Availability" note, a list inside a paragraph are separate blocks now).
+VERSION = "html-5"
 
 #: ``term_name`` is read here by callers and tests; it lives with the walker.
 __all__ = ["parse_html", "term_name"]
@@ -84,24 +95,20 @@ _FURNITURE = re.compile(
 _ANCHOR_TEXT = {"", "¶", "#", "§", "🔗", "link", "permalink"}
 
 
-def _classes(tag: Tag) -> str:
-    return " ".join(tag.get("class") or []) + " " + str(tag.get("id") or "")
+def _classes(tag: Element) -> str:
+    return class_text(tag) + " " + str(tag.get("id") or "")
 
 
-def _check_depth(soup: BeautifulSoup) -> None:
+def _check_depth(root: Element) -> None:
     limit = limits.current().max_nesting_depth
-    stack: list[tuple[Tag, int]] = [(soup, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            limits.check_depth(depth, "HTML elements")
-        stack.extend((c, depth + 1) for c in node.contents if isinstance(c, Tag))
+    if depth_over(root, limit):
+        limits.check_depth(limit + 1, "HTML elements")
 
 
 _ID_WORD = re.compile(r"[^\W_]+")
 
 
-def _is_named_furniture(tag: Tag) -> bool:
+def _is_named_furniture(tag: Element) -> bool:
     """Furniture by name: a class, or an id, that names a navigation bar, a sidebar, a banner...
 
     An id is weaker evidence than a class: generators derive content ids from
@@ -111,81 +118,82 @@ def _is_named_furniture(tag: Tag) -> bool:
     banner.  So an id counts only when the furniture word it holds is not a
     word of the element's own heading, and never on a term, a heading or a
     dotted (qualified-name) id."""
-    if _FURNITURE.search(" ".join(tag.get("class") or [])):
+    if _FURNITURE.search(class_text(tag)):
         return True
     value = str(tag.get("id") or "")
     m = _FURNITURE.search(value)
     if not m:
         return False
-    if tag.name in HEADINGS or tag.name in ("dt", "dd") or "." in value:
+    if tag.tag in HEADINGS or tag.tag in ("dt", "dd") or "." in value:
         return False
     word = m.group(2).lower().rstrip("s")
     head = find_tag(tag, HEADINGS)
-    own = {w.lower().rstrip("s") for w in _ID_WORD.findall(head.get_text(" "))} if head is not None else set()
+    own = {w.lower().rstrip("s") for w in _ID_WORD.findall(get_text(head, " "))} if head is not None else set()
     return word not in own
 
 
-def _strip_furniture(soup: BeautifulSoup) -> None:
-    for tag in find_tags(soup, _DROP_TAGS):
-        tag.decompose()
-    # find_all lists nested tags too: one removed with its parent (Sphinx's footnote-list <aside>
+def _strip_furniture(root: Element, pruning: Pruning) -> None:
+    is_removed, remove = pruning.is_removed, pruning.remove
+    for tag in find_tags(root, _DROP_TAGS):
+        if not is_removed(tag):
+            remove(tag)
+    # The list holds nested tags too: one removed with its parent (Sphinx's footnote-list <aside>
     # holds footnote <aside>s) must be skipped, not read.
-    for tag in find_tags(soup, "aside"):
+    for tag in find_tags(root, "aside"):
         if not is_removed(tag) and not ADMONITION.search(_classes(tag)):
-            tag.decompose()
-    for tag in find_tags(soup, "header"):
+            remove(tag)
+    for tag in find_tags(root, "header"):
         if is_removed(tag):
             continue
         # A site header goes; an article header keeps its headings.
-        headings = find_tags(tag, HEADINGS)
-        if not headings:
-            tag.decompose()
-        else:
-            for h in headings:
-                tag.insert_before(h.extract())
-            tag.decompose()
-    for tag in find_tags(soup, attr="role", values=_DROP_ROLES):
+        for h in find_tags(tag, HEADINGS):
+            pruning.move_before(h, tag)
+        remove(tag)
+    for tag in find_tags(root, attr="role", values=_DROP_ROLES):
         if not is_removed(tag):
-            tag.decompose()
-    for tag in find_tags(soup):
-        if is_removed(tag) or tag.name in ("html", "body", "main", "article"):
+            remove(tag)
+    for tag in find_tags(root):
+        if is_removed(tag) or tag.tag in ("html", "body", "main", "article"):
             continue
-        if _is_named_furniture(tag) and not ADMONITION.search(" ".join(tag.get("class") or [])):
-            if tag.name == "a" and find_parent_tag(tag, HEADINGS) and tag.get_text().strip().lower() not in _ANCHOR_TEXT:
-                tag.unwrap()  # Sphinx's "toc-backref" link is the heading's own text
+        if _is_named_furniture(tag) and not ADMONITION.search(class_text(tag)):
+            if tag.tag == "a" and find_parent_tag(tag, HEADINGS) is not None \
+                    and get_text(tag).strip().lower() not in _ANCHOR_TEXT:
+                pruning.unwrap(tag)  # Sphinx's "toc-backref" link is the heading's own text
             else:
-                tag.decompose()
-    for a in find_tags(soup, "a", attr="href"):
-        if not is_removed(a) and str(a["href"]).startswith("#") and a.get_text().strip().lower() in _ANCHOR_TEXT:
-            a.decompose()
+                remove(tag)
+    for a in find_tags(root, "a", attr="href"):
+        if not is_removed(a) and str(a.get("href")).startswith("#") and get_text(a).strip().lower() in _ANCHOR_TEXT:
+            remove(a)
 
 
-def _mark_permalinks(soup: BeautifulSoup) -> None:
+def _mark_permalinks(page: Element) -> None:
     """Remember, on each heading, the id its permalink (``¶``) points to: the
     generator's own anchor for it (removed with the furniture afterwards)."""
-    for tag in find_tags(soup, attr=_ANCHOR_MARK):
-        del tag[_ANCHOR_MARK]  # only this function may set it
-    ids = {i for t in iter_tags(soup, attr="id") if (i := own_id(t))}
-    for h in find_tags(soup, HEADINGS):
+    for tag in find_tags(page, attr=_ANCHOR_MARK):
+        del tag.attrib[_ANCHOR_MARK]  # only this function may set it
+    ids = {i for t in iter_tags(page, attr="id") if (i := own_id(t))}
+    for h in find_tags(page, HEADINGS):
         for a in iter_tags(h, "a", attr="href"):
-            href = str(a["href"])
-            if href.startswith("#") and href[1:] in ids and a.get_text().strip().lower() in _ANCHOR_TEXT:
-                h[_ANCHOR_MARK] = href[1:]
+            href = str(a.get("href"))
+            if href.startswith("#") and href[1:] in ids and get_text(a).strip().lower() in _ANCHOR_TEXT:
+                h.set(_ANCHOR_MARK, href[1:])
                 break
 
 
 def parse_html(data: bytes, key: str) -> ParsedDocument:
-    text = decode_text(data)
-    soup = BeautifulSoup(text, "html.parser")
+    page, has_body = parse_document(decode_text(data))
     limits.check_time("HTML parsed")
-    _check_depth(soup)
-    title_tag = find_tag(soup, "title")
-    raw_title = inline_text(title_tag) if title_tag else ""
-    _mark_permalinks(soup)
-    _strip_furniture(soup)
-    strip_structural(soup)
-    mains = find_tags(soup, "main") or find_tags(soup, attr="role", values=("main",))
-    root = mains[0] if len(mains) == 1 else (soup.body or soup)
+    _check_depth(page)
+    title_tag = find_tag(page, "title")
+    raw_title = inline_text(title_tag) if title_tag is not None else ""
+    _mark_permalinks(page)
+    pruning = Pruning()
+    _strip_furniture(page, pruning)
+    strip_structural(page, pruning)
+    mains = find_tags(page, "main") or find_tags(page, attr="role", values=("main",))
+    # A page without a <body> of its own is read whole (libxml2 adds one, around part of it).
+    body = find_tag(page, "body") if has_body else None
+    root = mains[0] if len(mains) == 1 else (body if body is not None else page)
     heading_texts = [" ".join(inline_text(h).split()) for h in islice(iter_tags(root, HEADINGS), 8)]
     title_number, title = page_title(raw_title, heading_texts)
     walker = HtmlWalker(title)

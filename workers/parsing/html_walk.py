@@ -14,13 +14,24 @@ import re
 from dataclasses import replace
 from typing import NamedTuple
 
-from bs4 import CData, NavigableString, Tag
-
 from freshindex.core.enums import BlockKind
 from freshindex.core.types import Block, BlockMeta, block_meta
 from freshindex.workers.parsing import limits
+from freshindex.workers.parsing.html_tree import (
+    Element,
+    Pruning,
+    child_tags,
+    children,
+    class_text,
+    find_parent_tag,
+    find_tag,
+    find_tags,
+    get_text,
+    has_text,
+    iter_tags,
+)
+from freshindex.workers.parsing.html_tree import classes as class_words
 from freshindex.workers.parsing.numbering import split_number
-from freshindex.workers.parsing.soup import find_parent_tag, find_tag, find_tags, iter_tags
 from freshindex.workers.parsing.table import clean_cell, table_block
 
 ADMONITION = re.compile(r"(^|[-_ ])(admonition|warning|note|caution|danger|important|tip|hint|alert|callout|"
@@ -30,29 +41,40 @@ _BLOCKISH = {"p", "div", "li", "ul", "ol", "table", "tr", "pre", "blockquote", "
              "h1", "h2", "h3", "h4", "h5", "h6", "figure", "figcaption", "details", "summary", "main", "aside"}
 _CONTAINERS = {"body", "main", "article", "section", "div", "span", "center", "details", "figure", "html", "dl",
                "aside", "header", "hgroup", "summary", "font", "a"}
+_BREAKS = (*_BLOCKISH, "br")
 _WS = re.compile(r"[ \t\r\f\v\u00a0]+")
 
 
-def inline_text(node: Tag) -> str:
+def _gather(node: Element, parts: list[str]) -> None:
+    if node.text:
+        parts.append(node.text)
+    for c in node:
+        if isinstance(c.tag, str):
+            if c.tag in _BREAKS:
+                parts.append("\n")
+            _gather(c, parts)
+        if c.tail:
+            parts.append(c.tail)
+
+
+def inline_text(node: Element) -> str:
     """Inline text of ``node``: inline tags joined as written, block tags on new lines."""
-    parts: list[str] = []
-    for el in node.descendants:
-        if isinstance(el, NavigableString):
-            if type(el) is NavigableString or isinstance(el, CData):
-                parts.append(str(el))
-        elif isinstance(el, Tag) and (el.name == "br" or el.name in _BLOCKISH):
-            parts.append("\n")
+    if next(node.iterdescendants(*_BREAKS), None) is None:
+        parts = list(node.itertext())
+    else:
+        parts = []
+        _gather(node, parts)
     lines = (_WS.sub(" ", line.replace("\n", " ")).strip() for line in "".join(parts).split("\n"))
     return "\n".join(line for line in lines if line)
 
 
-def _links(node: Tag) -> list[dict[str, str]]:
+def _links(node: Element) -> list[dict[str, str]]:
     out = []
     for a in iter_tags(node, "a", attr="href"):
-        href = str(a["href"]).strip()
+        href = str(a.get("href")).strip()
         if not href or href.startswith(("#", "javascript:")):
             continue
-        out.append({"text": _WS.sub(" ", a.get_text(" ")).strip(), "href": href})
+        out.append({"text": _WS.sub(" ", get_text(a, " ")).strip(), "href": href})
     return out
 
 
@@ -61,19 +83,19 @@ def _admonition_kind(cls: str) -> str:
     return next((k for k in kinds if k not in ("admonition", "callout", "alert")), kinds[0] if kinds else "note")
 
 
-def _list_text(node: Tag, marker: str, indent: int = 0) -> list[str]:
+def _list_text(node: Element, marker: str, indent: int = 0) -> list[str]:
     """Items of a list, nested lists indented under their item."""
     lines: list[str] = []
     n = 0
     for li in find_tags(node, "li", recursive=False):
         n += 1
-        nested = [c.extract() for c in find_tags(li, ("ul", "ol"), recursive=False)]
+        nested = [Pruning.extract(c) for c in find_tags(li, ("ul", "ol"), recursive=False)]
         own = inline_text(li).replace("\n", " ")
         bullet = f"{n}." if marker == "1." else "-"
         if own:
             lines.append("  " * indent + f"{bullet} {own}")
         for sub in nested:
-            lines.extend(_list_text(sub, "1." if sub.name == "ol" else "-", indent + 1))
+            lines.extend(_list_text(sub, "1." if sub.tag == "ol" else "-", indent + 1))
     return lines
 
 
@@ -88,12 +110,12 @@ def _carry_spans(spans: dict[int, tuple[int, str]], col: int, cells: list[str]) 
     return col
 
 
-def _span(cell: Tag, attr: str, cap: int) -> int:
+def _span(cell: Element, attr: str, cap: int) -> int:
     raw = str(cell.get(attr) or "1").strip()
     return min(int(raw), cap) if raw.isdigit() and int(raw) > 0 else 1
 
 
-def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) -> Block | None:
+def _table(table: Element, heading_path: tuple[str, ...], caption_hint: str | None) -> Block | None:
     """A table block; a row of one cell spanning every column ("Class 01 — Warning")
     is a group label, carried in a leading ``group`` column on the rows below it."""
     header_rows: list[list[str]] = []
@@ -120,7 +142,7 @@ def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) 
         if not any(cells):
             continue
         in_head = find_parent_tag(tr, "thead") is not None
-        all_th = all(c.name == "th" for c in tags)
+        all_th = all(c.tag == "th" for c in tags)
         single = len(tags) == 1 and _span(tags[0], "colspan", 50) > 1
         raw.append((cells, in_head or all_th, single))
     width = max((len(c) for c, _, _ in raw), default=0)
@@ -139,9 +161,9 @@ def _table(table: Tag, heading_path: tuple[str, ...], caption_hint: str | None) 
         header_rows = [["group" if i == 0 else "", *r] for i, r in enumerate(header_rows)] or [["group"]]
         rows = [[label, *r] for label, r in zip(labels, rows, strict=True)]
     caption_tag = find_tag(table, "caption")
-    caption = inline_text(caption_tag).replace("\n", " ") if caption_tag else caption_hint
+    caption = inline_text(caption_tag).replace("\n", " ") if caption_tag is not None else caption_hint
     if not caption and table.get("summary") and not str(table.get("summary")).lower().startswith(("navigation", "layout")):
-        caption = " ".join(str(table["summary"]).split())
+        caption = " ".join(str(table.get("summary")).split())
     return table_block(header_rows, rows, heading_path, caption=caption)
 
 
@@ -156,7 +178,7 @@ _GENERATED_ID = re.compile(r"^(id[-_]?[\d.]+|idm?\d+|index-\d+|_?id\d+)$", re.I)
 _SAFE_ID = re.compile(r"[^\s\"'<>`\x00-\x1f\x7f]{1,200}")
 
 
-def own_id(tag: Tag) -> str | None:
+def own_id(tag: Element) -> str | None:
     value = tag.get("id")
     if not value or not isinstance(value, str):
         return None
@@ -164,7 +186,7 @@ def own_id(tag: Tag) -> str | None:
     return value if _SAFE_ID.fullmatch(value) else None
 
 
-def _inner_id(tag: Tag) -> str | None:
+def _inner_id(tag: Element) -> str | None:
     """An id on the element or inside it (``<dt><a id="GUC-WORK-MEM"></a>...``), stable ones first."""
     ids = [i for i in [own_id(tag), *(own_id(t) for t in iter_tags(tag, attr="id"))] if i]
     return next((i for i in ids if not _GENERATED_ID.match(i)), ids[0] if ids else None)
@@ -178,7 +200,7 @@ _SIG_NAME = re.compile(r"(^|\s)(sig-prename|descclassname|sig-name|descname)(\s|
 MAX_TERM_NAME = 80
 
 
-def term_name(dts: list[Tag]) -> str:
+def term_name(dts: list[Element]) -> str:
     """The name a reader searches for in an entry's terms: ``HttpResponse.set_cookie`` for
     Sphinx's ``HttpResponse.set_cookie(key, value='', max_age=None, ...)[source]``,
     ``verify_heapam`` for DocBook's ``verify_heapam(relation regclass, ...) returns setof record``,
@@ -190,12 +212,12 @@ def term_name(dts: list[Tag]) -> str:
     whole term would crowd the chunk; it is not a parsed identifier."""
     names: list[str] = []
     for dt in dts:
-        sig = [t for t in iter_tags(dt) if _SIG_NAME.search(" ".join(t.get("class") or []))
-               and not any(_SIG_NAME.search(" ".join(p.get("class") or [])) for p in t.parents if p is not dt)]
+        sig = [t for t in iter_tags(dt) if _SIG_NAME.search(class_text(t))
+               and not any(_SIG_NAME.search(class_text(p)) for p in t.iterancestors() if p is not dt)]
         if sig:
-            names.append("".join(t.get_text() for t in sig).strip())
+            names.append("".join(get_text(t) for t in sig).strip())
             continue
-        spans = dt.find_all("span", class_="term") or [dt]
+        spans = find_tags(dt, "span", attr="class", values=("term",)) or [dt]
         for span in spans:
             text = " ".join(inline_text(span).split())
             names.append(text.split("(", 1)[0].strip() or text)
@@ -244,14 +266,14 @@ class HtmlWalker:
         self.entries = 0
         self.open_entry: _Entry | None = None
         self.loose: list[str] = []  # inline text between block elements, one paragraph when flushed
-        self.loose_nodes: list[Tag] = []
+        self.loose_nodes: list[Element] = []
 
     # blocks --------------------------------------------------------------
 
     def hp(self) -> tuple[str, ...]:
         return tuple(t for _, t, _, _, _ in self.path)
 
-    def anchor(self, node: Tag | None) -> str | None:
+    def anchor(self, node: Element | None) -> str | None:
         own = own_id(node) if node is not None else None
         if own:
             return own
@@ -261,7 +283,7 @@ class HtmlWalker:
             return heading[0]
         return self.ids[depth] if depth >= 0 else (heading[0] if heading else None)
 
-    def emit(self, kind: BlockKind, content: str, node: Tag | None, meta: dict | BlockMeta) -> None:
+    def emit(self, kind: BlockKind, content: str, node: Element | None, meta: dict | BlockMeta) -> None:
         entry = self.open_entry
         if entry is not None and (kind == BlockKind.HEADING or len(self.ids) < entry.depth):
             self.open_entry = entry = None
@@ -282,7 +304,7 @@ class HtmlWalker:
             limits.check_time(f"block {len(self.blocks)}")
             limits.check_blocks(len(self.blocks))
 
-    def add(self, kind: BlockKind, content: str, node: Tag | None = None, **meta) -> None:
+    def add(self, kind: BlockKind, content: str, node: Element | None = None, **meta) -> None:
         if not content:
             return
         if node is not None and kind in (BlockKind.PARAGRAPH, BlockKind.LIST, BlockKind.ADMONITION):
@@ -301,30 +323,25 @@ class HtmlWalker:
 
     # the walk ------------------------------------------------------------
 
-    def walk(self, node: Tag) -> None:
+    def walk(self, node: Element) -> None:
         """Read the children of ``node``, with its own loose text and its id on the id stack."""
         self.ids.append(own_id(node))
         outer = self.loose, self.loose_nodes
         self.loose, self.loose_nodes = [], []
         try:
-            for child in node.children:
+            for child in children(node):
                 self._child(child)
             self.flush_loose()
         finally:
             self.ids.pop()
             self.loose, self.loose_nodes = outer
 
-    def _child(self, child: object) -> None:
-        if isinstance(child, NavigableString):
-            if type(child) is NavigableString and child.strip():
-                self.loose.append(str(child))
-            elif type(child) is NavigableString:
-                self.loose.append(" ")
+    def _child(self, child: Element | str) -> None:
+        if isinstance(child, str):
+            self.loose.append(child if child.strip() else " ")
             return
-        if not isinstance(child, Tag):
-            return
-        name = child.name
-        if own_id(child) and name in ("a", "span") and not child.get_text(strip=True):
+        name = child.tag
+        if own_id(child) and name in ("a", "span") and not has_text(child):
             self.pending.append(str(own_id(child)))
             return
         if name in HEADINGS:
@@ -356,19 +373,19 @@ class HtmlWalker:
         elif name in ("img", "hr", "area", "map", "audio", "video", "picture", "source", "track"):
             return
         else:
-            self.loose.append(child.get_text())
+            self.loose.append(get_text(child))
             self.loose_nodes.append(child)
 
-    def container(self, child: Tag) -> None:
+    def container(self, child: Element) -> None:
         """A ``<div>``, ``<section>``, ``<span>``...: an admonition, inline text, or walked into."""
-        name = child.name
-        cls = " ".join(child.get("class") or [])
+        name = child.tag
+        cls = class_text(child)
         if name != "a" and ADMONITION.search(cls):
             self.flush_loose()
             self.add(BlockKind.ADMONITION, inline_text(child), child, admonition=_admonition_kind(cls))
             return
         if name in ("span", "font", "a") or (name == "div" and find_tag(child, _BLOCKISH) is None):
-            self.loose.append(child.get_text())
+            self.loose.append(get_text(child))
             self.loose_nodes.append(child)
             return
         self.flush_loose()
@@ -376,8 +393,8 @@ class HtmlWalker:
 
     # one method per element kind -------------------------------------------
 
-    def heading(self, child: Tag) -> None:
-        level, content = HEADINGS[child.name], " ".join(inline_text(child).split())
+    def heading(self, child: Element) -> None:
+        level, content = HEADINGS[str(child.tag)], " ".join(inline_text(child).split())
         if not content:
             return
         number, content = split_number(content)
@@ -398,17 +415,17 @@ class HtmlWalker:
         self.path.append((eff, content, number, where, len(self.ids)))
         self.emit(BlockKind.HEADING, content, None, {"level": level})
 
-    def code(self, child: Tag) -> None:
+    def code(self, child: Element) -> None:
         code = find_tag(child, "code")
-        classes = [*(code.get("class") or [] if code else []), *(child.get("class") or [])]
+        classes = [*(class_words(code) if code is not None else []), *class_words(child)]
         lang = next((c.split("-", 1)[1] for c in classes
                      if c.startswith(("language-", "lang-", "highlight-source-", "highlight-"))), None)
-        lang = lang or child.get("data-lang") or (code.get("data-lang") if code else None)
-        body = child.get_text().strip("\n")
+        lang = lang or child.get("data-lang") or (code.get("data-lang") if code is not None else None)
+        body = get_text(child).strip("\n")
         if body.strip():
             self.emit(BlockKind.CODE, body, child, {"language": lang} if lang else {})
 
-    def table(self, child: Tag) -> None:
+    def table(self, child: Element) -> None:
         blocks = self.blocks
         hint = None
         if blocks and blocks[-1].kind == BlockKind.PARAGRAPH and _CAPTION_HINT.match(blocks[-1].text) \
@@ -418,40 +435,39 @@ class HtmlWalker:
         if block is not None:
             self.emit(block.kind, block.text, child, block.meta)
 
-    def item_list(self, child: Tag) -> None:
+    def item_list(self, child: Element) -> None:
         links = _links(child)
-        lines = _list_text(child, "1." if child.name == "ol" else "-")
+        lines = _list_text(child, "1." if child.tag == "ol" else "-")
         if lines:
             items = [ln for ln in lines if not ln.startswith(" ")]
             self.add(BlockKind.LIST, "\n".join(lines), child, items=items, **({"links": links} if links else {}))
 
-    def definitions(self, dl: Tag) -> None:
+    def definitions(self, dl: Element) -> None:
         """A definition or variable list, entry by entry: every block of an entry's
         description carries ``meta["term"]`` and ``meta["entry"]``, the first one
         starts with the term."""
-        terms: list[Tag] = []
-        dds: list[Tag] = []
-        items = [c for c in dl.children if isinstance(c, Tag)]
-        flat: list[Tag] = []
-        for c in items:  # HTML allows <div> wrappers around a dt/dd group
-            flat.extend([x for x in c.children if isinstance(x, Tag)] if c.name == "div" else [c])
-        index = dl.find_parent(class_=_INDEX_CLASS) is not None
+        terms: list[Element] = []
+        dds: list[Element] = []
+        flat: list[Element] = []
+        for c in child_tags(dl):  # HTML allows <div> wrappers around a dt/dd group
+            flat.extend(child_tags(c) if c.tag == "div" else [c])
+        index = any(any(_INDEX_CLASS.search(w) for w in class_words(p)) for p in dl.iterancestors())
         for n, c in enumerate(flat):
-            if c.name == "dt":
+            if c.tag == "dt":
                 if dds:
                     self._entry(terms, dds)
                     dds = []
-                if index and (n + 1 == len(flat) or flat[n + 1].name == "dt"):
+                if index and (n + 1 == len(flat) or flat[n + 1].tag == "dt"):
                     # A back-of-book index: each term is a line of its own (its links say
                     # where it is explained); only the one a <dd> follows has subentries.
                     self.add(BlockKind.PARAGRAPH, " ".join(inline_text(c).split()), c)
                     continue
                 terms.append(c)
-            elif c.name == "dd":
+            elif c.tag == "dd":
                 dds.append(c)
         self._entry(terms, dds)
 
-    def _entry(self, terms: list[Tag], dds: list[Tag]) -> None:
+    def _entry(self, terms: list[Element], dds: list[Element]) -> None:
         """One entry: its terms and their descriptions (``terms`` is emptied)."""
         term = " / ".join(t for t in (" ".join(inline_text(x).split()) for x in terms) if t)
         if not term:
