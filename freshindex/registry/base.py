@@ -19,7 +19,7 @@ from typing import Any, Self
 from sqlalchemy import Engine, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, defer, sessionmaker
 
 from freshindex.core.enums import ChangesetStatus, RunStatus
 from freshindex.core.errors import ConfigError, RetryableError, StaleTaskError, WriteConflictError
@@ -150,7 +150,8 @@ class _Base:
         session's first statement.
         """
         self._write_lock(s)
-        q = select(SyncRun).where(SyncRun.id == run_id)
+        # Not the summary: it holds the run's whole plan (a row per document), and every task fences.
+        q = select(SyncRun).options(defer(SyncRun.summary)).where(SyncRun.id == run_id)
         if self._dialect == "postgresql":
             # FOR KEY SHARE: the documents of one run stage concurrently; a
             # transition (finish, adoption) takes FOR UPDATE and waits for them.

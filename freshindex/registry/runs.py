@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, ChangesetStatus, DocumentOutcomeKind, RunStatus
 from freshindex.core.errors import NotFoundError
@@ -142,7 +142,8 @@ class RunsStore(_Base):
         The staging transaction decides (:meth:`_fence`).
         """
         with self.session() as s:
-            run = s.get(SyncRun, run_id)
+            # Not the summary: it holds the run's whole plan, and every task asks this before its fetch.
+            run = s.get(SyncRun, run_id, options=[defer(SyncRun.summary)])
             cs_status = None
             if run is not None and (changeset_id or run.changeset_id) is not None:
                 cs_status = s.scalar(select(Changeset.status).where(Changeset.id == (changeset_id or run.changeset_id)))
