@@ -304,12 +304,13 @@ class StagingStore(_Base):
 
     def _stage_entries(self, s: Session, changeset_id: int, document_id: str, ids: Iterable[str], op: str) -> None:
         rows = [dict(changeset_id=changeset_id, chunk_id=i, document_id=document_id, op=op) for i in sorted(ids)]
-        for batch in _batches(rows):
-            stmt = self._insert(ChangesetEntry).values(list(batch))
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["changeset_id", "chunk_id"], set_={"op": stmt.excluded.op}
-            )
-            s.execute(stmt)
+        if not rows:
+            return
+        # One statement for all rows (executemany), compiled once: a multi-row VALUES per batch
+        # was compiled anew for every distinct row count.
+        stmt = self._insert(ChangesetEntry)
+        stmt = stmt.on_conflict_do_update(index_elements=["changeset_id", "chunk_id"], set_={"op": stmt.excluded.op})
+        s.connection().execute(stmt, rows)
 
     def _tombstone(self, s: Session, changeset_id: int, document_id: str, kb: str, ids: set[str], *, reason: str) -> None:
         if not ids:
