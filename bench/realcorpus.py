@@ -121,6 +121,42 @@ def django_trees(limit: int) -> tuple[dict[str, Path], dict[str, Path]]:
     return {k: old[k] for k in common}, {k: new[k] for k in common}
 
 
+#: PostgreSQL 15's HTML manual (DocBook XSL), the two releases bookworm carries: 1,167 and 1,169 pages.
+POSTGRES_DOC = ("postgresql-doc-15", "15.18-0+deb12u1", "15.20-0+deb12u1")
+
+
+def _debian_html(package: str, version: str) -> Path:
+    """The ``html/`` folder of ``package=version`` (``apt-get download``), unpacked once under the cache."""
+    base = CACHE / package
+    base.mkdir(parents=True, exist_ok=True)
+    target = base / version
+    html = target / "usr" / "share" / "doc" / package / "html"
+    if not html.is_dir():
+        deb = base / f"{package}_{version.replace(':', '%3a')}_all.deb"
+        if not deb.exists():
+            subprocess.run(["apt-get", "download", f"{package}={version}"], cwd=base, check=True, capture_output=True)
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(target)], check=True)
+    return html
+
+
+def postgres_trees(limit: int) -> tuple[dict[str, Path], dict[str, Path]]:
+    """(old, new) page maps of PostgreSQL 15's manual: every page of each release (0: no limit),
+    or ``limit`` pages present in both."""
+    package, old_v, new_v = POSTGRES_DOC
+    maps = []
+    for version in (old_v, new_v):
+        html = _debian_html(package, version)
+        maps.append({p.relative_to(html).as_posix(): p for p in sorted(html.rglob("*.html"))})
+    old, new = maps
+    if limit:
+        common = sorted(set(old) & set(new))
+        if limit < len(common):
+            step = len(common) / limit
+            common = [common[int(i * step)] for i in range(limit)]
+        return {k: old[k] for k in common}, {k: new[k] for k in common}
+    return old, new
+
+
 def _sdist(url: str, sha256: str) -> Path:
     """The unpacked sdist at ``url``, downloaded once and checked against its pinned sha256."""
     base = CACHE / "pypi"

@@ -1,9 +1,10 @@
 """Throughput on a whole public manual: what freshindex costs beyond reading the pages, and with a model.
 
-The corpus is Debian's ``python-django-doc`` ``3:3.2.25-0+deb12u3`` (full
-build) then ``3:3.2.25-0+deb12u7`` (the release update), every HTML page in
-both (``bench.realcorpus.django_trees``; ``--limit-pages`` keeps fewer, for
-a try).  Every side runs in its own child process, one after the other, so
+The corpus (``--corpus``) is Debian's ``postgresql-doc-15`` ``15.18-0+deb12u1``
+(full build, 1,167 pages) then ``15.20-0+deb12u1`` (the release update, 1,169),
+every HTML page of both (``bench.realcorpus.postgres_trees``), or
+``python-django-doc`` ``3:3.2.25-0+deb12u3`` then ``deb12u7`` (689 pages,
+``--corpus django``); ``--limit-pages`` keeps fewer, for a try.  Every side runs in its own child process, one after the other, so
 each has a peak RSS of its own (``os.wait4``); all in one invocation, so the
 machine's load is the same for all of them (the load averages are recorded).
 
@@ -35,7 +36,7 @@ Figures (goals in :data:`GOALS`):
 * ``peak_rss_mb``: the ``fresh`` child's peak RSS (model, full build, update);
 * ``remote_full_build_ratio``: remote-fresh wall / remote-naive wall.
 
-    python -m bench.throughput [--limit-pages 0] [--skip remote] [--name throughput]
+    python -m bench.throughput [--corpus postgres|django] [--limit-pages 0] [--skip remote] [--name throughput]
 
 Writes bench/results/<name>.json and .md.
 """
@@ -55,11 +56,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.realcorpus import ROOT, materialise, naive_text, split_recursive
+from bench.realcorpus import ROOT, django_trees, materialise, naive_text, postgres_trees, split_recursive
 from bench.report import table, write
 
 GOALS = {"overhead_ratio": 2.0, "full_build_ratio": 1.0, "update_ratio": 0.4, "peak_rss_mb": 600.0,
          "remote_full_build_ratio": 1.0}
+#: The manuals: (old, new) page maps of two releases.
+CORPORA: dict[str, Callable[[int], tuple[dict[str, Path], dict[str, Path]]]] = {
+    "postgres": postgres_trees, "django": django_trees}
 #: Texts per request of the naive side against the embedding server.
 NAIVE_REMOTE_BATCH = 32
 SIDES = ("naive-parse", "hashing", "naive", "fresh", "remote-fresh", "remote-naive")
@@ -240,7 +244,7 @@ def report(meta: dict[str, Any], sides: dict[str, Any], failed: list[str]) -> tu
     values = figures(sides)
     lines = ["# Throughput on a whole manual: freshindex against a naive pipeline", "",
              f"`{meta['command']}` on {meta['cores']} cores ({meta['machine']}), Python {meta['python']}; "
-             f"{meta['pages']} pages (old release), {meta['pages_new']} (new). Load before: {meta['load_before']}; "
+             f"{meta.get('corpus', 'django')} manual, {meta['pages']} pages (old release), {meta['pages_new']} (new). Load before: {meta['load_before']}; "
              f"after: {meta['load_after']}.",
              "Each side in its own child process, one after the other. The machine is shared: wall times move with "
              "the load (the 1/5/15-minute load averages before each side are in the last column), CPU seconds "
@@ -261,6 +265,8 @@ def report(meta: dict[str, Any], sides: dict[str, Any], failed: list[str]) -> tu
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", choices=tuple(CORPORA), default="postgres",
+                        help="postgres: PostgreSQL 15's manual, 1,167 pages (the default); django: Django 3.2's, 689")
     parser.add_argument("--limit-pages", type=int, default=0, help="pages of the manual (0: all of them)")
     parser.add_argument("--skip", action="append", default=[], choices=(*SIDES, "remote"),
                         help="leave a side out (repeatable; remote: both remote sides)")
@@ -275,9 +281,7 @@ def main() -> None:
     if args.child:
         _child_main(args)
         return
-    from bench.realcorpus import django_trees
-
-    old_tree, new_tree = django_trees(args.limit_pages)
+    old_tree, new_tree = CORPORA[args.corpus](args.limit_pages)
     work = Path(tempfile.mkdtemp(prefix="fi-throughput-"))
     try:
         old, new = work / "old", work / "new"
@@ -285,7 +289,8 @@ def main() -> None:
         materialise(new_tree, new)
         meta = {"command": ("python -m bench.throughput " + " ".join(sys.argv[1:])).strip(),
                 "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "cores": os.cpu_count(),
-                "python": platform.python_version(), "pages": len(old_tree), "pages_new": len(new_tree),
+                "python": platform.python_version(), "corpus": args.corpus, "pages": len(old_tree),
+                "pages_new": len(new_tree),
                 "load_before": _load(), "load_after": None}
 
         def done(sides: dict[str, Any], failed: list[str]) -> None:
