@@ -5,7 +5,8 @@ per-document limits apply as in a sync) on every page of every corpus and writes
 its corpus and path, and either the error code or the title, ``ParsedDocument.meta`` and every block
 (kind, text, heading path, page, meta and the meta's type).  ``compare`` parses the same pages again and
 lists every page whose line differs from the recorded one, with the first differing block; it prints the
-count of identical pages per corpus.  ``time`` reports the CPU seconds (``time.process_time``) of
+count of identical pages per corpus.  ``explain`` checks that every difference comes from how the HTML
+parsers build the tree (see :func:`explain`).  ``time`` reports the CPU seconds (``time.process_time``) of
 ``parse_html`` over a corpus, the files read beforehand.
 
 Corpora: ``dj_old`` and ``dj_new`` (two releases of Django's HTML manual, 689 pages each: pass their
@@ -16,7 +17,8 @@ under ``tests/``).
 
     python -m bench.parse_equivalence record --out /tmp/parse-ref.jsonl
     python -m bench.parse_equivalence compare --ref /tmp/parse-ref.jsonl
-    python -m bench.parse_equivalence time --corpora dj_old,python311
+    python -m bench.parse_equivalence explain --baseline <the reference's commit>
+    python -m bench.parse_equivalence time --corpora dj_old,python311 --with-baseline --baseline <commit>
 """
 
 from __future__ import annotations
@@ -228,21 +230,28 @@ def explain(args: argparse.Namespace) -> int:
 
 
 def timing(args: argparse.Namespace) -> None:
+    """CPU seconds of ``parse_html`` per corpus (best of ``--repeat``); with ``--with-baseline``, also of the
+    ``parse_html`` of ``--baseline``, on the same pages in the same process."""
     from freshindex.workers.parsing import limits
     from freshindex.workers.parsing.html import parse_html
 
-    result = {}
+    parsers = {"current": parse_html}
+    if args.with_baseline:
+        parsers[f"baseline {args.baseline}"] = _baseline_parse_html(args.baseline)
+    result: dict[str, Any] = {}
     for corpus, pages in corpus_folders(args, args.corpora.split(",")).items():
         datas = [(key, path.read_bytes()) for key, path in pages]
-        best = None
-        for _ in range(args.repeat):
-            start = time.process_time()
-            for key, data in datas:
-                with limits.applied(limits.Limits()):
-                    parse_html(data, key)
-            spent = time.process_time() - start
-            best = spent if best is None else min(best, spent)
-        result[corpus] = {"pages": len(datas), "cpu_s": round(best or 0.0, 2)}
+        result[corpus] = {"pages": len(datas)}
+        for name, parse in parsers.items():
+            best = None
+            for _ in range(args.repeat):
+                start = time.process_time()
+                for key, data in datas:
+                    with limits.applied(limits.Limits()):
+                        parse(data, key)
+                spent = time.process_time() - start
+                best = spent if best is None else min(best, spent)
+            result[corpus][f"{name} cpu_s"] = round(best or 0.0, 2)
     print(json.dumps(result))
 
 
@@ -256,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--django-new", default="/tmp/dj_new")
     ap.add_argument("--python311", default="/tmp/py311")
     ap.add_argument("--baseline", default="HEAD", help="explain: the commit whose parser made the reference")
+    ap.add_argument("--with-baseline", action="store_true", help="time: the baseline's parser too")
     ap.add_argument("--repeat", type=int, default=1, help="time: best of this many runs")
     args = ap.parse_args(argv)
     if args.command == "record":

@@ -91,39 +91,61 @@ def _is_edit_link(a: Element) -> bool:
 
 
 class _Stats:
-    """Word and link counts of every element, from one pass over the tree."""
+    """Word and link counts of one element and everything in it."""
 
     __slots__ = ("first", "last", "linked", "links", "local", "words")
 
-    def __init__(self, first: int) -> None:
-        self.words = self.linked = self.links = self.local = 0
-        self.first = self.last = first
+    def __init__(self, first: int, last: int, words: int, linked: int, links: int, local: int) -> None:
+        self.first, self.last = first, last
+        self.words, self.linked, self.links, self.local = words, linked, links, local
+
+
+def _take_away(stats: dict[Element, _Stats], gone: Element, ancestors: list[Element]) -> None:
+    """Take the counts of ``gone`` (removed from the tree) out of its former ``ancestors``' (nearest first)."""
+    st = stats[gone]
+    words, linked, links, local = st.words, st.linked, st.links, st.local
+    for node in ancestors:
+        st = stats[node]
+        st.words -= words
+        if node.tag == "a" and node.get("href") is not None:
+            linked = st.linked - st.words  # a link's linked words are all its words
+            st.linked = st.words
+        else:
+            st.linked -= linked
+        st.links -= links
+        st.local -= local
 
 
 def _measure(root: Element) -> dict[Element, _Stats]:
     """Every element's counts, keyed by the element (which keeps its lxml proxy, and so its identity, alive);
     ``first`` and ``last`` are the document-order numbers of the element and of the last element in it."""
     order = list(root.iter(etree.Element))
-    stats = {el: _Stats(n) for n, el in enumerate(order)}
-    for el in reversed(order):
-        st = stats[el]
-        own = _words(el.text) if el.text else 0
+    stats: dict[Element, _Stats] = {}
+    count = _WORD.findall
+    for n in range(len(order) - 1, -1, -1):  # children before their parent
+        el = order[n]
+        text = el.text
+        words = len(count(text)) if text else 0
+        linked = links = local = 0
+        last = n
         for c in el:
-            if c.tail:
-                own += _words(c.tail)
-        st.words += own
-        if el.tag == "a" and el.get("href") is not None:
-            st.linked = st.words
-            st.links += 1
-            st.local += str(el.get("href")).startswith("#")
-        parent = el.getparent()
-        up = stats.get(parent) if parent is not None else None
-        if up is not None:
-            up.words += st.words
-            up.linked += st.linked
-            up.links += st.links
-            up.local += st.local
-            up.last = max(up.last, st.last)
+            text = c.tail
+            if text:
+                words += len(count(text))
+            cs = stats.get(c)
+            if cs is not None:
+                words += cs.words
+                linked += cs.linked
+                links += cs.links
+                local += cs.local
+                last = cs.last
+        if el.tag == "a":
+            href = el.get("href")
+            if href is not None:
+                linked = words
+                links += 1
+                local += href.startswith("#")
+        stats[el] = _Stats(n, last, words, linked, links, local)
     return stats
 
 
@@ -184,12 +206,16 @@ def strip_structural(root: Element, pruning: Pruning) -> int:
             pruning.remove(h)
             removed += 1
     stats = _measure(root)
+    # Counts are read as they were before this loop; what it removes is taken out of them afterwards,
+    # in the order it went, for the link-dense pass (one measure of the tree instead of two).
+    gone: list[tuple[Element, list[Element]]] = []
     for a in find_tags(root, "a"):
         if is_removed(a) or not is_nav_link(a):
             continue
         block = _cluster(a, stats)
         if block is None or is_removed(block):
             if block is None and _is_edit_link(a):
+                gone.append((a, list(a.iterancestors())))
                 pruning.remove(a)  # "Edit this page" straight inside the article
                 removed += 1
             continue
@@ -198,14 +224,20 @@ def strip_structural(root: Element, pruning: Pruning) -> int:
         words, linked = _words(get_text(block, " ")), _link_text_words(block)
         labels = [h for h in iter_tags(block, _HEADINGS) if _NAV_LABEL.match(get_text(h, " "))]
         if nav >= 2 or words - linked <= 4 or linked >= 0.5 * words or labels:
+            gone.append((block, list(block.iterancestors())))
             pruning.remove(block)
             removed += 1
-    removed += _strip_link_dense(root, pruning)
+    for node, ancestors in gone:
+        _take_away(stats, node, ancestors)
+    removed += _strip_link_dense(root, pruning, stats)
     return removed
 
 
-def _strip_link_dense(root: Element, pruning: Pruning) -> int:
-    stats = _measure(root)
+def _strip_link_dense(root: Element, pruning: Pruning, stats: dict[Element, _Stats]) -> int:
+    """Lists, tables and divisions made of links: an in-page table of contents, or outside the text.
+
+    ``stats`` are the counts of the tree as it is now; ``first`` and ``last`` may still number
+    elements removed since (only their order is compared, and removal keeps the order)."""
     headings = [h for h in iter_tags(root, ("h1", "h2", "h3")) if has_text(h)]
     prose = [p for p in iter_tags(root, "p") if stats[p].words - stats[p].linked > 12]
     first_heading = stats[headings[0]].first if headings else 0

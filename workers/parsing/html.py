@@ -49,6 +49,7 @@ the walk into blocks is :class:`~freshindex.workers.parsing.html_walk.HtmlWalker
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from itertools import islice
 
 from freshindex.core.enums import BlockKind
@@ -108,6 +109,12 @@ def _check_depth(root: Element) -> None:
 _ID_WORD = re.compile(r"[^\W_]+")
 
 
+@lru_cache(maxsize=4096)
+def _names_furniture(value: str | None) -> bool:
+    """Whether a class attribute names furniture (pages repeat a few class values thousands of times)."""
+    return bool(value) and bool(_FURNITURE.search(" ".join(str(value).split())))
+
+
 def _is_named_furniture(tag: Element) -> bool:
     """Furniture by name: a class, or an id, that names a navigation bar, a sidebar, a banner...
 
@@ -118,7 +125,7 @@ def _is_named_furniture(tag: Element) -> bool:
     banner.  So an id counts only when the furniture word it holds is not a
     word of the element's own heading, and never on a term, a heading or a
     dotted (qualified-name) id."""
-    if _FURNITURE.search(class_text(tag)):
+    if _names_furniture(tag.get("class")):
         return True
     value = str(tag.get("id") or "")
     m = _FURNITURE.search(value)
@@ -152,7 +159,7 @@ def _strip_furniture(root: Element, pruning: Pruning) -> None:
     for tag in find_tags(root, attr="role", values=_DROP_ROLES):
         if not is_removed(tag):
             remove(tag)
-    for tag in find_tags(root):
+    for tag in root.xpath("descendant::*[@class or @id]"):  # furniture by name has one or the other
         if is_removed(tag) or tag.tag in ("html", "body", "main", "article"):
             continue
         if _is_named_furniture(tag) and not ADMONITION.search(class_text(tag)):

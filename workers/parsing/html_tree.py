@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterator
+from functools import lru_cache
 from typing import Any, TypeAlias
 
 from lxml import etree
@@ -56,8 +57,34 @@ def _collapse(value: str | None) -> str | None:
     return "\n" if "\n" in value else " "
 
 
-def _normalise(root: Element) -> None:
+#: Whitespace-only runs of text outside <pre> and <textarea> (XPath's whitespace: space, tab, CR, LF).
+_BLANK_RUNS = etree.XPath("//text()[normalize-space(.) = '' and not(ancestor::pre or ancestor::textarea)]")
+_HIDDEN_RUNS = etree.XPath("|".join(f"//{name}//text()" for name in _NOT_TEXT))
+
+
+def _normalise(root: Element, form_feed: bool) -> None:
     """Whitespace-only runs outside <pre>/<textarea> to one newline or space; no text in scripts and ruby."""
+    if form_feed:  # a form feed is whitespace to the parser but not to XPath
+        _normalise_each(root)
+    else:
+        for run in _BLANK_RUNS(root):
+            value = "\n" if "\n" in run else " "
+            if run != value:
+                _set_run(run, value)
+    for run in _HIDDEN_RUNS(root):
+        _set_run(run, None)
+
+
+def _set_run(run: Any, value: str | None) -> None:
+    """Replace a run of text found by XPath (lxml's "smart string", which knows where it sits)."""
+    if run.is_tail:
+        run.getparent().tail = value
+    else:
+        run.getparent().text = value
+
+
+def _normalise_each(root: Element) -> None:
+    """:func:`_normalise`'s whitespace rule, element by element."""
     kept = [(el, el.text, el.tail if el is not pre else None)
             for pre in root.iter(*_PRESERVE) for el in pre.iter()]
     for el in root.iter():
@@ -69,12 +96,6 @@ def _normalise(root: Element) -> None:
             el.text = text
         if tail is not None:
             el.tail = tail
-    for hidden in root.iter(*_NOT_TEXT):
-        hidden.text = None
-        for el in hidden.iterdescendants():
-            if isinstance(el.tag, str):
-                el.text = None
-            el.tail = None
 
 
 def parse_document(text: str) -> tuple[Element, bool]:
@@ -83,7 +104,7 @@ def parse_document(text: str) -> tuple[Element, bool]:
     root = etree.fromstring(text, _PARSER) if text.strip() else None
     if root is None:  # nothing but whitespace or comments
         root = etree.fromstring("<html><body></body></html>", _PARSER)
-    _normalise(root)
+    _normalise(root, "\f" in text)
     return root, bool(_BODY_TAG.search(text))
 
 
@@ -152,16 +173,24 @@ def iter_tags(node: Element, names: Names = None, *, attr: str | None = None,
     Do not change the tree while iterating; :func:`find_tags` lists first.
     """
     tags = _tags(names)
-    if recursive:
+    if recursive and attr is not None and node.getparent() is None:
+        found = _attribute_search(tags, attr)(node)  # a whole page: XPath filters in C
+    elif recursive:
         found = node.iterdescendants(*tags) if tags else node.iterdescendants(etree.Element)
     else:
         found = (c for c in node if isinstance(c.tag, str) and (not tags or c.tag in tags))
-    for el in found:
-        if attr is not None:
-            value = el.get(attr)
-            if value is None or (values is not None and not _value_matches(attr, value, values)):
-                continue
-        yield el
+    if attr is None:
+        return found
+    if values is None:
+        return (el for el in found if el.get(attr) is not None)
+    return (el for el in found if (v := el.get(attr)) is not None and _value_matches(attr, v, values))
+
+
+@lru_cache(maxsize=256)
+def _attribute_search(tags: tuple[str, ...], attr: str) -> Any:
+    """An XPath selecting the descendants named ``tags`` (any when empty) that have ``attr``, in document order."""
+    names = " or ".join(f"self::{t}" for t in tags)
+    return etree.XPath(f"descendant::*[{f'({names}) and ' if names else ''}@{attr}]")
 
 
 def _value_matches(attr: str, value: str, values: Collection[str]) -> bool:
@@ -188,8 +217,14 @@ def find_parent_tag(node: Element, names: Names) -> Element | None:
 
 
 def depth_over(root: Element, limit: int) -> bool:
-    """Whether an element sits more than ``limit`` levels deep (``root`` is level 1)."""
-    return bool(root.xpath("boolean(descendant-or-self::*[count(ancestor::*) >= $n])", n=limit))
+    """Whether an element sits more than ``limit`` levels deep (``root``, the document's element, is level 1)."""
+    return bool(_level(limit + 1)(root))
+
+
+@lru_cache(maxsize=8)
+def _level(depth: int) -> Any:
+    """An XPath: is there an element ``depth`` levels deep (one step a level, each step one pass in C)."""
+    return etree.XPath(f"boolean({'/*' * depth})")
 
 
 # changing ------------------------------------------------------------------
