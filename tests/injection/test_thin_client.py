@@ -15,6 +15,8 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -295,6 +297,34 @@ def _source_copy(dst: Path) -> Path:
     return dst
 
 
+@dataclass
+class ThinInstall:
+    python: Path
+    stderr: str
+    returncode: int
+    seconds: float
+
+
+@pytest.fixture
+def thin_install(tmp_path: Path) -> Iterator[Future[ThinInstall]]:
+    """The repository installed WITHOUT extras into a fresh virtualenv (pip resolves the base deps only), made in a
+    thread while ``served`` (requested after this fixture) syncs and starts the server: neither waits on the other."""
+
+    def install() -> ThinInstall:
+        t0 = time.monotonic()
+        venv = tmp_path / "thin-venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+        py = venv / "bin" / "python"
+        src = _source_copy(tmp_path / "src")
+        pip_env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        done = subprocess.run([str(py), "-m", "pip", "install", "--quiet", str(src)], capture_output=True, text=True,
+                              env=pip_env, timeout=300)
+        return ThinInstall(py, done.stderr, done.returncode, time.monotonic() - t0)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        yield pool.submit(install)
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
     """``freshindex serve`` from this environment on a free port, over a synced copy of the sample kb."""
@@ -315,19 +345,16 @@ def served(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.mark.slow
-def test_a_base_install_gets_a_cited_packet_from_a_real_server(tmp_path: Path, served: str) -> None:
+def test_a_base_install_gets_a_cited_packet_from_a_real_server(
+    tmp_path: Path, thin_install: Future[ThinInstall], served: str
+) -> None:
     # Given the repository installed WITHOUT extras into a fresh virtualenv (pip resolves the base deps only)
-    t0 = time.monotonic()
-    venv = tmp_path / "thin-venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    py = venv / "bin" / "python"
-    src = _source_copy(tmp_path / "src")
-    pip_env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    install = subprocess.run([str(py), "-m", "pip", "install", "--quiet", str(src)], capture_output=True, text=True,
-                             env=pip_env, timeout=300)
+    install = thin_install.result(timeout=420)
     assert install.returncode == 0, install.stderr[-3000:]
+    py, venv = install.python, install.python.parent.parent
+    pip_env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     t1 = time.monotonic()
-    print(f"fresh venv + base install: {t1 - t0:.1f}s")
+    print(f"fresh venv + base install: {install.seconds:.1f}s")
     # Then none of the server's dependencies came with it
     listed = subprocess.run([str(py), "-m", "pip", "list", "--format=json"], capture_output=True, text=True,
                             check=True, env=pip_env, timeout=60).stdout
