@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from freshindex.core.enums import BlockKind
@@ -42,12 +41,17 @@ class FetchedObject:
     data: bytes
 
 
-@cache
+_DECLARED: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
+
+
 def _declared(cls: type) -> tuple[tuple[str, ...], frozenset[str]]:
     """A metadata class's field names, in order and as a set: computed once per class
     (``dataclasses.fields`` on every ``get`` was a measurable share of a build)."""
-    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
-    return names, frozenset(names)
+    got = _DECLARED.get(cls)
+    if got is None:
+        names = tuple(f.name for f in fields(cls))
+        got = _DECLARED[cls] = (names, frozenset(names))
+    return got
 
 
 class _Fields:

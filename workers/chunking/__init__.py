@@ -537,7 +537,7 @@ def _page_range(blocks: list[Block], part: str) -> tuple[int | None, dict[str, A
             if at < 0:
                 continue
             at += len(needle) - 1 if needle is ends[1] else 0
-            page = b.page
+            page = b.page or 0  # never 0: only blocks with a page are searched
             for offset, pg in b.meta.get("page_breaks", ()):
                 if offset <= at:
                     page = pg

@@ -29,7 +29,7 @@ ParserFn = Callable[[bytes, str], ParsedDocument]
 
 #: Bumped whenever any parser's output may change; it enters the pipeline
 #: version recorded per document, so a parser upgrade re-chunks deliberately.
-PARSER_SET_VERSION = "p6"  # p6: code parser code-5 (signatures keep string literals; Go receivers)
+PARSER_SET_VERSION = "p7"  # p7: HTML on lxml (html-5: a block opened inside <p> closes it); p6: code-5
 # p5: code parser code-4 (Python signatures end at their colon)
 
 __all__ = ["MEDIA_TYPES", "PARSER_SET_VERSION", "Limits", "OcrDeferred", "Parsers", "PdfOptions", "extension_for"]
