@@ -363,9 +363,8 @@ def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, dige
             or known.parser_version != PIPELINE_VERSION):
         return None
     ctx.registry.touch_document(job.run_id, job.doc_id, etag=job.etag, size=len(fetched.data),
-                                seconds=time.perf_counter() - job.started, changeset_id=job.changeset_id)
-    ctx.registry.apply_document_acls(job.source_id, {job.doc_id: fetched.acl}, run_id=job.run_id,
-                                     changeset_id=job.changeset_id)
+                                seconds=time.perf_counter() - job.started, changeset_id=job.changeset_id,
+                                acls=(job.source_id, {job.doc_id: fetched.acl}))
     ctx.metrics.documents.labels(job.source_id, "unchanged").inc()
     return DocumentOutcome(document_id=job.doc_id, key=job.key, outcome=DocumentOutcomeKind.UNCHANGED)
 

@@ -148,27 +148,42 @@ class DocumentAclStore(StagingStore):
                 self._fence(s, run_id, changeset_id)
             else:
                 self._write_lock(s)
-            source = s.get(Source, source_id)
-            if source is None:
-                raise NotFoundError(f"no source {source_id!r} (see `freshindex sources list`)")
-            floor = source.acl_version or 1
-            bumped: list[str] = []
-            withheld: list[str] = []
-            for batch in _batches(sorted(acls)):
-                for doc in s.scalars(select(Document).where(Document.id.in_(batch), Document.source_id == source_id)):
-                    if doc.state == DocumentState.DELETED:
-                        continue
-                    if apply_acl(doc, acls[doc.id], floor=floor):
-                        bumped.append(doc.id)
-            for batch in _batches(sorted(set(withhold) - set(acls))):
-                for doc in s.scalars(select(Document).where(Document.id.in_(batch), Document.source_id == source_id)):
-                    if doc.state != DocumentState.DELETED:
-                        doc.acl_version = max((doc.acl_version or 0) + 1, floor)
-                        doc.acl_fingerprint = None
-                        withheld.append(doc.id)
-            s.flush()
-            cs_id, retagged = self._stage_retag(s, source, bumped, changeset_id if run_id is not None else None)
-            return AclApplied(tuple(bumped), retagged, cs_id, tuple(withheld))
+            return self._apply_acls(s, source_id, acls, withhold, changeset_id if run_id is not None else None)
+
+    def touch_document(self, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float,
+                       changeset_id: int | None = None, acls: tuple[str, Mapping[str, AclLike]] | None = None) -> None:
+        """The etag moved but the content did not: remember the new etag; with ``acls`` (source id,
+        document id -> ACL), store them as :meth:`apply_document_acls` does, in the same transaction
+        (an unchanged document of a release used to cost two, each with its fence)."""
+        with self.staging_session() as s:
+            self._touch(s, run_id, document_id, etag=etag, size=size, seconds=seconds, changeset_id=changeset_id)
+            if acls is not None:
+                self._apply_acls(s, acls[0], acls[1], (), changeset_id)
+
+    def _apply_acls(self, s: Session, source_id: str, acls: Mapping[str, AclLike], withhold: Sequence[str],
+                    changeset_id: int | None) -> AclApplied:
+        """:meth:`apply_document_acls` in the caller's (fenced or locked) transaction."""
+        source = s.get(Source, source_id)
+        if source is None:
+            raise NotFoundError(f"no source {source_id!r} (see `freshindex sources list`)")
+        floor = source.acl_version or 1
+        bumped: list[str] = []
+        withheld: list[str] = []
+        for batch in _batches(sorted(acls)):
+            for doc in s.scalars(select(Document).where(Document.id.in_(batch), Document.source_id == source_id)):
+                if doc.state == DocumentState.DELETED:
+                    continue
+                if apply_acl(doc, acls[doc.id], floor=floor):
+                    bumped.append(doc.id)
+        for batch in _batches(sorted(set(withhold) - set(acls))):
+            for doc in s.scalars(select(Document).where(Document.id.in_(batch), Document.source_id == source_id)):
+                if doc.state != DocumentState.DELETED:
+                    doc.acl_version = max((doc.acl_version or 0) + 1, floor)
+                    doc.acl_fingerprint = None
+                    withheld.append(doc.id)
+        s.flush()
+        cs_id, retagged = self._stage_retag(s, source, bumped, changeset_id)
+        return AclApplied(tuple(bumped), retagged, cs_id, tuple(withheld))
 
     def _stage_retag(self, s: Session, source: Source, document_ids: Sequence[str],
                      changeset_id: int | None) -> tuple[int | None, int]:

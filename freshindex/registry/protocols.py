@@ -14,7 +14,7 @@ method is its own transaction), nor anything about speed.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -141,7 +141,7 @@ class DocumentStaging(Protocol):
                        changeset_id: int | None = None, parser_version: str | None = None) -> None: ...
 
     def touch_document(self, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float,
-                       changeset_id: int | None = None) -> None: ...
+                       changeset_id: int | None = None, acls: tuple[str, Mapping[str, Any]] | None = None) -> None: ...
 
     def stage_document(self, run_id: int, changeset_id: int, *, source: SourceInfo, document_id: str, key: str,
                        etag: str | None, size: int, content_hash: str, title: str, parser: str,

@@ -71,20 +71,17 @@ class StagingStore(_Base):
                 ),
             )
 
-    def touch_document(self, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float,
-                       changeset_id: int | None = None) -> None:
-        """The etag moved but the content did not: remember the new etag."""
-        with self.staging_session() as s:
-            self._fence(s, run_id, changeset_id)
-            doc = s.get(Document, document_id)
-            if doc is not None:
-                doc.etag, doc.size = etag, size
-                doc.error_reason = doc.error_detail = None  # readable again, and still the same
-            self._put_result(
-                s, run_id, DocumentOutcome(document_id=document_id, key=doc.key if doc else "",
-                                           outcome=DocumentOutcomeKind.UNCHANGED,
-                                           seconds=seconds),
-            )
+    def _touch(self, s: Session, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float,
+               changeset_id: int | None) -> None:
+        """The etag moved but the content did not: remember the new etag, in the caller's transaction
+        (``DocumentAclStore.touch_document``, which stores the document's ACL in the same one)."""
+        self._fence(s, run_id, changeset_id)
+        doc = s.get(Document, document_id)
+        if doc is not None:
+            doc.etag, doc.size = etag, size
+            doc.error_reason = doc.error_detail = None  # readable again, and still the same
+        self._put_result(s, run_id, DocumentOutcome(document_id=document_id, key=doc.key if doc else "",
+                                                    outcome=DocumentOutcomeKind.UNCHANGED, seconds=seconds))
 
     def _put_result(self, s: Session, run_id: int, o: DocumentOutcome) -> None:
         values = dict(
