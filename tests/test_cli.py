@@ -86,14 +86,24 @@ def test_bad_configuration_is_a_usage_error(run) -> None:
 
 
 def test_snapshot_commands(run, tmp_path: Path) -> None:
+    from freshindex.services import Services
+    from freshindex.settings import load_settings
+    from freshindex.workers.runner import sync_inline
+
     env = {"FRESHINDEX_EMBEDDING__PROVIDER": "hashing", "FRESHINDEX_SNAPSHOTS__ARCHIVE_URI": str(tmp_path / "arch")}
     src = tmp_path / "src"
     src.mkdir()
     (src / "a.md").write_text("# A\n\nthe first version")
-    run("sources", "add", "s", "--kind", "folder", "--location", str(src), extra_env=env)
-    run("sync", "s", extra_env=env)
-    (src / "a.md").write_text("# A\n\nthe second version")
-    run("sync", "s", extra_env=env)
+    # Given two built syncs, made in this process: `sources add` and `sync` are run as commands above, the
+    # snapshot commands are what this test runs
+    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
+    try:
+        svc.registry.add_source("s", kind="folder", location=str(src), owner="unknown", kb="default")
+        assert sync_inline(svc, "s").snapshot.id == "default-v1"
+        (src / "a.md").write_text("# A\n\nthe second version")
+        assert sync_inline(svc, "s").snapshot.id == "default-v2"
+    finally:
+        svc.close()
     shown = json.loads(run("snapshots", "show", "default-v2", "--json", extra_env=env).stdout)
     assert shown["serving"] is True and shown["parent_id"] == "default-v1" and shown["strategy"] == "incremental"
     assert json.loads(run("snapshots", "verify", "--json", extra_env=env).stdout)["ok"] is True
