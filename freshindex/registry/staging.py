@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKind, DocumentState, TombstoneReason
@@ -32,6 +32,17 @@ from freshindex.registry.schema import (
 
 #: Reasons a failed document is retried on the next sync even if unchanged.
 TRANSIENT_REASONS = DocumentError.TRANSIENT  # the reasons live with the other codes in core.errors
+
+
+def _new_chunk_row(draft: ChunkDraft, doc: Document, source: SourceInfo, added_changeset_id: int | None) -> dict[str, Any]:
+    """The ``chunks`` row of a chunk the registry has never seen (``pending``), for a bulk INSERT."""
+    now = doc.updated_at
+    return dict(
+        id=draft.id, document_id=doc.id, source_id=source.id, kb=source.kb, state=ChunkState.PENDING,
+        created_at=now, tombstoned=False, added_changeset_id=added_changeset_id, ordinal=draft.ordinal,
+        content_hash=draft.content_hash, text=draft.text, kind=draft.kind, heading_path=list(draft.heading_path),
+        anchor=draft.anchor, page=draft.page, meta=dict(draft.meta), doc_version=doc.version, updated_at=now,
+    )
 
 
 class StagingStore(_Base):
@@ -165,22 +176,22 @@ class StagingStore(_Base):
                 for row in s.scalars(select(Chunk).where(Chunk.id.in_(batch)))
             }
             refreshed: set[str] = set()
+            new_rows: list[dict[str, Any]] = []
             for draft in chunks:
                 row = existing.get(draft.id)
-                if row is not None and draft.id not in added_ids and (
+                if row is None:  # a new chunk: one INSERT for all of them below, not an ORM object each
+                    new_rows.append(_new_chunk_row(draft, doc, source, changeset_id if draft.id in added_ids else None))
+                    continue
+                if draft.id not in added_ids and (
                     row.anchor != draft.anchor or row.page != draft.page or (row.meta or {}) != dict(draft.meta)
                 ):
                     # Same text, new place (page, lines, anchor): the point's
                     # citation must follow.  Rewritten from the vector cache,
                     # never re-embedded.
                     refreshed.add(draft.id)
-                elif ((acl_moved or points_unknown) and row is not None and row.state == ChunkState.LIVE
+                elif ((acl_moved or points_unknown) and row.state == ChunkState.LIVE
                       and draft.id not in added_ids):
                     refreshed.add(draft.id)  # same text, new permissions (or unknown ones): re-tag the point
-                if row is None:
-                    row = Chunk(id=draft.id, document_id=document_id, source_id=source.id, kb=source.kb,
-                                state=ChunkState.PENDING, created_at=now)
-                    s.add(row)
                 if draft.id in added_ids:
                     row.tombstoned = False
                     row.added_changeset_id = changeset_id
@@ -189,6 +200,9 @@ class StagingStore(_Base):
                 row.ordinal, row.content_hash, row.text, row.kind = draft.ordinal, draft.content_hash, draft.text, draft.kind
                 row.heading_path, row.anchor, row.page = list(draft.heading_path), draft.anchor, draft.page
                 row.meta, row.doc_version, row.updated_at = dict(draft.meta), doc.version, now
+            if new_rows:
+                s.flush()  # the document row (and any updated chunk) before the chunks that reference it
+                s.execute(insert(Chunk), new_rows)
             self._stage_entries(s, changeset_id, document_id, added_ids | refreshed, "upsert")
             self._tombstone(s, changeset_id, document_id, source.kb, removed_ids, reason=TombstoneReason.SUPERSEDED)
             self._stage_entries(s, changeset_id, document_id, removed_ids, "delete")
