@@ -80,9 +80,11 @@ not found look the same.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -202,9 +204,18 @@ def absent_idf(points: int) -> float:
     return math.log(1.0 + (n - 1 + 0.5) / 1.5)
 
 
-def evidence_tokens(text: str, title: str | None = None, heading_path: Sequence[str] = (), key: str = "") -> set[str]:
-    """The lexical tokens of one piece of evidence, as the lexical side indexed it (title, headings, key)."""
-    return set(lexical.tokenize(lexical.lexical_text(text=text, title=title, heading_path=heading_path, key=key)))
+def evidence_tokens(text: str, title: str | None = None, heading_path: Sequence[str] = (),
+                    key: str = "") -> frozenset[str]:
+    """The lexical tokens of one piece of evidence, as the lexical side indexed it (title, headings, key).
+
+    Memoised: the same chunks come back for question after question (a build's calibration asks
+    hundreds), and tokenizing them again was most of the refusal's cost."""
+    return _evidence_tokens(text, title, tuple(heading_path), key)
+
+
+@functools.lru_cache(maxsize=8192)
+def _evidence_tokens(text: str, title: str | None, heading_path: tuple[str, ...], key: str) -> frozenset[str]:
+    return frozenset(lexical.tokenize(lexical.lexical_text(text=text, title=title, heading_path=heading_path, key=key)))
 
 
 def question_terms(question: str) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
@@ -233,7 +244,7 @@ def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
     return compounds, alone
 
 
-def signals(question: str, evidence: Iterable[set[str]], *, idf: Mapping[str, float], missing_idf: float,
+def signals(question: str, evidence: Iterable[AbstractSet[str]], *, idf: Mapping[str, float], missing_idf: float,
             lexical_top: float | None, dense_top: float | None, present: Iterable[str] | None = None,
             rarity: float = RefusalPolicy.key_term_rarity, ocr_read: Iterable[str] = ()) -> Signals:
     """The signals of ``question`` against the token sets of its admitted evidence (see the module docstring).
