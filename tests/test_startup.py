@@ -68,3 +68,31 @@ def test_reading_a_current_registry_does_not_import_alembic(tmp_path: Path) -> N
     assert probe(["sources", "list"]) == {"code": 0, "heavy": []}
     # and that reading agrees with Alembic's
     assert db.head_revision() == db.script_head_revision()
+
+
+PIPELINE_PROBE = """
+import json, sys
+names = json.loads(sys.argv[1])
+import freshindex.workers.pipeline, freshindex.workers.tasks, freshindex.api.app, freshindex.snapshots.builder
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in names)
+from freshindex.workers.parsing import Parsers
+parsed = Parsers().parse(open(sys.argv[2], "rb").read(), "architecture.pdf")
+after = sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in names})
+print("\\nPROBE " + json.dumps({"heavy": heavy, "after": after, "blocks": len(parsed.blocks)}))
+"""
+
+
+def test_pipeline_worker_and_server_import_pymupdf_only_when_a_pdf_is_parsed(tmp_path: Path) -> None:
+    """PyMuPDF 2.x loads its layout models on import (~0.3-1 s): every snapshot command, worker and server
+    start that imports the pipeline would pay it, though most never parse a PDF."""
+    pdf = ROOT / "examples" / "kb" / "pdf" / "architecture.pdf"
+    env = {**os.environ, "FRESHINDEX_DATA_DIR": str(tmp_path / "data")}
+    out = subprocess.run([sys.executable, "-c", PIPELINE_PROBE, json.dumps(["fitz", "pymupdf", "pymupdf4llm"]),
+                          str(pdf)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("PROBE ")), None)
+    assert line is not None, out.stderr
+    probe = json.loads(line[len("PROBE ") :])
+    assert probe["heavy"] == [], f"importing the pipeline, worker tasks, API app or builder imported {probe['heavy']}"
+    # The probe can see it: parsing a PDF does import PyMuPDF, and reads the file.
+    assert "pymupdf" in probe["after"]
+    assert probe["blocks"] > 0

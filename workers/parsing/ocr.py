@@ -24,11 +24,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pymupdf
+from typing import TYPE_CHECKING
 
 from freshindex.core.errors import DocumentError
 from freshindex.workers.parsing import limits
+
+if TYPE_CHECKING:  # imported where a page is read: see workers/parsing/pdf/__init__.py
+    import pymupdf
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef\u3040-\u30ff"
 _CJK_GAP = re.compile(rf"(?<=[{_CJK}])\s+(?=[{_CJK}])")
@@ -151,6 +153,8 @@ def ocr_page(page: pymupdf.Page, *, language: str, dpi: int, psms: tuple[int, ..
     coverage being its characters over the most any mode read: a mode that
     reads fewer words, or splits rows, does not win on confidence alone.
     """
+    import pymupdf
+
     lim = limits.current()
     check_images(page)
     used_dpi = render_dpi(page, dpi, lim.max_render_pixels)

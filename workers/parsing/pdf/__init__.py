@@ -63,9 +63,7 @@ first pass reads and the patterns both passes share.
 
 from __future__ import annotations
 
-from typing import Any
-
-import pymupdf
+from typing import TYPE_CHECKING, Any
 
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
@@ -78,6 +76,9 @@ from freshindex.workers.parsing.pdf.page import Page
 from freshindex.workers.parsing.pdf.read import read_page
 from freshindex.workers.parsing.streams import check_pdf_streams
 
+if TYPE_CHECKING:  # PyMuPDF is imported by parse_pdf only: it costs ~0.3-1 s of start-up (its layout models)
+    import pymupdf
+
 VERSION = "pdf-4"  # pdf-4: code up to its comment is code; tables joined across scanned pages
 
 __all__ = ["OcrDeferred", "PdfOptions", "ocr_available", "parse_pdf"]
@@ -87,6 +88,8 @@ def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> Parse
     opts = options or PdfOptions()
     if b"%PDF-" not in data[:1024]:
         raise DocumentError(DocumentError.PARSE_FAILED, "not a PDF: no %PDF- header in the first 1024 bytes")
+    import pymupdf  # here, not at module level: importing the pipeline must not load it
+
     # MuPDF's warnings (a repaired xref, a broken stream) tell a damaged file
     # from an empty one; they are process-wide, so start from none.
     pymupdf.TOOLS.reset_mupdf_warnings()
@@ -162,6 +165,8 @@ def parse_pdf(data: bytes, key: str, options: PdfOptions | None = None) -> Parse
 
 def _damage(doc: pymupdf.Document) -> str:
     """What MuPDF said was wrong with the file while reading it ("" when nothing)."""
+    import pymupdf
+
     said = [ln.strip() for ln in (pymupdf.TOOLS.mupdf_warnings() or "").splitlines()
             if ln.strip() and not ln.startswith("...")]
     if not said and not doc.is_repaired:

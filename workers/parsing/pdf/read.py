@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
-
-import pymupdf
+from typing import TYPE_CHECKING
 
 from freshindex.workers.parsing.pdf.options import PdfOptions
 from freshindex.workers.parsing.pdf.page import Line, Page
 from freshindex.workers.parsing.pdf.tables import code_table, find_tables, in_table
+
+if TYPE_CHECKING:  # imported where a page is read: see workers/parsing/pdf/__init__.py
+    import pymupdf
 
 _COMMENT = ("/*", "//", "#", "--", ";", "%")
 #: A comment starting in a code span: ``/*`` or ``//`` after a space (not the ``//`` of a URL), or a ``#`` line.
@@ -16,6 +18,8 @@ _COMMENT_MARK = re.compile(r"(?:^|\s)(?:/\*|//)|^\s*#")
 
 
 def read_page(page: pymupdf.Page, opts: PdfOptions) -> Page:
+    import pymupdf
+
     out = Page(number=page.number + 1, width=page.rect.width, height=page.rect.height)
     data = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)
     for block in data.get("blocks", []):

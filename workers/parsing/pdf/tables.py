@@ -5,13 +5,14 @@ from the page's words, a header row only on evidence."""
 from __future__ import annotations
 
 import itertools
-from typing import Any
-
-import pymupdf
+from typing import TYPE_CHECKING, Any
 
 from freshindex.workers.parsing import ocr_layout
 from freshindex.workers.parsing.ocr import OcrWord
 from freshindex.workers.parsing.pdf.page import Line, Table
+
+if TYPE_CHECKING:  # imported where a page is read: see workers/parsing/pdf/__init__.py
+    import pymupdf
 
 
 def code_table(table: Table, lines: list[Line]) -> bool:
@@ -106,12 +107,16 @@ def _prose_row(cells: list[str]) -> bool:
 
 def _bold_row(page: pymupdf.Page, bbox: Any) -> bool:
     """Whether the text of a table row is all bold (a header row set apart by weight)."""
+    import pymupdf
+
     spans = [s for b in page.get_text("dict", clip=pymupdf.Rect(bbox), flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]
              for ln in b.get("lines", []) for s in ln.get("spans", []) if s.get("text", "").strip()]
     return bool(spans) and all(s.get("flags", 0) & 16 or "bold" in s.get("font", "").lower() for s in spans)
 
 
 def _ruled_area(page: pymupdf.Page) -> pymupdf.Rect:
+    import pymupdf
+
     area = pymupdf.Rect()
     for d in page.get_cdrawings():
         area |= pymupdf.Rect(d["rect"])
