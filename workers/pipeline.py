@@ -494,7 +494,7 @@ def _record_document_error(ctx: PipelineContext, job: _Job, exc: DocumentError) 
 
 def _stage(ctx: PipelineContext, job: _Job, known: DocumentRecord | None, acl: DocumentAcl | None, change: _Change
            ) -> DocumentOutcome:
-    """Stage the change in the run's changeset (one transaction), record provenance, count it."""
+    """Stage the change in the run's changeset with its provenance (one transaction), count it."""
     source, result = job.source, change.result
     rechunk_reason = None
     if known is not None and known.content_hash == change.digest and known.parser_version != PIPELINE_VERSION:
@@ -511,9 +511,9 @@ def _stage(ctx: PipelineContext, job: _Job, known: DocumentRecord | None, acl: D
         size=change.size, content_hash=change.digest, title=change.parsed.title, parser=change.parsed.parser,
         parser_version=PIPELINE_VERSION, chunks=change.chunks, added_ids=change.added_ids,
         removed_ids=change.removed_ids, outcome=outcome, acl=acl, source_hash=job.raw_digest,
+        # Validity and provenance (front matter, source URI): the freshness sweep reads them (workers/provenance.py).
+        provenance=change.provenance,
     )
-    # Validity and provenance (front matter, source URI): the freshness sweep reads them (workers/provenance.py).
-    ctx.registry.record_provenance(job.doc_id, **change.provenance)
     model = ctx.embedder.model_id
     ctx.metrics.chunks_embedded.labels(model).inc(result.embedded)
     ctx.metrics.chunks_reused.labels(model).inc(result.reused)

@@ -8,7 +8,7 @@ pending chunks no changeset will ever apply.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -18,6 +18,7 @@ from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKi
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import ChunkDraft
 from freshindex.registry.base import _Base, _batches
+from freshindex.registry.freshness import apply_provenance
 from freshindex.registry.records import DocumentOutcome, SourceInfo
 from freshindex.registry.schema import (
     Changeset,
@@ -129,6 +130,7 @@ class StagingStore(_Base):
         outcome: DocumentOutcome,
         acl: Any = None,
         source_hash: str | None = None,
+        provenance: Mapping[str, Any] | None = None,
     ) -> None:
         """Write one document's new version and its chunk diff, atomically.
 
@@ -140,11 +142,11 @@ class StagingStore(_Base):
         ``acl`` (an ``acl.model.DocumentAcl``; None keeps the stored one) is
         the document's resolved ACL: when it changes, the kept chunks get an
         upsert entry too (a re-tag, see :mod:`registry.document_acl`).
+        ``provenance``: ``record_provenance``'s fields, in the same transaction.
         """
         now = utcnow()
         with self.staging_session() as s:
-            # A task of a closed run must not write into a changeset that was
-            # staged or applied without it: its chunks would stay pending forever.
+            # A closed run's task must not write into a changeset staged without it: its chunks would stay pending.
             self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             if doc is None:
@@ -185,9 +187,8 @@ class StagingStore(_Base):
                 if draft.id not in added_ids and (
                     row.anchor != draft.anchor or row.page != draft.page or (row.meta or {}) != dict(draft.meta)
                 ):
-                    # Same text, new place (page, lines, anchor): the point's
-                    # citation must follow.  Rewritten from the vector cache,
-                    # never re-embedded.
+                    # Same text, new place (page, lines, anchor): the point's citation must follow.
+                    # Rewritten from the vector cache, never re-embedded.
                     refreshed.add(draft.id)
                 elif ((acl_moved or points_unknown) and row.state == ChunkState.LIVE
                       and draft.id not in added_ids):
@@ -207,6 +208,8 @@ class StagingStore(_Base):
             self._tombstone(s, changeset_id, document_id, source.kb, removed_ids, reason=TombstoneReason.SUPERSEDED)
             self._stage_entries(s, changeset_id, document_id, removed_ids, "delete")
             self._put_result(s, run_id, outcome)
+            if provenance is not None:
+                apply_provenance(s, doc, **provenance)
 
     def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = TombstoneReason.DELETED,
                        moved_to: str | None = None, skipped: tuple[str, str] | None = None) -> int:
