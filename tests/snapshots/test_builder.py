@@ -12,6 +12,7 @@ from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.snapshots import Builder, WriterLock
 from freshindex.workers.runner import sync_inline
+from tests.snapshots.conftest import ONE_STRATEGY
 
 
 class DropsPoints:
@@ -69,6 +70,7 @@ def test_a_lost_batch_fails_verification_and_holds_the_swap(svc: Services, tmp_p
     assert svc.client.retrieve("gamma text", kb="kb1").evidence[0].key == "c.md"
 
 
+@ONE_STRATEGY  # one build, the first: full under either strategy
 def test_a_second_builder_is_refused_while_the_lock_is_held(svc: Services, tmp_path: Path) -> None:
     _source(svc, tmp_path / "src", {"a.md": "# A\n\nalpha"})
     sync_inline(svc, "s", build=False)
@@ -78,6 +80,7 @@ def test_a_second_builder_is_refused_while_the_lock_is_held(svc: Services, tmp_p
     assert svc.builder.build("kb1").status == "built"
 
 
+@ONE_STRATEGY  # one build, the first: full under either strategy
 def test_an_expired_lock_of_a_dead_builder_does_not_block(svc: Services, tmp_path: Path) -> None:
     _source(svc, tmp_path / "src", {"a.md": "# A\n\nalpha"})
     sync_inline(svc, "s", build=False)
@@ -88,6 +91,7 @@ def test_an_expired_lock_of_a_dead_builder_does_not_block(svc: Services, tmp_pat
     assert svc.builder.build("kb1").status == "built"
 
 
+@ONE_STRATEGY  # one build, the first: full under either strategy
 def test_a_tombstoned_chunk_is_not_served_even_before_the_next_swap(svc: Services, tmp_path: Path) -> None:
     root = tmp_path / "src"
     _source(svc, root, {"a.md": "# Old\n\nthe zebra migration procedure", "b.md": "# B\n\nbeta"})
@@ -144,6 +148,9 @@ def test_retention_keeps_recent_versions_and_never_the_active_one(svc: Services,
         "fi_kb1-v3", "fi_kb1-v4", "fi_kb1-v5"]
 
 
+# The first build is full under either strategy; the second is by a Builder made here, with its own default
+# strategy whatever the environment says.
+@ONE_STRATEGY
 def test_held_builds_are_exported_from_the_registry(svc: Services, tmp_path: Path) -> None:
     """Builds run in workers; the service scraped by Prometheus reads their outcome from the registry."""
     from freshindex.health.metrics import Metrics

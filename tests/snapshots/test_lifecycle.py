@@ -12,6 +12,7 @@ from freshindex.core.ids import document_id
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
+from tests.snapshots.conftest import ONE_STRATEGY
 
 
 def _svc(data: Path, **overrides) -> Services:
@@ -127,6 +128,7 @@ def test_a_failing_canary_holds_the_swap(svc: Services, tmp_path: Path) -> None:
     assert svc.metrics.value("freshindex_verification_failures_total", kb="kb1", check="canary") == 1
 
 
+@ONE_STRATEGY  # one build, the first: full under either strategy
 def test_verify_finds_an_orphan_point(svc: Services, tmp_path: Path) -> None:
     from freshindex.vectorstore import PointRecord
 
@@ -158,6 +160,7 @@ def test_prune_never_drops_the_active_snapshot_or_its_parent(tmp_path: Path) -> 
     svc.close()
 
 
+@ONE_STRATEGY  # one build, the first (full); archive and restore build nothing
 def test_archive_to_s3_and_restore_into_a_fresh_data_dir(tmp_path: Path, s3_server: str, onnx_embedder,
                                                          sample_kb: Path) -> None:
     import boto3
@@ -191,6 +194,7 @@ def test_archive_to_s3_and_restore_into_a_fresh_data_dir(tmp_path: Path, s3_serv
     fresh.close()
 
 
+@ONE_STRATEGY  # one build, the first (full); archive and restore build nothing
 def test_a_corrupt_archive_is_refused(tmp_path: Path) -> None:
     from freshindex.core.errors import StoreError
 

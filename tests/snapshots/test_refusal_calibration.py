@@ -24,6 +24,7 @@ from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
 from tests.conftest import ROOT
+from tests.snapshots.conftest import ONE_STRATEGY
 
 SYLLABLES = ("ka", "lo", "mi", "ru", "te", "zo", "van", "pel", "dri", "shu", "nor", "gax", "bel", "tor", "qui", "fen")
 #: Words every document draws from (a few each): the knowledge base's common vocabulary.
@@ -84,6 +85,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=300)
 
 
+@ONE_STRATEGY  # one build, the first: full under either strategy
 def test_a_build_calibrates_the_refusal_on_its_own_knowledge_base(tmp_path: Path) -> None:
     # Given a generated knowledge base of 64 documents with distinct vocabularies, synced and built
     docs = _corpus(tmp_path / "kb", 64)
@@ -129,6 +131,7 @@ def test_a_build_calibrates_the_refusal_on_its_own_knowledge_base(tmp_path: Path
     assert f"bias {cal['bias']}" in text.stdout, text.stdout
 
 
+@ONE_STRATEGY  # one build, the first: full under either strategy
 def test_a_tiny_knowledge_base_keeps_the_shipped_policy(tmp_path: Path) -> None:
     # Given a knowledge base of 5 documents (fewer points than refusal_calibration_min_chunks)
     _corpus(tmp_path / "kb", 5)
@@ -147,6 +150,7 @@ def test_a_tiny_knowledge_base_keeps_the_shipped_policy(tmp_path: Path) -> None:
         svc.close()
 
 
+@ONE_STRATEGY  # one build, the first; `snapshots calibrate` builds nothing
 def test_a_snapshot_built_before_calibration_is_calibrated_on_request(tmp_path: Path) -> None:
     # Given a snapshot built with calibration off (as one built before it existed)
     svc = _uncalibrated(tmp_path)
@@ -170,6 +174,7 @@ def test_a_snapshot_built_before_calibration_is_calibrated_on_request(tmp_path: 
         svc.close()
 
 
+@ONE_STRATEGY  # builds nothing
 @pytest.mark.parametrize(("scores", "target", "bias"), [
     ([1.0, 2.0, 3.0, 4.0], 0.0, -1.0),  # no false refusal allowed: the weakest answerable one still passes
     ([1.0, 2.0, 3.0, 4.0], 0.25, -2.0),  # one of four may be refused
@@ -182,6 +187,7 @@ def test_the_bias_refuses_at_most_the_target_share(scores: list[float], target: 
         assert sum(1 for s in scores if bias + s < 0) <= target * len(scores)
 
 
+@ONE_STRATEGY  # builds nothing
 def test_calibration_off_is_recorded_without_asking(tmp_path: Path) -> None:
     class Store:
         def count(self, name: str) -> int:
@@ -222,6 +228,7 @@ def test_a_small_update_inherits_the_parents_calibration_and_a_large_share_refit
         svc.close()
 
 
+@ONE_STRATEGY  # one build, the first: full under either strategy
 def test_calibration_embeds_its_pseudo_questions_in_batches_not_one_request_each(tmp_path: Path) -> None:
     # Given a built knowledge base and an embedder that counts its calls (a remote one makes a request per call)
     svc = _uncalibrated(tmp_path)
