@@ -8,6 +8,7 @@ pending chunks no changeset will ever apply.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -35,9 +36,9 @@ from freshindex.registry.schema import (
 TRANSIENT_REASONS = DocumentError.TRANSIENT  # the reasons live with the other codes in core.errors
 
 
-def _new_chunk_row(draft: ChunkDraft, doc: Document, source: SourceInfo, added_changeset_id: int | None) -> dict[str, Any]:
+def _new_chunk_row(draft: ChunkDraft, doc: Document, source: SourceInfo, added_changeset_id: int | None,
+                   now: dt.datetime) -> dict[str, Any]:
     """The ``chunks`` row of a chunk the registry has never seen (``pending``), for a bulk INSERT."""
-    now = doc.updated_at
     return dict(
         id=draft.id, document_id=doc.id, source_id=source.id, kb=source.kb, state=ChunkState.PENDING,
         created_at=now, tombstoned=False, added_changeset_id=added_changeset_id, ordinal=draft.ordinal,
@@ -182,7 +183,7 @@ class StagingStore(_Base):
             for draft in chunks:
                 row = existing.get(draft.id)
                 if row is None:  # a new chunk: one INSERT for all of them below, not an ORM object each
-                    new_rows.append(_new_chunk_row(draft, doc, source, changeset_id if draft.id in added_ids else None))
+                    new_rows.append(_new_chunk_row(draft, doc, source, changeset_id if draft.id in added_ids else None, now))
                     continue
                 if draft.id not in added_ids and (
                     row.anchor != draft.anchor or row.page != draft.page or (row.meta or {}) != dict(draft.meta)
