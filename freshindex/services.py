@@ -156,6 +156,7 @@ class Services:
 
     @functools.cached_property
     def builder(self) -> Builder:
+        from freshindex.injection.refusal import RefusalPolicy
         from freshindex.snapshots import Builder
         from freshindex.vectorstore.lexical import LEXICAL_VERSION
         from freshindex.workers.pipeline import PIPELINE_VERSION
@@ -169,7 +170,8 @@ class Services:
                        strategy=snap.strategy, reader_grace=snap.reader_grace, calibrate=self.calibrate_refusal,
                        # calibration off: never carry a parent's calibrated bias forward
                        calibration_refit_share=(self.settings.context.refusal_calibration_refit_share
-                                                if self.settings.context.refusal_calibration else -1.0))
+                                                if self.settings.context.refusal_calibration else -1.0),
+                       calibration_policy=RefusalPolicy.from_mapping(self.settings.context.model_dump()).scoring())
 
     def calibrate_refusal(self, collection: str, snapshot_id: str) -> dict[str, Any]:
         """The refusal calibration of a built version (:func:`injection.calibration.calibrate`, the settings' policy)."""

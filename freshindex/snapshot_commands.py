@@ -98,7 +98,16 @@ def snapshots_show(state: Any, snapshot_id: str, as_json: bool) -> None:
         return "\n".join(lines)
 
     data["calibration"] = (data.get("verification") or {}).get("calibration")
+    if isinstance(data["calibration"], dict) and data["calibration"].get("status") == "calibrated":
+        # a bias fitted for other refusal weights does not serve (RefusalPolicy.calibrated): say so
+        data["calibration"] = {**data["calibration"], "serves": _policy(state).fits(data["calibration"].get("policy"))}
     _emit(data, as_json, human)
+
+
+def _policy(state: Any) -> Any:
+    from freshindex.injection.refusal import RefusalPolicy
+
+    return RefusalPolicy.from_mapping(state.services.settings.context.model_dump())
 
 
 def _calibration_line(c: dict[str, Any] | None) -> str:
@@ -107,6 +116,9 @@ def _calibration_line(c: dict[str, Any] | None) -> str:
         return "none (the shipped refusal bias; `freshindex snapshots calibrate` computes one)"
     if c.get("status") != "calibrated":
         return f"{c.get('status')}: the shipped refusal bias {c.get('shipped_bias')} ({c.get('points')} points)"
+    if c.get("serves") is False:
+        return (f"bias {c['bias']}, fitted for other refusal weights: the shipped bias serves until "
+                "`freshindex snapshots calibrate` refits it")
     return (f"bias {c['bias']} (shipped {c['shipped_bias']}): false refusals {c['false_refusals']} of "
             f"{c['answerable']} answerable, {c['perturbed_refused']} of {c['perturbed']} perturbed refused, "
             f"{c['seconds']} s")

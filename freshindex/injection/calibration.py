@@ -57,15 +57,15 @@ from freshindex.acl.principal import USER_PREFIX
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
-from freshindex.injection.refusal import FUNCTION_WORDS, RefusalPolicy, question_terms
+from freshindex.injection.refusal import FUNCTION_WORDS, RefusalPolicy, Signals, question_terms
 from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats, VectorStore
 
-__all__ = ["CALIBRATION_VERSION", "Calibration", "calibrate", "fit_bias"]
+__all__ = ["CALIBRATION_VERSION", "Calibration", "PseudoSignals", "calibrate", "fit_bias", "pseudo_signals"]
 
 #: Bumped when the pseudo-questions or the fit change: a record of another version is recomputed on request.
-CALIBRATION_VERSION = 2  # 2: answerable pseudo-questions carry a reader's words
+CALIBRATION_VERSION = 3  # 2: answerable pseudo-questions carry a reader's words; 3: the record says its weights
 
 #: Distinctive-term candidates looked up per sampled chunk (one IDF batch for the whole sample).
 _CANDIDATES = 12
@@ -162,7 +162,7 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
     """The calibration record of ``collection`` (see the module docstring); never raises for a small corpus."""
     started = clock()
     base = {"version": CALIBRATION_VERSION, "snapshot_id": snapshot_id, "shipped_bias": policy.bias,
-            "target_false_rate": settings.target_false_rate, "sample": settings.sample}
+            "policy": policy.scoring(), "target_false_rate": settings.target_false_rate, "sample": settings.sample}
     points = store.count(collection)
 
     def done(status: str, **fields: Any) -> dict[str, Any]:
@@ -175,11 +175,9 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
         return done("skipped", reason="the vector store has no lexical statistics")
     if points < settings.min_chunks:
         return done("too_small", min_chunks=settings.min_chunks)
-    rng = random.Random(_seed(snapshot_id))
-    chunks = _sample(store, collection, settings.sample, rng)
-    answerable, perturbed = _questions(store, collection, chunks, rng)
-    scores = _scorer(store, embedder, collection, policy, min_score, naming)
-    every_ans, every_per = scores(answerable), scores(perturbed)
+    asked = pseudo_signals(store, embedder, collection=collection, snapshot_id=snapshot_id, policy=policy,
+                           sample=settings.sample, min_score=min_score, naming=naming)
+    every_ans, every_per = asked.scores(policy, "answerable"), asked.scores(policy, "perturbed")
     # Only questions that reached the decision say anything about the bias: one with no admitted evidence
     # is refused whatever the bias (counted apart, as no_evidence).
     ans = [x for x in every_ans if math.isfinite(x)]
@@ -189,7 +187,7 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
     bias = fit_bias(ans, settings.target_false_rate)
     if bias is None:
         return done("no_signal", **counts)
-    return {**base, "status": "calibrated", "bias": round(bias, 4), "points": points, "sampled": len(chunks),
+    return {**base, "status": "calibrated", "bias": round(bias, 4), "points": points, "sampled": asked.sampled,
             **counts, "false_refusals": _refused(ans, bias), "perturbed_refused": _refused(per, bias),
             "shipped_false_refusals": _refused(ans, policy.bias),
             "shipped_perturbed_refused": _refused(per, policy.bias), "seconds": round(clock() - started, 3)}
@@ -260,12 +258,44 @@ def _questions(store: LexicalStats, collection: str, chunks: Sequence[PointPaylo
     return answerable, perturbed
 
 
-def _scorer(store: VectorStore, embedder: Embedder, collection: str, policy: RefusalPolicy, min_score: float,
-            naming: Naming) -> Callable[[Asked], list[float]]:
-    """Asks questions through the real query path on ``collection``; each one's score without the bias.
+@dataclass(frozen=True)
+class PseudoSignals:
+    """The refusal's signals of a collection's pseudo-questions (None: no admitted evidence, refused anyway)."""
+
+    answerable: list[Signals | None]
+    perturbed: list[Signals | None]
+    sampled: int
+
+    def scores(self, policy: RefusalPolicy, which: str) -> list[float]:
+        """Each pseudo-question's score under ``policy`` without its bias; ``-inf`` for one with no evidence."""
+        return [policy.score(s) - policy.bias if s is not None else -math.inf for s in getattr(self, which)]
+
+
+def pseudo_signals(store: VectorStore, embedder: Embedder, *, collection: str, snapshot_id: str,
+                   policy: RefusalPolicy, sample: int = _DEFAULTS.refusal_calibration_sample,
+                   min_score: float = _DEFAULTS.min_score, naming: Naming = Naming()) -> PseudoSignals:
+    """The pseudo-questions of ``collection`` (the module docstring says how) asked through the real query path.
+
+    The same sample and questions for the same ``snapshot_id``: a benchmark
+    refitting the weights reads the signals the build's calibration read.
+    ``policy`` gives what the signals depend on (depth, key-term rarity),
+    not the weights.
+    """
+    if not isinstance(store, LexicalStats):
+        raise TypeError("pseudo-questions need the engine's lexical statistics (a LexicalStats store)")
+    rng = random.Random(_seed(snapshot_id))
+    chunks = _sample(store, collection, sample, rng)
+    answerable, perturbed = _questions(store, collection, chunks, rng)
+    ask = _asker(store, embedder, collection, policy, min_score, naming)
+    return PseudoSignals(ask(answerable), ask(perturbed), len(chunks))
+
+
+def _asker(store: VectorStore, embedder: Embedder, collection: str, policy: RefusalPolicy, min_score: float,
+           naming: Naming) -> Callable[[Asked], list[Signals | None]]:
+    """Asks questions through the real query path on ``collection``; each one's refusal signals.
 
     The path up to the refusal's signals (:meth:`InjectionClient.evidence_signals`: search, recheck,
-    admission), not the assembly after it.  ``-inf`` for a question with no admitted evidence (refused
+    admission), not the assembly after it.  None for a question with no admitted evidence (refused
     whatever the bias).
     """
     from freshindex.injection.client import InjectionClient  # the client imports this package's modules
@@ -274,15 +304,12 @@ def _scorer(store: VectorStore, embedder: Embedder, collection: str, policy: Ref
     client = InjectionClient(_Pinned(store, collection), batched, naming=naming, min_score=min_score,
                              refusal=replace(policy, enabled=False))
 
-    def scores(questions: Asked) -> list[float]:
-        out = []
+    def ask(questions: Asked) -> list[Signals | None]:
         batched.prepare([question for question, _p in questions])
-        for question, p in questions:
-            sig = client.evidence_signals(question, kb=p.kb, principal=_principal(p), limit=5)
-            out.append(policy.score(sig) - policy.bias if sig is not None else -math.inf)
-        return out
+        return [client.evidence_signals(question, kb=p.kb, principal=_principal(p), limit=5)
+                for question, p in questions]
 
-    return scores
+    return ask
 
 
 class _Batched:

@@ -146,16 +146,39 @@ class RefusalPolicy:
             known["enabled"] = bool(data["refusal"])
         return cls(**known)
 
+    def scoring(self) -> dict[str, float]:
+        """What a calibrated bias is relative to: the weights and what the signals depend on.
+
+        A bias fitted under other weights (a calibration recorded before the
+        defaults or the settings changed) is not this policy's threshold.
+        """
+        return {"coverage_weight": self.coverage_weight, "lexical_weight": self.lexical_weight,
+                "dense_weight": self.dense_weight, "depth": self.depth, "key_term_rarity": self.key_term_rarity}
+
     def calibrated(self, calibration: Mapping[str, Any] | None) -> RefusalPolicy:
         """This policy with a snapshot's calibrated bias (:mod:`injection.calibration`); unchanged without one.
 
         A calibration that did not fit a bias (a knowledge base too small, a
-        failed or skipped run) keeps the shipped bias.
+        failed or skipped run) keeps the shipped bias, and so does one fitted
+        for other weights (its ``policy`` is not :meth:`scoring`; ``freshindex
+        snapshots calibrate`` refits it; a record of an older calibration, which
+        did not say, counts as fitted for other weights).  A bare ``{"bias": b}``
+        (a caller's own threshold, no ``version``) applies as given.
         """
-        bias = (calibration or {}).get("bias")
+        record = calibration or {}
+        bias = record.get("bias")
         if not self.enabled or not isinstance(bias, int | float) or isinstance(bias, bool) or not math.isfinite(bias):
             return self
+        if ("policy" in record or "version" in record) and not self.fits(record.get("policy")):
+            return self
         return replace(self, bias=float(bias))
+
+    def fits(self, scoring: Any) -> bool:
+        """Whether a calibration recorded under ``scoring`` (:meth:`scoring`) holds for this policy."""
+        mine = self.scoring()
+        return isinstance(scoring, Mapping) and set(scoring) == set(mine) and all(
+            isinstance(scoring[k], int | float) and math.isclose(float(scoring[k]), float(v), abs_tol=1e-9)
+            for k, v in mine.items())
 
     def score(self, s: Signals) -> float:
         """The calibrated score of ``s``: below zero refuses."""

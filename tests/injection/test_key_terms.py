@@ -110,3 +110,16 @@ def test_a_policy_takes_a_calibrated_bias_and_ignores_a_calibration_without_one(
     assert shipped.calibrated(None) == shipped
     assert shipped.calibrated({"bias": float("nan")}) == shipped
     assert shipped.calibrated({"bias": True}) == shipped
+
+
+def test_a_calibration_fitted_for_other_weights_keeps_the_shipped_bias() -> None:
+    # Given the shipped policy and calibration records as a build writes them
+    shipped = RefusalPolicy()
+    mine = {"version": 3, "status": "calibrated", "bias": -6.5, "policy": shipped.scoring()}
+    other = {**mine, "policy": {**shipped.scoring(), "coverage_weight": shipped.coverage_weight + 1.0}}
+    older = {"version": 2, "status": "calibrated", "bias": -6.5}  # recorded before records said their weights
+    # When each is applied
+    # Then only the one fitted for these weights moves the bias: another's threshold is not this policy's
+    assert shipped.calibrated(mine).bias == -6.5
+    assert shipped.calibrated(other) == shipped
+    assert shipped.calibrated(older) == shipped

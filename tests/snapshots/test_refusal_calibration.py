@@ -77,8 +77,9 @@ def _uncalibrated(tmp_path: Path) -> Services:
     return svc
 
 
-def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(tmp_path: Path, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
+    env.update(settings)
     env["FRESHINDEX_DATA_DIR"] = str(tmp_path / "data")
     env["FRESHINDEX_EMBEDDING__PROVIDER"] = "hashing"
     return subprocess.run([sys.executable, "-m", "freshindex", *args], cwd=ROOT, capture_output=True, text=True,
@@ -127,6 +128,7 @@ def test_a_build_calibrates_the_refusal_on_its_own_knowledge_base(tmp_path: Path
     shown = _cli(tmp_path, "snapshots", "show", active.id, "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["calibration"]["bias"] == cal["bias"]
+    assert json.loads(shown.stdout)["calibration"]["serves"] is True
     text = _cli(tmp_path, "snapshots", "show", active.id)
     assert f"bias {cal['bias']}" in text.stdout, text.stdout
 
@@ -224,6 +226,35 @@ def test_a_small_update_inherits_the_parents_calibration_and_a_large_share_refit
         else:
             # Then with no share allowed it is fitted afresh
             assert calibration["status"] == "calibrated" and "inherited_from" not in calibration
+    finally:
+        svc.close()
+
+
+def test_a_build_refits_a_calibration_fitted_for_other_refusal_weights(tmp_path: Path) -> None:
+    # Given a knowledge base calibrated under the shipped refusal weights
+    _corpus(tmp_path / "kb", 64)
+    svc = _services(tmp_path, tmp_path / "kb")
+    first = svc.registry.active_snapshot("default")
+    svc.close()
+    assert first is not None and first.verification["calibration"]["policy"] == RefusalPolicy().scoring()
+    # When the weights change (an upgrade's new defaults, an operator's setting)
+    weights = {"refusal_coverage_weight": RefusalPolicy().coverage_weight + 1.0}
+    # Then `snapshots show` says the old bias does not serve
+    shown = _cli(tmp_path, "snapshots", "show", first.id, "--json",
+                 FRESHINDEX_CONTEXT__REFUSAL_COVERAGE_WEIGHT=str(weights["refusal_coverage_weight"]))
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["calibration"]["serves"] is False
+    # When a small edit is built
+    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}, context=weights))
+    try:
+        doc = tmp_path / "kb" / "doc005.md"
+        doc.write_text(doc.read_text() + "\nOne more sentence about nothing new.\n")
+        second = sync_inline(svc, "gen").snapshot
+        # Then the parent's record is not carried forward (well under the refit share): it is fitted afresh
+        assert second is not None and second.id != first.id
+        calibration = second.verification["calibration"]
+        assert calibration["status"] == "calibrated" and "inherited_from" not in calibration
+        assert calibration["policy"]["coverage_weight"] == weights["refusal_coverage_weight"]
     finally:
         svc.close()
 
