@@ -68,26 +68,6 @@ def test_a_question_that_no_longer_verifies_is_dropped_with_its_reason_and_skipp
     assert general == ["12 pages only"]
 
 
-def rows(kind_signals: list[tuple[str, float, float]]) -> list[dict]:
-    out = []
-    for i, (kind, coverage, lexical) in enumerate(kind_signals):
-        sig = {"coverage": coverage, "lexical": lexical, "dense": 0.5}
-        out.append({"id": f"q{i}", "kind": kind, "on": {"insufficient": False, "signals": sig},
-                    "off": {"insufficient": False, "signals": sig}})
-    return out
-
-
-def test_leave_one_out_fits_on_the_other_two_and_marks_the_shipped_django_figures_not_held_out():
-    separable = rows([("prose", 0.9 + i / 100, 0.8) for i in range(8)] + [("unanswerable", 0.2 + i / 100, 0.1) for i in range(4)])
-    shipped = {"bias": -5.06, "coverage_weight": 3.85, "lexical_weight": 3.95, "dense_weight": 0.0}
-    loo = transfer.leave_one_out({"django": separable, "python311": separable, "rmanuals": separable}, shipped)
-    assert loo["python311"]["fitted_on"] == ["django", "rmanuals"]
-    assert loo["django"]["shipped_defaults"]["held_out"] is False
-    assert loo["rmanuals"]["shipped_defaults"]["held_out"] is True
-    held = loo["rmanuals"]["held_out"]
-    assert held["unanswerable_refused"] == 1.0 and held["false_refusals"] == 0.0
-
-
 def test_the_index_key_changes_with_the_chunker_and_not_with_the_refusal(monkeypatch: pytest.MonkeyPatch):
     from freshindex.settings import load_settings
     from freshindex.workers import chunking
