@@ -645,7 +645,7 @@ def _meta(argv: list[str], shipped: dict[str, float]) -> dict[str, Any]:
 def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
     m, per = res["meta"], res["corpora"]
     c = m["commit"]
-    lines = ["# Transfer benchmark: three whole corpora, refusal refitted leave-one-corpus-out", "",
+    lines = ["# Transfer benchmark: three whole corpora, the refusal fitted leave-one-corpus-out", "",
              f"`{m['command']}`, report at {c['head'][:10]} ({c['subject']}), {m['date']}, {m['cores']} cores shared "
              f"(load {m['load_avg_1_5_15']}); {m['settings']}. Questions asked at "
              + "; ".join(f"{n} {per[n]['commit_at_query']['head'][:10]}" for n in per) + ". "
@@ -832,7 +832,7 @@ def main() -> None:
             raise SystemExit(f"no kept answers for {name} in {work}: run without --from-rows")
     res = report(raws, shipped_defaults(), sys.argv[1:])
     for name, f in res["corpora"].items():
-        print(f"[{name}] goals (refusal on): " + ", ".join(f"{k} {f[k]} {v}" for k, v in f["goals"].items()))
+        print(f"[{name}] goals (held-out defaults): " + ", ".join(f"{k} {f[k]} {v}" for k, v in f["goals"].items()))
         print(f"[{name}] goals (refusal off): "
               + ", ".join(f"{k} {f['refusal_off'][k]} {v}" for k, v in f["refusal_off"]["goals"].items()))
     write("transfer", res, markdown(res))

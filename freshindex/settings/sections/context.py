@@ -51,15 +51,18 @@ class ContextSettings(BaseModel):
                                  "side alone, fused after the question's own search by reciprocal rank fusion "
                                  "(injection.planning); off by default: on the transfer corpora it raised MRR@10 "
                                  "but cost python311 one passage@5 (docs/architecture.md)")
-    # Calibrated refusal (injection.refusal): refuse when bias + weights . signals < 0; fitted by bench.evidence.
+    # Calibrated refusal (injection.refusal): refuse when bias + weights . signals < 0.
     refusal: bool = Field(default=True, description="refuse with an insufficient-evidence packet when the "
                           "calibrated signals say the evidence does not support an answer")
     refusal_depth: int = Field(default=5, ge=1, le=100, description="admitted candidates (fused order) whose text "
                                "counts as evidence for the refusal signals")
-    refusal_bias: float = Field(default=-5.06, description="refusal score intercept (fitted on the dev split)")
-    refusal_coverage_weight: float = Field(default=3.85, description="weight of the IDF-weighted coverage of the "
+    # Fitted by bench.transfer (bench.heldout) on three whole corpora; its README figures are leave-one-corpus-out.
+    refusal_bias: float = Field(default=-7.475, description="refusal score intercept where no calibration applies "
+                                "(a knowledge base too small to calibrate, calibration off)")
+    refusal_coverage_weight: float = Field(default=7.1043, description="weight of the IDF-weighted coverage of the "
                                            "question's terms in the evidence")
-    refusal_lexical_weight: float = Field(default=3.95, description="weight of the best BM25 score per question term")
+    refusal_lexical_weight: float = Field(default=3.5007, description="weight of the best BM25 score per question "
+                                          "term")
     refusal_dense_weight: float = Field(default=0.0, description="weight of the best dense cosine (0: it depends "
                                         "on the embedding model, the lexical signals do not)")
     refusal_key_term_share: float = Field(default=0.15, ge=0, le=1, description="missing terms make the refusal "
