@@ -49,6 +49,7 @@ from freshindex.injection.refusal import (
     Signals,
     absent_idf,
     evidence_tokens,
+    ordinary_words,
 )
 from freshindex.injection.refusal import decide as decide_refusal
 from freshindex.injection.refusal import signals as refusal_signals
@@ -361,7 +362,8 @@ class InjectionClient:
                 ocr_read |= got
         return refusal_signals(question, tokens, idf=idf, missing_idf=missing, lexical_top=lexical_top,
                                dense_top=dense_top, present=present, rarity=self.refusal.key_term_rarity,
-                               ocr_read=ocr_read)
+                               ocr_read=ocr_read,
+                               ordinary=ordinary_words() if self.refusal.ordinary_words else frozenset())
 
     def _policy(self, snapshot_id: str) -> RefusalPolicy:
         """The refusal policy with the calibrated bias of ``snapshot_id``; the shipped one without a calibration.

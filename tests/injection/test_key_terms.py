@@ -123,3 +123,29 @@ def test_a_calibration_fitted_for_other_weights_keeps_the_shipped_bias() -> None
     assert shipped.calibrated(mine).bias == -6.5
     assert shipped.calibrated(other) == shipped
     assert shipped.calibrated(older) == shipped
+
+
+def test_a_word_of_general_english_is_a_readers_wording_and_a_word_outside_it_is_a_name() -> None:
+    from freshindex.injection.refusal import ordinary_words
+
+    words = ordinary_words()
+    # Given the general-English vocabulary the bundled tokenizer ships (bert-base-uncased's whole words)
+    assert {"folder", "afterwards", "rely", "directory"} <= words
+    assert not {"cublas", "emscripten", "duckdb", "ratelimit"} & words
+    # And a question in a reader's words ("folder", "live") the manual does not use (it says "directory"), and one
+    # naming a library the manual lacks; neither word is anywhere in the collection
+    idf = {"image": 3.0, "files": 1.5, "figures": 4.0, "stored": 2.0, "directory": 2.5}
+    evidence = "The files containing the figures should be stored in the directory man/figures."
+    reader = signals("Which folder should image files live in?", [evidence_tokens(evidence)], idf=idf,
+                     missing_idf=ABSENT, lexical_top=None, dense_top=0.5, present=set(idf), ordinary=words)
+    named = signals("Which duckdb files should image files use?", [evidence_tokens(evidence)], idf=idf,
+                    missing_idf=ABSENT, lexical_top=None, dense_top=0.5, present=set(idf), ordinary=words)
+    # When their signals are read with the vocabulary
+    # Then the reader's words cost nothing (they still weigh in BM25's normalisation), the unknown name does
+    assert reader.missing == () and reader.coverage == 1.0
+    assert "folder" in reader.weights and "folder" not in reader.key_terms
+    assert named.missing == ("duckdb",) and named.coverage < 1.0
+    # And without it (the rule off) the reader's words are missing key terms as before
+    off = signals("Which folder should image files live in?", [evidence_tokens(evidence)], idf=idf,
+                  missing_idf=ABSENT, lexical_top=None, dense_top=0.5, present=set(idf))
+    assert set(off.missing) == {"folder", "live"}

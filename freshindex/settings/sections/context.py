@@ -57,11 +57,11 @@ class ContextSettings(BaseModel):
     refusal_depth: int = Field(default=5, ge=1, le=100, description="admitted candidates (fused order) whose text "
                                "counts as evidence for the refusal signals")
     # Fitted by bench.transfer (bench.heldout) on three whole corpora; its README figures are leave-one-corpus-out.
-    refusal_bias: float = Field(default=-7.475, description="refusal score intercept where no calibration applies "
+    refusal_bias: float = Field(default=-9.2978, description="refusal score intercept where no calibration applies "
                                 "(a knowledge base too small to calibrate, calibration off)")
-    refusal_coverage_weight: float = Field(default=7.1043, description="weight of the IDF-weighted coverage of the "
+    refusal_coverage_weight: float = Field(default=9.2928, description="weight of the IDF-weighted coverage of the "
                                            "question's terms in the evidence")
-    refusal_lexical_weight: float = Field(default=3.5007, description="weight of the best BM25 score per question "
+    refusal_lexical_weight: float = Field(default=3.1591, description="weight of the best BM25 score per question "
                                           "term")
     refusal_dense_weight: float = Field(default=0.0, description="weight of the best dense cosine (0: it depends "
                                         "on the embedding model, the lexical signals do not)")
@@ -75,6 +75,10 @@ class ContextSettings(BaseModel):
                                         "question naming an identifier (dotted, snake_case, CamelCase, an "
                                         "upper-case name) that no document the caller may read mentions in any "
                                         "of its forms; off leaves such questions to the score")
+    refusal_ordinary_words: bool = Field(default=True, description="a plain word of general English (a whole "
+                                         "word of the bundled WordPiece vocabulary) is never a key term: its absence "
+                                         "from the evidence is a reader's wording, not a name the corpus lacks; it "
+                                         "still counts through BM25")
     refusal_calibration: bool = Field(default=True, description="refit the refusal bias per knowledge base when a "
                                       "snapshot is built, on pseudo-questions made from its own chunks "
                                       "(injection.calibration); false: the shipped bias everywhere")
@@ -83,8 +87,9 @@ class ContextSettings(BaseModel):
                                             "absent identifier per chunk)")
     refusal_calibration_min_chunks: int = Field(default=30, ge=1, description="a knowledge base with fewer points "
                                                 "keeps the shipped refusal bias (too small to calibrate)")
-    refusal_target_false_rate: float = Field(default=0.02, ge=0, lt=1, description="the calibrated bias refuses at "
-                                             "most this share of the answerable pseudo-questions")
+    refusal_target_false_rate: float = Field(default=0.075, ge=0, lt=1, description="the calibrated bias refuses at "
+                                             "most this share of the answerable pseudo-questions (fitted with the "
+                                             "weights: pseudo-questions are easier than real ones)")
     refusal_calibration_refit_share: float = Field(default=0.1, ge=0, le=1, description="a build inherits its "
                                                    "parent's calibration until the points changed since it was "
                                                    "fitted exceed this share of the collection; a full build "
