@@ -457,12 +457,11 @@ def pseudo_questions(svc: Any, kb: str) -> dict[str, Any]:
     """The signals of the pseudo-questions the active snapshot's calibration asks (the same sample and questions)."""
     from bench.heldout import signal_list
     from freshindex.injection.calibration import Calibration, pseudo_signals
-    from freshindex.injection.refusal import RefusalPolicy
 
     ctx = svc.settings.context.model_dump()
     active = svc.registry.active_snapshot(kb)
     asked = pseudo_signals(svc.store, svc.embedder, collection=active.collection, snapshot_id=active.id,
-                           policy=RefusalPolicy.from_mapping(ctx), sample=Calibration.from_mapping(ctx).sample,
+                           policy=svc.refusal_policy, sample=Calibration.from_mapping(ctx).sample,
                            min_score=svc.settings.context.min_score, naming=svc.naming)
     return {"snapshot_id": active.id, "sampled": asked.sampled,
             "calibration": (active.verification or {}).get("calibration"),
@@ -472,12 +471,10 @@ def pseudo_questions(svc: Any, kb: str) -> dict[str, Any]:
 
 def recalibrate_if_stale(svc: Any, kb: str) -> dict[str, Any] | None:
     """Calibrate a kept index's active snapshot again when its record was fitted for other refusal weights."""
-    from freshindex.injection.refusal import RefusalPolicy
 
     active = svc.registry.active_snapshot(kb)
     record = (active.verification or {}).get("calibration") if active is not None else None
-    if active is None or (isinstance(record, dict) and RefusalPolicy.from_mapping(
-            svc.settings.context.model_dump()).fits(record.get("policy"))):
+    if active is None or (isinstance(record, dict) and svc.refusal_policy.fits(record.get("policy"))):
         return None
     data = svc.calibrate_refusal(active.collection, active.id)
     svc.registry.record_calibration(active.id, data)

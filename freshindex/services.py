@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from freshindex.acl.resolution import PermissionService
     from freshindex.core.types import Embedder
     from freshindex.injection import InjectionClient
-    from freshindex.injection.refusal import RefusalReason, Signals
+    from freshindex.injection.refusal import RefusalPolicy, RefusalReason, Signals
     from freshindex.injection.types import ContextPacket
     from freshindex.registry import Registry, SourceInfo
     from freshindex.snapshots import Builder
@@ -156,7 +156,6 @@ class Services:
 
     @functools.cached_property
     def builder(self) -> Builder:
-        from freshindex.injection.refusal import RefusalPolicy
         from freshindex.snapshots import Builder
         from freshindex.vectorstore.lexical import LEXICAL_VERSION
         from freshindex.workers.pipeline import PIPELINE_VERSION
@@ -171,16 +170,22 @@ class Services:
                        # calibration off: never carry a parent's calibrated bias forward
                        calibration_refit_share=(self.settings.context.refusal_calibration_refit_share
                                                 if self.settings.context.refusal_calibration else -1.0),
-                       calibration_policy=RefusalPolicy.from_mapping(self.settings.context.model_dump()).scoring())
+                       calibration_fits=self.refusal_policy.fits)
+
+    @functools.cached_property
+    def refusal_policy(self) -> RefusalPolicy:
+        """The refusal policy of the settings (``context.refusal*``), before any snapshot's calibration."""
+        from freshindex.injection.refusal import RefusalPolicy
+
+        return RefusalPolicy.from_mapping(self.settings.context.model_dump())
 
     def calibrate_refusal(self, collection: str, snapshot_id: str) -> dict[str, Any]:
         """The refusal calibration of a built version (:func:`injection.calibration.calibrate`, the settings' policy)."""
         from freshindex.injection.calibration import Calibration, calibrate
-        from freshindex.injection.refusal import RefusalPolicy
 
         ctx = self.settings.context.model_dump()
         return calibrate(self.store, self.embedder, collection=collection, snapshot_id=snapshot_id,
-                         policy=RefusalPolicy.from_mapping(ctx), settings=Calibration.from_mapping(ctx),
+                         policy=self.refusal_policy, settings=Calibration.from_mapping(ctx),
                          naming=self.naming)
 
     @functools.cached_property
@@ -210,12 +215,11 @@ class Services:
     def client(self) -> InjectionClient:
         from freshindex.injection import InjectionClient
         from freshindex.injection.budget import ContextPolicy
-        from freshindex.injection.refusal import RefusalPolicy
 
         return InjectionClient(self.store, self.embedder, naming=self.naming, recheck=self.registry.chunk_status,
                                sensitive=self.sensitive_recheck, stale_sources=self._stale_sources,
                                policy=ContextPolicy.from_mapping(self.settings.context.model_dump()),
-                               refusal=RefusalPolicy.from_mapping(self.settings.context.model_dump()),
+                               refusal=self.refusal_policy,
                                calibration=self.registry.snapshot_calibration, observer=ServiceObserver(self),
                                snapshot_model=self._snapshot_model,
                                sources=self._kb_sources, max_stale_s=self.settings.context.max_stale_s,

@@ -100,14 +100,9 @@ def snapshots_show(state: Any, snapshot_id: str, as_json: bool) -> None:
     data["calibration"] = (data.get("verification") or {}).get("calibration")
     if isinstance(data["calibration"], dict) and data["calibration"].get("status") == "calibrated":
         # a bias fitted for other refusal weights does not serve (RefusalPolicy.calibrated): say so
-        data["calibration"] = {**data["calibration"], "serves": _policy(state).fits(data["calibration"].get("policy"))}
+        data["calibration"] = {**data["calibration"],
+                               "serves": state.services.refusal_policy.fits(data["calibration"].get("policy"))}
     _emit(data, as_json, human)
-
-
-def _policy(state: Any) -> Any:
-    from freshindex.injection.refusal import RefusalPolicy
-
-    return RefusalPolicy.from_mapping(state.services.settings.context.model_dump())
 
 
 def _calibration_line(c: dict[str, Any] | None) -> str:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,7 +102,7 @@ class Builder(BlueGreen, Verification):
         reader_grace: float = 5.0,
         calibrate: Callable[[str, str], dict[str, Any]] | None = None,
         calibration_refit_share: float = 0.1,
-        calibration_policy: Mapping[str, Any] | None = None,
+        calibration_fits: Callable[[Any], bool] | None = None,
     ) -> None:
         self.registry, self.store, self.embedder, self.metrics = registry, store, embedder, metrics
         self.naming = naming
@@ -117,8 +117,8 @@ class Builder(BlueGreen, Verification):
         # (collection, snapshot id) -> the refusal calibration of a verified version (injection.calibration)
         self.calibrate = calibrate
         self.calibration_refit_share = calibration_refit_share
-        # the refusal weights a calibration is fitted for (RefusalPolicy.scoring): another's is refitted
-        self.calibration_policy = calibration_policy
+        # whether a calibration record was fitted for the serving refusal weights (RefusalPolicy.fits)
+        self.calibration_fits = calibration_fits
 
     def _inherited_calibration(self, active: SnapshotInfo | None, strategy: str,
                                changed: int) -> dict[str, Any] | None:
@@ -139,7 +139,7 @@ class Builder(BlueGreen, Verification):
         prior = (active.verification or {}).get("calibration")
         if not isinstance(prior, dict) or prior.get("status") != "calibrated":
             return None
-        if self.calibration_policy is not None and prior.get("policy") != dict(self.calibration_policy):
+        if self.calibration_fits is not None and not self.calibration_fits(prior.get("policy")):
             return None  # fitted for other refusal weights: its bias is no threshold of these
         since = int(prior.get("changed_since", 0)) + changed
         if since > self.calibration_refit_share * max(active.point_count, 1):
