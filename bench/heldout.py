@@ -57,7 +57,7 @@ def signal_list(sig: Any) -> list[float] | None:
     """A Signals' (or its dict's) values in :data:`SIGNALS` order; None for none (no admitted evidence)."""
     if sig is None:
         return None
-    get = sig.get if isinstance(sig, Mapping) else (lambda n, _d=0.0: getattr(sig, n))
+    get = sig.get if isinstance(sig, Mapping) else (lambda n, d: getattr(sig, n, d))
     return [float(get(n, 0.0)) for n in SIGNALS]
 
 
