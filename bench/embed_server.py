@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, default=8089)
-    parser.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0: all cores)")
+    parser.add_argument("--threads", type=int, default=0, help="ONNX model runs at once, one core each (0: one per core)")
     args = parser.parse_args(argv)
     server = EmbedServer(OnnxMiniLM(threads=args.threads))
     uvicorn.run(server.app(), host="127.0.0.1", port=args.port, log_level="warning")

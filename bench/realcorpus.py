@@ -44,8 +44,8 @@ Each side runs in its own child process (peak RSS from ``os.wait4``):
 
 freshindex runs once per embedder variant (``--variant``, in order; the
 last one is held to the goals): ``fresh`` (the defaults: runs cut by token
-length, at most 2,048 padded tokens, idle threads not spinning),
-``legacy`` (the batching before: 32 texts a run however long, spinning on)
+length, at most 256 padded tokens, one run per core at once),
+``legacy`` (the batching before: 32 texts a run however long)
 and ``one-per-run``: the before/after of the embedder in one invocation.
 
 Then, untimed, freshindex's own parser and chunker are run over both

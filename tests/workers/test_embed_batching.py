@@ -92,7 +92,38 @@ def test_default_runs_hold_at_most_the_token_budget() -> None:
     # When it embeds 40 texts of about 200 tokens
     words = "migration rollback settings cache queryset template middleware signal admin form".split()
     model.embed([" ".join(words[(i + j) % 10] for j in range(200)) for i in range(40)])
-    # Then no run holds more than the default budget of padded tokens (1,024: a few texts per run)
-    assert BATCH_TOKENS == 1024
+    # Then no run holds more than the default budget of padded tokens (256: a long text runs alone)
+    assert BATCH_TOKENS == 256
     assert shapes and all(n * length <= BATCH_TOKENS for n, length in shapes)
     assert sum(n for n, _ in shapes) == 40
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_runs_go_at_once_on_single_threaded_sessions(one_by_one: tuple[list[str], np.ndarray], threads: int) -> None:
+    # Given an embedder allowed ``threads`` runs at once, its session wrapped to record the thread of each run
+    import threading
+
+    texts, expected = one_by_one
+    model = OnnxMiniLM(threads=threads)
+    model.embed(["load"])
+    assert model._session.get_session_options().intra_op_num_threads == 1
+    names: list[str] = []
+    run = model._session.run
+    barrier = threading.Barrier(threads, timeout=10)
+
+    def recording(outputs, feeds):
+        names.append(threading.current_thread().name)
+        if threads > 1 and len(names) <= threads:
+            barrier.wait()  # the first runs meet here: they are in flight at the same time
+        return run(outputs, feeds)
+
+    model._session = type("Recording", (), {"run": staticmethod(recording)})()
+    # When it embeds texts of many lengths (several runs)
+    got = model.embed(texts)
+    # Then the vectors are the one-by-one vectors in order, and two runs went at once only when allowed
+    assert np.max(np.abs(got - expected)) < 1e-5
+    assert len(names) > threads
+    if threads == 1:
+        assert set(names) == {threading.current_thread().name}
+    else:
+        assert len(set(names)) == 2 and all(n.startswith("freshindex-onnx") for n in names)

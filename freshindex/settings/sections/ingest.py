@@ -24,8 +24,8 @@ class EmbeddingSettings(BaseModel):
                        "`model` sent to an openai server (an Azure deployment name); for tei it only names the "
                        "model in the vector-cache key")
     batch_size: int = Field(default=32, ge=1, le=1024, description="texts per model call; calls are also cut by "
-                            "token length (at most 1,024 padded tokens, at most 20 % padding)")
-    threads: int = Field(default=0, ge=0, description="onnxruntime intra-op threads; 0 = all cores")
+                            "token length (at most 256 padded tokens, at most 20 % padding)")
+    threads: int = Field(default=0, ge=0, description="ONNX model runs at once, each on one core; 0 = one per core")
     # -- remote embedders (provider openai or tei): workers/embedding/remote.py
     base_url: str | None = Field(default=None, description="remote embedders: the server's base URL, e.g. "
                                  "https://api.openai.com/v1 (openai: POST <base_url>/embeddings, a query string such "
