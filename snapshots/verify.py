@@ -33,6 +33,23 @@ def _read_payload(payload: dict[str, Any]) -> PointPayload | None:
         return None
 
 
+def _disagreement(p: PointPayload | None, r: Any) -> str:
+    """Why a sampled point's payload disagrees with its registry row (a ``ChunkRow``), or ""."""
+    if r is None:
+        return "no registry row"
+    if p is None:
+        return "payload"
+    if p.acl != tuple(r.acl):
+        return "acl"
+    if p.tenant != r.tenant or p.acl_version != r.acl_version:
+        return "acl_version"
+    if p.source_id != r.source_id or p.document_id != r.document_id:
+        return "source"
+    if not p.snapshot_id:
+        return "snapshot_id"
+    return ""
+
+
 class Verification(BuilderBase):
     """The checks a version passes before it serves (a mixin of :class:`snapshots.builder.Builder`)."""
 
@@ -61,40 +78,8 @@ class Verification(BuilderBase):
         checks: dict[str, Any] = {"point_count": count, "expected_count": expected}
         if count != expected:
             raise Held("count", f"{collection} holds {count} points, the registry expects {expected}", checks)
-        rows = {r.id: r for r in self.registry.chunk_rows(list(written))} if written else {}
         if written:
-            points = {}
-            for i in range(0, len(written), 1000):
-                points.update({p.id: p for p in self.store.retrieve(collection, written[i : i + 1000])})
-            missing = [cid for cid in written if cid not in points]
-            payloads = {cid: _read_payload(p.payload) for cid, p in points.items()}
-            wrong = [cid for cid in written if cid in points and cid in rows
-                     and ((pl := payloads[cid]) is None or pl.content_hash != rows[cid].content_hash)]
-            checks["written_checked"] = len(written)
-            if missing or wrong:
-                raise Held("written", f"{len(missing)} written points missing and {len(wrong)} with the wrong "
-                                       f"content hash in {collection} (e.g. {(missing + wrong)[:3]})", checks)
-            rng = random.Random(collection)
-            sample = rng.sample(list(written), min(self.verify_sample, len(written)))
-            bad = []
-            for cid in sample:
-                p, r = payloads[cid], rows.get(cid)
-                if r is None:
-                    bad.append((cid, "no registry row"))
-                elif p is None:
-                    bad.append((cid, "payload"))
-                elif p.acl != tuple(r.acl):
-                    bad.append((cid, "acl"))
-                elif p.tenant != r.tenant or p.acl_version != r.acl_version:
-                    bad.append((cid, "acl_version"))
-                elif p.source_id != r.source_id or p.document_id != r.document_id:
-                    bad.append((cid, "source"))
-                elif not p.snapshot_id:
-                    bad.append((cid, "snapshot_id"))
-            checks["sampled"] = len(sample)
-            if bad:
-                raise Held("sample", f"{len(bad)} of {len(sample)} sampled points disagree with the registry: "
-                                      f"{bad[:3]}", checks)
+            self._check_written(collection, written, checks)
         if deletes:
             still = []
             for i in range(0, len(deletes), 1000):
@@ -113,6 +98,34 @@ class Verification(BuilderBase):
                                        f"chunks missing from {collection}", checks)
         self._run_canaries(kb, collection, checks)
         return checks
+
+
+    def _check_written(self, collection: str, written: Sequence[str], checks: dict[str, Any],
+                       batch: int = 1000) -> None:
+        """The "written" and "sample" checks, a batch of points and registry rows at a time (a full
+        build writes every chunk: holding them all at once, texts twice, was the build's peak memory)."""
+        rng = random.Random(collection)
+        sample = set(rng.sample(list(written), min(self.verify_sample, len(written))))
+        missing: list[str] = []
+        wrong: list[str] = []
+        bad: list[tuple[str, str]] = []
+        for i in range(0, len(written), batch):
+            ids = written[i : i + batch]
+            rows = {r.id: r for r in self.registry.chunk_rows(list(ids))}
+            payloads = {p.id: _read_payload(p.payload) for p in self.store.retrieve(collection, ids)}
+            missing += [cid for cid in ids if cid not in payloads]
+            wrong += [cid for cid in ids if cid in payloads and cid in rows
+                      and ((pl := payloads[cid]) is None or pl.content_hash != rows[cid].content_hash)]
+            bad += [(cid, why) for cid in ids if cid in sample and cid in payloads
+                    and (why := _disagreement(payloads[cid], rows.get(cid)))]
+        checks["written_checked"] = len(written)
+        if missing or wrong:
+            raise Held("written", f"{len(missing)} written points missing and {len(wrong)} with the wrong "
+                                   f"content hash in {collection} (e.g. {(missing + wrong)[:3]})", checks)
+        checks["sampled"] = len(sample)
+        if bad:
+            raise Held("sample", f"{len(bad)} of {len(sample)} sampled points disagree with the registry: "
+                                  f"{bad[:3]}", checks)
 
     def _run_canaries(self, kb: str, collection: str, checks: dict[str, Any]) -> None:
         canaries = self.registry.list_canaries(kb)
