@@ -30,7 +30,8 @@ def embed_document(ctx: pipeline.PipelineContext, run_id: int, changeset_id: int
         job = pipeline._Job(run_id, changeset_id, source_id, key, etag, size, time.perf_counter() - handed.seconds,
                             ctx.registry.get_source(source_id), document_id(source_id, key),
                             raw_digest=handed.raw_digest, stage=Stage.EMBED)
-        parsed = ParsedDocument(title=handed.title, blocks=(), parser=handed.parser, parser_version="")
+        parsed = ParsedDocument(title=handed.title, blocks=(), parser=handed.parser, parser_version="",
+                                meta={"shape_hash": handed.shape_hash} if handed.shape_hash else {})
         try:
             change = pipeline._diff_and_embed(ctx, job, handed.digest, parsed, handed.chunks, handed.size,
                                               handed.provenance)

@@ -66,6 +66,7 @@ class EmbedPayload:
     provenance: dict[str, Any]  # keyword arguments of Registry.record_provenance
     chunks: list[ChunkDraft]
     seconds: float  # spent by the earlier stages
+    shape_hash: str | None = None  # the parser's (ParsedDocument.meta["shape_hash"]), stored with the document
 
     def to_json(self) -> dict[str, Any]:
         prov = {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in self.provenance.items()}
@@ -73,7 +74,8 @@ class EmbedPayload:
                 "parser": self.parser, "acl": None if self.acl is None else {
                     "tokens": list(self.acl.tokens), "tenant": self.acl.tenant,
                     "sensitivity": str(self.acl.sensitivity), "origin": self.acl.origin},
-                "provenance": prov, "chunks": [asdict(c) for c in self.chunks], "seconds": self.seconds}
+                "provenance": prov, "chunks": [asdict(c) for c in self.chunks], "seconds": self.seconds,
+                "shape_hash": self.shape_hash}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EmbedPayload:
@@ -87,7 +89,8 @@ class EmbedPayload:
                    title=data["title"], parser=data["parser"],
                    acl=None if acl is None else DocumentAcl(tuple(acl["tokens"]), acl["tenant"], acl["sensitivity"],
                                                             acl["origin"]),
-                   provenance=prov, chunks=chunks, seconds=float(data["seconds"]))
+                   provenance=prov, chunks=chunks, seconds=float(data["seconds"]),
+                   shape_hash=data.get("shape_hash"))
 
 
 __all__ = ["EmbedPayload", "Stage", "StageHandoff"]

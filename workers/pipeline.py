@@ -356,15 +356,16 @@ def _fetch(ctx: PipelineContext, job: _Job) -> _Fetched:
     return _Fetched(connector, data, digest, ready, acl, ctx.registry.get_document(job.doc_id))
 
 
-def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str) -> DocumentOutcome | None:
+def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str | None,
+                        shape_hash: str | None = None) -> DocumentOutcome | None:
     """The indexed version has this content: touch it (a re-tag if its ACL moved), never re-embed."""
     known = fetched.known
-    if (known is None or known.state != DocumentState.ACTIVE or known.content_hash != digest
-            or known.parser_version != PIPELINE_VERSION):
+    if (known is None or known.state != DocumentState.ACTIVE or not known.content_hash
+            or known.content_hash != digest or known.parser_version != PIPELINE_VERSION):
         return None
     ctx.registry.touch_document(job.run_id, job.doc_id, etag=job.etag, size=len(fetched.data),
                                 seconds=time.perf_counter() - job.started, changeset_id=job.changeset_id,
-                                acls=(job.source_id, {job.doc_id: fetched.acl}))
+                                acls=(job.source_id, {job.doc_id: fetched.acl}), shape_hash=shape_hash)
     ctx.metrics.documents.labels(job.source_id, "unchanged").inc()
     return DocumentOutcome(document_id=job.doc_id, key=job.key, outcome=DocumentOutcomeKind.UNCHANGED)
 
@@ -372,6 +373,8 @@ def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, dige
 def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutcome | _Change:
     """Unchanged (touched), a mirror of an indexed twin (staged), or a change to stage (parsed and chunked)."""
     if (same := _touch_if_unchanged(ctx, job, fetched, fetched.digest)) is not None:
+        return same
+    if (same := _touch_if_same_shape(ctx, job, fetched)) is not None:
         return same
     ready, source = fetched.ready, job.source
     if ready is not None and ready.parsed is None and ready.error is not None:
@@ -386,7 +389,7 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
     # page whose bytes changed only in the navigation skip chunking and
     # staging: the release cost a parse, no embedding.
     digest = parsed.meta.get("content_hash") or fetched.digest
-    if (same := _touch_if_unchanged(ctx, job, fetched, digest)) is not None:
+    if (same := _touch_if_unchanged(ctx, job, fetched, digest, parsed.meta.get("shape_hash"))) is not None:
         return same
     # The same content under the same permissions is already indexed elsewhere: one canonical
     # document with this one as its mirror, one set of points (registry/twins.py).
@@ -405,6 +408,16 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
         raise ready.error  # chunking failed ahead (too_large): the same failure, recorded here
     chunks = ready.chunks if ready is not None else ctx.chunker.chunk(job.doc_id, parsed)
     return _diff_chunks(ctx, job, fetched, digest, parsed, chunks)
+
+
+def _touch_if_same_shape(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutcome | None:
+    """The bytes changed, but the parser reads the same out of them (the shape hash stored at the last
+    parse is equal; nothing to compare with, or parsed ahead: the parse decides): touched, no parse."""
+    known = fetched.known
+    if known is None or not known.shape_hash or (fetched.ready is not None and fetched.ready.parsed is not None):
+        return None
+    shape = ctx.parsers.for_source(job.source.options).shape(fetched.data, job.key)
+    return _touch_if_unchanged(ctx, job, fetched, known.content_hash, shape) if shape == known.shape_hash else None
 
 
 def _parse(ctx: PipelineContext, job: _Job, data: bytes) -> ParsedDocument:
@@ -456,7 +469,8 @@ def _hand_to_embed(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: s
     """Raise the hand-off to the embed stage, unless the chunks outgrow ``stage_payload_max_bytes``."""
     payload = EmbedPayload(digest=digest, raw_digest=fetched.digest, size=len(fetched.data), title=parsed.title,
                            parser=parsed.parser, acl=fetched.acl, provenance=prov, chunks=chunks,
-                           seconds=time.perf_counter() - job.started).to_json()
+                           seconds=time.perf_counter() - job.started,
+                           shape_hash=parsed.meta.get("shape_hash")).to_json()
     limit = ctx.stage_payload_max_bytes
     if limit and len(json.dumps(payload, separators=(",", ":"))) > limit:
         return  # embedded here: a broker message that large would cost more than it spares
@@ -511,6 +525,7 @@ def _stage(ctx: PipelineContext, job: _Job, known: DocumentRecord | None, acl: D
         size=change.size, content_hash=change.digest, title=change.parsed.title, parser=change.parsed.parser,
         parser_version=PIPELINE_VERSION, chunks=change.chunks, added_ids=change.added_ids,
         removed_ids=change.removed_ids, outcome=outcome, acl=acl, source_hash=job.raw_digest,
+        shape_hash=change.parsed.meta.get("shape_hash"),
         # Validity and provenance (front matter, source URI): the freshness sweep reads them (workers/provenance.py).
         provenance=change.provenance,
     )

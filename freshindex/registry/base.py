@@ -188,7 +188,7 @@ def _doc_record(r: Document) -> DocumentRecord:
         state=r.state, version=r.version, parser_version=r.parser_version, error_reason=r.error_reason,
         acl=tuple(r.acl) if r.acl is not None else None, tenant=r.tenant or "default",
         sensitivity=r.sensitivity or "internal", acl_version=r.acl_version or 0, acl_fingerprint=r.acl_fingerprint,
-        source_hash=r.source_hash, error_detail=r.error_detail,
+        source_hash=r.source_hash, error_detail=r.error_detail, shape_hash=r.shape_hash,
     )
 
 

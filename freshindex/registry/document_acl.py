@@ -81,6 +81,17 @@ def apply_acl(doc: Document, acl: AclLike, *, floor: int) -> bool:
     return True
 
 
+def _acls_current(s: Session, acls: Mapping[str, AclLike]) -> bool:
+    """Every document already holds its ACL (what :func:`apply_acl` would leave as it is), read from
+    the session's own copies: an unchanged page of a release costs no query for its ACL."""
+    for doc_id, acl in acls.items():
+        doc = s.get(Document, doc_id)
+        if (doc is None or doc.acl is None or doc.error_reason == ACL_INVALID
+                or doc.acl_fingerprint != acl.fingerprint()):
+            return False
+    return True
+
+
 class DocumentAclStore(StagingStore):
     """Change a source's permissions and its documents' resolved ACLs."""
 
@@ -151,13 +162,16 @@ class DocumentAclStore(StagingStore):
             return self._apply_acls(s, source_id, acls, withhold, changeset_id if run_id is not None else None)
 
     def touch_document(self, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float,
-                       changeset_id: int | None = None, acls: tuple[str, Mapping[str, AclLike]] | None = None) -> None:
-        """The etag moved but the content did not: remember the new etag; with ``acls`` (source id,
-        document id -> ACL), store them as :meth:`apply_document_acls` does, in the same transaction
-        (an unchanged document of a release used to cost two, each with its fence)."""
+                       changeset_id: int | None = None, acls: tuple[str, Mapping[str, AclLike]] | None = None,
+                       shape_hash: str | None = None) -> None:
+        """The etag moved but the content did not: remember the new etag (and ``shape_hash``, the
+        parser's, when given); with ``acls`` (source id, document id -> ACL), store them as
+        :meth:`apply_document_acls` does, in the same transaction (an unchanged document of a
+        release used to cost two, each with its fence)."""
         with self.staging_session() as s:
-            self._touch(s, run_id, document_id, etag=etag, size=size, seconds=seconds, changeset_id=changeset_id)
-            if acls is not None:
+            self._touch(s, run_id, document_id, etag=etag, size=size, seconds=seconds, changeset_id=changeset_id,
+                        shape_hash=shape_hash)
+            if acls is not None and not _acls_current(s, acls[1]):
                 self._apply_acls(s, acls[0], acls[1], (), changeset_id)
 
     def _apply_acls(self, s: Session, source_id: str, acls: Mapping[str, AclLike], withhold: Sequence[str],

@@ -63,6 +63,8 @@ class DocumentRecord:
     #: sha256 of the bytes last fetched (None before migration 0013 or never fetched).
     source_hash: str | None = None
     error_detail: str | None = None
+    #: The parser's shape hash of the indexed bytes (None: no cheap check, or before migration 0015).
+    shape_hash: str | None = None
 
 
 @dataclass(frozen=True)

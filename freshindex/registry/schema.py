@@ -116,6 +116,9 @@ class Document(Base):
     #: sha256 of the bytes last fetched (``content_hash`` may hash the parsed text): the planner
     #: matches it against new keys to tell a move (migration 0013).
     source_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: The parser's hash of what it read of the bytes (``ParsedDocument.meta["shape_hash"]``, HTML
+    #: only): equal on the next fetch, the page is unchanged without a parse (migration 0015).
+    shape_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     #: The held run that found the document gone while the deletion guard holds its deletion:
     #: it keeps serving, labelled ``pending deletion`` (migration 0013).
     pending_deletion_run: Mapped[int | None] = mapped_column(Integer, nullable=True)

@@ -85,13 +85,15 @@ class StagingStore(_Base):
             )
 
     def _touch(self, s: Session, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float,
-               changeset_id: int | None) -> None:
-        """The etag moved but the content did not: remember the new etag, in the caller's transaction
-        (``DocumentAclStore.touch_document``, which stores the document's ACL in the same one)."""
+               changeset_id: int | None, shape_hash: str | None = None) -> None:
+        """The etag moved but the content did not: remember the new etag (and the bytes' shape hash,
+        when the parse gave one), in the caller's transaction (``DocumentAclStore.touch_document``,
+        which stores the document's ACL in the same one)."""
         self._fence(s, run_id, changeset_id)
         doc = s.get(Document, document_id)
         if doc is not None:
             doc.etag, doc.size = etag, size
+            doc.shape_hash = shape_hash or doc.shape_hash
             doc.error_reason = doc.error_detail = None  # readable again, and still the same
         self._put_result(s, run_id, DocumentOutcome(document_id=document_id, key=doc.key if doc else "",
                                                     outcome=DocumentOutcomeKind.UNCHANGED, seconds=seconds))
@@ -132,6 +134,7 @@ class StagingStore(_Base):
         acl: Any = None,
         source_hash: str | None = None,
         provenance: Mapping[str, Any] | None = None,
+        shape_hash: str | None = None,  # the parser's (documents.shape_hash)
     ) -> None:
         """Write one document's new version and its chunk diff, atomically.
 
@@ -157,12 +160,11 @@ class StagingStore(_Base):
             # say (their ACL above all) is not known, so kept chunks are re-tagged.
             points_unknown = doc.content_hash is None and (doc.version or 0) > 0
             doc.etag, doc.size, doc.content_hash = etag, size, content_hash
-            doc.source_hash = source_hash or doc.source_hash
+            doc.source_hash, doc.shape_hash = source_hash or doc.source_hash, shape_hash
             doc.pending_deletion_run = None
             doc.state, doc.error_reason, doc.error_detail = DocumentState.ACTIVE, None, None
             doc.parser, doc.parser_version, doc.title = parser, parser_version, title
-            doc.version = (doc.version or 0) + 1
-            doc.chunk_count = len(chunks)
+            doc.version, doc.chunk_count = (doc.version or 0) + 1, len(chunks)
             doc.updated_at, doc.deleted_at = now, None
             acl_moved = False
             if acl is not None:
@@ -243,7 +245,7 @@ class StagingStore(_Base):
             self._tombstone(s, changeset_id, document_id, kb, ids, reason=reason)
             self._stage_entries(s, changeset_id, document_id, ids, "delete")
             doc.state, doc.deleted_at, doc.updated_at = DocumentState.DELETED, utcnow(), utcnow()
-            doc.etag = doc.content_hash = doc.source_hash = doc.pending_deletion_run = None
+            doc.etag = doc.content_hash = doc.source_hash = doc.shape_hash = doc.pending_deletion_run = None
             doc.chunk_count = 0
             if skipped is not None:
                 doc.state, (doc.error_reason, doc.error_detail) = DocumentState.SKIPPED, skipped

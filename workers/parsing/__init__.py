@@ -17,7 +17,7 @@ from freshindex.core.errors import DocumentError
 from freshindex.core.types import ParsedDocument
 from freshindex.workers.parsing import limits as _limits
 from freshindex.workers.parsing.code import LANGUAGES, parse_code
-from freshindex.workers.parsing.html import parse_html
+from freshindex.workers.parsing.html import parse_html, shape_html
 from freshindex.workers.parsing.limits import Limits
 from freshindex.workers.parsing.markdown import parse_markdown
 from freshindex.workers.parsing.office import parse_docx, parse_pptx, parse_xlsx
@@ -97,6 +97,18 @@ class Parsers:
         except DocumentError:
             return False
         return True
+
+    def shape(self, data: bytes, key: str, media_type: str | None = None) -> str | None:
+        """The hash of what parsing ``data`` would read (``ParsedDocument.meta["shape_hash"]``), for
+        less than a parse; None for a format without one, or when the bytes cannot be read (the
+        parse then says why).  Equal hashes mean equal parses; see :func:`parse_html`'s ``shape_html``."""
+        try:
+            if self.for_key(key, media_type) is not parse_html:
+                return None
+            with _limits.applied(self.limits):
+                return shape_html(data)
+        except Exception:  # a refused or broken page: parsing it records the reason
+            return None
 
     def parse(self, data: bytes, key: str, media_type: str | None = None) -> ParsedDocument:
         parser = self.for_key(key, media_type)

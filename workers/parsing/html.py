@@ -48,9 +48,13 @@ the walk into blocks is :class:`~freshindex.workers.parsing.html_walk.HtmlWalker
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
+
+from lxml import etree
 
 from freshindex.core.enums import BlockKind
 from freshindex.core.types import Block, ParsedDocument
@@ -79,7 +83,7 @@ from freshindex.workers.parsing.numbering import page_title
 VERSION = "html-5"
 
 #: ``term_name`` is read here by callers and tests; it lives with the walker.
-__all__ = ["parse_html", "term_name"]
+__all__ = ["parse_html", "shape_html", "term_name"]
 
 _DROP_TAGS = ("script", "style", "noscript", "nav", "footer", "form", "template", "svg", "iframe", "button",
               "select", "input", "textarea", "link", "meta", "object", "embed", "canvas", "dialog")
@@ -187,7 +191,19 @@ def _mark_permalinks(page: Element) -> None:
                 break
 
 
-def parse_html(data: bytes, key: str) -> ParsedDocument:
+@dataclass
+class _Page:
+    """A page cleaned for the walk: the element read, the page's own title, and the hash of both."""
+
+    root: Element
+    raw_title: str
+    title_number: str | None
+    title: str
+    shape_hash: str
+
+
+def _clean(data: bytes) -> _Page:
+    """Parse, drop the furniture, pick the element to read: everything the walk depends on, hashed."""
     page, has_body = parse_document(decode_text(data))
     limits.check_time("HTML parsed")
     _check_depth(page)
@@ -203,14 +219,37 @@ def parse_html(data: bytes, key: str) -> ParsedDocument:
     root = mains[0] if len(mains) == 1 else (body if body is not None else page)
     heading_texts = [" ".join(inline_text(h).split()) for h in islice(iter_tags(root, HEADINGS), 8)]
     title_number, title = page_title(raw_title, heading_texts)
+    # The walk reads the element, its ancestors' names and the title; nothing else of the page.
+    digest = hashlib.sha256(f"{VERSION}\0{raw_title}\0".encode())
+    digest.update("/".join(str(a.tag) for a in root.iterancestors()).encode() + b"\0")
+    digest.update(etree.tostring(root, encoding="utf-8", with_tail=False))
+    return _Page(root, raw_title, title_number, title, digest.hexdigest())
+
+
+def shape_html(data: bytes) -> str:
+    """The hash of what :func:`parse_html` would walk, without the walk.
+
+    Two pages with the same shape hash parse to the same blocks and title
+    (the walk is a function of the cleaned element and the title), so a
+    release that changed only a page's furniture (navigation, a version in
+    the header, a footer) is seen as unchanged for the cost of parsing and
+    cleaning the tree: no walk, no fingerprint.  A different hash says
+    nothing: the page is parsed, and its content hash decides."""
+    return _clean(data).shape_hash
+
+
+def parse_html(data: bytes, key: str) -> ParsedDocument:
+    cleaned = _clean(data)
+    title_number, title = cleaned.title_number, cleaned.title
     walker = HtmlWalker(title)
-    walker.walk(root)
+    walker.walk(cleaned.root)
     blocks = _drop_volatile(walker.blocks)
     if not title:
         first = next((b for b in blocks if b.kind == BlockKind.HEADING), None)
         title = first.text if first else key.rsplit("/", 1)[-1]
     meta: dict = {"title_number": title_number} if title_number else {}
     meta["content_hash"] = content_fingerprint(title, blocks, meta)
+    meta["shape_hash"] = cleaned.shape_hash
     return ParsedDocument(title=title, blocks=tuple(blocks), parser="html", parser_version=VERSION, meta=meta)
 
 
