@@ -329,8 +329,8 @@ def run_naive(old: Path, new: Path) -> dict[str, Any]:
 # -- freshindex -------------------------------------------------------------------
 
 #: freshindex embedder variants measured side by side: the defaults, the batching before token
-#: budgets (32 texts a run however long, onnxruntime's spinning threads on) and one text per run.
-VARIANTS = {"fresh": {}, "legacy": {"_batch_tokens": 10**9, "_spin": True, "_max_padding": 1.0},
+#: budgets (32 texts a run however long) and one text per run.
+VARIANTS = {"fresh": {}, "legacy": {"_batch_tokens": 10**9, "_max_padding": 1.0},
             "one-per-run": {"_batch_size": 1}}
 
 

@@ -99,7 +99,6 @@ class Verification(BuilderBase):
         self._run_canaries(kb, collection, checks)
         return checks
 
-
     def _check_written(self, collection: str, written: Sequence[str], checks: dict[str, Any],
                        batch: int = 1000) -> None:
         """The "written" and "sample" checks, a batch of points and registry rows at a time (a full

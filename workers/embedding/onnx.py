@@ -24,9 +24,8 @@ on its own core.  Measured on 2 cores, 800 chunks of a manual: 19.9 s and
 307 MB this way, against 25.5 s (spin off) and 23.0 s (spin on) with one
 run at a time on onnxruntime's 2-thread intra-op pool, whose threads meet
 at a barrier after every operator and so idle while the slower one
-finishes; 26.9 s for a default session fed one text at a time.  ``spin``
-lets idle pool threads busy-wait; it applies only to an intra-op pool, so
-to none of these runs, and is kept for callers that pass it.
+finishes; 26.9 s for a default session fed one text at a time.  With no
+intra-op pool there are no idle pool threads to spin.
 """
 
 from __future__ import annotations
@@ -117,12 +116,11 @@ class OnnxMiniLM:
     """The default embedder: 384-d, CPU, offline."""
 
     def __init__(self, *, batch_size: int = 32, threads: int = 0, verify: bool = True,
-                 batch_tokens: int = BATCH_TOKENS, spin: bool = False, max_padding: float = MAX_PADDING) -> None:
+                 batch_tokens: int = BATCH_TOKENS, max_padding: float = MAX_PADDING) -> None:
         self._batch_size = batch_size
         self._batch_tokens = batch_tokens
         self._max_padding = max_padding
         self._threads = threads
-        self._spin = spin
         self._verify = verify
         self._session: Any = None  # an onnxruntime.InferenceSession once loaded (onnxruntime has no types)
         self._tokenizer: Tokenizer | None = None
@@ -175,7 +173,6 @@ class OnnxMiniLM:
             options.inter_op_num_threads = 1
             options.intra_op_num_threads = 1  # a run on one core; ``threads`` runs at once (see "Threads")
             options.log_severity_level = 3
-            options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self._spin else "0")
             try:
                 session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
             except Exception as exc:

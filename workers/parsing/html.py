@@ -196,7 +196,6 @@ class _Page:
     """A page cleaned for the walk: the element read, the page's own title, and the hash of both."""
 
     root: Element
-    raw_title: str
     title_number: str | None
     title: str
     shape_hash: str
@@ -223,7 +222,7 @@ def _clean(data: bytes) -> _Page:
     digest = hashlib.sha256(f"{VERSION}\0{raw_title}\0".encode())
     digest.update("/".join(str(a.tag) for a in root.iterancestors()).encode() + b"\0")
     digest.update(etree.tostring(root, encoding="utf-8", with_tail=False))
-    return _Page(root, raw_title, title_number, title, digest.hexdigest())
+    return _Page(root, title_number, title, digest.hexdigest())
 
 
 def shape_html(data: bytes) -> str:
