@@ -46,7 +46,8 @@ from freshindex.core.enums import SERVING_SNAPSHOTS, BuildStatus, SnapshotStatus
 from freshindex.core.errors import ConfigError, FreshIndexError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PointPayload
-from freshindex.core.types import Embedder, embed_text
+from freshindex.core.memory import trim_heap
+from freshindex.core.types import Embedder, Releasable, embed_text
 from freshindex.core.vector_cache import vectors_for
 from freshindex.health.metrics import Metrics
 from freshindex.registry import ChunkRow, SnapshotInfo
@@ -161,6 +162,7 @@ class Builder(BlueGreen, Verification):
             # never serve vectors of a model other than the one that embeds the questions.
             if not changesets and active is not None and not full and active.embedding_model == self.embedder.model_id:
                 return BuildResult(kb=kb, status=BuildStatus.UNCHANGED, snapshot_id=active.id, previous_id=active.id)
+            self._let_go_of_model()
             ops = self.registry.changeset_ops(changesets)
             strategy = "incremental"
             if (full or active is None or active.embedding_model != self.embedder.model_id
@@ -234,6 +236,20 @@ class Builder(BlueGreen, Verification):
             )
 
     # -- steps ----------------------------------------------------------------
+
+    def _let_go_of_model(self) -> None:
+        """Unload the embedding model (:class:`Releasable`) and return the heap's free pages before the store work.
+
+        Writing and optimising a collection needs no model unless the cache
+        misses (a model switch), and the verification's canaries and the
+        refusal calibration load it again (0.2 s for the bundled one).  Without
+        this, a process that embeds and builds held the model's 230 MB beside
+        the engine's optimisation: a full build of a 1,167-page manual peaked
+        at 677 MB (``bench/results/throughput.md``).
+        """
+        if isinstance(self.embedder, Releasable):
+            self.embedder.release()
+        trim_heap()
 
     def _check_dimensions(self, collection: str) -> None:
         """A build that writes into an existing collection (a copy or a recycled side) needs it to hold

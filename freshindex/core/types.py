@@ -308,3 +308,15 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Releasable(Protocol):
+    """An embedder that can let go of its loaded model and load it again on the next call.
+
+    The snapshot builder calls :meth:`release` before it writes and optimises
+    a collection: that work needs no model, so a process doing both is sized
+    by the larger of the two rather than their sum.  ``release`` must be safe
+    while another thread embeds (that call keeps what it already holds)."""
+
+    def release(self) -> None: ...

@@ -165,3 +165,55 @@ def test_held_builds_are_exported_from_the_registry(svc: Services, tmp_path: Pat
     scraped.add_health_collector(svc.registry.knowledge_bases, svc.registry.health)
     assert scraped.value("freshindex_held_builds_total", kb="kb1", check="count") == 1
     assert scraped.value("freshindex_snapshots", kb="kb1", status="active") == 1
+
+
+class Recorded:
+    """The hashing embedder made :class:`Releasable`, with the order of its releases and the store's writes."""
+
+    def __init__(self, inner, events: list[str]) -> None:
+        self.inner, self.events = inner, events
+
+    def release(self) -> None:
+        self.events.append("release")
+
+    def embed(self, texts):
+        self.events.append("embed")
+        return self.inner.embed(texts)
+
+    def __getattr__(self, item):
+        return getattr(self.inner, item)
+
+
+class RecordsWrites:
+    def __init__(self, inner, events: list[str]) -> None:
+        self.inner, self.events = inner, events
+
+    def upsert(self, name, points):
+        self.events.append("upsert")
+        self.inner.upsert(name, points)
+
+    def __getattr__(self, item):
+        return getattr(self.inner, item)
+
+
+def test_the_model_is_let_go_before_the_store_is_written_and_loads_again_for_the_canaries(
+        svc: Services, tmp_path: Path) -> None:
+    # Given a releasable embedder, a staged change and a canary that the build's verification asks
+    events: list[str] = []
+    embedder = Recorded(svc.embedder, events)
+    root = tmp_path / "src"
+    _source(svc, root, {"a.md": "# A\n\nalpha text", "b.md": "# B\n\nbeta text"})
+    sync_inline(svc, "s")
+    svc.registry.add_canary("kb1", "beta text", "b.md")
+    (root / "c.md").write_text("# C\n\ngamma text")
+    sync_inline(svc, "s", build=False)
+    builder = Builder(svc.registry, RecordsWrites(svc.store, events), embedder, svc.metrics, naming=svc.naming)
+    # When it builds
+    result = builder.build("kb1")
+    # Then the model was released before the first write, and the canary's question was embedded after it
+    assert result.status == "built", result
+    assert events.index("release") < events.index("upsert") < events.index("embed")
+    assert result.verification["canaries"]["failed"] == []
+    # And a build with nothing staged returns before releasing anything
+    events.clear()
+    assert builder.build("kb1").status == "unchanged" and events == []

@@ -127,3 +127,35 @@ def test_runs_go_at_once_on_single_threaded_sessions(one_by_one: tuple[list[str]
         assert set(names) == {threading.current_thread().name}
     else:
         assert len(set(names)) == 2 and all(n.startswith("freshindex-onnx") for n in names)
+
+
+def test_a_released_model_loads_again_and_a_call_in_flight_keeps_its_session(
+        one_by_one: tuple[list[str], np.ndarray]) -> None:
+    # Given a loaded embedder whose first run releases the model while the call is in flight
+    import threading
+
+    from freshindex.core.types import Releasable
+
+    texts, expected = one_by_one
+    model = OnnxMiniLM(threads=1)
+    assert isinstance(model, Releasable)
+    model.embed(["load"])
+    first = model._session
+    released = threading.Event()
+
+    class ReleasesMidCall:
+        def run(self, outputs, feeds):
+            if not released.is_set():
+                released.set()
+                model.release()
+            return first.run(outputs, feeds)
+
+    model._session = ReleasesMidCall()
+    # When it embeds many runs: the call finishes on the session it started with
+    got = model.embed(texts)
+    assert released.is_set() and model._session is None and model._tokenizer is None
+    assert np.max(np.abs(got - expected)) < 1e-5
+    # Then the next call loads a new session and gives the same vectors
+    again = model.embed(texts)
+    assert model._session is not None and model._session is not first
+    assert np.max(np.abs(again - expected)) < 1e-5

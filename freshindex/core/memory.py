@@ -1,0 +1,33 @@
+"""Give the C heap's free pages back to the operating system.
+
+glibc keeps memory that Python, onnxruntime and the vector engine have
+freed inside its heap arenas, where the process's resident size still
+counts it; another thread's arena cannot reuse it.  ``malloc_trim(0)``
+returns every whole free page.  Measured on a full build of a 1,167-page
+manual: 78 MB freed after the build, 47 MB at the start of the build, and
+226 MB after the ONNX session was let go (``bench/results/throughput.md``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):  # not glibc (musl, macOS): nothing to trim
+        return None
+    return trim
+
+
+def trim_heap() -> bool:
+    """Return the heap's free pages to the OS; False where the C library cannot (or had none to give)."""
+    trim = _malloc_trim()
+    return bool(trim(0)) if trim is not None else False
+
+
+__all__ = ["trim_heap"]
