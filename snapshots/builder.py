@@ -44,9 +44,9 @@ import numpy as np
 
 from freshindex.core.enums import SERVING_SNAPSHOTS, BuildStatus, SnapshotStatus
 from freshindex.core.errors import ConfigError, FreshIndexError
+from freshindex.core.memory import trim_heap
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PointPayload
-from freshindex.core.memory import trim_heap
 from freshindex.core.types import Embedder, Releasable, embed_text
 from freshindex.core.vector_cache import vectors_for
 from freshindex.health.metrics import Metrics
