@@ -247,9 +247,12 @@ class Builder(BlueGreen, Verification):
         the engine's optimisation: a full build of a 1,167-page manual peaked
         at 677 MB (``bench/results/throughput.md``).
         """
+        released = False
         if isinstance(self.embedder, Releasable):
             self.embedder.release()
-        trim_heap()
+            released = True
+        log.debug("model let go before the store work", extra={"event": "model_released", "released": released,
+                                                               "heap_trimmed": trim_heap()})
 
     def _check_dimensions(self, collection: str) -> None:
         """A build that writes into an existing collection (a copy or a recycled side) needs it to hold
