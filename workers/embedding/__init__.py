@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from freshindex.core.types import ChunkDraft, Embedder
 from freshindex.core.vector_cache import EmbedResult, VectorCacheLike, vectors_for
+from freshindex.settings.sections.ingest import REMOTE_PROVIDERS
 
 if TYPE_CHECKING:
     from freshindex.settings.model import EmbeddingSettings
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 def embedder_from_settings(e: EmbeddingSettings, *, metrics: Any = None) -> Embedder:
     """The embedder ``embedding.*`` names: in process (onnx, sentence-transformers, hashing) or remote
     (openai, tei: :mod:`workers.embedding.remote`, whose requests ``metrics`` counts)."""
-    if e.provider in ("openai", "tei"):
+    if e.remote:
         from freshindex.workers.embedding.remote import RemoteEmbedder, RemoteOptions
 
         return RemoteEmbedder(RemoteOptions.from_settings(e), metrics=metrics)
@@ -38,7 +39,7 @@ def build_embedder(provider: str, *, model: str = "", batch_size: int = 32, thre
         return SentenceTransformerEmbedder(model, batch_size=batch_size)
     from freshindex.core.errors import ConfigError
 
-    if provider in ("openai", "tei"):
+    if provider in REMOTE_PROVIDERS:
         raise ConfigError(f"embedding.provider={provider} is a remote embedder: build it from its settings "
                           "(embedder_from_settings)")
     raise ConfigError(f"unknown embedding provider {provider!r}")

@@ -9,6 +9,9 @@ from pydantic import BaseModel, Field, model_validator
 
 from freshindex.settings.sections.stores import S3Settings
 
+#: The providers whose model runs in another process, reached over HTTP (workers/embedding/remote.py).
+REMOTE_PROVIDERS = frozenset({"openai", "tei"})
+
 
 class EmbeddingSettings(BaseModel):
     """The embedding model that turns chunks and questions into dense vectors."""
@@ -58,9 +61,14 @@ class EmbeddingSettings(BaseModel):
     retry_max_wait_s: float = Field(default=60.0, gt=0, description="remote embedders: longest wait before a "
                                     "retry, a server's Retry-After included")
 
+    @property
+    def remote(self) -> bool:
+        """The model runs elsewhere (a server this process sends requests to), not on this process's cores."""
+        return self.provider in REMOTE_PROVIDERS
+
     @model_validator(mode="after")
     def _remote_complete(self) -> EmbeddingSettings:
-        if self.provider in ("openai", "tei"):
+        if self.remote:
             missing = [n for n, v in (("base_url", self.base_url), ("dimensions", self.dimensions)) if not v]
             if missing:
                 raise ValueError(f"embedding.provider={self.provider} needs embedding.{' and embedding.'.join(missing)}")
