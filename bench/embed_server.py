@@ -17,6 +17,7 @@ Run it alone (bench.remote_embed does): ``python -m bench.embed_server --port 80
 from __future__ import annotations
 
 import argparse
+import base64
 import threading
 import time
 from collections import deque
@@ -45,6 +46,7 @@ class Seen:
     tokens: tuple[int, ...]
     at: float
     authorization: str | None
+    encoding_format: str | None = None  # openai: as asked (float when absent)
 
 
 class EmbedServer:
@@ -80,7 +82,10 @@ class EmbedServer:
             texts = [texts]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return JSONResponse({"error": {"message": "input must be a string or a list of strings"}}, 400)
-        return await self._serve("openai", request, texts, truncate=False)
+        encoding = body.get("encoding_format", "float")
+        if encoding not in ("float", "base64"):
+            return JSONResponse({"error": {"message": f"unknown encoding_format {encoding!r}"}}, 400)
+        return await self._serve("openai", request, texts, truncate=False, encoding=encoding)
 
     async def _tei(self, request: Request) -> Response:
         body = await request.json()
@@ -91,13 +96,14 @@ class EmbedServer:
             return JSONResponse({"error": "inputs must be a string or a list of strings"}, 422)
         return await self._serve("tei", request, texts, truncate=bool(body.get("truncate", False)))
 
-    async def _serve(self, protocol: str, request: Request, texts: list[str], *, truncate: bool) -> Response:
+    async def _serve(self, protocol: str, request: Request, texts: list[str], *, truncate: bool,
+                     encoding: str | None = None) -> Response:
         from starlette.concurrency import run_in_threadpool
 
         tokens = self.embedder.count_tokens(texts)
         with self._lock:
             self.requests.append(Seen(protocol, len(texts), tuple(tokens), time.monotonic(),
-                                      request.headers.get("authorization")))
+                                      request.headers.get("authorization"), encoding))
             fault = self.faults.popleft() if self.faults else None
             self.in_flight += 1
             self.max_seen_in_flight = max(self.max_seen_in_flight, self.in_flight)
@@ -122,9 +128,11 @@ class EmbedServer:
                 self.in_flight -= 1
         if protocol == "tei":
             return JSONResponse(vectors.tolist())
+        rows = ([base64.b64encode(v.astype("<f4").tobytes()).decode("ascii") for v in vectors]
+                if encoding == "base64" else vectors.tolist())
         return JSONResponse({
             "object": "list", "model": self.model,
-            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors.tolist())],
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(rows)],
             "usage": {"prompt_tokens": sum(tokens), "total_tokens": sum(tokens)},
         })
 

@@ -70,6 +70,51 @@ def _count(metrics: Metrics, name: str, **labels: str) -> float:
     return metrics.registry.get_sample_value(name, labels) or 0.0
 
 
+@pytest.mark.parametrize("encoding", ["base64", "float"])
+def test_vectors_come_back_as_base64_by_default_and_as_numbers_when_asked(server, srv, onnx_embedder,
+                                                                         encoding) -> None:
+    # Given the openai protocol, asking for base64 (the default) or for JSON numbers
+    texts = _texts(4, seed=3)
+    emb = _remote(server[1], **({} if encoding == "base64" else {"encoding_format": encoding}))
+    try:
+        got = emb.embed(texts)
+    finally:
+        emb.close()
+    # Then the server was asked for that format, and either way the vectors are the model's
+    assert {r.encoding_format for r in srv.requests} == {encoding}
+    assert np.min(np.sum(got * onnx_embedder.embed(texts), axis=1)) > 0.9999
+
+
+def test_an_answer_in_the_other_format_or_a_broken_one_is_read_or_refused() -> None:
+    import base64
+    import json
+
+    import httpx
+
+    vector = np.arange(1, 385, dtype="<f4")
+    answers = iter([
+        [vector.tolist()],  # a server that ignores encoding_format and sends numbers
+        [base64.b64encode(vector.tobytes()).decode()],
+        [base64.b64encode(vector.tobytes()[:-2]).decode()],  # bytes that are not float32 values
+        ["not base64 at all!"],
+    ])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        rows = next(answers)
+        return httpx.Response(200, content=json.dumps({"data": [{"index": 0, "embedding": r} for r in rows]}))
+
+    emb = RemoteEmbedder(RemoteOptions(provider="openai", base_url="http://embed.test/v1", model="m", dimensions=384,
+                                       retries=0), transport=httpx.MockTransport(answer))
+    try:
+        want = vector / np.linalg.norm(vector)
+        assert np.allclose(emb.embed(["a"])[0], want) and np.allclose(emb.embed(["a"])[0], want)
+        for _ in range(2):
+            with pytest.raises(EmbeddingError, match="unreadable answer"):
+                emb.embed(["a"])
+    finally:
+        emb.close()
+
+
 @pytest.mark.parametrize("provider", ["openai", "tei"])
 def test_both_protocols_return_the_in_process_models_vectors(server, srv, onnx_embedder, provider) -> None:
     # Given the bundled model served over HTTP, and a key in a secret file

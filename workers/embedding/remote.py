@@ -31,7 +31,10 @@ What one :meth:`RemoteEmbedder.embed` call does:
    less); otherwise a jittered exponential backoff.  A server asking for
    more than ``embedding.retry_max_wait_s`` fails the call at once
    (:class:`EmbeddingError`, retryable: the task shell tries later);
-5. checks each answer: as many vectors as texts, each of
+5. reads each answer (openai: vectors asked for as base64 float32, as
+   OpenAI's own SDK does, a fifth of the bytes of JSON numbers and about
+   20 times cheaper to decode; numbers are read too) and checks it: as many
+   vectors as texts, each of
    ``embedding.dimensions`` (else :class:`ConfigError`, before anything is
    cached or written), and L2-normalises them.
 
@@ -51,6 +54,8 @@ concurrent calls beyond the shared in-flight bound.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import email.utils
 import logging
 import random
@@ -103,6 +108,8 @@ class RemoteOptions:
     api_key: str | None = field(default=None, repr=False)
     api_key_header: Literal["authorization", "api-key"] = "authorization"
     request_dimensions: bool = False
+    #: openai: how vectors come back; base64 (float32 little-endian) is what OpenAI's own SDK asks for.
+    encoding_format: Literal["base64", "float"] = "base64"
     model_revision: str = ""
     max_input_tokens: int = 512
     tokenizer_file: Path | None = None
@@ -121,7 +128,8 @@ class RemoteOptions:
         return cls(
             provider=e.provider, base_url=e.base_url, model=e.model, dimensions=e.dimensions,
             api_key=read_api_key(e.api_key_file) if e.api_key_file else None, api_key_header=e.api_key_header,
-            request_dimensions=e.request_dimensions, model_revision=e.model_revision,
+            request_dimensions=e.request_dimensions, encoding_format=e.encoding_format,
+            model_revision=e.model_revision,
             max_input_tokens=e.max_input_tokens, tokenizer_file=e.tokenizer_file,
             batch_max_inputs=e.batch_max_inputs, batch_max_tokens=e.batch_max_tokens, max_in_flight=e.max_in_flight,
             timeout_s=e.timeout_s, retries=e.retries, retry_max_wait_s=e.retry_max_wait_s,
@@ -322,7 +330,7 @@ class RemoteEmbedder:
         o = self.options
         if o.provider == "tei":
             return {"inputs": texts, "normalize": True, "truncate": False}
-        body: dict[str, Any] = {"model": o.model, "input": texts, "encoding_format": "float"}
+        body: dict[str, Any] = {"model": o.model, "input": texts, "encoding_format": o.encoding_format}
         if o.request_dimensions:
             body["dimensions"] = o.dimensions
         return body
@@ -370,9 +378,9 @@ class RemoteEmbedder:
             if self.options.provider == "tei":
                 rows = payload
             else:
-                rows = [d["embedding"] for d in sorted(payload["data"], key=lambda d: d["index"])]
+                rows = [_floats(d["embedding"]) for d in sorted(payload["data"], key=lambda d: d["index"])]
             vectors = np.asarray(rows, dtype=np.float32)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
             raise EmbeddingError(f"{self.where}: unreadable answer ({type(exc).__name__}: {exc})"[:400]) from None
         if vectors.ndim != 2 or vectors.shape[0] != expected:
             raise EmbeddingError(f"{self.where}: {expected} texts sent, answer of shape {vectors.shape}")
@@ -389,6 +397,17 @@ class RemoteEmbedder:
         if self.options.api_key:
             text = text.replace(self.options.api_key, "***")
         return text
+
+
+def _floats(embedding: Any) -> Any:
+    """One answer's vector: a JSON list of numbers, or (``encoding_format: base64``) the base64 of its
+    float32 values, little-endian; a server that ignores the format and sends numbers is read as well."""
+    if isinstance(embedding, str):
+        raw = base64.b64decode(embedding, validate=True)
+        if len(raw) % 4:
+            raise ValueError(f"a base64 vector of {len(raw)} bytes is not float32 values")
+        return np.frombuffer(raw, dtype="<f4")
+    return embedding
 
 
 def _outcome(status: int) -> str:
