@@ -18,9 +18,9 @@ it directly.  Each is idempotent under redelivery:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,19 +38,19 @@ from freshindex.registry import DocumentOutcome, DocumentRecord, Registry, Sourc
 from freshindex.registry.protocols import RunLedger
 from freshindex.settings.model import SyncSettings
 from freshindex.snapshots import BuildResult
-from freshindex.workers.chunking import CHUNKER_VERSION, Chunker
+from freshindex.workers.ahead import ParseAhead, Prepared
+from freshindex.workers.chunking import Chunker
 from freshindex.workers.connectors import ChunkMeta, Connector, check_key
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.document_acl import resolve_document_acl
 from freshindex.workers.embedding import embed_with_cache
 from freshindex.workers.handoff import EmbedPayload, Stage, StageHandoff
-from freshindex.workers.parsing import PARSER_SET_VERSION, OcrDeferred, Parsers
+from freshindex.workers.parsing import OcrDeferred, Parsers
 from freshindex.workers.provenance import provenance
+from freshindex.workers.versions import PIPELINE_VERSION
 
 log = logging.getLogger("freshindex.pipeline")
 
-#: Recorded on each document; a change re-chunks documents deliberately.
-PIPELINE_VERSION = f"{PARSER_SET_VERSION}.{CHUNKER_VERSION}"
 
 
 @dataclass
@@ -68,95 +68,14 @@ class PipelineContext:
     stage_payload_max_bytes: int = 8_000_000
     #: The HTTP permission service, for sources with ``acl_sources`` including ``http``.
     acl_service: PermissionService | None = None
-    #: Set by :func:`workers.runner.sync_inline`: the next document fetched, parsed and chunked in a
-    #: thread while this one embeds (:class:`ParseAhead`); None elsewhere (a Celery task).
+    #: Set by :func:`workers.runner.sync_inline`: the next documents fetched, parsed, chunked (and with a
+    #: remote model embedded) in threads while this one is processed (:mod:`workers.ahead`); None elsewhere.
     ahead: ParseAhead | None = None
 
     @property
     def fetch_policy(self) -> RetryPolicy:
         return RetryPolicy(retries=self.sync.fetch_retries, backoff_s=self.sync.fetch_backoff_s,
                            backoff_max_s=self.sync.fetch_backoff_max_s)
-
-
-@dataclass
-class _Prepared:
-    data: bytes | None = None
-    digest: str = ""
-    parsed: ParsedDocument | None = None
-    chunks: list[ChunkDraft] | None = None
-    error: BaseException | None = None  # a DocumentError of parsing or chunking, raised where it would have been
-
-
-class ParseAhead:
-    """Fetch, parse and chunk a document in a worker thread, ahead of the loop that processes it.
-
-    onnxruntime releases the GIL while it embeds, and parsing (BeautifulSoup,
-    PyMuPDF) is mostly Python, so parsing document n+1 while document n embeds
-    overlaps the two on a multi-core machine.  The thread touches no registry
-    and no vector cache: it reads the bytes, parses and chunks them (pure
-    functions); :func:`_process_document` takes that work when the bytes it
-    decides on hash the same, and does the work itself otherwise (a fetch the
-    thread could not make, retries, failures recorded as before).  Bytes whose
-    raw hash is the indexed one are not parsed ahead (they cost a touch).  At
-    most :attr:`HELD` documents are held ahead; the oldest is dropped first.
-    """
-
-    HELD = 2
-
-    def __init__(self) -> None:
-        self._pending: dict[str, tuple[threading.Thread, list[_Prepared]]] = {}
-
-    def submit(self, ctx: PipelineContext, source_id: str, key: str) -> None:
-        while len(self._pending) >= self.HELD:
-            thread, _ = self._pending.pop(next(iter(self._pending)))
-            thread.join()
-        try:
-            source = ctx.registry.get_source(source_id)
-            connector = ctx.connector_for(source)
-            doc_id = document_id(source_id, key)
-            known = ctx.registry.get_document(doc_id)
-            parsers = ctx.parsers.for_source(source.options)
-        except Exception:  # best effort: the document is then processed without help
-            return
-        skip = known.content_hash if known is not None and known.parser_version == PIPELINE_VERSION else None
-        box: list[_Prepared] = []
-
-        def work() -> None:
-            out = _Prepared()
-            try:
-                check_key(key)
-                data = connector.fetch(key)
-                if len(data) > ctx.max_file_bytes:
-                    return  # failed as too_large by the main path, nothing held
-                out.data, out.digest = data, content_hash(data)
-                if out.digest == skip:
-                    return
-                out.parsed = parsers.parse(data, key)
-                out.chunks = ctx.chunker.chunk(doc_id, out.parsed)
-            except DocumentError as exc:
-                out.error = exc
-            except Exception:  # a fetch error (retried by the main path) or a bug: nothing prepared
-                out = _Prepared()
-            finally:
-                box.append(out)
-
-        thread = threading.Thread(target=work, name="freshindex-parse-ahead", daemon=True)
-        self._pending[key] = (thread, box)
-        thread.start()
-
-    def take(self, key: str) -> _Prepared | None:
-        """What was prepared for ``key`` (waiting for it), or None."""
-        entry = self._pending.pop(key, None)
-        if entry is None:
-            return None
-        thread, box = entry
-        thread.join()
-        return box[0] if box else None
-
-    def discard(self) -> None:
-        for thread, _ in self._pending.values():
-            thread.join()
-        self._pending.clear()
 
 
 def process_document(
@@ -287,7 +206,7 @@ class _Fetched:
     connector: Connector
     data: bytes
     digest: str  # of the bytes
-    ready: _Prepared | None  # what ParseAhead prepared from these same bytes, if anything
+    ready: Prepared | None  # what ParseAhead prepared from these same bytes, if anything
     acl: DocumentAcl
     known: DocumentRecord | None
 
@@ -443,12 +362,15 @@ def _diff_chunks(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str
             c.meta.update(stamp)
     prov = provenance(fetched.data, kind=job.source.kind, location=job.source.location, key=job.key)
     return _diff_and_embed(ctx, job, digest, parsed, chunks, len(fetched.data), prov,
-                           hand_off=lambda: _hand_to_embed(ctx, job, fetched, digest, parsed, chunks, prov))
+                           hand_off=lambda: _hand_to_embed(ctx, job, fetched, digest, parsed, chunks, prov),
+                           ahead=fetched.ready)
 
 
 def _diff_and_embed(ctx: PipelineContext, job: _Job, digest: str, parsed: ParsedDocument, chunks: list[ChunkDraft],
-                    size: int, prov: dict[str, Any], hand_off: Callable[[], None] | None = None) -> _Change:
-    """The diff against the document's live chunks; the new ones embedded here, or handed on (``hand_off``)."""
+                    size: int, prov: dict[str, Any], hand_off: Callable[[], None] | None = None,
+                    ahead: Prepared | None = None) -> _Change:
+    """The diff against the document's live chunks; the new ones embedded here (or ``ahead``, in a thread:
+    :mod:`workers.ahead`), or handed on (``hand_off``)."""
     old_ids = ctx.registry.live_chunk_ids(job.doc_id)
     new_ids = {c.id for c in chunks}
     added_ids, removed_ids = new_ids - old_ids, old_ids - new_ids
@@ -460,7 +382,9 @@ def _diff_and_embed(ctx: PipelineContext, job: _Job, digest: str, parsed: Parsed
     if added and hand_off is not None and job.stage in (Stage.PARSE, Stage.OCR):
         hand_off()
     # A text over the model's input limit, or one a remote model refuses, fails this document only.
-    result = embed_with_cache(added, ctx.embedder, ctx.registry)
+    result = embed_with_cache(added, ctx.embedder, ctx.registry, ahead=ahead.vectors if ahead else None)
+    if ahead is not None and ahead.vectors:
+        result = dataclasses.replace(result, seconds=result.seconds + ahead.embed_seconds)
     return _Change(digest, parsed, chunks, old_ids, new_ids, added_ids, removed_ids, moved, result, size, prov)
 
 

@@ -165,8 +165,10 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
     reason: str | None = None
     with Heartbeat(svc.registry, plan.run_id, svc.settings.sync.heartbeat_interval_s):
         stale = None
-        # The next document is fetched, parsed and chunked in a thread while this one embeds.
-        ahead = pipeline.ParseAhead() if _parses_ahead(svc.settings) and total > 1 else None
+        # The next documents are fetched, parsed and chunked in threads while this one embeds (workers/ahead.py);
+        # with a remote model they are embedded there too, so the server works while this loop stages.
+        ahead = (pipeline.ParseAhead(embed=svc.settings.embedding.remote)
+                 if _parses_ahead(svc.settings) and total > 1 else None)
         ctx = dataclasses.replace(ctx, ahead=ahead) if ahead is not None else ctx
         try:
             for n, doc in enumerate(plan.documents, start=1):

@@ -40,12 +40,16 @@ class VectorCacheLike(Protocol):
     def cache_vectors(self, model_id: str, vectors: dict[str, np.ndarray]) -> None: ...
 
 
-def vectors_for(texts: Mapping[str, str], embedder: Embedder, cache: VectorCacheLike) -> EmbedResult:
+def vectors_for(texts: Mapping[str, str], embedder: Embedder, cache: VectorCacheLike, *,
+                ahead: Mapping[str, np.ndarray] | None = None) -> EmbedResult:
     """Vectors for ``texts`` (content hash -> the text the model sees).
 
     Hashes the cache knows for ``embedder.model_id`` are served from it; the
     rest are embedded in one call and written to the cache, so the next
     caller reuses them.  Each hash is embedded at most once per call.
+    ``ahead`` holds vectors the same embedder computed earlier for some of
+    these hashes (:mod:`workers.ahead`): a hash the cache lacks is taken from
+    it rather than embedded again, and counts as embedded.
     Vectors of another size than ``embedder.dimension`` are a
     :class:`ConfigError` before anything is cached (and so before the
     builder writes a point).
@@ -54,17 +58,20 @@ def vectors_for(texts: Mapping[str, str], embedder: Embedder, cache: VectorCache
     # A cached vector of another size (written under this key by a misconfigured model) is not served.
     found = {h: v for h, v in cache.cached_vectors(embedder.model_id, list(texts)).items() if v.shape[0] == dim}
     missing = [h for h in texts if h not in found]
+    given = {h: ahead[h] for h in missing if h in ahead and ahead[h].shape == (dim,)} if ahead else {}
+    todo = [h for h in missing if h not in given]
     seconds = 0.0
-    if missing:
+    if todo:
         start = time.perf_counter()
-        computed = embedder.embed([texts[h] for h in missing])
+        computed = embedder.embed([texts[h] for h in todo])
         seconds = time.perf_counter() - start
-        if computed.shape != (len(missing), dim):
+        if computed.shape != (len(todo), dim):
             raise ConfigError(f"embedding model {embedder.model_id} declares {dim} dimensions but returned vectors "
-                              f"of shape {tuple(computed.shape)} for {len(missing)} texts; nothing was cached")
-        fresh = {h: computed[i] for i, h in enumerate(missing)}
-        cache.cache_vectors(embedder.model_id, fresh)
-        found.update(fresh)
+                              f"of shape {tuple(computed.shape)} for {len(todo)} texts; nothing was cached")
+        given.update((h, computed[i]) for i, h in enumerate(todo))
+    if given:
+        cache.cache_vectors(embedder.model_id, given)
+        found.update(given)
     return EmbedResult(vectors=found, embedded=len(missing), reused=len(texts) - len(missing), seconds=seconds)
 
 

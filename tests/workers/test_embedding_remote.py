@@ -413,3 +413,50 @@ def test_request_planning_and_retry_after_parsing() -> None:
     # Retry-After is delta-seconds or an HTTP date
     assert retry_after_seconds("3") == 3.0 and retry_after_seconds(None) is None and retry_after_seconds("soon") is None
     assert retry_after_seconds("Wed, 21 Oct 2015 07:28:30 GMT", now=lambda: 1445412500.0) == 10.0
+
+
+def test_a_remote_sync_embeds_ahead_and_sends_each_new_chunk_once(server, srv, tmp_path: Path, monkeypatch) -> None:
+    """With a remote model a sync parses and embeds the next documents in threads (workers/ahead.py): the
+    same points and vectors as one document after another, each new chunk sent to the server once."""
+    from freshindex.workers import ahead
+
+    prepared: list[int] = []
+    real = ahead.embed_new
+
+    def spy(*args, **kw):
+        vectors, seconds = real(*args, **kw)
+        prepared.append(len(vectors))
+        return vectors, seconds
+
+    monkeypatch.setattr(ahead, "embed_new", spy)
+    _corpus(tmp_path / "kb", n=5)
+    remote = {"provider": "openai", "base_url": f"{server[1]}/v1", "dimensions": 384, "max_input_tokens": 256}
+    states = {}
+    for name, sync in (("ahead", {}), ("one-by-one", {"parse_ahead": False})):
+        srv.reset()
+        prepared.clear()
+        svc = Services(load_settings(data_dir=tmp_path / name, embedding=remote, sync=sync,
+                                     context={"refusal_calibration": False}))
+        try:
+            svc.registry.add_source("docs", kind="folder", location=str(tmp_path / "kb"), owner="t", kb="default")
+            report = sync_inline(svc, "docs")
+            assert report.build_status == "built"
+            points = svc.registry.count_live("default")
+            assert sum(r.inputs for r in srv.requests) == report.run.summary["chunks_embedded"] == points
+            rows = svc.registry.chunk_rows(sorted(svc.registry.live_chunk_ids_for_kb("default")))
+            cached = svc.registry.cached_vectors(svc.embedder.model_id, [r.content_hash for r in rows])
+            states[name] = (points, {h: v.round(5).tobytes() for h, v in cached.items()})
+            # every document after the first was embedded in a thread, none in the other mode
+            assert prepared == ([2, 2, 2, 2] if name == "ahead" else []), prepared
+            if name == "ahead":  # an edit: only the changed chunk goes to the server
+                (tmp_path / "kb" / "doc03.md").write_text((tmp_path / "kb" / "doc03.md").read_text()
+                                                          .replace("Entry 3 explains", "Entry 3 no longer explains"))
+                srv.reset()
+                again = sync_inline(svc, "docs")
+                assert again.run.summary["chunks_embedded"] == 1 == sum(r.inputs for r in srv.requests)
+                (tmp_path / "kb" / "doc03.md").write_text((tmp_path / "kb" / "doc03.md").read_text()
+                                                          .replace("Entry 3 no longer explains", "Entry 3 explains"))
+                sync_inline(svc, "docs")
+        finally:
+            svc.close()
+    assert states["ahead"] == states["one-by-one"]

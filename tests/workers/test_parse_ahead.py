@@ -107,8 +107,8 @@ def test_unset_parse_ahead_is_on_only_where_the_model_runs_elsewhere(tmp_path: P
     made: list[pipeline.ParseAhead] = []
 
     class Recorded(pipeline.ParseAhead):
-        def __init__(self) -> None:
-            super().__init__()
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
             made.append(self)
 
     monkeypatch.setattr(pipeline, "ParseAhead", Recorded)
@@ -123,3 +123,50 @@ def test_unset_parse_ahead_is_on_only_where_the_model_runs_elsewhere(tmp_path: P
             assert len(made) == expected_made
         finally:
             svc.close()
+
+
+def test_embedding_ahead_embeds_only_what_the_diff_will_and_a_failure_there_prepares_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    _tree(root)
+    svc, _ = _sync(tmp_path, "a", False, root)
+    try:
+        calls: list[list[str]] = []
+        real = svc.pipeline.embedder
+
+        class Watched:
+            model_id, dimension = real.model_id, real.dimension
+            fail = False
+
+            def embed(self, texts: list[str]) -> Any:
+                calls.append(list(texts))
+                if self.fail:
+                    raise RuntimeError("model unreachable")
+                return real.embed(texts)
+
+        watched = Watched()
+        ctx = dataclasses.replace(svc.pipeline, embedder=watched)
+        ahead = pipeline.ParseAhead(embed=True)
+        # Given an indexed page edited in one section
+        (root / "page2.md").write_text("# Page 2\n\n## Setup\n\nInstall the agent 2 on every host and restart it."
+                                       "\n\n## Rollback\n\nNever roll back: restore the backup instead.\n")
+        ahead.submit(ctx, "docs", "page2.md")
+        ready = ahead.take("page2.md")
+        # Then only the changed section's chunk was embedded ahead (the unchanged one is live)
+        assert ready is not None and ready.chunks and len(ready.chunks) == 2
+        assert len(calls) == 1 and len(calls[0]) == 1 and "restore the backup" in calls[0][0]
+        assert list(ready.vectors) == [c.content_hash for c in ready.chunks if "restore the backup" in c.text]
+        # And a new page is embedded whole, unless its texts are already in the vector cache
+        (root / "new.md").write_text("# New\n\n## Setup\n\nInstall the agent 9 on every host and restart it.\n")
+        (root / "copy.md").write_text((root / "page4.md").read_text())
+        for key, embedded in (("new.md", 1), ("copy.md", 0)):
+            calls.clear()
+            ahead.submit(ctx, "docs", key)
+            ready = ahead.take(key)
+            assert ready is not None and len(ready.vectors) == embedded and len(calls) == embedded
+        # And when the model fails in the thread, the parse is kept and no vector is: the loop embeds itself
+        watched.fail = True
+        ahead.submit(ctx, "docs", "new.md")
+        ready = ahead.take("new.md")
+        assert ready is not None and ready.chunks and ready.vectors == {} and ready.error is None
+    finally:
+        svc.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from freshindex.core.types import ChunkDraft, Embedder
@@ -10,6 +10,8 @@ from freshindex.core.vector_cache import EmbedResult, VectorCacheLike, vectors_f
 from freshindex.settings.sections.ingest import REMOTE_PROVIDERS
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from freshindex.settings.model import EmbeddingSettings
 
 
@@ -45,13 +47,14 @@ def build_embedder(provider: str, *, model: str = "", batch_size: int = 32, thre
     raise ConfigError(f"unknown embedding provider {provider!r}")
 
 
-def embed_with_cache(chunks: Sequence[ChunkDraft], embedder: Embedder, cache: VectorCacheLike) -> EmbedResult:
+def embed_with_cache(chunks: Sequence[ChunkDraft], embedder: Embedder, cache: VectorCacheLike, *,
+                     ahead: Mapping[str, np.ndarray] | None = None) -> EmbedResult:
     """Vectors for ``chunks``: from the cache by (model id, content hash), the
     rest from the model (then cached).  Identical chunks are embedded once.
 
     A thin adapter over :func:`core.vector_cache.vectors_for`, the one
     cache-or-embed rule the snapshot builder follows too."""
-    return vectors_for({c.content_hash: c.embed_text for c in chunks}, embedder, cache)
+    return vectors_for({c.content_hash: c.embed_text for c in chunks}, embedder, cache, ahead=ahead)
 
 
 __all__ = ["EmbedResult", "VectorCacheLike", "build_embedder", "embed_with_cache", "embedder_from_settings"]

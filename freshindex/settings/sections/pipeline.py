@@ -92,9 +92,10 @@ class SyncSettings(BaseModel):
     fetch_backoff_s: float = Field(default=0.5, ge=0, description="first fetch retry delay (doubles, with jitter)")
     fetch_backoff_max_s: float = Field(default=10.0, ge=0, description="cap on one fetch retry delay")
     parse_ahead: bool | None = Field(
-        default=None, description="in-process syncs fetch, parse and chunk the next document in a thread while "
-        "this one embeds. Unset: on with a remote embedder (openai, tei: the model runs elsewhere, so parsing "
-        "fills the wait for its answer; 300 PostgreSQL manual pages built in 95 s against 109 s), off with an "
+        default=None, description="in-process syncs fetch, parse and chunk the next documents in threads while "
+        "this one embeds (workers/ahead.py); with a remote embedder the threads embed them too. Unset: on with a "
+        "remote embedder (openai, tei: the model runs elsewhere, so this process's work fills the wait for its "
+        "answers), off with an "
         "in-process one (on 2 cores it gained about 3 %: the parser takes CPU from the model's threads; turn it "
         "on for more cores than embedding.threads)",
     )
