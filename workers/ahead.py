@@ -50,6 +50,8 @@ class Prepared:
     parsed: ParsedDocument | None = None
     chunks: list[ChunkDraft] | None = None
     error: BaseException | None = None  # a DocumentError of parsing or chunking, raised where it would have been
+    #: The bytes' shape hash, when it equals the indexed one: the parser would read the same (a touch, no parse).
+    shape: str | None = None
     #: Embedded ahead (``embed=True``): content hash -> vector, for the chunks new to the document and the cache.
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     embed_seconds: float = 0.0  # wall time of that embedding
@@ -58,8 +60,8 @@ class Prepared:
 class ParseAhead:
     """Fetch, parse and chunk (and with ``embed``, embed) documents in threads, ahead of the loop.
 
-    Bytes whose raw hash is the indexed one are not parsed ahead (they cost a
-    touch).  At most :attr:`HELD` documents are held ahead; the oldest is
+    Bytes whose raw hash is the indexed one, or whose shape hash is (only the
+    navigation changed), are not parsed ahead (they cost a touch).  At most :attr:`HELD` documents are held ahead; the oldest is
     dropped first.
     """
 
@@ -81,7 +83,9 @@ class ParseAhead:
             parsers = ctx.parsers.for_source(source.options)
         except Exception:  # best effort: the document is then processed without help
             return
-        skip = known.content_hash if known is not None and known.parser_version == PIPELINE_VERSION else None
+        current = known is not None and known.parser_version == PIPELINE_VERSION
+        skip = known.content_hash if current and known is not None else None
+        indexed_shape = known.shape_hash if current and known is not None else None
         box: list[Prepared] = []
 
         def work() -> None:
@@ -93,6 +97,9 @@ class ParseAhead:
                     return  # failed as too_large by the main path, nothing held
                 out.data, out.digest = data, content_hash(data)
                 if out.digest == skip:
+                    return
+                if indexed_shape and parsers.shape(data, key) == indexed_shape:
+                    out.shape = indexed_shape  # changed only where the parser does not read (navigation)
                     return
                 out.parsed = parsers.parse(data, key)
                 out.chunks = ctx.chunker.chunk(doc_id, out.parsed)

@@ -269,7 +269,8 @@ def _fetch(ctx: PipelineContext, job: _Job) -> _Fetched:
             on_retry=lambda _attempt, _exc: ctx.metrics.fetch_retries.labels(job.source_id).inc(),
         )
     digest = job.raw_digest = content_hash(data)
-    if ready is not None and (ready.digest != digest or (ready.parsed is None and ready.error is None)):
+    if ready is not None and (ready.digest != digest or (ready.parsed is None and ready.error is None
+                                                         and ready.shape is None)):
         ready = None
     acl = resolve_document_acl(ctx, job.source, connector, job.key)
     return _Fetched(connector, data, digest, ready, acl, ctx.registry.get_document(job.doc_id))
@@ -298,7 +299,7 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
     ready, source = fetched.ready, job.source
     if ready is not None and ready.parsed is None and ready.error is not None:
         raise ready.error  # parsing failed ahead: the same failure, recorded here
-    # (a ready result holds a parse or, raised just above, its error)
+    # (a ready result holds a parse, its error (raised above), or a shape hash the index no longer has)
     parsed = (ready.parsed if ready is not None and ready.parsed is not None
               else _parse(ctx, job, fetched.data))
     ctx.metrics.ocr_pages.labels(job.source_id).inc(len(parsed.meta.get("ocr_pages", ())))
@@ -325,17 +326,18 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
         return mirrored
     if ready is not None and ready.error is not None:
         raise ready.error  # chunking failed ahead (too_large): the same failure, recorded here
-    chunks = ready.chunks if ready is not None else ctx.chunker.chunk(job.doc_id, parsed)
+    chunks = ready.chunks if ready is not None and ready.parsed is not None else ctx.chunker.chunk(job.doc_id, parsed)
     return _diff_chunks(ctx, job, fetched, digest, parsed, chunks)
 
 
 def _touch_if_same_shape(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutcome | None:
     """The bytes changed, but the parser reads the same out of them (the shape hash stored at the last
     parse is equal; nothing to compare with, or parsed ahead: the parse decides): touched, no parse."""
-    known = fetched.known
-    if known is None or not known.shape_hash or (fetched.ready is not None and fetched.ready.parsed is not None):
+    known, ready = fetched.known, fetched.ready
+    if known is None or not known.shape_hash or (ready is not None and ready.parsed is not None):
         return None
-    shape = ctx.parsers.for_source(job.source.options).shape(fetched.data, job.key)
+    shape = (ready.shape if ready is not None and ready.shape
+             else ctx.parsers.for_source(job.source.options).shape(fetched.data, job.key))
     return _touch_if_unchanged(ctx, job, fetched, known.content_hash, shape) if shape == known.shape_hash else None
 
 

@@ -13,6 +13,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.parsing import Parsers
@@ -67,14 +69,16 @@ class _Counting:
         return self.real.parse(data, key)
 
 
-def test_a_release_that_moved_only_furniture_is_touched_without_a_parse(tmp_path: Path) -> None:
-    # Given three indexed pages
+@pytest.mark.parametrize("ahead", [False, True], ids=["one-by-one", "parse-ahead"])
+def test_a_release_that_moved_only_furniture_is_touched_without_a_parse(tmp_path: Path, ahead: bool) -> None:
+    # Given three indexed pages (synced one by one, or with the next pages read in threads: workers/ahead.py)
     root = tmp_path / "src"
     root.mkdir()
     texts = {f"p{n}.html": f"Chapter {n}: use pg_basebackup {n} times for a base backup." for n in range(3)}
     for key, text in texts.items():
         (root / key).write_bytes(_page(text))
-    svc = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing"}))
+    svc = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing"},
+                                 sync={"parse_ahead": ahead}))
     try:
         svc.registry.add_source("docs", kind="folder", location=str(root), owner="t", kb="kb")
         first = sync_inline(svc, "docs")
