@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeKind, RunStatus
 from freshindex.core.errors import FreshIndexError, LockHeldError, RetryableError
@@ -28,9 +28,6 @@ from freshindex.schedules.reaper import Heartbeat
 from freshindex.snapshots import BuildResult
 from freshindex.workers import pipeline, planner
 from freshindex.workers.ports import RunnerServices
-
-if TYPE_CHECKING:
-    from freshindex.settings import Settings
 
 log = logging.getLogger("freshindex.runner")
 
@@ -124,13 +121,6 @@ class SyncReport:
         }
 
 
-def _parses_ahead(settings: Settings) -> bool:
-    """``sync.parse_ahead``, or unset: on when the model runs elsewhere (its answer is waited for, not computed
-    here), off in process (the parser would take the cores the model's runs use)."""
-    chosen = settings.sync.parse_ahead
-    return settings.embedding.remote if chosen is None else bool(chosen)
-
-
 def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", progress: Progress | None = None,
                 build: bool = True, poll: float = 0.25) -> SyncReport:
     """Sync ``source_id`` in this process, or follow the live run another sync opened.
@@ -165,10 +155,9 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
     reason: str | None = None
     with Heartbeat(svc.registry, plan.run_id, svc.settings.sync.heartbeat_interval_s):
         stale = None
-        # The next documents are fetched, parsed and chunked in threads while this one embeds (workers/ahead.py);
-        # with a remote model they are embedded there too, so the server works while this loop stages.
-        ahead = (pipeline.ParseAhead(embed=svc.settings.embedding.remote)
-                 if _parses_ahead(svc.settings) and total > 1 else None)
+        # The next documents are fetched, parsed, chunked and embedded in threads while this one is staged
+        # (workers/ahead.py), so the model works while this loop writes the registry.
+        ahead = pipeline.ParseAhead(embed=True) if svc.settings.sync.parse_ahead and total > 1 else None
         ctx = dataclasses.replace(ctx, ahead=ahead) if ahead is not None else ctx
         try:
             for n, doc in enumerate(plan.documents, start=1):

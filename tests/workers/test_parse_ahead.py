@@ -93,17 +93,9 @@ def test_bytes_already_indexed_are_not_parsed_ahead(tmp_path: Path) -> None:
         svc.close()
 
 
-def test_unset_parse_ahead_is_on_only_where_the_model_runs_elsewhere(tmp_path: Path, monkeypatch: Any) -> None:
-    """Unset, a sync parses ahead with a remote embedder (the wait for the server is idle here) and not
-    with an in-process one; a set value wins either way."""
-    from freshindex.workers import runner
-
-    remote = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "dimensions": 384}
-    cases = [({"provider": "hashing"}, {}, False), (remote, {}, True),
-             (remote, {"parse_ahead": False}, False), ({"provider": "hashing"}, {"parse_ahead": True}, True)]
-    for embedding, sync, expected in cases:
-        assert runner._parses_ahead(load_settings(data_dir=tmp_path / "x", embedding=embedding, sync=sync)) is expected
-
+def test_syncs_work_ahead_by_default_and_embed_there(tmp_path: Path, monkeypatch: Any) -> None:
+    """By default a sync parses and embeds the next documents in threads; ``sync.parse_ahead=false`` does
+    one document after another."""
     made: list[pipeline.ParseAhead] = []
 
     class Recorded(pipeline.ParseAhead):
@@ -114,13 +106,13 @@ def test_unset_parse_ahead_is_on_only_where_the_model_runs_elsewhere(tmp_path: P
     monkeypatch.setattr(pipeline, "ParseAhead", Recorded)
     root = tmp_path / "src"
     _tree(root)
-    for name, sync, expected_made in (("unset", {}, 0), ("on", {"parse_ahead": True}, 1)):
+    for name, sync, expected in (("default", {}, [True]), ("off", {"parse_ahead": False}, [])):
         svc = Services(load_settings(data_dir=tmp_path / name, embedding={"provider": "hashing"}, sync=sync))
         try:
             svc.registry.add_source("docs", kind="folder", location=str(root), owner="t", kb="kb")
             made.clear()
             assert sync_inline(svc, "docs").run.summary["chunks_embedded"] > 0
-            assert len(made) == expected_made
+            assert [a.embed for a in made] == expected
         finally:
             svc.close()
 
