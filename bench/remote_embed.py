@@ -35,9 +35,10 @@ from typing import Any
 
 import httpx
 
-NOTE = ("Requests: one per document for its chunks (the pipeline embeds a document's new chunks in one call), "
-        "then one per question of the build's refusal calibration, which embeds its pseudo-questions as queries, "
-        "one text each. 'wall s' covers the whole sync and build; 's in embed calls' only the pipeline's embed step.")
+NOTE = ("Requests: one per document for its chunks (a document's new chunks are embedded in one call, in a "
+        "thread ahead of the sync loop: workers/ahead.py), then the build's refusal calibration, which embeds its "
+        "pseudo-questions in one call cut into requests of at most embedding.batch_max_inputs texts. 'wall s' covers "
+        "the whole sync and build; 's in embed calls' the pipeline's embed calls, which overlap.")
 
 
 def corpus(limit: int, dest: Path) -> Path:
