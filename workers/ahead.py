@@ -38,6 +38,8 @@ from freshindex.workers.versions import PIPELINE_VERSION
 if TYPE_CHECKING:
     import numpy as np
 
+    from freshindex.workers.connectors import Connector
+    from freshindex.workers.parsing import Parsers
     from freshindex.workers.pipeline import PipelineContext
 
 
@@ -55,6 +57,8 @@ class Prepared:
     #: Embedded ahead (``embed=True``): content hash -> vector, for the chunks new to the document and the cache.
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     embed_seconds: float = 0.0  # wall time of that embedding
+    #: The thread opened the document's attempt (the poison-pill counter) before it fetched: the loop adopts it.
+    attempt_open: bool = False
 
 
 class ParseAhead:
@@ -69,37 +73,46 @@ class ParseAhead:
 
     def __init__(self, *, embed: bool = False) -> None:
         self.embed = embed
-        self._pending: dict[str, tuple[threading.Thread, list[Prepared]]] = {}
+        self._pending: dict[str, tuple[threading.Thread, list[Prepared], str]] = {}
+        self._sources: dict[str, tuple[Connector, Parsers]] = {}  # read once a run: the loop's own reads decide
+        self._ctx: PipelineContext | None = None
 
-    def submit(self, ctx: PipelineContext, source_id: str, key: str) -> None:
+    def submit(self, ctx: PipelineContext, source_id: str, key: str, *, run_id: int | None = None,
+               etag: str | None = None) -> None:
+        """Start on ``key``; with ``run_id``, inside the document's own attempt (the poison-pill counter,
+        :func:`workers.pipeline.begin_attempt`), which the loop adopts or :meth:`discard` closes."""
+        self._ctx = ctx
         while len(self._pending) >= self.HELD:
-            thread, _ = self._pending.pop(next(iter(self._pending)))
-            thread.join()
+            self._drop(self._pending.pop(next(iter(self._pending))))
         try:
-            source = ctx.registry.get_source(source_id)
-            connector = ctx.connector_for(source)
-            doc_id = document_id(source_id, key)
-            known = ctx.registry.get_document(doc_id)
-            parsers = ctx.parsers.for_source(source.options)
+            if source_id not in self._sources:
+                source = ctx.registry.get_source(source_id)
+                self._sources[source_id] = (ctx.connector_for(source), ctx.parsers.for_source(source.options))
+            connector, parsers = self._sources[source_id]
         except Exception:  # best effort: the document is then processed without help
             return
-        current = known is not None and known.parser_version == PIPELINE_VERSION
-        skip = known.content_hash if current and known is not None else None
-        indexed_shape = known.shape_hash if current and known is not None else None
+        doc_id = document_id(source_id, key)
         box: list[Prepared] = []
 
         def work() -> None:
             out = Prepared()
             try:
+                if run_id is not None:
+                    # A document some process died on is parsed only in the loop's own attempt.
+                    out.attempt_open = ctx.registry.begin_attempt_ahead(doc_id, etag=etag, run_id=run_id)
+                    if not out.attempt_open:
+                        return
+                known = ctx.registry.get_document(doc_id)
+                indexed = known if known is not None and known.parser_version == PIPELINE_VERSION else None
                 check_key(key)
                 data = connector.fetch(key)
                 if len(data) > ctx.max_file_bytes:
                     return  # failed as too_large by the main path, nothing held
                 out.data, out.digest = data, content_hash(data)
-                if out.digest == skip:
+                if indexed is not None and out.digest == indexed.content_hash:
                     return
-                if indexed_shape and parsers.shape(data, key) == indexed_shape:
-                    out.shape = indexed_shape  # changed only where the parser does not read (navigation)
+                if indexed is not None and indexed.shape_hash and parsers.shape(data, key) == indexed.shape_hash:
+                    out.shape = indexed.shape_hash  # changed only where the parser does not read (navigation)
                     return
                 out.parsed = parsers.parse(data, key)
                 out.chunks = ctx.chunker.chunk(doc_id, out.parsed)
@@ -108,27 +121,36 @@ class ParseAhead:
             except DocumentError as exc:
                 out.error = exc
             except Exception:  # a fetch error (retried by the main path) or a bug: nothing prepared
-                out = Prepared()
+                out = Prepared(attempt_open=out.attempt_open)
             finally:
                 box.append(out)
 
         thread = threading.Thread(target=work, name="freshindex-parse-ahead", daemon=True)
-        self._pending[key] = (thread, box)
+        self._pending[key] = (thread, box, doc_id)
         thread.start()
 
     def take(self, key: str) -> Prepared | None:
-        """What was prepared for ``key`` (waiting for it), or None."""
+        """What was prepared for ``key`` (waiting for it), or None.  The loop owns an attempt it opened."""
         entry = self._pending.pop(key, None)
         if entry is None:
             return None
-        thread, box = entry
+        thread, box, _doc = entry
         thread.join()
         return box[0] if box else None
 
     def discard(self) -> None:
-        for thread, _ in self._pending.values():
-            thread.join()
-        self._pending.clear()
+        """Wait for every thread; close the attempts of the documents the loop did not take."""
+        while self._pending:
+            self._drop(self._pending.pop(next(iter(self._pending))))
+
+    def _drop(self, entry: tuple[threading.Thread, list[Prepared], str]) -> None:
+        thread, box, doc_id = entry
+        thread.join()
+        if box and box[0].attempt_open and self._ctx is not None:
+            try:  # alive, no outcome: closed, crashes kept (none were counted)
+                self._ctx.registry.end_document_attempt(doc_id, outcome=False)
+            except Exception:  # best effort: an attempt left open costs a crash counted on the next sync
+                pass
 
 
 def embed_new(ctx: PipelineContext, indexed: str | None,

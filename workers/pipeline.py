@@ -101,12 +101,14 @@ def process_document(
         why = ctx.registry.run_refusal(run_id, changeset_id)
         if why is not None:
             raise StaleTaskError(run_id, changeset_id, why)
-        poisoned = begin_attempt(ctx, run_id, changeset_id, source_id, key, etag, size)
-        if poisoned is not None:
-            return poisoned
+        ready = ctx.ahead.take(key) if ctx.ahead is not None else None
+        if ready is None or not ready.attempt_open:  # else the thread that worked ahead opened it: adopted
+            poisoned = begin_attempt(ctx, run_id, changeset_id, source_id, key, etag, size)
+            if poisoned is not None:
+                return poisoned
         try:
             outcome = work() if work is not None else _process_document(ctx, run_id, changeset_id, source_id,
-                                                                         key, etag, size, stage)
+                                                                         key, etag, size, stage, ready)
         except BaseException:
             _end_attempt(ctx, doc_id, outcome=False)  # alive: a retry or a recorded error, not a crash
             raise
@@ -230,9 +232,10 @@ class _Change:
 
 def _process_document(
     ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int,
-    stage: Stage = Stage.ALL,
+    stage: Stage = Stage.ALL, ready: Prepared | None = None,
 ) -> DocumentOutcome:
-    """The work of :func:`process_document` once the run was seen open: fetch, decide, stage.
+    """The work of :func:`process_document` once the run was seen open: fetch (or take what was
+    fetched ahead, ``ready``), decide, stage.
 
     Bad input raises nothing: it is recorded against the document (and a
     metric counted) and the outcome says ``failed``.  Infrastructure errors
@@ -242,7 +245,7 @@ def _process_document(
     job = _Job(run_id, changeset_id, source_id, key, etag, size, started, ctx.registry.get_source(source_id),
                document_id(source_id, key), stage=stage)
     try:
-        fetched = _fetch(ctx, job)
+        fetched = _fetch(ctx, job, ready)
         decided = _decide(ctx, job, fetched)
     except DocumentError as exc:
         return _record_document_error(ctx, job, exc)
@@ -251,7 +254,7 @@ def _process_document(
     return _stage(ctx, job, fetched.known, fetched.acl, decided)
 
 
-def _fetch(ctx: PipelineContext, job: _Job) -> _Fetched:
+def _fetch(ctx: PipelineContext, job: _Job, ready: Prepared | None) -> _Fetched:
     """Check the key and size, fetch the bytes (or take what ParseAhead fetched), resolve the ACL."""
     check_key(job.key)
     if job.size > ctx.max_file_bytes:
@@ -259,7 +262,6 @@ def _fetch(ctx: PipelineContext, job: _Job) -> _Fetched:
     # Retried here through a source outage, then recorded as fetch_failed
     # (transient): one retry loop for both runners (connectors/retry.py).
     connector = ctx.connector_for(job.source)
-    ready = ctx.ahead.take(job.key) if ctx.ahead is not None else None
     if ready is not None and ready.data is not None:
         data = ready.data
     else:

@@ -162,7 +162,8 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
         try:
             for n, doc in enumerate(plan.documents, start=1):
                 if ahead is not None and n < total:
-                    ahead.submit(ctx, source_id, plan.documents[n].key)
+                    ahead.submit(ctx, source_id, plan.documents[n].key, run_id=plan.run_id,
+                                 etag=plan.documents[n].etag)
                 outcome = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, source_id, doc.key,
                                                     doc.etag, doc.size)
                 if outcome.outcome == DocumentOutcomeKind.STALE:

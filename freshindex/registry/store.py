@@ -17,6 +17,7 @@ content-derived ids and inserted with "on conflict" clauses.
 from __future__ import annotations
 
 from freshindex.registry.archive import ArchiveStore
+from freshindex.registry.attempts import AttemptsStore
 from freshindex.registry.audit import AuditStore
 from freshindex.registry.base import process_name
 from freshindex.registry.cache import VectorCacheStore
@@ -37,6 +38,7 @@ from freshindex.registry.webhooks import WebhookStore
 class Registry(
     SourcesStore,
     RunsStore,
+    AttemptsStore,
     DocumentAclStore,
     StagingStore,
     ChunkStore,

@@ -48,6 +48,26 @@ def test_past_the_default_lease_a_touched_run_lives_and_an_untouched_one_is_reap
     assert dead not in {r.id for r in reg.stalled_runs(lease, now=t0 + dt.timedelta(seconds=lease - 1))}
 
 
+def test_an_attempt_opened_ahead_is_refused_for_a_document_a_process_died_on(reg: Registry, fresh) -> None:
+    doc, other = fresh("doc"), fresh("other")
+    # Given a document never begun: opened ahead, and the crash counter sees it open
+    assert reg.begin_attempt_ahead(doc, etag="e1", run_id=1) is True
+    # When its process dies with it open, the next opening ahead is refused (nothing changed) ...
+    assert reg.begin_attempt_ahead(doc, etag="e1", run_id=2) is False
+    # ... and the loop's own attempt counts the crash
+    assert reg.begin_document_attempt(doc, etag="e1", run_id=2) == (1, True)
+    reg.end_document_attempt(doc, outcome=False)
+    assert reg.begin_attempt_ahead(doc, etag="e1", run_id=2) is False  # closed, but a crash is counted
+    # An outcome resets it: working ahead is allowed again
+    reg.end_document_attempt(doc, outcome=True)
+    assert reg.begin_attempt_ahead(doc, etag="e1", run_id=3) is True
+    # A retried error with no crash keeps no one from working ahead
+    assert reg.begin_document_attempt(other, etag="e1", run_id=3) == (0, False)
+    reg.end_document_attempt(other, outcome=False)
+    assert reg.begin_attempt_ahead(other, etag="e1", run_id=3) is True
+    assert reg.document_crashes(other) == 0
+
+
 def test_a_crash_is_an_attempt_begun_and_never_ended(reg: Registry, fresh) -> None:
     doc = fresh("doc")
     # Given a document begun for the first time

@@ -1,0 +1,93 @@
+"""The poison-pill counter: which documents a worker process began and never finished (migration 0012)."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, select, update
+
+from freshindex.registry.base import _Base, process_name
+from freshindex.registry.schema import DocumentAttempt, utcnow
+
+
+class AttemptsStore(_Base):
+    """Document attempts (:class:`registry.schema.DocumentAttempt`), read and written by
+    :func:`workers.pipeline.begin_attempt` and the threads of :mod:`workers.ahead`."""
+
+    def begin_document_attempt(self, document_id: str, *, etag: str | None, run_id: int,
+                               worker: str | None = None) -> tuple[int, bool]:
+        """A worker process begins ``document_id`` (before fetching or parsing it); returns
+        (crashes counted against this version of it, whether the previous attempt just counted).
+
+        The previous attempt crashed when it is still open: its process began
+        the document and never ended the attempt (:meth:`end_document_attempt`),
+        so it died on it.  Durable and shared by every process, unlike the
+        broker's ``redelivered`` flag (set by RabbitMQ, not by Redis or SQS
+        after a visibility timeout) and Celery's ``retries`` (which counts
+        only retries the task asked for, never a worker lost).  A new
+        ``etag`` starts the count again.  Not guaranteed: two copies of one
+        task running side by side (a redelivery while the first still runs)
+        count the second's start as a crash of the first.
+        """
+        now = utcnow()
+        with self.session() as s:
+            self._write_lock(s)
+            s.execute(self._insert(DocumentAttempt).values(
+                document_id=document_id, etag=etag, crashes=0, open=False, sync_run_id=run_id, updated_at=now,
+            ).on_conflict_do_nothing(index_elements=["document_id"]))
+            q = select(DocumentAttempt).where(DocumentAttempt.document_id == document_id)
+            if self._dialect == "postgresql":
+                q = q.with_for_update()
+            row = s.scalars(q).one()
+            crashed = False
+            if row.etag != etag:
+                row.crashes = 0
+            elif row.open:
+                row.crashes, crashed = (row.crashes or 0) + 1, True
+            row.open, row.etag, row.sync_run_id, row.updated_at = True, etag, run_id, now
+            row.worker = worker or process_name()
+            return row.crashes, crashed
+
+    def begin_attempt_ahead(self, document_id: str, *, etag: str | None, run_id: int) -> bool:
+        """Open ``document_id``'s attempt for work done ahead of the loop (:mod:`workers.ahead`), only if no
+        process died on it: False, and nothing changed, when its attempt is open or has crashes counted.
+
+        The loop then adopts the open attempt instead of beginning one (which
+        would count it as a crash) and ends it as usual.  A process killed
+        while working ahead leaves this attempt open beside the loop's, so
+        both documents are counted; the next sync begins the document that
+        killed it in the loop's own attempt (this returns False for it), so
+        its count rises as without working ahead.
+        """
+        with self.session() as s:
+            self._write_lock(s)
+            q = select(DocumentAttempt).where(DocumentAttempt.document_id == document_id)
+            if self._dialect == "postgresql":
+                q = q.with_for_update()
+            row = s.scalars(q).one_or_none()
+            if row is not None and (row.open or row.crashes):
+                return False
+            if row is None:
+                s.add(DocumentAttempt(document_id=document_id, etag=etag, crashes=0, open=True, sync_run_id=run_id,
+                                      updated_at=utcnow(), worker=process_name()))
+            else:
+                row.open, row.etag, row.sync_run_id, row.updated_at, row.worker = (True, etag, run_id, utcnow(),
+                                                                                  process_name())
+            return True
+
+    def end_document_attempt(self, document_id: str, *, outcome: bool) -> None:
+        """The process that began ``document_id`` is done with it, alive.
+
+        ``outcome``: it recorded one (indexed, unchanged, failed): the crash
+        count starts again.  Otherwise (an error the task retries) the attempt
+        is closed and the crashes counted so far are kept.
+        """
+        with self.session() as s:
+            if outcome:
+                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id == document_id))
+            else:
+                s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id == document_id)
+                          .values(open=False, updated_at=utcnow()))
+
+    def document_crashes(self, document_id: str) -> int:
+        """Crashes counted against the document's current attempts (0 when none is recorded)."""
+        with self.session() as s:
+            return s.scalar(select(DocumentAttempt.crashes).where(DocumentAttempt.document_id == document_id)) or 0
