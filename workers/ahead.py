@@ -15,11 +15,16 @@ overlap is with the server: without it the server waits while this process
 parses and stages, and this process waits while the server embeds.
 
 What the threads touch: the source (a fetch), the parsers and the chunker
-(pure functions), and, embedding ahead, the registry (two reads: the
-document's live chunk ids and the vector cache) and the model.  Nothing is written: the vectors are handed to the loop, which
-caches them with the rest of the document's work (:func:`core.vector_cache.vectors_for`
-with ``ahead``).  A failure in a thread prepares nothing and the loop meets
-it where it would have.
+(pure functions), the registry (reads of the document, its live chunk ids
+and the vector cache) and the model.  They write one thing: the document's
+attempt, the poison-pill counter (:func:`workers.pipeline.begin_attempt`),
+opened before the fetch so that a parser that kills the process is
+charged to its document; the loop adopts that attempt, and a document a
+process died on is never worked ahead (:meth:`Registry.begin_attempt_ahead`).
+The vectors are handed to the loop, which caches them with the rest of the
+document's work (:func:`core.vector_cache.vectors_for` with ``ahead``).  A
+failure in a thread prepares nothing and the loop meets it where it would
+have.
 """
 
 from __future__ import annotations
