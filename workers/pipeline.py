@@ -52,7 +52,6 @@ from freshindex.workers.versions import PIPELINE_VERSION
 log = logging.getLogger("freshindex.pipeline")
 
 
-
 @dataclass
 class PipelineContext:
     registry: Registry
@@ -68,8 +67,8 @@ class PipelineContext:
     stage_payload_max_bytes: int = 8_000_000
     #: The HTTP permission service, for sources with ``acl_sources`` including ``http``.
     acl_service: PermissionService | None = None
-    #: Set by :func:`workers.runner.sync_inline`: the next documents fetched, parsed, chunked (and with a
-    #: remote model embedded) in threads while this one is processed (:mod:`workers.ahead`); None elsewhere.
+    #: Set by :func:`workers.runner.sync_inline`: the next documents fetched, parsed, chunked and embedded
+    #: in threads while this one is processed (:mod:`workers.ahead`); None elsewhere (a Celery task).
     ahead: ParseAhead | None = None
 
     @property
