@@ -34,8 +34,7 @@ class AttemptsStore(_Base):
                 document_id=document_id, etag=etag, crashes=0, open=False, sync_run_id=run_id, updated_at=now,
             ).on_conflict_do_nothing(index_elements=["document_id"]))
             q = select(DocumentAttempt).where(DocumentAttempt.document_id == document_id)
-            if self._dialect == "postgresql":
-                q = q.with_for_update()
+            q = self._for_update(q)
             row = s.scalars(q).one()
             crashed = False
             if row.etag != etag:
@@ -60,8 +59,7 @@ class AttemptsStore(_Base):
         with self.session() as s:
             self._write_lock(s)
             q = select(DocumentAttempt).where(DocumentAttempt.document_id == document_id)
-            if self._dialect == "postgresql":
-                q = q.with_for_update()
+            q = self._for_update(q)
             row = s.scalars(q).one_or_none()
             if row is not None and (row.open or row.crashes):
                 return False

@@ -126,6 +126,11 @@ class _Base:
         dialect = postgresql if self._dialect == "postgresql" else sqlite
         return dialect.insert(table)
 
+    def _for_update(self, q: Any) -> Any:
+        """``q`` locking the rows it reads until the transaction ends (PostgreSQL ``FOR UPDATE``); on
+        SQLite the statement as is, the transaction already holding the one write lock (:meth:`_write_lock`)."""
+        return q.with_for_update() if self._dialect == "postgresql" else q
+
     def _write_lock(self, s: Session) -> None:
         """Make ``s`` a writer from its first statement (SQLite only).
 

@@ -116,8 +116,8 @@ class FreshnessStore(WithdrawalStore):
 
     def _source_row(self, s: Session, source_id: str, *, lock: bool = False) -> Source:
         q = select(Source).where(Source.id == source_id)
-        if lock and self._dialect == "postgresql":
-            q = q.with_for_update()
+        if lock:
+            q = self._for_update(q)
         row = s.scalars(q).first()
         if row is None:
             raise NotFoundError(f"no source {source_id!r} (see `freshindex sources list`)")

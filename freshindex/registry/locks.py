@@ -31,8 +31,7 @@ class LockStore(_Base):
         with self.session() as s:
             self._lock_row(s, name)
             q = select(Lock).where(Lock.name == name)
-            if self._dialect == "postgresql":
-                q = q.with_for_update()
+            q = self._for_update(q)
             row = s.scalars(q).one()
             if row.owner is not None and row.expires_at > now and row.owner != owner:
                 return None

@@ -94,8 +94,7 @@ class RunsStore(_Base):
         with self.session() as s:
             self._write_lock(s)
             q = select(Source).where(Source.id == source_id)
-            if self._dialect == "postgresql":
-                q = q.with_for_update()
+            q = self._for_update(q)
             source = s.scalars(q).first()
             if source is None:
                 raise NotFoundError(f"no source {source_id!r}")
@@ -118,8 +117,7 @@ class RunsStore(_Base):
                     # Lock the run before its changeset changes state: staging
                     # writes of its tasks hold the same lock (see _fence).
                     rq = select(SyncRun).where(SyncRun.id == cs.sync_run_id)
-                    if self._dialect == "postgresql":
-                        rq = rq.with_for_update()
+                    rq = self._for_update(rq)
                     old = s.scalars(rq).first()
                     if old is not None and old.status == RunStatus.RUNNING:
                         old.status, old.finished_at = RunStatus.FAILED, now
@@ -397,8 +395,7 @@ class RunsStore(_Base):
         with self.session() as s:
             self._write_lock(s)  # serialised with staging writes (see _fence)
             q = select(SyncRun).where(SyncRun.id == run_id)
-            if self._dialect == "postgresql":
-                q = q.with_for_update()
+            q = self._for_update(q)
             run = s.scalars(q).first()
             if run is None:
                 raise NotFoundError(f"no sync run {run_id}")

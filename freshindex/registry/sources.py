@@ -125,8 +125,7 @@ class SourcesStore(_Base):
         """
         with self.session() as s:
             q = select(Source).where(Source.id == source_id)
-            if self._dialect == "postgresql":
-                q = q.with_for_update()
+            q = self._for_update(q)
             row = s.scalars(q).first()
             if row is None:
                 return None
@@ -160,8 +159,7 @@ class SourcesStore(_Base):
         """
         with self.session() as s:
             q = select(Source).where(Source.id == source_id)
-            if self._dialect == "postgresql":
-                q = q.with_for_update()
+            q = self._for_update(q)
             row = s.scalars(q).first()
             if row is None or "confirmed_deletions" not in (row.options or {}):
                 return None

@@ -159,8 +159,7 @@ class WebhookStore(_Base):
             self._write_lock(s)
             q = (select(Source.id).where(Source.id.in_(sorted({d.source_id for d in batch})),
                                          Source.removed_at.is_(None)).order_by(Source.id))
-            if self._dialect == "postgresql":
-                q = q.with_for_update()  # sorted: two batches lock sources in one order
+            q = self._for_update(q)  # sorted: two batches lock sources in one order
             known = set(s.scalars(q))
             claimed: dict[tuple[str, str], int] = {}  # every key of the batch's candidates -> its request
             candidates: list[int] = []

@@ -29,9 +29,10 @@ def _tree(root: Path) -> None:
     (root / "empty.md").write_text("   \n\n")
 
 
-def _sync(tmp_path: Path, name: str, ahead: bool, root: Path) -> tuple[Services, Any]:
+def _sync(tmp_path: Path, name: str, ahead: bool | None, root: Path) -> tuple[Services, Any]:
+    """A folder source synced once; ``ahead`` None leaves ``sync.parse_ahead`` at its default."""
     svc = Services(load_settings(data_dir=tmp_path / name, embedding={"provider": "hashing"},
-                                 sync={"parse_ahead": ahead}))
+                                 sync={} if ahead is None else {"parse_ahead": ahead}))
     svc.registry.add_source("docs", kind="folder", location=str(root), owner="t", kb="kb")
     return svc, sync_inline(svc, "docs")
 
@@ -106,12 +107,11 @@ def test_syncs_work_ahead_by_default_and_embed_there(tmp_path: Path, monkeypatch
     monkeypatch.setattr(pipeline, "ParseAhead", Recorded)
     root = tmp_path / "src"
     _tree(root)
-    for name, sync, expected in (("default", {}, [True]), ("off", {"parse_ahead": False}, [])):
-        svc = Services(load_settings(data_dir=tmp_path / name, embedding={"provider": "hashing"}, sync=sync))
+    for name, ahead, expected in (("default", None, [True]), ("off", False, [])):
+        made.clear()
+        svc, report = _sync(tmp_path, name, ahead, root)
         try:
-            svc.registry.add_source("docs", kind="folder", location=str(root), owner="t", kb="kb")
-            made.clear()
-            assert sync_inline(svc, "docs").run.summary["chunks_embedded"] > 0
+            assert report.run.summary["chunks_embedded"] > 0
             assert [a.embed for a in made] == expected
         finally:
             svc.close()
