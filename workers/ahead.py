@@ -72,6 +72,10 @@ class ParseAhead:
     Bytes whose raw hash is the indexed one, or whose shape hash is (only the
     navigation changed), are not parsed ahead (they cost a touch).  At most :attr:`HELD` documents are held ahead; the oldest is
     dropped first.
+
+    When the loop stops early (Ctrl-C, an error), :meth:`abandon` lets the
+    threads go without waiting for them (one may be waiting out a remote
+    model's ``Retry-After``) and closes the attempts they opened.
     """
 
     HELD = 2
@@ -81,6 +85,9 @@ class ParseAhead:
         self._pending: dict[str, tuple[threading.Thread, list[Prepared], str]] = {}
         self._sources: dict[str, tuple[Connector, Parsers]] = {}  # read once a run: the loop's own reads decide
         self._ctx: PipelineContext | None = None
+        self._lock = threading.Lock()
+        self._opened: set[str] = set()  # documents whose attempt a thread opened and nobody has taken or closed
+        self._abandoned = False
 
     def submit(self, ctx: PipelineContext, source_id: str, key: str, *, run_id: int | None = None,
                etag: str | None = None) -> None:
@@ -104,9 +111,9 @@ class ParseAhead:
             try:
                 if run_id is not None:
                     # A document some process died on is parsed only in the loop's own attempt.
-                    out.attempt_open = ctx.registry.begin_attempt_ahead(doc_id, etag=etag, run_id=run_id)
-                    if not out.attempt_open:
+                    if not self._open_attempt(ctx, doc_id, etag, run_id):
                         return
+                    out.attempt_open = True
                 known = ctx.registry.get_document(doc_id)
                 indexed = known if known is not None and known.parser_version == PIPELINE_VERSION else None
                 check_key(key)
@@ -139,9 +146,42 @@ class ParseAhead:
         entry = self._pending.pop(key, None)
         if entry is None:
             return None
-        thread, box, _doc = entry
+        thread, box, doc_id = entry
         thread.join()
+        with self._lock:
+            self._opened.discard(doc_id)  # adopted by the loop
         return box[0] if box else None
+
+    def abandon(self) -> None:
+        """The loop stops early: close the attempts the threads opened, without waiting for the threads.
+
+        A thread still at work finishes on its own (it only reads from here
+        on) and its result is dropped; one that has not opened its attempt
+        yet opens none.  A thread inside its opening transaction right now
+        closes the attempt itself once it is back, unless the process exits
+        first: that document then counts one crash on the next sync, as when
+        the process is killed.
+        """
+        with self._lock:
+            self._abandoned = True
+            opened = [doc_id for _t, _b, doc_id in self._pending.values() if doc_id in self._opened]
+            self._opened.clear()
+            self._pending.clear()
+        for doc_id in opened:
+            self._close(doc_id)
+
+    def _open_attempt(self, ctx: PipelineContext, doc_id: str, etag: str | None, run_id: int) -> bool:
+        with self._lock:
+            if self._abandoned:
+                return False
+        if not ctx.registry.begin_attempt_ahead(doc_id, etag=etag, run_id=run_id):
+            return False
+        with self._lock:
+            if not self._abandoned:
+                self._opened.add(doc_id)
+                return True
+        self._close(doc_id)  # abandoned while it was being opened
+        return False
 
     def discard(self) -> None:
         """Wait for every thread; close the attempts of the documents the loop did not take."""
@@ -151,11 +191,18 @@ class ParseAhead:
     def _drop(self, entry: tuple[threading.Thread, list[Prepared], str]) -> None:
         thread, box, doc_id = entry
         thread.join()
-        if box and box[0].attempt_open and self._ctx is not None:
-            try:  # alive, no outcome: closed, crashes kept (none were counted)
-                self._ctx.registry.end_document_attempt(doc_id, outcome=False)
-            except Exception:  # best effort: an attempt left open costs a crash counted on the next sync
-                pass
+        with self._lock:
+            self._opened.discard(doc_id)
+        if box and box[0].attempt_open:
+            self._close(doc_id)
+
+    def _close(self, doc_id: str) -> None:
+        if self._ctx is None:
+            return
+        try:  # alive, no outcome: closed, crashes kept (none were counted)
+            self._ctx.registry.end_document_attempt(doc_id, outcome=False)
+        except Exception:  # best effort: an attempt left open costs a crash counted on the next sync
+            pass
 
 
 def embed_new(ctx: PipelineContext, indexed: str | None,

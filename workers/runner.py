@@ -175,7 +175,7 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
                     progress(n, total, doc.key)
         except BaseException as exc:
             if ahead is not None:
-                ahead.discard()
+                ahead.abandon()  # not waited for: a thread may be sitting out a remote model's Retry-After
             _close_aborted(svc, plan.run_id, exc)
             raise
         if ahead is not None:

@@ -162,3 +162,65 @@ def test_embedding_ahead_embeds_only_what_the_diff_will_and_a_failure_there_prep
         assert ready is not None and ready.chunks and ready.vectors == {} and ready.error is None
     finally:
         svc.close()
+
+
+def test_an_interrupted_sync_does_not_wait_for_its_threads_and_closes_their_attempts(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Ctrl-C while a thread waits on the model (a remote one sitting out its Retry-After, say): the sync
+    stops at once, and the attempt the thread opened is closed, so the next sync counts no crash."""
+    import threading
+
+    import pytest
+
+    root = tmp_path / "src"
+    root.mkdir()
+    for n in range(4):
+        (root / f"page{n}.md").write_text(f"# Page {n}\n\nInstall the agent {n} on every host and restart it.\n")
+    svc = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing"}))
+    svc.registry.add_source("docs", kind="folder", location=str(root), owner="t", kb="kb")
+    real = svc.embedder
+    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    class Stuck:
+        """page2's embedding, in its thread, waits until the test releases it."""
+
+        model_id, dimension = real.model_id, real.dimension
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def embed(self, texts: list[str]) -> Any:
+            if threading.current_thread().name == "freshindex-parse-ahead" and any("agent 2" in t for t in texts):
+                entered.set()
+                release.wait(60)
+                finished.set()
+            return real.embed(texts)
+
+    svc.__dict__["embedder"] = Stuck()
+    process = pipeline.process_document
+
+    def interrupted(ctx: Any, run_id: int, changeset_id: int, source_id: str, key: str, *a: Any, **kw: Any) -> Any:
+        if key == "page1.md":  # page2 was handed to its thread before this call
+            assert entered.wait(30)
+            raise KeyboardInterrupt
+        return process(ctx, run_id, changeset_id, source_id, key, *a, **kw)
+
+    try:
+        monkeypatch.setattr(pipeline, "process_document", interrupted)
+        # When the loop is interrupted while page2's thread is stuck in the model
+        with pytest.raises(KeyboardInterrupt):
+            sync_inline(svc, "docs")
+        # Then the sync did not wait for that thread
+        assert not finished.is_set()
+        release.set()
+        assert finished.wait(30)
+        # And the next sync finds no attempt left open: no crash counted, every page indexed
+        monkeypatch.setattr(pipeline, "process_document", process)
+        report = sync_inline(svc, "docs")
+        assert report.run.status == "succeeded" and not report.errors
+        assert not svc.metrics.registry.get_sample_value("freshindex_worker_crashes_total", {"source": "docs"})
+        assert all(svc.registry.document_crashes(pipeline.document_id("docs", f"page{n}.md")) == 0 for n in range(4))
+        assert report.snapshot is not None and report.snapshot.point_count >= 4
+    finally:
+        release.set()
+        svc.close()
