@@ -164,7 +164,8 @@ class ParseAhead:
         """
         with self._lock:
             self._abandoned = True
-            opened = [doc_id for _t, _b, doc_id in self._pending.values() if doc_id in self._opened]
+            # Every attempt not adopted: also one whose take() or drop was interrupted in its join.
+            opened = list(self._opened)
             self._opened.clear()
             self._pending.clear()
         for doc_id in opened:

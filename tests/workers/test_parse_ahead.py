@@ -10,8 +10,13 @@ document whose bytes are the indexed ones.
 from __future__ import annotations
 
 import dataclasses
+import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from freshindex.services import Services
 from freshindex.settings import load_settings
@@ -164,14 +169,22 @@ def test_embedding_ahead_embeds_only_what_the_diff_will_and_a_failure_there_prep
         svc.close()
 
 
+
+def _open_attempts(svc: Services) -> list[str]:
+    from sqlalchemy import select
+
+    from freshindex.registry.schema import DocumentAttempt
+
+    with svc.registry.session() as s:
+        return sorted(s.scalars(select(DocumentAttempt.document_id).where(DocumentAttempt.open.is_(True))))
+
+
+@pytest.mark.parametrize("where", ["between documents", "waiting for the thread"])
 def test_an_interrupted_sync_does_not_wait_for_its_threads_and_closes_their_attempts(
-        tmp_path: Path, monkeypatch: Any) -> None:
+        tmp_path: Path, monkeypatch: Any, where: str) -> None:
     """Ctrl-C while a thread waits on the model (a remote one sitting out its Retry-After, say): the sync
-    stops at once, and the attempt the thread opened is closed, so the next sync counts no crash."""
-    import threading
-
-    import pytest
-
+    stops at once, and the attempts its threads opened are closed, so the next sync counts no crash.
+    Interrupted between two documents, or while the loop waits for that very thread (a signal)."""
     root = tmp_path / "src"
     root.mkdir()
     for n in range(4):
@@ -199,22 +212,34 @@ def test_an_interrupted_sync_does_not_wait_for_its_threads_and_closes_their_atte
     svc.__dict__["embedder"] = Stuck()
     process = pipeline.process_document
 
-    def interrupted(ctx: Any, run_id: int, changeset_id: int, source_id: str, key: str, *a: Any, **kw: Any) -> Any:
+    def between(ctx: Any, run_id: int, changeset_id: int, source_id: str, key: str, *a: Any, **kw: Any) -> Any:
         if key == "page1.md":  # page2 was handed to its thread before this call
             assert entered.wait(30)
             raise KeyboardInterrupt
         return process(ctx, run_id, changeset_id, source_id, key, *a, **kw)
 
+    main = threading.get_ident()
+
+    def interrupt_the_wait() -> None:  # the loop is in take("page2.md"), joining the stuck thread
+        if entered.wait(30):
+            time.sleep(0.3)
+            signal.pthread_kill(main, signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        monkeypatch.setattr(pipeline, "process_document", interrupted)
+        if where == "between documents":
+            monkeypatch.setattr(pipeline, "process_document", between)
+        else:
+            threading.Thread(target=interrupt_the_wait, daemon=True).start()
         # When the loop is interrupted while page2's thread is stuck in the model
         with pytest.raises(KeyboardInterrupt):
             sync_inline(svc, "docs")
-        # Then the sync did not wait for that thread
+        # Then the sync did not wait for that thread, and left no attempt open
         assert not finished.is_set()
+        assert _open_attempts(svc) == []
         release.set()
         assert finished.wait(30)
-        # And the next sync finds no attempt left open: no crash counted, every page indexed
+        # And the next sync counts no crash and indexes every page
         monkeypatch.setattr(pipeline, "process_document", process)
         report = sync_inline(svc, "docs")
         assert report.run.status == "succeeded" and not report.errors
@@ -222,5 +247,6 @@ def test_an_interrupted_sync_does_not_wait_for_its_threads_and_closes_their_atte
         assert all(svc.registry.document_crashes(pipeline.document_id("docs", f"page{n}.md")) == 0 for n in range(4))
         assert report.snapshot is not None and report.snapshot.point_count >= 4
     finally:
+        signal.signal(signal.SIGINT, previous)
         release.set()
         svc.close()
