@@ -146,11 +146,7 @@ class ParseAhead:
         entry = self._pending.pop(key, None)
         if entry is None:
             return None
-        thread, box, doc_id = entry
-        thread.join()
-        with self._lock:
-            self._opened.discard(doc_id)  # adopted by the loop
-        return box[0] if box else None
+        return self._join(entry)  # its attempt, if a thread opened one, is the loop's now
 
     def abandon(self) -> None:
         """The loop stops early: close the attempts the threads opened, without waiting for the threads.
@@ -189,13 +185,18 @@ class ParseAhead:
         while self._pending:
             self._drop(self._pending.pop(next(iter(self._pending))))
 
-    def _drop(self, entry: tuple[threading.Thread, list[Prepared], str]) -> None:
+    def _join(self, entry: tuple[threading.Thread, list[Prepared], str]) -> Prepared | None:
+        """Wait for an entry's thread; its attempt is then no longer :meth:`abandon`'s to close."""
         thread, box, doc_id = entry
         thread.join()
         with self._lock:
             self._opened.discard(doc_id)
-        if box and box[0].attempt_open:
-            self._close(doc_id)
+        return box[0] if box else None
+
+    def _drop(self, entry: tuple[threading.Thread, list[Prepared], str]) -> None:
+        ready = self._join(entry)
+        if ready is not None and ready.attempt_open:
+            self._close(entry[2])
 
     def _close(self, doc_id: str) -> None:
         if self._ctx is None:
