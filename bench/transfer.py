@@ -270,7 +270,8 @@ class Asker:
                 "why": packet.reason if packet.insufficient else None,
                 "signals": sig.as_dict() if sig is not None else None,
                 "evidence": [{"key": e.key, "chunk_id": e.chunk_id, "score": round(float(e.score), 4),
-                              "page": e.page, "page_end": e.page_end, "ocr": e.ocr, "text": e.text}
+                              "page": e.page, "page_end": e.page_end, "ocr": e.ocr, "text": e.text,
+                              "also_in": [m.key for m in e.also_in]}
                              for e in packet.evidence]}
 
 
