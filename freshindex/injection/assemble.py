@@ -42,7 +42,7 @@ from typing import Any
 
 from freshindex.core.payload import PointPayload
 from freshindex.injection.budget import ContextPolicy, QueryType
-from freshindex.injection.duplicates import Member, canonical_groups
+from freshindex.injection.duplicates import Member, canonical_groups, passed_over
 from freshindex.injection.types import Evidence, Mirror
 from freshindex.vectorstore import lexical
 
@@ -252,6 +252,9 @@ def assemble(question: str, candidates: Iterable[Candidate], *, policy: ContextP
         keys.add((c.document_id, norm))
         own.append(sh)
         distinct.append(c)
+    # Superseded versions of a document after the rest before any reranking, so that the positions a reranker
+    # reads (the coverage reranker's prior) are those the current versions would have without them.
+    distinct = _newest_first(question, distinct, [c.score for c in distinct])[0]
     # One ordering only: the reranker's when given, else the fusion order.
     if reranker is not None and distinct:
         scores = [float(s) for s in reranker(question, distinct)]
@@ -263,6 +266,7 @@ def assemble(question: str, candidates: Iterable[Candidate], *, policy: ContextP
     else:
         relevance = [c.score for c in distinct]
     distinct, relevance = _canonical(question, distinct, relevance, policy, dropped)
+    distinct, relevance = _newest_first(question, distinct, relevance)
     use_mmr = qtype is QueryType.DIVERSE
     picked = (_mmr if use_mmr else _greedy)(distinct, relevance, row.per_document, row.max_chunks,
                                              policy.mmr_lambda, dropped)
@@ -321,6 +325,20 @@ def _canonical(question: str, order: list[Candidate], relevance: list[float], po
             out.append(c)
             rel.append(relevance[i])
     return out, rel
+
+
+def _newest_first(question: str, order: list[Candidate], relevance: list[float]) -> tuple[list[Candidate], list[float]]:
+    """Items of a version of a document that another version in the order supersedes
+    (:func:`injection.duplicates.passed_over`) go after every other item, in their own order, and no more
+    relevant than the least relevant of those (MMR weighs relevance)."""
+    over = passed_over(question, [c.evidence.key for c in order])
+    if not any(over) or all(over):
+        return order, relevance
+    floor = min(r for r, o in zip(relevance, over, strict=True) if not o)
+    first = [i for i, o in enumerate(over) if not o]
+    later = [i for i, o in enumerate(over) if o]
+    return ([order[i] for i in first + later],
+            [relevance[i] for i in first] + [min(relevance[i], floor) for i in later])
 
 
 def _linked(c: Candidate, picked: Sequence[Candidate]) -> bool:

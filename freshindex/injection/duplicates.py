@@ -24,6 +24,14 @@ higher version); the more specific one (not a hub; then the one whose title
 and heading path hold more of the question's terms, a dotted version in the
 question matching a longer one that extends it); then the better rank.
 
+Versions of one document (keys that differ only in a version directory)
+are also ordered when their texts are not near-copies: a release moves text
+across pages and rewrites it, so the older copy of a passage is often not a
+near-copy of the newer one, and ranked above it answers from a superseded
+release.  :func:`passed_over` marks the items of every version but the one
+to answer from (the version the question names, ``R 4.0`` naming ``4.0.4``;
+else the newest in the pool); assembly ranks them after every other item.
+
 What it does not guarantee: detection is lexical (a paraphrase is a
 separate answer), and candidates carry no registry canonical id (an exact
 mirror never reaches assembly: it has no points).
@@ -38,7 +46,7 @@ from dataclasses import dataclass
 from freshindex.core.payload import parse_time
 from freshindex.vectorstore import lexical
 
-__all__ = ["MIN_SHINGLES", "Member", "canonical_groups", "containment", "hub_like", "specificity"]
+__all__ = ["MIN_SHINGLES", "Member", "canonical_groups", "containment", "hub_like", "passed_over", "specificity"]
 
 #: Fewer shingles than this on either side never make a near-duplicate (a shared phrase is not a copy).
 MIN_SHINGLES = 8
@@ -117,6 +125,41 @@ def _version_key(key: str) -> tuple[str, tuple[int, ...]] | None:
     i = found[0]
     numbers = tuple(int(n) for n in re.findall(r"\d+", parts[i]))
     return "/".join([*parts[:i], "\x00", *parts[i + 1:]]), numbers
+
+
+#: A version the question names: dotted (``4.2``, ``3.11.2``) or ``v``-led (``v2``); a bare number is not one.
+_NAMED_VERSION = re.compile(r"(?<![\w.])v?(\d+(?:\.\d+)+)(?![\w]|\.\d)|(?<![\w.])v(\d+)(?![\w.])", re.IGNORECASE)
+
+
+def named_versions(question: str) -> set[tuple[int, ...]]:
+    """The versions ``question`` names, as number tuples (``R 4.2`` -> ``(4, 2)``)."""
+    return {tuple(int(n) for n in (m.group(1) or m.group(2)).split(".")) for m in _NAMED_VERSION.finditer(question)}
+
+
+def passed_over(question: str, keys: Sequence[str]) -> list[bool]:
+    """Per key: whether another version of its document among ``keys`` is the one to answer from.
+
+    Versions of one document are keys that differ only in their one version
+    directory (``4.0.4/R-admin.pdf``, ``4.2.2/R-admin.pdf``; ``docs/v1/x``,
+    ``docs/v2/x``).  The one to answer from is the highest version the
+    question names (a named ``4.0`` names ``4.0.4``, which extends it), else
+    the newest present; a key with no other version present is never passed over.
+    """
+    vks = [_version_key(k) for k in keys]
+    lineage: dict[str, set[tuple[int, ...]]] = {}
+    for vk in vks:
+        if vk is not None:
+            lineage.setdefault(vk[0], set()).add(vk[1])
+    named = named_versions(question) if any(len(v) > 1 for v in lineage.values()) else set()
+    out = []
+    for vk in vks:
+        versions = lineage.get(vk[0], set()) if vk is not None else set()
+        if vk is None or len(versions) < 2:
+            out.append(False)
+            continue
+        asked = [v for v in versions if any(v[: len(n)] == n for n in named)]
+        out.append(vk[1] != max(asked or versions))
+    return out
 
 
 def _newer(a: Member, b: Member) -> int:

@@ -60,6 +60,29 @@ def test_the_newer_version_is_canonical_even_when_the_older_copy_ranks_first() -
     assert assemble(q, [a, b]).ranked[0].chunk_id == "b"
 
 
+REWRITTEN = ("Binary builds for Windows use the Rtools42 toolchain, installed under C:/rtools42 with its own "
+             "make and compilers; older toolchains are no longer supported for package builds.")
+OLDER = ("The binary distribution is built with the Rtools40 toolchain; put C:/rtools40/usr/bin on the PATH "
+         "before the compilers so that its make is found first, and use a 64-bit shell.")
+
+
+def test_an_older_release_ranks_after_the_current_one_when_its_text_was_rewritten() -> None:
+    # Given a release's rewrite of a passage (not a near-copy) ranked below the older release's version of it,
+    # and an unrelated current page in between
+    q = "Which toolchain builds the binary distribution for Windows?"
+    old, other = cand("old", "4.0.4/R-admin.pdf", 0.99, OLDER), cand("x", "4.2.2/R-FAQ.pdf", 0.9, PASSAGE)
+    new, old_faq = cand("new", "4.2.2/R-admin.pdf", 0.89, REWRITTEN), cand("of", "4.0.4/R-FAQ.pdf", 0.5, PASSAGE[:40])
+    got = assemble(q, [old, other, new, old_faq], policy=_fact(per_document=3, max_chunks=4))
+    # Then every current item comes first, the superseded ones after them in their own order
+    assert [c.chunk_id for c in got.ranked] == ["x", "new", "old", "of"]
+    # And a question naming the older release answers from it (R 4.0 names 4.0.4): the current copy goes after
+    named = assemble("Which toolchain built R 4.0 for Windows?", [new, old], policy=_fact(per_document=3, max_chunks=4))
+    assert [c.chunk_id for c in named.ranked] == ["old", "new"]
+    # And an older release with no newer copy in the order keeps its place
+    alone = assemble(q, [old, other], policy=_fact(per_document=3, max_chunks=4))
+    assert [c.chunk_id for c in alone.ranked] == ["old", "x"]
+
+
 def test_a_hub_list_entry_does_not_outrank_the_page_it_summarises() -> None:
     q = "Which Widget 4.1 release fixed the archive path traversal?"
     hub = cand("hub", "news/advisories.md", 1.1,
