@@ -137,7 +137,7 @@ def markdown(res: dict[str, Any]) -> list[str]:
              f"`{m['command']}` at {m['commit']['head'][:10]} ({m['commit']['subject']}), {m['date']}, {m['cores']} "
              f"cores shared (load {m['load_avg_1_5_15']}); defaults (ONNX all-MiniLM-L6-v2 int8, SQLite + Qdrant "
              f"Edge). {res['pages']} pages ({res['pages_new']} of 4.2.2, {res['pages_old']} of 4.0.4), indexed in "
-             f"{res['index']['index_seconds']} s. Nothing marks 4.0.4 as older but its date and version directory. "
+             f"{res['index']['index_seconds']} s. Nothing marks 4.0.4 as older but its version directory. "
              "Questions: the rmanuals answerable ones (written from the 4.2.2 pages), asked through the shipped "
              "client; `kept`: the passage is in the 4.0.4 manual word for word, `changed`: it is not.", "",
              "| figure | all | kept | changed | 4.2.2 alone | goal |", "|---|---:|---:|---:|---:|---|"]
