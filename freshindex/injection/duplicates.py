@@ -141,11 +141,13 @@ def passed_over(question: str, keys: Sequence[str]) -> list[bool]:
 
     Versions of one document are keys that differ only in their one version
     directory (``4.0.4/R-admin.pdf``, ``4.2.2/R-admin.pdf``; ``docs/v1/x``,
-    ``docs/v2/x``).  The one to answer from is the highest version the
+    ``docs/v2/x``); here the directory must read as a release, dotted or
+    ``v``-led: a year or a numbered folder (``2023/``, ``2/``) orders
+    nothing.  The one to answer from is the highest version the
     question names (a named ``4.0`` names ``4.0.4``, which extends it), else
     the newest present; a key with no other version present is never passed over.
     """
-    vks = [_version_key(k) for k in keys]
+    vks = [_version_key(k) if _release_dir(k) else None for k in keys]
     lineage: dict[str, set[tuple[int, ...]]] = {}
     for vk in vks:
         if vk is not None:
@@ -160,6 +162,14 @@ def passed_over(question: str, keys: Sequence[str]) -> list[bool]:
         asked = [v for v in versions if any(v[: len(n)] == n for n in named)]
         out.append(vk[1] != max(asked or versions))
     return out
+
+
+#: A directory that reads as a release: ``4.2.2``, ``3.11``, ``v2``, ``v1_4`` (not ``2023`` or ``2``).
+_RELEASE_SEGMENT = re.compile(r"^(?:v\d+(?:[._-]\d+)*|\d+(?:\.\d+)+)$", re.IGNORECASE)
+
+
+def _release_dir(key: str) -> bool:
+    return any(_RELEASE_SEGMENT.match(p) for p in key.split("/")[:-1])
 
 
 def _newer(a: Member, b: Member) -> int:

@@ -78,6 +78,9 @@ def test_an_older_release_ranks_after_the_current_one_when_its_text_was_rewritte
     # And a question naming the older release answers from it (R 4.0 names 4.0.4): the current copy goes after
     named = assemble("Which toolchain built R 4.0 for Windows?", [new, old], policy=_fact(per_document=3, max_chunks=4))
     assert [c.chunk_id for c in named.ranked] == ["old", "new"]
+    # And a year or a numbered folder is no release: last year's page of the same name keeps its place
+    years = [cand("y1", "news/2023/index.md", 0.9, OLDER), cand("y2", "news/2024/index.md", 0.8, REWRITTEN)]
+    assert [c.chunk_id for c in assemble(q, years, policy=_fact(per_document=3, max_chunks=4)).ranked] == ["y1", "y2"]
     # And an older release with no newer copy in the order keeps its place
     alone = assemble(q, [old, other], policy=_fact(per_document=3, max_chunks=4))
     assert [c.chunk_id for c in alone.ranked] == ["old", "x"]
