@@ -9,12 +9,14 @@ so the golden sets can be verified without the product installed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
 import shutil
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +48,24 @@ def fetch_deb(package: str, version: str, cache: Path) -> Path:
             raise RuntimeError(f"apt-get download {spec} failed (is the version still in the archive?)")
     if not deb.is_file():
         raise RuntimeError(f"apt-get download {spec} did not leave {deb.name} in {cache}")
+    return deb
+
+
+def fetch_pool_deb(url: str, sha256: str, cache: Path) -> Path:
+    """A .deb from the Debian archive's pool by URL (a release that the apt sources here do not list), in
+    ``cache``, downloaded when absent and checked against ``sha256`` (from that release's Packages index)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    deb = cache / url.rsplit("/", 1)[1]
+    if deb.is_file() and hashlib.sha256(deb.read_bytes()).hexdigest() == sha256:
+        return deb
+    part = deb.with_name(deb.name + ".part")
+    with urllib.request.urlopen(url, timeout=120) as r, part.open("wb") as out:
+        shutil.copyfileobj(r, out)
+    got = hashlib.sha256(part.read_bytes()).hexdigest()
+    if got != sha256:
+        part.unlink()
+        raise RuntimeError(f"{url}: SHA-256 {got}, the release's Packages index says {sha256}")
+    part.rename(deb)
     return deb
 
 

@@ -73,7 +73,11 @@ def corpus_pages(html: Path) -> list[str]:
 
 def materialise(cache: Path, dest: Path) -> Path:
     """Put every page of the corpus under ``dest`` and return ``dest``, the folder to index."""
-    html = _unpack(cache, fetch(cache))
+    return copy_pages(_unpack(cache, fetch(cache)), dest)
+
+
+def copy_pages(html: Path, dest: Path) -> Path:
+    """Every page of an unpacked CPython html directory into ``dest`` (as the corpus takes them); ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     wanted = set()
     for rel in corpus_pages(html):
@@ -82,6 +86,8 @@ def materialise(cache: Path, dest: Path) -> Path:
         shutil.copyfile(html / rel, target)
         wanted.add(rel)
     for rel in GZIPPED_PAGES:
+        if not (html / rel).is_file() and (html / rel.removesuffix(".gz")).is_file():
+            continue  # shipped plain: copied above
         plain = rel.removesuffix(".gz")
         target = dest / plain
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ import types
 
 from bench import transfer, versions
 
-PDF = transfer.Corpus("v", types.SimpleNamespace(), "test", pdf=True)
+PDF = transfer.Corpus("v", types.SimpleNamespace(OLD_DIR="4.0.4"), "test", pdf=True)
 Q = {"id": "q", "kind": "prose", "page": "4.2.2/R-admin.pdf#page=30", "passage": "the first library of a normal R session"}
 
 
@@ -52,3 +52,18 @@ def test_figures_split_kept_and_changed_passages_and_judge_the_goals():
     assert f["kept"]["older_above_canonical"] == 0 and f["changed"]["older_above_canonical"] == 1
     assert f["older_items_top5"] == round(1 / 3, 4) and f["mrr_at_10"] == 0.75
     assert f["goals"]["older_above_canonical"] == "missed" and f["goals"]["hit_at_5"] == "met"
+
+
+def test_each_pair_asks_the_newer_release_golden_questions_moved_into_its_directory():
+    from bench.corpora import python311, python_versions, rmanuals, rmanuals_versions
+
+    for pair, single in ((rmanuals_versions, rmanuals), (python_versions, python311)):
+        asked = pair.load_questions()
+        answerable = [q for q in single.load_questions() if q["kind"] != "unanswerable"]
+        # Every answerable golden question, nothing else, its page (and distractor pages) under the newer release
+        assert [q["id"] for q in asked] == [q["id"] for q in answerable]
+        assert all(q["page"].startswith(pair.NEW_DIR + "/") for q in asked)
+        assert all(p.startswith(pair.NEW_DIR + "/") for q in asked for p in q.get("distractor_pages", ()))
+        # and moved back it is the golden question, unchanged
+        assert [pair._unprefixed(q) for q in asked] == answerable
+        assert versions.corpus("rmanuals" if pair is rmanuals_versions else "python").module is pair
