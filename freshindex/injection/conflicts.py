@@ -15,7 +15,9 @@ Values are literals only: numbers (with the same unit or none), versions,
 ``True``/``False``/``None``, quoted strings.  A *conflict* is a subject the
 question names, stated with different values by evidence from different
 documents, each of which states one value for it (a document that states
-two is describing a change, not disagreeing).  The packet then carries
+two is describing a change, not disagreeing; nor does an older release of
+a document beside the version to answer from,
+``injection.duplicates.passed_over``).  The packet then carries
 ``conflicts``, its ``reason`` says ``conflicting``, its search report
 ``conflicting: true``, and the rendered block says inside its fence that
 the sources disagree, citing each value's source: both are presented,
@@ -34,6 +36,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from freshindex.injection.duplicates import passed_over
 from freshindex.injection.types import Conflict, ConflictValue, ContextPacket, Evidence
 from freshindex.vectorstore.lexical import tokenize as lexical_tokens
 
@@ -139,7 +142,9 @@ def detect(question: str, evidence: Sequence[Evidence]) -> tuple[Conflict, ...]:
     # subject key -> document -> {normalised value: (value as written, first n)}; subject key -> as written
     stated: dict[str, dict[tuple[str, str], dict[tuple[str, str | None], tuple[str, int]]]] = {}
     written: dict[str, str] = {}
-    for e in sorted(evidence, key=lambda e: e.n):
+    # An older release of a document beside the one to answer from states what changed, not a second opinion.
+    over = passed_over(question, [e.key for e in evidence])
+    for e in sorted((e for e, o in zip(evidence, over, strict=True) if not o), key=lambda e: e.n):
         for key, subject, value in claims(e.text):
             if not _named(key, asked):
                 continue

@@ -123,6 +123,11 @@ def test_the_detector_is_conservative() -> None:
     assert detect(QUESTION, [a, _ev(2, "timeout defaults to 60 seconds", "a.md")]) == ()
     changed = _ev(2, "timeout defaults to 60 seconds since 4.0; before, timeout defaults to 30 seconds.", "b.md")
     assert detect(QUESTION, [a, changed]) == ()
+    # Two releases of one document (release directories) state what changed, not a conflict; a release the
+    # question names is the one read, and two different documents in release directories still disagree
+    old, new = _ev(1, "timeout defaults to 30 seconds", "2.1/cache.md"), _ev(2, "timeout defaults to 60 seconds", "2.4/cache.md")
+    assert detect(QUESTION, [old, new]) == () and detect("In 2.1, what does the timeout default to?", [old, new]) == ()
+    assert len(detect(QUESTION, [old, _ev(2, "timeout defaults to 60 seconds", "2.4/tuning.md")])) == 1
     # A subject the question does not name, a pronoun, a code example's variable: nothing
     assert detect("What is the retry limit?", [a, _ev(2, "timeout defaults to 60 seconds", "b.md")]) == ()
     assert detect(QUESTION, [a, _ev(2, "It defaults to 60 seconds.", "b.md")]) == ()
