@@ -82,6 +82,14 @@ def unpack(deb: Path, root: Path, marker: Path) -> Path:
     return root
 
 
+def moved(q: dict, move: Callable[[str], str]) -> dict:
+    """Golden question ``q`` with its page and distractor pages passed through ``move`` (into a version folder)."""
+    out = {**q, "page": move(q["page"])}
+    if "distractor_pages" in q:
+        out["distractor_pages"] = [move(p) for p in q["distractor_pages"]]
+    return out
+
+
 def load_questions(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 

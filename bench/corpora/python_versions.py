@@ -24,7 +24,6 @@ the 3.11 pages before any system output was seen; their page moves into
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from bench.corpora import common, python311
@@ -59,18 +58,11 @@ def materialise(cache: Path, dest: Path) -> Path:
 
 def load_questions() -> list[dict]:
     """The answerable python311 questions, their page (and distractor pages) in the 3.11 directory."""
-    return [_moved(q, lambda p: f"{NEW_DIR}/{p}") for q in python311.load_questions() if q["kind"] != "unanswerable"]
-
-
-def _moved(q: dict, move: Callable[[str], str]) -> dict:
-    out = {**q, "page": move(q["page"])}
-    if "distractor_pages" in q:
-        out["distractor_pages"] = [move(p) for p in q["distractor_pages"]]
-    return out
+    return [common.moved(q, lambda p: f"{NEW_DIR}/{p}") for q in python311.load_questions() if q["kind"] != "unanswerable"]
 
 
 def _unprefixed(q: dict) -> dict:
-    return _moved(q, lambda p: p.removeprefix(f"{NEW_DIR}/"))
+    return common.moved(q, lambda p: p.removeprefix(f"{NEW_DIR}/"))
 
 
 def verify(dest: Path, questions: list[dict]) -> list[str]:
