@@ -90,6 +90,31 @@ def moved(q: dict, move: Callable[[str], str]) -> dict:
     return out
 
 
+def versioned_questions(golden: list[dict], new_dir: str) -> list[dict]:
+    """The answerable questions of ``golden``, moved into the newer release's folder ``new_dir``."""
+    return [moved(q, lambda p: f"{new_dir}/{p}") for q in golden if q["kind"] != "unanswerable"]
+
+
+def unversioned(q: dict, new_dir: str) -> dict:
+    """A question of :func:`versioned_questions` as its golden set has it."""
+    return moved(q, lambda p: p.removeprefix(f"{new_dir}/"))
+
+
+def verify_versioned(verify: Callable[[Path, list[dict]], list[str]], golden: list[dict], dest: Path,
+                     dirs: tuple[str, str], questions: list[dict]) -> list[str]:
+    """Problems of a two-release corpus in ``dest`` (``dirs``: the newer release's folder, the older's) shared by
+    every pair: the WHOLE golden set against the newer side (its counts hold for the whole set), each question
+    asked being a golden one, and nothing but the two folders in ``dest``."""
+    problems = verify(dest / dirs[0], golden)
+    known = {q["id"]: q for q in golden}
+    problems += [f"{q['id']}: not the golden question" for q in questions
+                 if known.get(q["id"]) != unversioned(q, dirs[0])]
+    found = sorted(p.name for p in dest.iterdir())
+    if found != sorted(dirs):
+        problems.append(f"dest holds {found}, expected {list(dirs)}")
+    return problems
+
+
 def load_questions(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 

@@ -58,23 +58,17 @@ def materialise(cache: Path, dest: Path) -> Path:
 
 def load_questions() -> list[dict]:
     """The answerable python311 questions, their page (and distractor pages) in the 3.11 directory."""
-    return [common.moved(q, lambda p: f"{NEW_DIR}/{p}") for q in python311.load_questions() if q["kind"] != "unanswerable"]
+    return common.versioned_questions(python311.load_questions(), NEW_DIR)
 
 
 def _unprefixed(q: dict) -> dict:
-    return common.moved(q, lambda p: p.removeprefix(f"{NEW_DIR}/"))
+    return common.unversioned(q, NEW_DIR)
 
 
 def verify(dest: Path, questions: list[dict]) -> list[str]:
     """Problems: the 3.11 side as ``bench.corpora.python311`` checks it, the 3.9 side whole."""
     dest = Path(dest)
-    # The whole golden set against the 3.11 side (its counts hold for the whole set), then the questions asked.
-    problems = python311.verify(dest / NEW_DIR, python311.load_questions())
-    known = {q["id"]: q for q in python311.load_questions()}
-    problems += [f"{q['id']}: not the golden question" for q in questions if known.get(q["id"]) != _unprefixed(q)]
-    found = sorted(p.name for p in dest.iterdir())
-    if found != sorted([NEW_DIR, OLD_DIR]):
-        problems.append(f"dest holds {found}, expected {[NEW_DIR, OLD_DIR]}")
+    problems = common.verify_versioned(python311.verify, python311.load_questions(), dest, (NEW_DIR, OLD_DIR), questions)
     old = sum(1 for _ in (dest / OLD_DIR).rglob("*.html"))
     if old < OLD_MIN_PAGES:
         problems.append(f"{OLD_DIR}: {old} pages, expected at least {OLD_MIN_PAGES}")

@@ -67,24 +67,18 @@ def materialise(cache: Path, dest: Path) -> Path:
 
 def load_questions() -> list[dict]:
     """The answerable rmanuals questions, their page (and distractor pages) in the 4.2.2 directory."""
-    return [common.moved(q, lambda p: f"{NEW_DIR}/{p}") for q in rmanuals.load_questions() if q["kind"] != "unanswerable"]
+    return common.versioned_questions(rmanuals.load_questions(), NEW_DIR)
 
 
 def _unprefixed(q: dict) -> dict:
-    return common.moved(q, lambda p: p.removeprefix(f"{NEW_DIR}/"))
+    return common.unversioned(q, NEW_DIR)
 
 
 def verify(dest: Path, questions: list[dict]) -> list[str]:
     """Problems with ``dest`` and ``questions``: the 4.2.2 side as ``bench.corpora.rmanuals`` checks it, the
     4.0.4 side byte-equal to the shipped manuals."""
     dest = Path(dest)
-    # The whole golden set against the 4.2.2 side (its counts hold for the whole set), then the questions asked.
-    problems = rmanuals.verify(dest / NEW_DIR, rmanuals.load_questions())
-    known = {q["id"]: q for q in rmanuals.load_questions()}
-    problems += [f"{q['id']}: not the golden question" for q in questions if known.get(q["id"]) != _unprefixed(q)]
-    found = sorted(p.name for p in dest.iterdir())
-    if found != sorted([NEW_DIR, OLD_DIR]):
-        problems.append(f"dest holds {found}, expected {[NEW_DIR, OLD_DIR]}")
+    problems = common.verify_versioned(rmanuals.verify, rmanuals.load_questions(), dest, (NEW_DIR, OLD_DIR), questions)
     old = fetch_old(DEFAULT_CACHE)
     for m in rmanuals.MANUALS:
         path = dest / OLD_DIR / m
