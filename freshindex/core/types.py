@@ -261,17 +261,30 @@ class ChunkDraft:
 _FILE_NAME = re.compile(r"[^\s]*[/\\][^\s]*|[^\s/\\]+\.[A-Za-z][A-Za-z0-9]{0,7}")
 
 
+#: The longest context line a chunk is embedded with, in characters.  A WordPiece token covers at least one
+#: character, so the line costs at most this many tokens and leaves a 256-token model room for the text
+#: (real manuals' lines stay under 200: CPython 3.11's longest is 191 characters, R's 162).
+MAX_HEADER_CHARS = 240
+
+
 def embed_context(heading_path: Sequence[str], title: str | None = "") -> tuple[str, ...]:
     """The context a chunk is embedded with: its document's title, then its heading path.
 
     A title that is a file name or a path (what parsers fall back to when a
     document names no title, and the key of a code file) is left out, and so
     is a title the heading path already starts with, so that moving or
-    renaming a file changes nothing the model sees."""
+    renaming a file changes nothing the model sees.  A context longer than
+    :data:`MAX_HEADER_CHARS` (written as one line) loses its outermost parts
+    first, the title before the headings, and its innermost heading is cut
+    to that length: a forged or generated heading cannot crowd the text out."""
     parts = tuple(p for p in heading_path if p)
     title = (title or "").strip()
     if title and not _FILE_NAME.fullmatch(title) and not (parts and parts[0].strip().casefold() == title.casefold()):
-        return (title, *parts)
+        parts = (title, *parts)
+    while len(parts) > 1 and len(" > ".join(parts)) > MAX_HEADER_CHARS:
+        parts = parts[1:]
+    if parts and len(parts[0]) > MAX_HEADER_CHARS:
+        parts = (parts[0][:MAX_HEADER_CHARS],)
     return parts
 
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from freshindex.core.types import Block, ParsedDocument
+from freshindex.core.types import MAX_HEADER_CHARS, Block, ParsedDocument, embed_header
 from freshindex.workers.chunking import Chunker, strip_section_number
 from freshindex.workers.embedding.onnx import OnnxMiniLM
 from freshindex.workers.embedding.tokens import conservative_count, minilm_counter
@@ -59,6 +59,19 @@ def test_no_prose_chunk_exceeds_the_model_limit(title: str, heading: str, paragr
     blocks = tuple(Block("paragraph", p, path) for p in paragraphs)
     assert_fits(chunker().chunk("d", ParsedDocument(title, blocks, "markdown", "md-x")))
 
+
+def test_a_title_and_heading_that_fill_the_model_input_leave_room_for_the_text() -> None:
+    """Found by the property above: a title and a heading of hex runs (about 250 tokens between them) left a
+    one-word paragraph 257 tokens with its context line."""
+    title = "the " * 19 + "010a0a061a02a00000677671 0a00061a0671a02a02100061bd02 000067676767676767676767676761"
+    heading = ("the " * 12 + "00002a02 0a0002a02 0a02a0002a0 01030061a02a02 002102a000002a02 010a0a061a02a00000677671 "
+               "0a000002a02a03000061a030061a 00006767676767676767676767671 000067676767676767676767676761")
+    chunks = chunker().chunk("d", ParsedDocument(title, (Block("paragraph", "the.", (heading,)),), "markdown", "md-x"))
+    assert_fits(chunks)
+    # The title, outermost, went first; the heading stays
+    assert chunks[0].embed_text == f"{heading}\nthe."
+    # and a heading longer than the longest context line is cut to it
+    assert embed_header(("x" * 300,), "T") == "x" * MAX_HEADER_CHARS
 
 @SETTINGS
 @given(rows=st.lists(st.lists(words, min_size=3, max_size=3), min_size=1, max_size=60),
