@@ -332,6 +332,9 @@ class _RegistryCursor:
     def set_pending(self, value: dict[str, Any]) -> None:
         self.registry.set_pending_cursor(self.source_id, value)
 
+    def planned(self, run_id: int) -> dict[str, Any] | None:
+        return self.registry.planned_cursor(self.source_id, run_id)
+
 
 #: What ``Services(settings, **overrides)`` accepts: every component, plus the connector lookup.
 _COMPONENTS = frozenset(

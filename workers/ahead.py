@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from freshindex.core.errors import DocumentError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import ChunkDraft, ParsedDocument
-from freshindex.workers.connectors import check_key
+from freshindex.workers.connectors import check_key, for_run
 from freshindex.workers.versions import PIPELINE_VERSION
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class ParseAhead:
                 known = ctx.registry.get_document(doc_id)
                 indexed = known if known is not None and known.parser_version == PIPELINE_VERSION else None
                 check_key(key)
-                data = connector.fetch(key)
+                data = for_run(connector, run_id).fetch(key)  # at the revision the run planned
                 if len(data) > ctx.max_file_bytes:
                     return  # failed as too_large by the main path, nothing held
                 out.data, out.digest = data, content_hash(data)

@@ -40,7 +40,7 @@ from freshindex.settings.model import SyncSettings
 from freshindex.snapshots import BuildResult
 from freshindex.workers.ahead import ParseAhead, Prepared
 from freshindex.workers.chunking import Chunker
-from freshindex.workers.connectors import ChunkMeta, Connector, check_key
+from freshindex.workers.connectors import ChunkMeta, Connector, check_key, for_run
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.document_acl import resolve_document_acl
 from freshindex.workers.embedding import embed_with_cache
@@ -260,7 +260,8 @@ def _fetch(ctx: PipelineContext, job: _Job, ready: Prepared | None) -> _Fetched:
         raise DocumentError(DocumentError.TOO_LARGE, f"{job.size} bytes, limit {ctx.max_file_bytes}")
     # Retried here through a source outage, then recorded as fetch_failed
     # (transient): one retry loop for both runners (connectors/retry.py).
-    connector = ctx.connector_for(job.source)
+    # Read at the revision this run planned, whichever process listed it (invariant 9).
+    connector = for_run(ctx.connector_for(job.source), job.run_id)
     if ready is not None and ready.data is not None:
         data = ready.data
     else:

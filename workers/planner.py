@@ -23,7 +23,7 @@ from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import ObjectRef
 from freshindex.registry import TRANSIENT_REASONS, DocumentRecord, SourceInfo
 from freshindex.workers import pipeline
-from freshindex.workers.connectors import Connector
+from freshindex.workers.connectors import Connector, for_run
 from freshindex.workers.connectors.retry import fetch_with_retry
 from freshindex.workers.document_acl import acl_resolver
 from freshindex.workers.pipeline import PipelineContext
@@ -65,6 +65,8 @@ class Listing:
     refs: list[ObjectRef]  # every listed object but sidecars
     excluded: dict[str, str]  # listed keys the source's patterns leave out, with why
     docs: list[ObjectRef]  # the listed objects the patterns keep
+    #: ``connector`` as this run planned it (:func:`workers.connectors.for_run`): what the plan fetches through.
+    reader: Connector
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,8 @@ def list_source(ctx: PipelineContext, source: SourceInfo, run_id: int) -> Listin
         raise
     # The source's --include/--exclude patterns, applied here for every connector kind (workers/selection.py).
     excluded = _excluded(Selection.of(source.options), refs)
-    return Listing(connector, source_acl, refs, excluded, [r for r in refs if r.key not in excluded])
+    return Listing(connector, source_acl, refs, excluded, [r for r in refs if r.key not in excluded],
+                   for_run(connector, run_id))
 
 
 def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *, version: str) -> SourceDiff:
@@ -190,7 +193,7 @@ def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *, vers
             and not (unlisted and key.startswith(unlisted))]
     # A vanished document whose content reappears under a new key in this sync moved: its old key
     # goes in this build and the guard does not count it (content identity: _find_moves).
-    moves = _find_moves(ctx, listing.connector, source_id, [r for r in docs if r.key in planned_keys], known,
+    moves = _find_moves(ctx, listing.reader, source_id, [r for r in docs if r.key in planned_keys], known,
                         [d for d in gone if d.state == DocumentState.ACTIVE])
     moved_from = {old.key for old in moves.values()}
     gone = [doc for doc in gone if doc.key not in moved_from]
@@ -236,8 +239,7 @@ def record_plan(ctx: PipelineContext, source: SourceInfo, run_id: int, changeset
                                  skipped=diff.carried, moves=[{"from": old.key, "to": new} for new, old in
                                                               sorted(diff.moves.items())])
     _note_observed(ctx, source_id, run_id, listing.docs, diff.planned_keys)  # sync lag (registry/freshness.py)
-    _retag_listed(ctx, source, listing.source_acl, listing.connector, run_id, changeset_id, listing.docs, diff.known,
-                  diff.planned_keys)
+    _retag_listed(ctx, source, listing.source_acl, listing, run_id, changeset_id, diff.known, diff.planned_keys)
     for new_key, old in sorted(diff.moves.items()):
         # Not held, whatever the guard says of real deletions: one build never serves both keys.
         n = ctx.registry.stage_deletion(run_id, changeset_id, old.id, moved_to=new_key)
@@ -344,9 +346,8 @@ def _find_moves(ctx: PipelineContext, connector: Connector, source_id: str, new:
     return moves
 
 
-def _retag_listed(ctx: PipelineContext, source: SourceInfo, source_acl: SourceAcl, connector: Connector,
-                  run_id: int, changeset_id: int, refs: list[ObjectRef], known: dict[str, DocumentRecord],
-                  planned: set[str]) -> None:
+def _retag_listed(ctx: PipelineContext, source: SourceInfo, source_acl: SourceAcl, listing: Listing,
+                  run_id: int, changeset_id: int, known: dict[str, DocumentRecord], planned: set[str]) -> None:
     """Re-resolve the ACL of every listed document this run does not process, and stage re-tags.
 
     An unchanged document is not fetched, but a sidecar, a tag or a rule may
@@ -356,9 +357,10 @@ def _retag_listed(ctx: PipelineContext, source: SourceInfo, source_acl: SourceAc
     embeds).  A document whose ACL cannot be resolved keeps its previous ACL
     and is recorded as failed with ``acl_invalid`` / ``acl_unavailable``.
     """
-    resolver = acl_resolver(ctx, source_acl, connector, sidecar_keys=getattr(connector, "sidecar_keys", None))
+    resolver = acl_resolver(ctx, source_acl, listing.reader,
+                            sidecar_keys=getattr(listing.connector, "sidecar_keys", None))
     acls: dict[str, DocumentAcl] = {}
-    for ref in refs:
+    for ref in listing.docs:
         doc = known.get(ref.key)
         if doc is None or doc.state == DocumentState.DELETED or ref.key in planned:
             continue

@@ -140,6 +140,17 @@ class SourcesStore(_Base):
                     row.options = {**(row.options or {}), self.CURSOR_OPTION: cursor}
             return cursor.get("synced")
 
+    def planned_cursor(self, source_id: str, run_id: int) -> dict[str, Any] | None:
+        """The pending cursor run ``run_id`` recorded (its listing's revision), or None when it recorded
+        none or another run's is pending.  A document task reads the source at this revision, whichever
+        process it runs in (invariant 9); it never promotes or drops the cursor."""
+        with self.session() as s:
+            row = s.get(Source, source_id)
+            pending = ((row.options or {}).get(self.CURSOR_OPTION) or {}).get("pending") if row else None
+            if not pending or pending.get("run") != run_id:
+                return None
+            return {k: v for k, v in pending.items() if k != "run"}
+
     def set_pending_cursor(self, source_id: str, value: dict[str, Any]) -> None:
         """Record where the source's open run listed (promoted by :meth:`source_cursor` once it succeeds)."""
         with self.session() as s:

@@ -68,6 +68,27 @@ class ChunkMeta(Protocol):
     def chunk_meta(self, key: str) -> dict[str, Any]: ...
 
 
+@runtime_checkable
+class RunScoped(Protocol):
+    """A connector whose reads depend on what one run's listing planned (a git commit, a crawl's pages).
+
+    ``for_run(run_id)`` answers a connector that reads exactly what run ``run_id`` listed, in whichever
+    process the document task runs, however long that process has lived: nothing one run listed is
+    read by a later one (invariant 9).  When that state cannot be had here (the planned commit cannot
+    be fetched), its ``fetch`` raises a retryable :class:`SourceError`; it never reads another revision,
+    so a change is never recorded as unchanged.  Use :func:`for_run` rather than calling it directly.
+    """
+
+    def for_run(self, run_id: int) -> Connector: ...
+
+
+def for_run(connector: Connector, run_id: int | None) -> Connector:
+    """``connector`` as run ``run_id`` planned it (:class:`RunScoped`); itself for a connector without per-run state."""
+    if run_id is not None and isinstance(connector, RunScoped):
+        return connector.for_run(run_id)
+    return connector
+
+
 def check_key(key: str) -> str:
     """Refuse keys that could escape a folder or confuse a citation."""
     if not key or len(key) > 1024:
@@ -79,5 +100,6 @@ def check_key(key: str) -> str:
     return key
 
 
-__all__ = ["AclTags", "ChunkMeta", "Connector", "ConnectorEnv", "ConnectorOption", "ConnectorSpec", "Sidecars",
-           "UnlistedPrefixes", "build_connector", "check_key", "kinds", "register", "spec_for", "unregister"]
+__all__ = ["AclTags", "ChunkMeta", "Connector", "ConnectorEnv", "ConnectorOption", "ConnectorSpec", "RunScoped",
+           "Sidecars", "UnlistedPrefixes", "build_connector", "check_key", "for_run", "kinds", "register", "spec_for",
+           "unregister"]

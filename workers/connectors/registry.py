@@ -67,6 +67,10 @@ class CursorStore(Protocol):
 
     def set_pending(self, value: dict[str, Any]) -> None: ...
 
+    def planned(self, run_id: int) -> dict[str, Any] | None:
+        """What run ``run_id``'s listing recorded with :meth:`set_pending`, while that run is open; else None."""
+        ...
+
 
 @dataclass(frozen=True)
 class ConnectorEnv:
