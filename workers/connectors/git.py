@@ -12,20 +12,30 @@ ref's tip only (``--depth 1``); later listings fetch with
 and only changed paths are read), so an incremental sync moves what changed.
 
 Change detection: keys are paths at the listed commit, etags are blob ids
-(``git ls-tree``), so an unchanged file is never fetched.  Against the last
+(``git ls-tree``), so an unchanged file is never fetched.  The listed commit
+is the run's planned revision (its pending cursor): a document task reads
+the file at that commit through :meth:`GitConnector.for_run`, in whichever
+process it runs and however many runs that process has served; a commit
+that cannot be had there fails the fetch retryably, never as "unchanged".  Against the last
 synced commit (the source's cursor in the registry, promoted when a run
 finishes) ``git diff --name-status -M`` reports renames, which are listed as
 moves (:attr:`ObjectRef.moved_from`).  Every chunk is stamped with the
-``commit`` and ``path`` it was read at (:meth:`GitConnector.chunk_meta`).
+``commit`` and ``path`` it was read at and the commit's date as its date
+(:meth:`GitRevision.chunk_meta`).
 
 Credentials: a token in a file (``sources.git_token_file`` or the source's
 ``token_file`` option) is handed to git by ``GIT_ASKPASS`` (a script that
 reads the file when git asks), never put in the URL, the environment or a
-log line.  A location with credentials in it is refused; any URL in a git
-error message has its userinfo redacted.
+log line.  A location with credentials in it (userinfo, a query string or a
+fragment) is refused; any URL in a git error message has its userinfo and
+query redacted.  Transports are an allow-list (https, ssh, git, file, scp-like
+and local paths), checked in :func:`check_location` and enforced in git's
+environment (``GIT_ALLOW_PROTOCOL``); every URL and ref argument comes after
+``--``.
 
 What it does not do: submodules (skipped), Git LFS (pointer files are
-indexed as text), symbolic links (listed, fail as ``unsupported_type``).
+indexed as text), symbolic links (listed, fail as ``unsupported_type``; the
+mode is the listing's, never a pathspec lookup).
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ import builtins
 import os
 import re
 import subprocess
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +55,7 @@ from urllib.parse import urlsplit, urlunsplit
 from freshindex.acl.model import FOLDER_SIDECAR, is_sidecar
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
-from freshindex.workers.connectors import ChunkMeta, Sidecars
+from freshindex.workers.connectors import ChunkMeta, RunScoped, Sidecars
 from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, CursorStore, SourceLike
 
 #: Characters of the commit a citation shows.
@@ -51,6 +63,11 @@ SHORT = 10
 _REPO_ENV = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                        "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_COMMON_DIR"})
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+_QUERY = re.compile(r"(?P<url>[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#]*)[?#][^\s]*")
+#: Transports git may use for a source (``GIT_ALLOW_PROTOCOL``): never ``ext::`` (runs a command) or ``fd::``.
+TRANSPORTS = ("https", "ssh", "git", "file")
+#: Commits whose tree listing a connector keeps (they are immutable: keyed by commit, never by run).
+TREES_KEPT = 4
 _ASKPASS = """#!/bin/sh
 # Written by freshindex: answers git's credential prompts from a file named in the environment.
 case "$1" in
@@ -61,17 +78,34 @@ esac
 
 
 def redact(text: str) -> str:
-    """``text`` with the userinfo of every URL in it replaced by ``***``."""
-    return _USERINFO.sub(lambda m: f"{m['scheme']}***@", text)
+    """``text`` with the userinfo, query and fragment of every URL in it replaced by ``***``."""
+    text = _USERINFO.sub(lambda m: f"{m['scheme']}***@", text)
+    return _QUERY.sub(lambda m: f"{m['url']}?***", text)
+
+
+_CREDENTIALS = ("a git location must not carry credentials: put the token in a file and name it with "
+                "--option token_file=PATH (or settings sources.git_token_file)")
 
 
 def check_location(location: str, _options: Mapping[str, Any] | None = None) -> str:
-    """A URL (https, ssh, git, file) or a local path; credentials in a URL are refused."""
+    """A URL (https, ssh, git, file), an scp-like address or a local repository; nothing else.
+
+    Refused: another transport (``ext::``, ``fd::``, ``http``), credentials anywhere in a URL
+    (userinfo with a password, an https user, a query string or a fragment), a location that
+    git would read as an option.
+    """
+    if location.startswith("-") or any(ord(c) < 32 for c in location):
+        raise ConfigError(f"not a git location: {redact(location)!r}")
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*::", location):
+        raise ConfigError(f"git transport {location.split('::', 1)[0]!r} is not allowed (allowed: "
+                          f"{', '.join(TRANSPORTS)}, scp-like addresses, local paths)")
     if "://" in location:
         parts = urlsplit(location)
-        if parts.password is not None or (parts.username and parts.scheme in ("http", "https")):
-            raise ConfigError("a git location must not carry credentials: put the token in a file and name it with "
-                              "--option token_file=PATH (or settings sources.git_token_file)")
+        if parts.scheme.lower() not in TRANSPORTS:
+            raise ConfigError(f"git transport {parts.scheme!r} is not allowed (allowed: {', '.join(TRANSPORTS)})")
+        if parts.password is not None or (parts.username and parts.scheme == "https") or parts.query \
+                or parts.fragment or "?" in location or "#" in location:
+            raise ConfigError(_CREDENTIALS)
         return urlunsplit(parts)
     if re.match(r"^[\w.-]+@[\w.-]+:", location):  # scp-like ssh: git@host:org/repo.git (the user is not a secret)
         return location
@@ -103,11 +137,25 @@ def parse_name_status(out: bytes) -> list[tuple[str, str, str | None]]:
 
 
 @dataclass(frozen=True)
-class Listing:
+class Tree:
+    """The files of one commit: immutable, so cached by commit id and shared by every run that planned it."""
+
     commit: str
+    date: str | None  # the committer date, ISO 8601
+    blobs: dict[str, tuple[str, str]]  # path -> (mode, blob id)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What one run's listing saw: the tree it planned, the commit it diffed against, the renames between."""
+
+    tree: Tree
     base: str | None
-    blobs: dict[str, str]  # path -> blob id
     moved_from: dict[str, str]  # new path -> old path (renames between base and commit)
+
+    @property
+    def commit(self) -> str:
+        return self.tree.commit
 
 
 class GitConnector:
@@ -126,14 +174,18 @@ class GitConnector:
         self.timeout_s = timeout_s
         #: ACL sidecars the last listing saw (never listed as documents).
         self.sidecar_keys: set[str] = set()
+        #: The last listing made in this process (the planner's); document tasks read :meth:`for_run`'s tree.
         self.listing: Listing | None = None
+        self._trees: OrderedDict[str, Tree] = OrderedDict()
+        self._lock = threading.Lock()  # one git fetch into the cache at a time (document tasks run in threads)
 
     # -- git ------------------------------------------------------------------------------------------------
 
     def _env(self) -> dict[str, str]:
         # The host's own git set-up (ssh command, credential helpers, proxies) stays; only where git works is ours.
         env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
-        env.update(GIT_TERMINAL_PROMPT="0", GIT_DIR=str(self.repo), LC_ALL="C")
+        env.update(GIT_TERMINAL_PROMPT="0", GIT_DIR=str(self.repo), LC_ALL="C",
+                   GIT_ALLOW_PROTOCOL=":".join(TRANSPORTS))
         if self.token_file is not None:
             askpass = self.cache_dir / "askpass.sh"
             if not askpass.exists():
@@ -161,19 +213,19 @@ class GitConnector:
     def _ensure_repo(self) -> bool:
         """Create the bare cache on first use; True when it already held a fetched commit."""
         if (self.repo / "HEAD").is_file():
-            self.git("remote", "set-url", "origin", self.location)
+            self.git("remote", "set-url", "--", "origin", self.location)
             return self.git("rev-parse", "--verify", "-q", "refs/freshindex/tip", check=False).returncode == 0
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "init", "-q", "--bare", str(self.repo)], env=self._env(), check=True,
                        capture_output=True, timeout=self.timeout_s)
-        self.git("remote", "add", "origin", self.location)
+        self.git("remote", "add", "--", "origin", self.location)
         return False
 
     def fetch_ref(self) -> str:
         """Fetch the ref into ``refs/freshindex/tip``; the commit it names now."""
         warm = self._ensure_repo()
         shallow = () if warm else ("--depth", "1")
-        self.git("fetch", "-q", "--no-tags", "--filter=blob:none", *shallow, "origin",
+        self.git("fetch", "-q", "--no-tags", "--filter=blob:none", *shallow, "--", "origin",
                  f"+{self.ref}:refs/freshindex/tip")
         return self.git("rev-parse", "refs/freshindex/tip^{commit}").stdout.decode().strip()
 
@@ -183,23 +235,37 @@ class GitConnector:
     # -- Connector ------------------------------------------------------------------------------------------
 
     def list(self) -> Iterator[ObjectRef]:
-        yield from self._list(record=True)
+        yield from self._list()
 
-    def _list(self, *, record: bool) -> builtins.list[ObjectRef]:  # `list` is the method above
-        """Fetch and list; ``record``: this is the run's listing, so its commit becomes the pending cursor."""
-        commit = self.fetch_ref()
-        synced = (self.cursor.get() or {}) if self.cursor is not None else {}
-        base = synced.get("commit") if synced.get("ref") == self.ref else None
-        moved_from: dict[str, str] = {}
-        if base and base != commit and self._has_commit(base):
-            diff = self.git("diff", "--name-status", "-z", "-M", base, commit)
-            moved_from = {new: old for status, new, old in parse_name_status(diff.stdout) if status == "R" and old}
-        elif base and base != commit:
-            base = None  # the cache lost it (a new volume): no moves to report, the etags still say what changed
+    def _list(self) -> builtins.list[ObjectRef]:  # `list` is the method above
+        """Fetch and list the ref's tip; its commit becomes the run's pending cursor (its planned revision)."""
+        with self._lock:
+            commit = self.fetch_ref()
+            synced = (self.cursor.get() or {}) if self.cursor is not None else {}
+            base = synced.get("commit") if synced.get("ref") == self.ref else None
+            moved_from: dict[str, str] = {}
+            if base and base != commit and self._has_commit(base):
+                diff = self.git("diff", "--name-status", "-z", "-M", base, commit)
+                moved_from = {new: old for status, new, old in parse_name_status(diff.stdout) if status == "R" and old}
+            elif base and base != commit:
+                base = None  # the cache lost it (a new volume): no moves to report, the etags still say what changed
+            tree = self._tree_locked(commit)
+        self.listing = Listing(tree, base, moved_from)
+        self.sidecar_keys = {path for path in tree.blobs if is_sidecar(path)}
+        if self.cursor is not None:
+            self.cursor.set_pending({"commit": commit, "ref": self.ref})
+        return [ObjectRef(key=path, etag=oid if mode != "120000" else f"symlink-{oid}", size=0,
+                          moved_from=moved_from.get(path))
+                for path, (mode, oid) in tree.blobs.items() if not is_sidecar(path)]
+
+    def _tree_locked(self, commit: str) -> Tree:
+        """The files of ``commit`` (cached by commit); the caller holds the lock and the commit is here."""
+        tree = self._trees.get(commit)
+        if tree is not None:
+            self._trees.move_to_end(commit)
+            return tree
         out = self.git("ls-tree", "-r", "-z", "--full-tree", commit).stdout.decode("utf-8", "surrogateescape")
-        blobs: dict[str, str] = {}
-        self.sidecar_keys = set()
-        refs: list[ObjectRef] = []
+        blobs: dict[str, tuple[str, str]] = {}
         for entry in filter(None, out.split("\0")):
             meta, path = entry.split("\t", 1)
             mode, kind, oid = meta.split()
@@ -207,44 +273,97 @@ class GitConnector:
                 continue  # a submodule (commit)
             if any(part.startswith(".") for part in path.split("/")) and path.rsplit("/", 1)[-1] != FOLDER_SIDECAR:
                 continue  # .github/, .gitignore: not documentation, as in a folder source
-            if is_sidecar(path):
-                self.sidecar_keys.add(path)
-                blobs[path] = oid
-                continue
-            blobs[path] = oid
-            etag = oid if mode != "120000" else f"symlink-{oid}"
-            refs.append(ObjectRef(key=path, etag=etag, size=0, moved_from=moved_from.get(path)))
-        self.listing = Listing(commit, base, blobs, moved_from)
-        if record and self.cursor is not None:
-            self.cursor.set_pending({"commit": commit, "ref": self.ref})
-        return refs
+            blobs[path] = (mode, oid)
+        date = self.git("show", "-s", "--format=%cI", commit).stdout.decode().strip() or None
+        tree = self._trees[commit] = Tree(commit, date, blobs)
+        while len(self._trees) > TREES_KEPT:
+            self._trees.popitem(last=False)
+        return tree
 
-    def _listing(self) -> Listing:
-        if self.listing is None:  # a document task in another process: fetch and list once, cursor untouched
-            self._list(record=False)
-        assert self.listing is not None
-        return self.listing
+    def tree(self, commit: str) -> Tree:
+        """The files of ``commit``, fetching it into the cache when this process has not seen it.
+
+        Raises :class:`SourceError` (retryable) when the remote no longer serves it (a force-push):
+        the document is then recorded as a failed fetch and read again by the next run.
+        """
+        with self._lock:
+            if commit not in self._trees and not self._has_commit(commit):
+                self.fetch_ref()  # the usual case: the tip moved on past what this process last fetched
+                if not self._has_commit(commit):
+                    self.git("fetch", "-q", "--no-tags", "--filter=blob:none", "--", "origin", commit, check=False)
+                if not self._has_commit(commit):
+                    raise SourceError(f"commit {commit[:SHORT]} of {redact(self.location)} ({self.ref}) cannot be "
+                                      "fetched here (force-pushed away?); the document is read again next run")
+            return self._tree_locked(commit)
+
+    def for_run(self, run_id: int) -> GitRevision:
+        """This repository as run ``run_id`` listed it: its planned commit, from the registry.
+
+        Without a cursor (a connector used on its own, no registry) it is the last listing of this
+        object.  A run that recorded no commit (closed, or listed elsewhere without a registry) is a
+        retryable :class:`SourceError`: nothing is read at a guessed revision.
+        """
+        if self.cursor is None:
+            listing = self.listing
+            if listing is None:
+                self._list()
+                listing = self.listing
+            assert listing is not None
+            return GitRevision(self, listing.tree)
+        planned = self.cursor.planned(run_id) or {}
+        commit = planned.get("commit")
+        if not isinstance(commit, str) or planned.get("ref", self.ref) != self.ref:
+            raise SourceError(f"run {run_id} of {redact(self.location)} recorded no planned commit for "
+                              f"{self.ref}; the document is read again by the next run")
+        return GitRevision(self, self.tree(commit))
 
     def fetch(self, key: str) -> bytes:
-        listing = self._listing()
-        oid = listing.blobs.get(key)
-        if oid is None:
-            raise DocumentError(DocumentError.VANISHED, f"{key} is not in {listing.commit[:SHORT]}")
-        mode = self.git("ls-tree", "--full-tree", listing.commit, "--", key).stdout.split(b" ", 1)[0]
-        if mode == b"120000":
-            raise DocumentError(DocumentError.UNSUPPORTED, f"{key} is a symbolic link in the repository; not followed")
-        size = int(self.git("cat-file", "-s", oid).stdout.strip() or 0)
-        if size > self.max_bytes:
-            raise DocumentError(DocumentError.TOO_LARGE, f"{size} bytes, limit {self.max_bytes}")
-        return self.git("cat-file", "blob", oid).stdout
+        """``key`` at the commit of this object's last listing (see :meth:`for_run` for a run's reads)."""
+        return self._current().fetch(key)
 
     def chunk_meta(self, key: str) -> dict[str, Any]:
-        """``commit`` (full id) and ``path`` for every chunk of ``key``, as read at the listed commit."""
-        return {"commit": self._listing().commit, "path": key}
+        return self._current().chunk_meta(key)
+
+    def _current(self) -> GitRevision:
+        if self.listing is None:
+            self._list()
+        assert self.listing is not None
+        return GitRevision(self, self.listing.tree)
 
     def head(self) -> str | None:
         """The commit of the last listing, or None before one."""
         return self.listing.commit if self.listing else None
+
+
+class GitRevision:
+    """One commit of a :class:`GitConnector`'s repository: what a document task reads."""
+
+    def __init__(self, repo: GitConnector, tree: Tree) -> None:
+        self.repo, self.tree = repo, tree
+
+    def list(self) -> Iterator[ObjectRef]:
+        for path, (mode, oid) in sorted(self.tree.blobs.items()):
+            if not is_sidecar(path):
+                yield ObjectRef(key=path, etag=oid if mode != "120000" else f"symlink-{oid}", size=0)
+
+    def fetch(self, key: str) -> bytes:
+        entry = self.tree.blobs.get(key)
+        if entry is None:
+            raise DocumentError(DocumentError.VANISHED, f"{key} is not in {self.tree.commit[:SHORT]}")
+        mode, oid = entry
+        if mode == "120000":  # the listing's own mode: a key is never read back as a pathspec
+            raise DocumentError(DocumentError.UNSUPPORTED, f"{key} is a symbolic link in the repository; not followed")
+        size = int(self.repo.git("cat-file", "-s", oid).stdout.strip() or 0)
+        if size > self.repo.max_bytes:
+            raise DocumentError(DocumentError.TOO_LARGE, f"{size} bytes, limit {self.repo.max_bytes}")
+        return self.repo.git("cat-file", "blob", oid).stdout
+
+    def chunk_meta(self, key: str) -> dict[str, Any]:
+        """``commit`` (full id), ``path`` and ``modified`` (the commit's date) for every chunk of ``key``."""
+        meta: dict[str, Any] = {"commit": self.tree.commit, "path": key}
+        if self.tree.date:
+            meta["modified"] = self.tree.date
+        return meta
 
 
 def _build(source: SourceLike, env: ConnectorEnv) -> GitConnector:
@@ -264,7 +383,8 @@ SPEC = ConnectorSpec(
     options=(ConnectorOption("ref", "branch or tag to index (default: the remote's HEAD)"),
              ConnectorOption("token_file", "file holding an access token (default: settings sources.git_token_file)"),
              ConnectorOption("username", "user name sent with the token (default x-access-token; GitLab: oauth2)")),
-    hooks=(Sidecars, ChunkMeta),
+    hooks=(Sidecars, ChunkMeta, RunScoped),
 )
 
-__all__ = ["SHORT", "SPEC", "GitConnector", "check_location", "parse_name_status", "redact", "source_uri"]
+__all__ = ["SHORT", "SPEC", "TRANSPORTS", "GitConnector", "GitRevision", "Tree", "check_location",
+           "parse_name_status", "redact", "source_uri"]
