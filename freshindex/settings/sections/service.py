@@ -57,15 +57,24 @@ class WebhookSettings(BaseModel):
     """Signed webhooks that trigger syncs (``/v1/webhooks/...``): secrets, limits, coalescing.
 
     Secrets are per source id; a source without one does not take webhooks
-    (404).  ``secrets_file`` is read once, when ``serve`` starts; its entries
-    yield to ``secrets`` given here.  Secrets are never logged or shown.
+    (404).  ``secrets_file`` is read when ``serve`` starts (an unreadable one
+    stops it) and again whenever its modification time, size or inode change,
+    looked at every ``secrets_file_check_s`` (``api.routes_webhooks``), so a
+    secret is added or revoked without a restart; its entries yield to
+    ``secrets`` given here, which only a restart changes.  Secrets are never
+    logged or shown.
     """
 
     secrets: dict[str, SecretStr] = Field(
         default_factory=dict, description="source id -> shared secret (HMAC key, or the GitLab token)",
     )
     secrets_file: Path | None = Field(
-        default=None, description="TOML or JSON file mapping source id -> secret, read at start",
+        default=None, description="TOML or JSON file mapping source id -> secret, read at start and re-read "
+        "when it changes (see secrets_file_check_s); replace it atomically (write, then rename over it)",
+    )
+    secrets_file_check_s: float = Field(
+        default=5.0, ge=0, description="seconds between checks of secrets_file for a change (mtime, size, inode): "
+        "a secret added or removed there is in force within this, without a restart; 0 = checked on every request",
     )
     max_body_bytes: int = Field(default=1024 * 1024, ge=1, description="larger request bodies are refused (413)")
     max_skew_s: float = Field(
