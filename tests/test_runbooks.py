@@ -1,9 +1,12 @@
-"""Every command in a runbook is real, and no runbook needs SQL.
+"""Every command in a runbook is real, no runbook needs SQL, and the queue runbooks name every queue.
 
 Reads every fenced code block of runbooks/*.md, takes each `freshindex ...`
 command line (also inside `docker compose exec` / `kubectl exec`), and walks
 the click group: each subcommand must exist and each option it uses must be
-an option of that command. No code block may hold SQL.
+an option of that command. No code block may hold SQL. The runbooks about
+queues and workers name every queue the Celery app declares (as
+`freshindex.<queue>`, the default prefix); whether the prose about each
+queue is right is not checked.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import click
 import pytest
 
 from freshindex.cli import cli
+from freshindex.settings import Settings
 from tests.conftest import ROOT
 
 RUNBOOKS = sorted((ROOT / "runbooks").glob("*.md"))
@@ -108,3 +112,54 @@ def test_the_sql_detector_catches_sql() -> None:
     assert SQL.search("UPDATE documents SET etag = NULL")
     assert SQL.search("docker compose exec postgres psql -U freshindex")
     assert not SQL.search("freshindex runs list --status running --json")
+
+
+# -- queues ----------------------------------------------------------------------------------------------------
+
+#: The runbooks an operator reads about queues and the workers that consume them.
+QUEUE_RUNBOOKS = ["README.md", "freshindex-queue-backlog.md", "freshindex-workers-down.md"]
+
+
+def declared_queues() -> set[str]:
+    """Every queue the Celery app declares, routes to or sends beat's jobs to, without its prefix.
+
+    Built with stage queues off and on, so a queue only one of them uses is counted; the broker URL is
+    never connected to.
+    """
+    from freshindex.workers.app import create_app
+
+    queues: set[str] = set()
+    for stage_queues in (False, True):
+        settings = Settings.model_validate({"broker": {"url": "redis://127.0.0.1:1/0", "queue_prefix": "pfx",
+                                                       "stage_queues": stage_queues}})
+        conf = create_app(settings).conf
+        names = {q.name for q in conf.task_queues} | {conf.task_default_queue}
+        names |= {r["queue"] for r in conf.task_routes.values()}
+        names |= {e["options"]["queue"] for e in conf.beat_schedule.values() if "queue" in e.get("options", {})}
+        assert all(n.startswith("pfx.") for n in names), names
+        queues |= {n.removeprefix("pfx.") for n in names}
+    return queues
+
+
+def unnamed_queues(text: str, queues: set[str]) -> list[str]:
+    """The queues ``text`` never names as `freshindex.<queue>` (the default ``broker.queue_prefix``)."""
+    return sorted(q for q in queues if not re.search(rf"`freshindex\.{re.escape(q)}`", text))
+
+
+def test_the_app_declares_the_stage_queues() -> None:
+    assert declared_queues() == {"sync", "parse", "ocr", "embed", "build"}
+
+
+@pytest.mark.parametrize("name", QUEUE_RUNBOOKS)
+def test_the_queue_runbooks_name_every_queue(name: str) -> None:
+    assert unnamed_queues((ROOT / "runbooks" / name).read_text(), declared_queues()) == []
+
+
+def test_a_queue_left_out_of_a_runbook_is_caught() -> None:
+    # Given a runbook listing three of five queues the old way, and one that names each as `freshindex.<q>`
+    old = "queue names are `broker.queue_prefix` plus `.sync`, `.parse`, `.build`: `freshindex.parse` waits"
+    new = "`freshindex.sync`, `freshindex.parse`, `freshindex.ocr`, `freshindex.embed`, `freshindex.build`"
+    queues = {"sync", "parse", "ocr", "embed", "build"}
+    # Then the first misses all but the queue it names in full; the second misses none
+    assert unnamed_queues(old, queues) == ["build", "embed", "ocr", "sync"]
+    assert unnamed_queues(new, queues) == []
