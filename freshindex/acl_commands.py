@@ -18,6 +18,7 @@ import click
 
 from freshindex.acl.model import AclError, normalise_acl, sensitivity, split_names, validate_group
 from freshindex.acl.resolution import AclResolver, AclRule, SourceAcl
+from freshindex.cli_support import json_option, require
 from freshindex.display import escaped
 
 #: Origins the registry can recompute without reading the source.
@@ -126,13 +127,14 @@ def register(cli: click.Group) -> None:
     @click.option("--tenant", default=None, help="Tenant of its documents.")
     @click.option("--sensitivity", "sensitivity_", default=None,
                   type=click.Choice(["public", "internal", "confidential", "restricted"]))
-    @click.option("--json", "as_json", is_flag=True)
+    @json_option
     @click.pass_obj
     def sources_update(state: Any, source_id: str, groups: str | None, users: str | None, rules: tuple[str, ...],
                        clear_rules: bool, tenant: str | None, sensitivity_: str | None, as_json: bool) -> None:
         """Change who may read SOURCE_ID, without re-embedding; takes effect on the next query."""
         import json
 
+        require(state, source=source_id)
         data = update_source(state.services.registry, source_id, groups=groups, users=users, rules=rules,
                              clear_rules=clear_rules, tenant=tenant, sensitivity_=sensitivity_)
         click.echo(json.dumps(data, indent=2, default=str) if as_json else _human(escaped(data)))

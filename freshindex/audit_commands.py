@@ -17,10 +17,10 @@ from typing import Any
 import click
 
 from freshindex.acl.access import Verdict
+from freshindex.cli_support import json_option, require
 from freshindex.core.clock import as_utc
 from freshindex.display import escaped
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 _SINCE = re.compile(r"^(\d+)([smhd])$")
 
 
@@ -56,6 +56,7 @@ def audit() -> None:
 def audit_denials(state: Any, kb: str | None, principal: str | None, reason: str | None, since: str | None,
                   limit: int, as_json: bool) -> None:
     """Hits the query path denied: when, who, which document and chunk, why, under which ACL version."""
+    require(state, kb=kb)
     rows = state.services.registry.denials(kb, principal=principal, reason=reason, since=_since(since), limit=limit)
     if as_json:
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))

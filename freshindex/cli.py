@@ -31,9 +31,8 @@ from freshindex import (
     source_commands,
     sync_commands,
 )
-from freshindex.cli_support import ConfigProblem
-from freshindex.core.errors import ConfigError, FreshIndexError, NotFoundError
-from freshindex.core.exit_codes import ExitCode
+from freshindex.cli_support import JSON_REQUESTED, ConfigProblem, echo_json_error, failure
+from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.settings import Settings, load_settings
 
 progress_log = logging.getLogger("freshindex.progress")
@@ -82,7 +81,23 @@ class _State:
             self._services.close()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The ``freshindex`` group: a command given ``--json`` that fails writes its error as JSON on standard output.
+
+    The one place that does it, so no command has its own copy; the line on
+    standard error and the exit code are :func:`main`'s.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            if ctx.meta.get(JSON_REQUESTED):
+                echo_json_error(exc)
+            raise
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar="FRESHINDEX_CONFIG",
               help="TOML config file (same keys as the FRESHINDEX_ environment variables).")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
@@ -114,26 +129,17 @@ def main() -> None:
         code = cli.main(standalone_mode=False, prog_name="freshindex")
         if isinstance(code, int) and code:
             sys.exit(code)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(ExitCode.FAILED)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except ConfigError as exc:
-        click.echo(f"error: {display.printable(str(exc))}", err=True)
-        sys.exit(ExitCode.USAGE)
-    except FreshIndexError as exc:
-        click.echo(f"error: {display.printable(str(exc))}", err=True)
-        sys.exit(ExitCode.FAILED)
-    except ModuleNotFoundError as exc:
-        # The base install is the thin HTTP client; every service command imports the
-        # server dependencies when it runs, so a missing one means the wrong install.
-        click.echo(f"error: this command needs the freshindex service ({exc.name or exc} is not installed): "
-                   "pip install 'freshindex[server]'", err=True)
-        sys.exit(ExitCode.USAGE)
+    except Exception as exc:
+        found = failure(exc)  # (exit code, message) of every error reported in one line (cli_support)
+        if found is None:
+            raise
+        if isinstance(exc, click.ClickException):
+            exc.show()
+        else:
+            click.echo(f"error: {display.printable(found[1])}", err=True)
+        sys.exit(found[0])
 
 
 # Each group lives in its own module, which imports nothing from this one; ``sources`` and ``snapshots``

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from freshindex.cli_support import ConfigProblem
+from freshindex.cli_support import ConfigProblem, json_option
 from freshindex.display import emit as _emit
 
 
@@ -22,7 +22,7 @@ def config() -> None:
 
 
 @config.command("show")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@json_option
 @click.pass_obj
 def config_show(state: Any, as_json: bool) -> None:
     """Print the effective configuration, secrets redacted."""
@@ -65,7 +65,7 @@ def db() -> None:
 
 
 @db.command("upgrade")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def db_upgrade(state: Any, as_json: bool) -> None:
     """Upgrade the registry schema to this version's head."""

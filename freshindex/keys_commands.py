@@ -18,9 +18,8 @@ from typing import Any
 
 import click
 
+from freshindex.cli_support import json_option
 from freshindex.display import printable, table
-
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
 @click.group("keys")

@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from freshindex.cli_support import json_option, require
 from freshindex.display import escaped
 
 _BATCH = 500
@@ -97,10 +98,11 @@ def source_floor(source: Any, default: float) -> float:
 @click.option("--kb", required=True, help="The knowledge base whose live chunks are read.")
 @click.option("--floor", type=float, default=None,
               help="Confidence (0-1) under which a page is a warning (default: sources.ocr_page_floor).")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@json_option
 @click.pass_obj
 def ocr_report(state: Any, kb: str, floor: float | None, as_json: bool) -> None:
     """Per scanned page: OCR confidence, the unsure numbers/amounts/commands, and pages under the floor."""
+    require(state, kb=kb)
     svc = state.services
     floor = svc.settings.sources.ocr_page_floor if floor is None else floor
     ids = svc.registry.live_chunk_ids_for_kb(kb)

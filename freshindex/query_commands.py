@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from freshindex import display
+from freshindex.cli_support import json_option, require
 from freshindex.core.exit_codes import ExitCode
 from freshindex.display import emit as _emit
 
@@ -24,7 +25,7 @@ from freshindex.display import emit as _emit
 @click.option("--group", "groups", multiple=True, help="A group of the principal (repeatable).")
 @click.option("--tenant", default=None, help="The principal's tenant (default: default).")
 @click.option("--limit", default=5, show_default=True, type=click.IntRange(1, 50))
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def query(state: Any, question: str, kb: str | None, principal: str, groups: tuple[str, ...], tenant: str | None,
           limit: int, as_json: bool) -> None:
@@ -32,6 +33,9 @@ def query(state: Any, question: str, kb: str | None, principal: str, groups: tup
     from freshindex.acl import Principal
 
     kb = kb or state.settings.default_kb
+    # An unknown kb is an error (exit 1), as HTTP's 404; a known one without a snapshot yet answers
+    # "insufficient evidence (no_snapshot)".
+    require(state, kb=kb)
     packet = state.services.client.retrieve(question, kb=kb, principal=Principal.of(principal, groups, tenant=tenant),
                                             limit=limit)
     if as_json:
@@ -48,7 +52,7 @@ def query(state: Any, question: str, kb: str | None, principal: str, groups: tup
 @click.argument("answer", type=click.File("r", encoding="utf-8"))
 @click.option("--packet", "packet_file", required=True, type=click.File("r", encoding="utf-8"),
               help="The packet the answer was written from: `freshindex query --json` output (- for stdin).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def check_citations_command(answer: Any, packet_file: Any, as_json: bool) -> None:
     """Check the citations of a finished ANSWER (a file, - for stdin) against a packet's source list.
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from freshindex.cli_support import json_option, require
 from freshindex.display import emit as _emit
 from freshindex.display import table as _table
 
@@ -31,7 +32,6 @@ def _registry(state: Any) -> Any:
     return state.services.registry
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
 # -- probe --------------------------------------------------------------------------
@@ -88,6 +88,7 @@ def runs_list(state: Any, source: str | None, kb: str | None, status: str | None
     """Newest runs first; running ones with running_for_s and docs_done (a frozen docs_done: lost tasks)."""
     from freshindex.registry import reports
 
+    require(state, source=source, kb=kb)
     rows = reports.sync_runs(_registry(state), source=source, kb=kb, status=status, limit=limit)
     _emit(rows, as_json, lambda rs: _table(rs, _RUN_COLUMNS, "no sync runs"))
 
@@ -100,6 +101,7 @@ def runs_show(state: Any, run_id: int, as_json: bool) -> None:
     """One run: status, progress, per-outcome document counts, build, errors, heartbeat."""
     from freshindex.registry import reports
 
+    require(state, run=run_id)
     row = reports.sync_run(_registry(state), run_id)
     _emit(row, as_json, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items() if v not in (None, {}, [])))
 
@@ -115,6 +117,7 @@ def sources_lag(state: Any, kb: str | None, as_json: bool) -> None:
     """Seconds since each source's last successful sync, with enabled and poll_interval_s (never synced first)."""
     from freshindex.registry import reports
 
+    require(state, kb=kb)
     rows = reports.source_lag(_registry(state), kb)
     _emit(rows, as_json, lambda rs: _table(rs, ("source", "kb", "enabled", "poll_interval_s", "last_ok", "lag_s"),
                                            "no sources"))
@@ -149,6 +152,7 @@ def documents_list(state: Any, kb: str | None, source: str | None, key: str | No
 
     if skipped and doc_state not in (None, "skipped"):
         raise click.UsageError("--skipped lists documents in state skipped; drop --state")
+    require(state, source=source, kb=kb)
     rows = reports.documents(_registry(state), kb=kb, source=source, key=key, state="skipped" if skipped else doc_state,
                          reason=reason, limit=limit)
     columns = ("source", "key", "error_reason", "error_detail", "updated_at") if skipped else _DOC_COLUMNS
@@ -164,6 +168,7 @@ def documents_errors(state: Any, kb: str | None, source: str | None, as_json: bo
     """Documents currently in error, counted per source, reason and state (what the metric counts)."""
     from freshindex.registry import reports
 
+    require(state, source=source, kb=kb)
     rows = reports.documents_in_error(_registry(state), kb=kb, source=source)
     _emit(rows, as_json, lambda rs: _table(rs, ("kb", "source", "reason", "state", "documents", "last_updated"),
                                            "no documents in error"))
@@ -179,6 +184,7 @@ def documents_failures(state: Any, source: str | None, since_s: float, as_json: 
     """Failed document results of recent runs, counted per source, run and reason."""
     from freshindex.registry import reports
 
+    require(state, source=source)
     rows = reports.recent_failures(_registry(state), since_s=since_s, source=source)
     _emit(rows, as_json, lambda rs: _table(rs, ("source", "run", "reason", "documents", "last_seen"),
                                            "no failures in that window"))
@@ -203,6 +209,7 @@ def documents_reprocess(state: Any, source_id: str, reason: str | None, keys: tu
 
     if reason is None and not keys:
         raise click.UsageError("give --reason REASON or --key KEY (re-reading a whole source must be asked by name)")
+    require(state, source=source_id)
     found = reports.forget_etags(_registry(state), source_id, reason=reason, keys=keys, dry_run=dry_run)
     data = {"source": source_id, "documents": found, "count": len(found), "dry_run": dry_run}
     verb = "would be re-read" if dry_run else "will be re-read by the next sync"
@@ -229,6 +236,7 @@ def changesets_list(state: Any, kb: str | None, statuses: tuple[str, ...], key: 
     """Changesets with their upsert and delete (chunk) counts, oldest first."""
     from freshindex.registry import reports
 
+    require(state, kb=kb)
     rows = reports.changesets(_registry(state), kb=kb, statuses=statuses or ("open", "staged"), key=key)
     _emit(rows, as_json, lambda rs: _table(rs, ("id", "kb", "source", "run", "status", "created_at", "staged_at",
                                                 "upserts", "deletes"), "no changesets"))
@@ -247,6 +255,7 @@ def tombstones_pending(state: Any, kb: str | None, as_json: bool) -> None:
     """Unapplied tombstones per changeset, its status and reason, oldest first (the tombstone backlog)."""
     from freshindex.registry import reports
 
+    require(state, kb=kb)
     rows = reports.pending_tombstones(_registry(state), kb=kb)
     _emit(rows, as_json, lambda rs: _table(rs, ("kb", "changeset_id", "changeset_status", "source", "run", "reason",
                                                 "tombstones", "oldest"), "no pending tombstones"))
@@ -264,6 +273,7 @@ def snapshots_held(state: Any, kb: str | None, limit: int, as_json: bool) -> Non
     """Held (failed) builds: counts per kb and failed check, and the newest ones with their numbers."""
     from freshindex.registry import reports
 
+    require(state, kb=kb)
     data = reports.held_builds(_registry(state), kb=kb, limit=limit)
 
     def human(d: dict[str, Any]) -> str:
@@ -281,7 +291,9 @@ def snapshots_held(state: Any, kb: str | None, limit: int, as_json: bool) -> Non
 @click.pass_obj
 def snapshots_history(state: Any, kb: str | None, limit: int, as_json: bool) -> None:
     """Alias moves of a knowledge base, newest first: from, to, actor and reason."""
-    rows = _registry(state).alias_events(kb or state.settings.default_kb, limit=limit)
+    kb = kb or state.settings.default_kb
+    require(state, kb=kb)
+    rows = _registry(state).alias_events(kb, limit=limit)
     _emit(rows, as_json, lambda rs: _table(rs, ("at", "from", "to", "actor", "reason"), "no alias moves"))
 
 
@@ -313,7 +325,9 @@ def kbs_list(state: Any, as_json: bool) -> None:
 def kbs_health(state: Any, kb: str | None, as_json: bool) -> None:
     """The registry's signals for KB (live_chunks, tombstone_backlog, pending_changesets, ...); same as
     GET /v1/kbs/KB/health."""
-    data = _registry(state).health(kb or state.settings.default_kb)
+    kb = kb or state.settings.default_kb
+    require(state, kb=kb)  # as GET /v1/kbs/KB/health: an unknown kb is not found
+    data = _registry(state).health(kb)
     _emit(data, as_json, lambda d: "\n".join(f"{k}: {v}" for k, v in d.items()))
 
 
@@ -338,10 +352,11 @@ def locks_list(state: Any, name: str | None, as_json: bool) -> None:
 @click.command()
 @click.argument("source_id", required=False)
 @click.option("--run", "run_id", type=int, default=None, help="One sync run.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def errors(state: Any, source_id: str | None, run_id: int | None, as_json: bool) -> None:
     """Per-document errors recorded by syncs (newest runs first)."""
+    require(state, source=source_id, run=run_id)
     rows = state.services.registry.document_errors(run_id=run_id, source_id=source_id)
     data = [{"source": e.source_id, "run": e.sync_run_id, "key": e.key, "reason": e.reason, "detail": e.detail}
             for e in rows]

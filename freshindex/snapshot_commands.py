@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from freshindex import display
-from freshindex.cli_support import actor
+from freshindex.cli_support import actor, json_option, require
 from freshindex.core.enums import BuildStatus, DocumentState
 from freshindex.core.errors import NotFoundError
 from freshindex.core.exit_codes import ExitCode
@@ -34,10 +34,11 @@ def snapshots() -> None:
 
 @snapshots.command("list")
 @click.option("--kb", default=None)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_list(state: Any, kb: str | None, as_json: bool) -> None:
     """List snapshots, newest first."""
+    require(state, kb=kb)
     data = [s.as_dict() for s in state.services.registry.list_snapshots(kb)]
 
     def human(rows: list[dict[str, Any]]) -> str:
@@ -55,11 +56,12 @@ def snapshots_list(state: Any, kb: str | None, as_json: bool) -> None:
 @snapshots.command("build")
 @click.argument("kb", required=False)
 @click.option("--full", is_flag=True, help="Rewrite every point (reuses cached vectors).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_build(state: Any, kb: str | None, full: bool, as_json: bool) -> None:
     """Build a snapshot of KB from staged changes now."""
     kb = kb or state.settings.default_kb
+    require(state, kb=kb)  # a build never creates a knowledge base: `sources add --kb` does
     result = state.services.builder.build(kb, actor="cli", reason="snapshots build", full=full)
     data = {"kb": kb, "status": result.status, "snapshot_id": result.snapshot_id, "strategy": result.strategy,
             "upserts": result.upserts, "deletes": result.deletes, "point_count": result.point_count,
@@ -72,8 +74,10 @@ def snapshots_build(state: Any, kb: str | None, full: bool, as_json: bool) -> No
 
 def _snapshot_or_active(state: Any, snapshot_id: str | None, kb: str | None) -> str:
     if snapshot_id is not None:
+        require(state, snapshot=snapshot_id)
         return snapshot_id
     kb = kb or state.settings.default_kb
+    require(state, kb=kb)
     active = state.services.registry.active_snapshot(kb)
     if active is None:
         raise NotFoundError(f"knowledge base {kb} has no active snapshot")
@@ -82,10 +86,11 @@ def _snapshot_or_active(state: Any, snapshot_id: str | None, kb: str | None) -> 
 
 @snapshots.command("show")
 @click.argument("snapshot_id")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_show(state: Any, snapshot_id: str, as_json: bool) -> None:
     """The manifest of SNAPSHOT_ID, whether it serves, and recent alias moves."""
+    require(state, snapshot=snapshot_id)
     data = state.services.snapshots.show(snapshot_id)
 
     def human(d: dict[str, Any]) -> str:
@@ -122,7 +127,7 @@ def _calibration_line(c: dict[str, Any] | None) -> str:
 @snapshots.command("calibrate")
 @click.argument("snapshot_id", required=False)
 @click.option("--kb", default=None, help="Calibrate the active snapshot of KB (default kb).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_calibrate(state: Any, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
     """Compute and keep the refusal calibration of a built snapshot (one built before calibration existed)."""
@@ -135,7 +140,7 @@ def snapshots_calibrate(state: Any, snapshot_id: str | None, kb: str | None, as_
 @snapshots.command("verify")
 @click.argument("snapshot_id", required=False)
 @click.option("--kb", default=None, help="Verify the active snapshot of KB (default kb).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_verify(state: Any, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
     """Check a built snapshot against the registry (exit 3 when a check fails)."""
@@ -148,7 +153,7 @@ def snapshots_verify(state: Any, snapshot_id: str | None, kb: str | None, as_jso
 @snapshots.command("reconcile")
 @click.option("--kb", default=None, help="Knowledge base (default: settings default_kb).")
 @click.option("--dry-run", is_flag=True, help="Only list stranded documents (exit 3 if there are any).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_reconcile(state: Any, kb: str | None, dry_run: bool, as_json: bool) -> None:
     """Find documents whose new chunks no build will apply, and re-stage them.
@@ -158,6 +163,7 @@ def snapshots_reconcile(state: Any, kb: str | None, dry_run: bool, as_json: bool
     chunks for the next build and makes the next sync re-check it.
     """
     kb = kb or state.settings.default_kb
+    require(state, kb=kb)
     data = state.services.snapshots.reconcile(kb, repair=not dry_run)
 
     def human(d: dict[str, Any]) -> str:
@@ -177,10 +183,11 @@ def snapshots_reconcile(state: Any, kb: str | None, dry_run: bool, as_json: bool
 @snapshots.command("swap")
 @click.argument("snapshot_id")
 @click.option("--reason", required=True, help="Why (recorded with the swap).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_swap(state: Any, snapshot_id: str, reason: str, as_json: bool) -> None:
     """Serve SNAPSHOT_ID (a retained version, older or newer than the active one)."""
+    require(state, snapshot=snapshot_id)
     kb = state.services.registry.get_snapshot(snapshot_id).kb
     data = state.services.snapshots.swap(kb, snapshot_id, actor=actor(), reason=reason)
     _emit(data, as_json, _swap_text)
@@ -190,11 +197,13 @@ def snapshots_swap(state: Any, snapshot_id: str, reason: str, as_json: bool) -> 
 @click.option("--kb", default=None)
 @click.option("--to", "to", default=None, help="Snapshot id (default: the previous one).")
 @click.option("--reason", default="rollback", show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_rollback(state: Any, kb: str | None, to: str | None, reason: str, as_json: bool) -> None:
     """Serve the previous snapshot (or --to ID). Documents it touched are re-checked on the next sync."""
+    require(state, snapshot=to)
     kb = kb or (state.services.registry.get_snapshot(to).kb if to else state.settings.default_kb)
+    require(state, kb=kb)
     data = state.services.snapshots.rollback(kb, to=to, actor=actor(), reason=reason)
     _emit(data, as_json, _swap_text)
 
@@ -208,11 +217,12 @@ def _swap_text(d: dict[str, Any]) -> str:
 
 @snapshots.command("prune")
 @click.option("--kb", default=None)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_prune(state: Any, kb: str | None, as_json: bool) -> None:
     """Drop versions beyond the retention (never the active one or its parent)."""
     kb = kb or state.settings.default_kb
+    require(state, kb=kb)
     pruned = state.services.snapshots.prune(kb)
     _emit({"kb": kb, "pruned": pruned}, as_json,
           lambda d: f"{d['kb']}: pruned {', '.join(d['pruned']) or 'nothing'}")
@@ -221,7 +231,7 @@ def snapshots_prune(state: Any, kb: str | None, as_json: bool) -> None:
 @snapshots.command("archive")
 @click.argument("snapshot_id", required=False)
 @click.option("--kb", default=None, help="Archive the active snapshot of KB.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_archive(state: Any, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
     """Archive a snapshot (collection, registry rows, manifest, sha256) to the archive location."""
@@ -231,7 +241,7 @@ def snapshots_archive(state: Any, snapshot_id: str | None, kb: str | None, as_js
 
 @snapshots.command("restore")
 @click.argument("snapshot_id")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def snapshots_restore(state: Any, snapshot_id: str, as_json: bool) -> None:
     """Restore SNAPSHOT_ID from the archive location and serve it (into a fresh data directory)."""
@@ -251,7 +261,7 @@ def canaries() -> None:
 @click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 50))
 @click.option("--force", is_flag=True,
               help="Register it although no indexed document of the kb has that key (it then holds every build).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def canaries_add(state: Any, question: str, expected: str, kb: str | None, top_k: int, force: bool,
                  as_json: bool) -> None:
@@ -263,6 +273,7 @@ def canaries_add(state: Any, question: str, expected: str, kb: str | None, top_k
     from freshindex.registry import reports
 
     kb = kb or state.settings.default_kb
+    require(state, kb=kb)  # even with --force: a canary never creates a knowledge base
     docs = reports.documents(state.services.registry, kb=kb, key=expected, limit=10)
     if not any(d["state"] == DocumentState.ACTIVE for d in docs):
         why = (f"its documents are {', '.join(sorted({d['state'] for d in docs}))}" if docs
@@ -280,9 +291,10 @@ def canaries_add(state: Any, question: str, expected: str, kb: str | None, top_k
 
 @canaries.command("list")
 @click.option("--kb", default=None)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def canaries_list(state: Any, kb: str | None, as_json: bool) -> None:
+    require(state, kb=kb)
     rows = [{"id": c.id, "kb": c.kb, "question": c.question, "expected_key": c.expected_key, "top_k": c.top_k}
             for c in state.services.registry.list_canaries(kb)]
     _emit(rows, as_json, lambda rs: "\n".join(f"{r['id']:>4} {r['kb']:<12} {r['question']!r} -> {r['expected_key']}"

@@ -17,14 +17,13 @@ from typing import Any
 import click
 
 from freshindex import acl_commands
-from freshindex.cli_support import actor
+from freshindex.cli_support import actor, json_option, require
 from freshindex.core.enums import RunStatus
 from freshindex.core.errors import ConfigError
 from freshindex.display import emit as _emit
 
 log = logging.getLogger("freshindex.cli")
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
 def _fresh_text(d: dict[str, Any]) -> str:
@@ -96,23 +95,18 @@ def _fail(exc: Exception) -> click.ClickException:
 @click.pass_obj
 def sources_show(state: Any, source_id: str, as_json: bool) -> None:
     """SOURCE_ID's freshness policy and state (paused, stale, last verified, last error) and its patterns."""
-    from freshindex.core.errors import NotFoundError
-
-    try:
-        data = state.services.registry.source_freshness(source_id=source_id)[0].as_dict()
-        source = state.services.registry.get_source(source_id)
-    except NotFoundError as exc:
-        raise _fail(exc) from exc
+    require(state, source=source_id)
+    data = state.services.registry.source_freshness(source_id=source_id)[0].as_dict()
+    source = state.services.registry.get_source(source_id)
     data["include"], data["exclude"] = list(source.include), list(source.exclude)
     _emit(data, as_json, _fresh_text)
 
 
 def _set_paused(state: Any, source_id: str, paused: bool, as_json: bool) -> None:
-    from freshindex.core.errors import ConfigError, NotFoundError
-
+    require(state, source=source_id)
     try:
         data = state.services.registry.set_source_paused(source_id, paused).as_dict()
-    except (NotFoundError, ConfigError) as exc:
+    except ConfigError as exc:
         raise _fail(exc) from exc
     _emit(data, as_json, _fresh_text)
 
@@ -145,13 +139,12 @@ def sources_resume(state: Any, source_id: str, as_json: bool) -> None:
 @click.pass_obj
 def sources_remove(state: Any, source_id: str, yes: bool, as_json: bool) -> None:
     """Withdraw every document of SOURCE_ID at once and retire it (the next build drops its points)."""
-    from freshindex.core.errors import ConfigError, NotFoundError
-
     if not yes:
         raise click.UsageError("removing a source withdraws all of its documents: add --yes")
+    require(state, source=source_id)
     try:
         withdrawn = state.services.registry.remove_source(source_id)
-    except (NotFoundError, ConfigError) as exc:
+    except ConfigError as exc:
         raise _fail(exc) from exc
     data = {"source": source_id, "documents": len(withdrawn), "chunks": sum(w.chunks for w in withdrawn)}
     _emit(data, as_json, lambda d: f"source {d['source']} removed: {d['documents']} documents "
@@ -165,13 +158,10 @@ def sources_remove(state: Any, source_id: str, yes: bool, as_json: bool) -> None
 @click.pass_obj
 def sources_runs(state: Any, source_id: str, limit: int, as_json: bool) -> None:
     """SOURCE_ID's sync runs, newest first, with their sync lag when visible."""
-    from freshindex.core.errors import NotFoundError
     from freshindex.registry.reports import sync_runs
 
-    try:
-        data = sync_runs(state.services.registry, source=source_id, limit=limit)
-    except NotFoundError as exc:
-        raise _fail(exc) from exc
+    require(state, source=source_id)
+    data = sync_runs(state.services.registry, source=source_id, limit=limit)
     _emit(data, as_json, lambda rows: "\n".join(
         f"run {r['id']}: {r['status']} ({r['trigger']}), started {r['started_at']}, build {r['build_status']}"
         + (f", lag {r['lag_s']:.1f}s" if r["lag_s"] is not None else "") + (f"; {r['error']}" if r["error"] else "")
@@ -193,13 +183,12 @@ _SECONDS = click.IntRange(min=0)
 def sources_policy(state: Any, source_id: str, poll: int | None, stale_after: int | None, hard_expiry: int | None,
                    as_json: bool) -> None:
     """Set SOURCE_ID's freshness policy (what is not given stays as it is)."""
-    from freshindex.core.errors import ConfigError, NotFoundError
-
     given = {k: (v or None) for k, v in (("poll_interval_s", poll), ("stale_after_s", stale_after),
                                           ("hard_expiry_s", hard_expiry)) if v is not None}
+    require(state, source=source_id)
     try:
         data = state.services.registry.set_freshness_policy(source_id, **given).as_dict()
-    except (NotFoundError, ConfigError) as exc:
+    except ConfigError as exc:
         raise _fail(exc) from exc
     _emit(data, as_json, _fresh_text)
 
@@ -269,7 +258,7 @@ def sources() -> None:
               help="Only keys matching this gitignore-style pattern are documents (repeatable), e.g. '*.html'.")
 @click.option("--exclude", "exclude", multiple=True,
               help="Keys matching this gitignore-style pattern are skipped (repeatable), e.g. 'search*.html'.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def sources_add(state: Any, source_id: str, kind: str, location: str, owner: str, kb: str | None, acl: str,
                 poll: int | None, options: tuple[str, ...], replace: bool, tenant: str, sensitivity_: str,
@@ -305,7 +294,7 @@ def sources_add(state: Any, source_id: str, kind: str, location: str, owner: str
 
 
 @sources.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def sources_list(state: Any, as_json: bool) -> None:
     """List registered sources."""
@@ -325,7 +314,7 @@ def sources_list(state: Any, as_json: bool) -> None:
 @click.argument("source_id")
 @click.option("--count", "count", type=click.IntRange(min=1), default=None,
               help="Allow up to this many deletions (default: what the latest held sync would delete).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def sources_confirm_deletions(state: Any, source_id: str, count: int | None, as_json: bool) -> None:
     """Let the next sync of SOURCE_ID apply the deletions the guard held (one shot).
@@ -333,8 +322,8 @@ def sources_confirm_deletions(state: Any, source_id: str, count: int | None, as_
     The next sync deletes what its listing no longer has, if that is at most
     the confirmed number of documents; either way the confirmation is used up.
     """
+    require(state, source=source_id)
     registry = state.services.registry
-    registry.get_source(source_id)
     finished = [r for r in registry.sync_runs(source_id, limit=20) if r.status != RunStatus.RUNNING]
     latest = finished[0] if finished else None
     held = (latest.summary.get("held") or {}) if latest is not None and latest.status == RunStatus.HELD else {}

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from freshindex import display, ocr_commands
+from freshindex.cli_support import json_option, require
 from freshindex.core.enums import BuildStatus
 from freshindex.core.errors import FreshIndexError
 from freshindex.display import escaped
@@ -78,7 +79,7 @@ def syncs() -> None:
 
 @syncs.command("show")
 @click.argument("ticket_id", type=int)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@json_option
 @click.pass_obj
 def syncs_show(state: Any, ticket_id: int, as_json: bool) -> None:
     """The state of TICKET_ID: queued, running (run N), coalesced into run N, done or failed."""
@@ -100,7 +101,7 @@ def syncs_show(state: Any, ticket_id: int, as_json: bool) -> None:
 @click.option("--all", "all_sources", is_flag=True, help="Sync every registered source.")
 @click.option("--inline", is_flag=True, help="Run in this process even when a broker is configured.")
 @click.option("--no-build", is_flag=True, help="Stage changes without building a snapshot (inline only).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_obj
 def sync(state: Any, source_id: str | None, all_sources: bool, inline: bool, no_build: bool,
          as_json: bool) -> None:
@@ -110,6 +111,8 @@ def sync(state: Any, source_id: str | None, all_sources: bool, inline: bool, no_
     if bool(source_id) == all_sources:
         raise click.UsageError("give one SOURCE_ID or --all")
     svc = state.services
+    if source_id:
+        require(state, source=source_id)
     ids = [source_id] if source_id else [s.id for s in svc.registry.list_sources() if not s.removed]
     if not ids:
         raise click.UsageError("no sources registered")
