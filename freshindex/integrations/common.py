@@ -1,13 +1,14 @@
-"""What the retrievers share: the refusal, the per-source metadata, the result list.
+"""What the retrievers share: the refusal, the per-source metadata, the result list, the 0-1 scores.
 
 No framework is imported here: the LangChain and LlamaIndex modules build
 their own types from :func:`evidence_metadata` and wrap them in
-:class:`Retrieved`.
+:class:`Retrieved`. What it does not do: give a score a meaning across
+questions (:func:`relative_scores` compares the sources of one packet only).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from freshindex.core.errors import FreshIndexError
@@ -65,10 +66,21 @@ def admitted(packet: ContextPacket) -> tuple[Evidence, ...]:
     return () if packet.insufficient else packet.evidence
 
 
+def citation_source(e: Evidence) -> str:
+    """Where the citation points: ``key#anchor``, or the key alone for a chunk without an anchor.
+
+    A web source's key is the page's URL, so this is the URL of the cited section; other kinds' keys are
+    their path or object key in the source. It is the citation without its number, version and snapshot.
+    """
+    return f"{e.key}#{e.anchor}" if e.anchor else e.key
+
+
 def evidence_metadata(e: Evidence, packet: ContextPacket) -> dict[str, Any]:
-    """One source's metadata: its citation, snapshot and score first, then where it came from."""
+    """One source's metadata: its citation, ``source`` (:func:`citation_source`, the key LangChain's
+    source-citing chains read), snapshot and raw score first, then where it came from."""
     return {
-        "citation": e.citation, "snapshot_id": e.snapshot_id, "score": e.score, "n": e.n, "kb": packet.kb,
+        "citation": e.citation, "source": citation_source(e), "snapshot_id": e.snapshot_id, "score": e.score,
+        "n": e.n, "kb": packet.kb,
         "key": e.key, "anchor": e.anchor, "title": e.title, "heading_path": list(e.heading_path),
         "page": e.page, "page_end": e.page_end, "doc_version": e.doc_version, "source_id": e.source_id,
         "chunk_id": e.chunk_id, "date": e.date, "stale": e.stale, "verified_at": e.verified_at, "ocr": e.ocr,
@@ -76,4 +88,25 @@ def evidence_metadata(e: Evidence, packet: ContextPacket) -> dict[str, Any]:
     }
 
 
-__all__ = ["InsufficientEvidence", "OnInsufficient", "Retrieved", "admitted", "checked", "evidence_metadata"]
+def relative_scores(scores: Sequence[float]) -> list[float]:
+    """The scores of one packet's sources mapped onto 0-1, order kept: ``score / best``.
+
+    The service's score orders the sources of one answer; its scale depends on how the server ranks
+    (by default the coverage reranker's share of the question's terms plus a rank prior, 0 to 1.2; with
+    ``context.lexical_rerank`` off, a rank-fusion score; an application's reranker, any number). So the
+    mapping is relative: the strongest source is 1.0 and each other is its share of the strongest. Should
+    a score be negative (a reranker's), the lowest becomes 0: ``(score - low) / (best - low)`` with
+    ``low = min(0, lowest)``.
+    Equal scores (or a single one) are all 1.0. Whether to answer at all is the packet's decision
+    (``insufficient``), not a threshold on these numbers: they say nothing across questions.
+    """
+    if not scores:
+        return []
+    low, best = min(0.0, *scores), max(scores)
+    if best <= low:
+        return [1.0] * len(scores)
+    return [min(1.0, max(0.0, (s - low) / (best - low))) for s in scores]
+
+
+__all__ = ["InsufficientEvidence", "OnInsufficient", "Retrieved", "admitted", "checked", "citation_source",
+           "evidence_metadata", "relative_scores"]

@@ -8,8 +8,10 @@ Install ``freshindex[langchain]`` (langchain-core only)::
 
 Each ``Document`` is one piece of evidence: ``page_content`` its text,
 ``id`` its chunk id, ``metadata`` its ``citation`` (``[n] key#anchor (vN,
-snapshot S)``), ``snapshot_id`` and ``score`` first, then where it came from
-(:func:`~integrations.common.evidence_metadata`). The list is a
+snapshot S)``), its ``source`` (``key#anchor``: what the citation points at,
+the key LangChain's source-citing chains and document prompts read as
+``{source}``), ``snapshot_id`` and ``score`` (the service's) first, then
+where it came from (:func:`~integrations.common.evidence_metadata`). The list is a
 :class:`~integrations.common.Retrieved`: for a question the knowledge base
 cannot answer it is empty with ``insufficient`` true and ``reason`` set
 (``on_insufficient="raise"`` raises :class:`~integrations.common.InsufficientEvidence`

@@ -6,9 +6,12 @@ Install ``freshindex[llamaindex]`` (llama-index-core only)::
     retriever = FreshIndexRetriever("http://127.0.0.1:8080", token="...", kb="default")
     nodes = retriever.retrieve("How do I rotate the signing key?")
 
-Each ``NodeWithScore`` is one piece of evidence: its ``score`` the
-service's, its ``TextNode`` the text (``id_`` the chunk id) with the
-citation, snapshot and score first in ``metadata``
+Each ``NodeWithScore`` is one piece of evidence: its ``score`` a similarity
+in 0-1, the service's score relative to the packet's best (the strongest
+source 1.0, each other its share of it:
+:func:`~integrations.common.relative_scores`), its ``TextNode`` the text
+(``id_`` the chunk id) with the citation, ``source``, snapshot and the
+service's raw ``score`` first in ``metadata``
 (:func:`~integrations.common.evidence_metadata`); only ``citation`` is shown
 to the model by LlamaIndex's own formatting, and no metadata is embedded.
 ``retrieve`` and ``aretrieve`` return a :class:`~integrations.common.Retrieved`:
@@ -19,7 +22,10 @@ engine over it answers "Empty Response" then; it never sees made-up nodes.
 
 What it does not guarantee: the fence (LlamaIndex formats node text itself;
 ``nodes.context`` is the packet's fenced block), nor the verdict attributes
-when ``_retrieve`` is called directly (the list is then a plain list).
+when ``_retrieve`` is called directly (the list is then a plain list), nor
+that a node's 0-1 score means the same across questions (a
+``similarity_cutoff`` keeps the sources close to the best one; whether there
+is an answer at all is ``nodes.insufficient``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from freshindex.integrations.common import (
     admitted,
     checked,
     evidence_metadata,
+    relative_scores,
 )
 
 # The packets of the retrieve() call running in this context. A list, not the packet: LlamaIndex runs
@@ -91,13 +98,14 @@ class FreshIndexRetriever(BaseRetriever):
         if sink is not None:
             sink.append(packet)
         checked(packet, self.on_insufficient)
+        evidence = admitted(packet)
         nodes = []
-        for e in admitted(packet):
-            meta = evidence_metadata(e, packet)
+        for e, similarity in zip(evidence, relative_scores([e.score for e in evidence]), strict=True):
+            meta = evidence_metadata(e, packet)  # "score": the service's own, unmapped
             hidden = [k for k in meta if k != "citation"]
             node = TextNode(id_=e.chunk_id, text=e.text, metadata=meta, excluded_llm_metadata_keys=hidden,
                             excluded_embed_metadata_keys=list(meta))
-            nodes.append(NodeWithScore(node=node, score=e.score))
+            nodes.append(NodeWithScore(node=node, score=similarity))
         return nodes
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

@@ -29,6 +29,7 @@ def test_langchain_retriever_returns_cited_documents(kb_server: KbServer) -> Non
     assert first.metadata["citation"] == CITED and first.metadata["snapshot_id"] == "default-v1"
     assert isinstance(first.metadata["score"], float) and first.metadata["score"] > 0
     assert first.metadata["key"] == "guides/release.md" and "migrate down" in first.page_content
+    assert first.metadata["source"] == "guides/release.md#database-migration"  # what source-citing chains read
     assert [d.metadata["n"] for d in docs] == list(range(1, len(docs) + 1)) and first.id == first.metadata["chunk_id"]
     assert docs.snapshot_id == "default-v1" and docs.citations[0] == CITED and CITED in docs.context
     assert "token" not in repr(retriever) or "**" in repr(retriever)  # the key is a SecretStr
@@ -68,7 +69,10 @@ def test_llamaindex_retriever_returns_scored_cited_nodes(kb_server: KbServer) ->
     assert 1 <= len(nodes) <= 3 and all(isinstance(n, NodeWithScore) for n in nodes)
     top = nodes[0]
     assert top.node.metadata["citation"] == CITED and top.node.metadata["snapshot_id"] == "default-v1"
-    assert top.score == top.node.metadata["score"] > 0 and top.node.node_id == top.node.metadata["chunk_id"]
+    # Scores are LlamaIndex's 0-1 similarity: the strongest source 1.0, each other its share; the raw is kept
+    raw = [n.node.metadata["score"] for n in nodes]
+    assert top.score == 1.0 and raw[0] == max(raw) > 0 and top.node.node_id == top.node.metadata["chunk_id"]
+    assert [n.score for n in nodes] == pytest.approx([r / raw[0] for r in raw]) and all(0 < n.score <= 1 for n in nodes)
     # What LlamaIndex shows a model: the citation and the text; no metadata goes into an embedding
     shown = top.node.get_content(metadata_mode=MetadataMode.LLM)
     assert CITED in shown and "migrate down" in shown and "chunk_id" not in shown
