@@ -22,6 +22,10 @@ writes it): closing an Edge shard writes into the files it mapped, so every
 handle holds a shared ``flock`` on ``.readers.lock`` and the rename needs
 it exclusively (:meth:`EdgeStore.in_use`, :meth:`EdgeStore.rename_collection`).
 
+Processes on one host may share a store root: many readers, one writer per
+collection (the builder, under its registry lock), alias swaps serialised
+(:mod:`edge_locks`); not across hosts (docs/operations.md).
+
 Every collection has a dense vector and a sparse lexical one (IDF applied by
 the engine), and a payload index on each field in
 :data:`vectorstore.base.INDEXED_FIELDS`, so filters are evaluated from the
@@ -57,7 +61,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from freshindex.core.errors import NotFoundError, StoreBusyError, StoreError
-from freshindex.vectorstore import edge_files, edge_query, edge_schema, lexical
+from freshindex.vectorstore import edge_files, edge_locks, edge_query, edge_schema, lexical
 from freshindex.vectorstore.base import DENSE, INDEXED_FIELDS, LEXICAL, Filter, PointRecord, ScoredHit, fuse_hits
 
 _UPSERT_BATCH = 512
@@ -557,7 +561,9 @@ class EdgeStore:
     def swap_alias(self, alias: str, collection: str) -> str | None:
         if not self._dir(collection).exists():
             raise NotFoundError(f"collection {collection!r} does not exist")
-        with self._lock:
+        # Across processes too: two knowledge bases' builders may swap at once (edge_locks).
+        with self._lock, edge_locks.exclusive(self.root / ".aliases.lock", timeout=self._open_timeout,
+                                              what=f"the aliases of {self.root}"):
             aliases = self._aliases()
             previous = aliases.get(alias)
             aliases[alias] = collection
