@@ -95,6 +95,16 @@ class WebSettings(BaseModel):
     rate_limit: str = Field(default="10/second", description="requests per host, as the limits package writes a "
                             "rate: '10/second', '1 per 2 seconds', '300/minute'")
     timeout_s: float = Field(default=30.0, gt=0, description="seconds to connect, and between bytes, per request")
+    request_deadline_s: float = Field(
+        default=120.0, gt=0, description="wall-clock seconds one request (its redirects, headers and whole body) "
+        "may take; a server that drip-feeds a page fails it as timed_out at this deadline")
+    crawl_deadline_s: float = Field(
+        default=3600.0, gt=0, description="wall-clock seconds one crawl (robots.txt, sitemaps, pages and their "
+        "link extraction) may take; past it the crawl stops as max_pages does: it lists what it reached and "
+        "deletes nothing")
+    page_links_cpu_s: float = Field(
+        default=2.0, gt=0, description="CPU seconds reading one page's links may take; a page over it keeps the "
+        "links read so far and the crawl deletes nothing")
     user_agent: str = Field(default="freshindex-crawler/1", description="User-Agent sent, and the agent "
                             "robots.txt rules are read for")
 

@@ -106,13 +106,15 @@ def test_canonical_of_the_same_site_is_the_identity_and_of_another_host_is_ignor
     routes = {"/docs/index.html": html('<a href="a.html">a</a><a href="b.html">b</a>'),
               "/docs/a.html": html("same", head='<link rel="canonical" href="/docs/main.html">'),
               "/docs/b.html": html("same", head='<link rel="canonical" href="/docs/main.html">'),
-              "/docs/main.html": html("x"),
+              # The claimed page names itself canonical: a and b may join it (they are fetched for the check).
+              "/docs/main.html": html("x", head='<link rel="canonical" href="/docs/main.html">'),
               "/docs/c.html": html("c", head='<link rel="canonical" href="https://docs.example.com/c.html">')}
     routes["/docs/index.html"] = html('<a href="a.html">a</a><a href="b.html">b</a><a href="c.html">c</a>')
     with serve(DocSite(routes=routes)) as site:
-        _, refs = crawl(site)
-    b = site.base
-    assert sorted(refs) == [f"{b}/docs/c.html", f"{b}/docs/index.html", f"{b}/docs/main.html"]
+        conn, refs = crawl(site)
+        b = site.base
+        assert sorted(refs) == [f"{b}/docs/c.html", f"{b}/docs/index.html", f"{b}/docs/main.html"]
+        assert b"<p>x</p>" in conn.fetch(f"{b}/docs/main.html")  # the content served at the key, not a claimant's
 
 
 def test_a_failing_page_is_listed_and_fails_alone_and_a_dead_link_is_not_listed() -> None:
