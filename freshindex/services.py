@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from freshindex.acl.resolution import PermissionService
     from freshindex.core.types import Embedder
     from freshindex.injection import InjectionClient
+    from freshindex.injection.client import SnapshotFacts
     from freshindex.injection.refusal import RefusalPolicy, RefusalReason, Signals
     from freshindex.injection.types import ContextPacket
     from freshindex.registry import Registry, SourceInfo
@@ -202,14 +203,19 @@ class Services:
                            archive_target=target, store_kind=self.settings.vector_store.kind,
                            presign_seconds=snap.presign_seconds)
 
-    def _snapshot_model(self, snapshot_id: str) -> str | None:
-        """The embedding model of a snapshot's vectors (None for a collection the registry does not know)."""
+    def _snapshot_facts(self, snapshot_id: str) -> SnapshotFacts | None:
+        """A snapshot's embedding model and its sources' revisions (None for a collection the registry does not know)."""
         from freshindex.core.errors import NotFoundError
+        from freshindex.injection.client import SnapshotFacts
 
         try:
-            return self.registry.get_snapshot(snapshot_id).embedding_model
+            snap = self.registry.get_snapshot(snapshot_id)
         except NotFoundError:
             return None
+        revisions = (snap.verification or {}).get("revisions")
+        return SnapshotFacts(model=snap.embedding_model,
+                             revisions={str(k): str(v) for k, v in revisions.items()}
+                             if isinstance(revisions, dict) else {})
 
     @functools.cached_property
     def client(self) -> InjectionClient:
@@ -221,7 +227,7 @@ class Services:
                                policy=ContextPolicy.from_mapping(self.settings.context.model_dump()),
                                refusal=self.refusal_policy,
                                calibration=self.registry.snapshot_calibration, observer=ServiceObserver(self),
-                               snapshot_model=self._snapshot_model,
+                               snapshot_facts=self._snapshot_facts,
                                sources=self._kb_sources, max_stale_s=self.settings.context.max_stale_s,
                                min_score=self.settings.context.min_score,
                                lexical_rerank=self.settings.context.lexical_rerank,

@@ -212,6 +212,8 @@ class Builder(BlueGreen, Verification):
                 except Exception as exc:  # a version that verified still serves, with the shipped refusal bias
                     log.warning("refusal calibration of %s failed: %s", snapshot_id, exc, exc_info=True)
                     verification["calibration"] = {"status": "failed", "bias": None, "error": str(exc)[:300]}
+            if revisions := self.registry.source_revisions(kb):  # cited for every chunk of those sources
+                verification["revisions"] = revisions
             seconds = time.perf_counter() - started
             self.registry.mark_verified(snapshot_id, point_count=verification["point_count"],
                                         verification=verification, seconds=seconds)

@@ -122,7 +122,10 @@ class EvidenceBody(_Body):
     ocr: bool
     citation: str = Field(description="`[n] key#anchor (vN, snapshot S)`.")
     text: str
-    commit: str | None = Field(default=None, description="The commit a git source's text was read at (shortened).")
+    commit: str | None = Field(default=None, description="A git source's commit the serving snapshot was built "
+                               "from (shortened): one commit per repository in a packet.")
+    changed_in: str | None = Field(default=None, description="A git source's commit this text was read at "
+                                   "(shortened): where it last changed as far as the index knows.")
     date: str | None
     stale: bool
     verified_at: str | None

@@ -77,9 +77,11 @@ class Candidate:
     @classmethod
     def from_point(cls, chunk_id: str, score: float, payload: PointPayload, snapshot_id: str, *,
                    vector: Sequence[float] | None = None, stale: bool = False,
-                   verified_at: str | None = None) -> Candidate:
-        """From a vector hit's payload; ``snapshot_id`` is the snapshot that served it (the alias target)."""
+                   verified_at: str | None = None, revision: str | None = None) -> Candidate:
+        """From a vector hit's payload; ``snapshot_id`` is the snapshot that served it (the alias target),
+        ``revision`` the commit that snapshot was built from for the hit's source (cited over the chunk's own)."""
         meta: dict[str, Any] = payload.meta
+        read_at = str(meta["commit"])[:10] if meta.get("commit") else None
         columns = meta.get("columns") if payload.kind == "table" else None
         ordinal = meta.get("ordinal")
         evidence = Evidence(
@@ -87,7 +89,8 @@ class Candidate:
             source_id=payload.source_id, heading_path=payload.heading_path, anchor=payload.anchor,
             page=payload.page, doc_version=payload.doc_version, snapshot_id=snapshot_id,
             written_in=payload.snapshot_id, ocr=payload.ocr, page_end=payload.page_end,
-            ocr_confidence=payload.ocr_confidence, commit=str(meta["commit"])[:10] if meta.get("commit") else None,
+            ocr_confidence=payload.ocr_confidence, commit=revision[:10] if revision and read_at else read_at,
+            changed_in=read_at,
             date=str(meta["modified"]) if meta.get("modified") else None, stale=stale, verified_at=verified_at,
             table_columns=tuple(str(c) for c in columns) if isinstance(columns, list) else (),
         )

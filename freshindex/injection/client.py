@@ -90,6 +90,19 @@ StaleSources = Callable[[str], Mapping[str, Any]]
 SourceDirectory = Callable[[str], Iterable[Any]]
 
 
+@dataclass(frozen=True)
+class SnapshotFacts:
+    """What a query needs to know of the snapshot it reads, from the registry's record of it.
+
+    ``model``: the embedding model of its vectors (None: unknown, not checked); ``revisions``: source id
+    -> the revision the snapshot was built from (a git source's commit), cited for every chunk of that
+    source, whichever commit the chunk was read at.
+    """
+
+    model: str | None = None
+    revisions: Mapping[str, str] = field(default_factory=dict)
+
+
 #: At most this many sources are listed as searched, and this many next actions proposed, per packet.
 MAX_LISTED_SOURCES = 20
 MAX_NEXT_ACTIONS = 5
@@ -111,7 +124,7 @@ class InjectionClient:
         reranker: Reranker | None = None,
         refusal: RefusalPolicy | None = None,
         calibration: Callable[[str], Mapping[str, Any] | None] | None = None,
-        snapshot_model: Callable[[str], str | None] | None = None,
+        snapshot_facts: Callable[[str], SnapshotFacts | None] | None = None,
         lexical_rerank: bool = _DEFAULTS.lexical_rerank,
         sources: SourceDirectory | None = None,
         max_stale_s: float | None = _DEFAULTS.max_stale_s,
@@ -131,9 +144,9 @@ class InjectionClient:
         # snapshot id -> its refusal calibration (injection.calibration), read once per snapshot; None: shipped bias
         self.calibration = calibration
         self._calibrated: dict[str, tuple[float, RefusalPolicy]] = {}
-        # snapshot id -> the embedding model its vectors come from (None: unknown, not checked)
-        self.snapshot_model = snapshot_model
-        self._models: dict[str, str | None] = {}
+        # snapshot id -> its embedding model and its sources' revisions (None: unknown, not checked)
+        self.snapshot_facts = snapshot_facts
+        self._facts: dict[str, SnapshotFacts] = {}
         self.lexical_rerank = lexical_rerank
         # The insufficient-evidence packet's report: the kb's sources (who owns what), a staleness policy
         # (evidence of a source unverified for longer than max_stale_s is rejected, not served labelled;
@@ -268,15 +281,19 @@ class InjectionClient:
                 continue  # the collection was pruned between resolve and search: resolve again
         return (target, [], ()) if target is not None else None
 
+    def _facts_of(self, snapshot_id: str) -> SnapshotFacts:
+        """What the registry says of ``snapshot_id`` (read once per snapshot: a snapshot never changes)."""
+        facts = self._facts.get(snapshot_id)
+        if facts is None:
+            if len(self._facts) > 64:  # old versions go out of service: keep the cache small
+                self._facts.pop(next(iter(self._facts)))
+            got = self.snapshot_facts(snapshot_id) if self.snapshot_facts is not None else None
+            facts = self._facts[snapshot_id] = got or SnapshotFacts()
+        return facts
+
     def _check_model(self, kb: str, snapshot_id: str) -> None:
         """Raise :class:`ModelMismatchError` when ``snapshot_id``'s vectors are not the question embedder's model's."""
-        if self.snapshot_model is None:
-            return
-        if snapshot_id not in self._models:
-            if len(self._models) > 64:  # old versions go out of service: keep the cache small
-                self._models.pop(next(iter(self._models)))
-            self._models[snapshot_id] = self.snapshot_model(snapshot_id)
-        built = self._models[snapshot_id]
+        built = self._facts_of(snapshot_id).model
         if built is not None and built != self.embedder.model_id:
             raise ModelMismatchError(
                 f"knowledge base {kb!r} serves snapshot {snapshot_id}, embedded with {built!r}, but questions are "
@@ -292,6 +309,7 @@ class InjectionClient:
             statuses = self.recheck([h.id for h in hits]) if (self.recheck and hits) else None
         stale = got.stale = self.stale_sources(kb) if self.stale_sources is not None else {}
         now = self.clock() if stale and self.max_stale_s is not None else None
+        revisions = self._facts_of(snapshot_id).revisions
         for h in hits:
             status = None
             if not visible(principal, h.payload):
@@ -329,7 +347,8 @@ class InjectionClient:
             got.dense_ok = got.dense_ok or h.score >= self.min_score
             rank_score = h.fused if h.fused is not None else h.score
             # evidence.score stays the dense cosine (what callers see); Candidate.score orders the pool
-            candidate = replace(Candidate.from_point(h.id, h.score, p, snapshot_id), score=rank_score)
+            candidate = replace(Candidate.from_point(h.id, h.score, p, snapshot_id,
+                                                     revision=revisions.get(p.source_id)), score=rank_score)
             if getattr(status, "pending_deletion", False):  # the deletion guard holds its document's deletion
                 candidate = replace(candidate, evidence=replace(candidate.evidence, pending_deletion=True))
             candidates.append(candidate)

@@ -240,6 +240,8 @@ def _header(e: Evidence) -> str:
     parts.append(f"version=v{int(e.doc_version)}")
     if e.date:
         parts.append(f"date={_field(e.date)}")
+    if getattr(e, "changed_in", None) and e.changed_in != e.commit:  # a git file unchanged since an earlier commit
+        parts.append(f"changed_in={_field(str(e.changed_in))}")
     if e.page:
         parts.append(f"page={int(e.page)}")
     if e.ocr:

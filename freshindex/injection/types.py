@@ -78,8 +78,11 @@ class Evidence:
     snapshot_id: str
     written_in: str
     ocr: bool = False
-    #: The commit a git source's chunk was read at, shortened (cited as ``commit 1a2b3c4d5e``); None otherwise.
+    #: A git source's commit the serving snapshot was built from, shortened (cited as ``commit 1a2b3c4d5e``):
+    #: one commit per repository in a packet.  None for other kinds.
     commit: str | None = None
+    #: The commit this chunk's text was read at (shortened): where it last changed as far as the index knows.
+    changed_in: str | None = None
     #: Header extras (render.py): the document's date, a stale label with the last verified time, and
     #: the column names of a table chunk (rendered as a Markdown table under its header).
     date: str | None = None
@@ -111,7 +114,7 @@ class Evidence:
             "key": self.key, "source_id": self.source_id, "heading_path": list(self.heading_path),
             "anchor": self.anchor, "page": self.page, "doc_version": self.doc_version,
             "snapshot_id": self.snapshot_id, "written_in": self.written_in, "ocr": self.ocr,
-            "citation": self.citation, "text": self.text, "commit": self.commit,
+            "citation": self.citation, "text": self.text, "commit": self.commit, "changed_in": self.changed_in,
             "date": self.date, "stale": self.stale, "verified_at": self.verified_at,
             "table_columns": list(self.table_columns),
             "page_end": self.page_end, "ocr_confidence": self.ocr_confidence,
@@ -135,6 +138,7 @@ class Evidence:
             page=int(page) if page is not None else None, doc_version=int(d.get("doc_version") or 0),
             snapshot_id=str(d["snapshot_id"]), written_in=str(d.get("written_in") or ""), ocr=bool(d.get("ocr")),
             commit=str(d["commit"]) if d.get("commit") else None,
+            changed_in=str(d["changed_in"]) if d.get("changed_in") else None,
             date=str(d["date"]) if d.get("date") is not None else None, stale=bool(d.get("stale")),
             verified_at=str(d["verified_at"]) if d.get("verified_at") is not None else None,
             table_columns=tuple(str(c) for c in _list(d.get("table_columns"), "table_columns")),

@@ -140,6 +140,16 @@ class SourcesStore(_Base):
                     row.options = {**(row.options or {}), self.CURSOR_OPTION: cursor}
             return cursor.get("synced")
 
+    def source_revisions(self, kb: str) -> dict[str, str]:
+        """Source id -> the revision (a git commit) its last successful run listed, for the sources of ``kb``
+        that have one: what a snapshot built now is built from, recorded with it and cited by queries."""
+        revisions: dict[str, str] = {}
+        for source in self.list_sources(kb):
+            commit = (self.source_cursor(source.id) or {}).get("commit")
+            if isinstance(commit, str) and not source.removed:
+                revisions[source.id] = commit
+        return revisions
+
     def planned_cursor(self, source_id: str, run_id: int) -> dict[str, Any] | None:
         """The pending cursor run ``run_id`` recorded (its listing's revision), or None when it recorded
         none or another run's is pending.  A document task reads the source at this revision, whichever

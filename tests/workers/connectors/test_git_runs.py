@@ -147,3 +147,37 @@ def test_a_token_in_a_query_or_fragment_is_redacted_from_messages() -> None:
     text = "fatal: unable to access 'https://host/org/r.git?access_token=s3cr3t&x=1': 403"
     assert "s3cr3t" not in redact(text) and "https://host/org/r.git?***" in redact(text)
     assert "s3cr3t" not in redact("see https://host/r.git#tok=s3cr3t now")
+
+
+def test_a_packet_cites_one_commit_per_repository_with_where_each_text_last_changed(repo: Path,
+                                                                                     tmp_path: Path) -> None:
+    from freshindex.services import Services
+    from freshindex.settings import load_settings
+    from freshindex.workers.runner import sync_inline
+
+    # Given a git source synced at its first commit, then again after only guide.md changed
+    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
+    try:
+        svc.registry.add_source("repo", kind="git", location=str(repo), owner="t", kb="default",
+                                options={"ref": "main"})
+        assert sync_inline(svc, "repo").run.status == "succeeded"
+        first = _git(repo, "rev-parse", "HEAD")
+        (repo / "guide.md").write_text("# Guide\n\nThe timeout is 45 seconds.\n")
+        _git(repo, "commit", "-qam", "second", date="2026-02-03T04:05:06+00:00")
+        second = _git(repo, "rev-parse", "HEAD")
+        assert sync_inline(svc, "repo").run.status == "succeeded"
+
+        # When both files are retrieved
+        packet = svc.client.retrieve("How often is the key rotated, and what is the timeout?", kb="default",
+                                     limit=5)
+        by_key = {e.key: e for e in packet.evidence}
+
+        # Then both cite the snapshot's commit; the unchanged file says where its text last changed
+        assert set(by_key) == {"guide.md", "notes.md"}, packet.as_dict()
+        assert {e.commit for e in by_key.values()} == {second[:10]}
+        assert by_key["guide.md"].changed_in == second[:10] and by_key["notes.md"].changed_in == first[:10]
+        assert by_key["notes.md"].date == "2026-01-02T03:04:05+00:00"
+        assert by_key["guide.md"].date == "2026-02-03T04:05:06+00:00"
+        assert f"changed_in=\"{first[:10]}\"" in packet.render() and f"commit {second[:10]}" in packet.render()
+    finally:
+        svc.close()
