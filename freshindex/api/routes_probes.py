@@ -1,7 +1,10 @@
 """The probes: ``GET /healthz`` (the process is up), ``GET /readyz`` (it can serve), ``GET /metrics``.
 
 No credential: a kubelet or a Prometheus scrape calls them, and the request
-limits exempt them (:mod:`api.limits`).
+limits exempt them (:mod:`api.limits`). ``/metrics`` also carries the free
+space under the data folder and the embedded vector store's folder
+(``freshindex_disk_free_bytes{dir}``, alert ``FreshindexDiskLow``); it does
+not measure a registry or a Qdrant server elsewhere.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ log = logging.getLogger("freshindex.api")
 def router(services: Any) -> APIRouter:
     """The probe routes over ``services`` (registry, store, naming, metrics: each reached per request)."""
     api = APIRouter()
+    settings = services.settings
+    services.metrics.watch_disk("data", settings.data_dir)
+    if settings.vector_store.kind in ("edge", "local"):
+        services.metrics.watch_disk("vectors", settings.vector_path)
 
     @api.get("/healthz", response_model=None, responses=schema.ok(schema.Alive, "The process is up."))
     def healthz() -> dict[str, str]:

@@ -7,8 +7,10 @@ Label sets are small and fixed: ``source``, ``kb``, ``reason``, ``outcome``.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -34,6 +36,8 @@ class Metrics:
         self._build_metrics(r)
         self._query_metrics(r)
         self._api_metrics(r)
+        self._disk = _DiskCollector()
+        r.register(self._disk)
 
     def _sync_metrics(self, r: CollectorRegistry) -> None:
         """Sync runs and documents: outcomes, errors, skips, moves, retries, crashes, OCR, tasks, the reaper."""
@@ -194,6 +198,17 @@ class Metrics:
         if sources is not None:
             self.registry.register(_SourceFreshnessCollector(sources))
 
+    def watch_disk(self, name: str, path: str | Path) -> None:
+        """Export the free and total bytes of the file system under ``path`` as ``dir=name``, read at scrape time.
+
+        ``freshindex_disk_free_bytes{dir}`` is what an unprivileged writer may
+        still use (``statvfs`` ``f_bavail``): the embedded registry and the
+        vector store stop writing, and on tmpfs stop opening shards, before
+        it reaches 0 (:mod:`vectorstore.edge_space`). Names are the caller's
+        fixed set (``data``, ``vectors``), never request input.
+        """
+        self._disk.paths[name] = Path(path)
+
     def observe_stage(self, stage: str, seconds: float) -> None:
         """A :data:`injection.context.StageSink`: one query's time in one stage."""
         self.query_seconds.labels(stage).observe(seconds)
@@ -272,6 +287,40 @@ class _HealthCollector(Collector):
             for source, n in (h.get("deletions_held_by_source") or {}).items():
                 deletions.add_metric([kb, source], n)
         yield from (lag, backlog, errors, live, snapshots, held, deletions)
+
+
+class _DiskCollector(Collector):
+    """Free and total bytes of each watched folder's file system at scrape time (no series before a watch).
+
+    A folder not created yet is measured at its nearest existing parent (the
+    file system it will be created on); one that cannot be read is left out
+    of that scrape rather than failing it.
+    """
+
+    def __init__(self) -> None:
+        self.paths: dict[str, Path] = {}
+
+    def collect(self):
+        free = GaugeMetricFamily("freshindex_disk_free_bytes", "Bytes still usable (by a non-root writer) on the "
+                                 "file system of a data folder (dir: data, vectors)", labels=["dir"])
+        size = GaugeMetricFamily("freshindex_disk_size_bytes", "Size of the file system of a data folder",
+                                 labels=["dir"])
+        for name, path in sorted(self.paths.items()):
+            try:
+                st = os.statvfs(_existing(path))
+            except OSError:
+                continue
+            free.add_metric([name], st.f_bavail * st.f_frsize)
+            size.add_metric([name], st.f_blocks * st.f_frsize)
+        yield from (free, size)
+
+
+def _existing(path: Path) -> Path:
+    """``path``, or its nearest parent that exists."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 def _age_s(iso: str | None, now: Any) -> float | None:
