@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from freshindex.services import Services
+    from tests.e2e.freshness_contract import Deployment
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -227,3 +228,20 @@ def coordinator(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterato
     finally:
         svc.close()
         app.close()
+
+
+@pytest.fixture(scope="session")
+def freshness_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """Long-lived stage-queue workers (one process per queue) on Redis and a PostgreSQL scratch database, started
+    once and shared by every freshness contract class of the session (tests/e2e/freshness_contract.py)."""
+    from tests.e2e.freshness_contract import deployment
+
+    for port, what in ((5432, "PostgreSQL"), (6379, "Redis")):
+        if not port_open("127.0.0.1", port):
+            pytest.fail(f"{what} is not running on 127.0.0.1:{port} (.ci/run starts it)")
+    name, url = _create_pg_database()
+    try:
+        with deployment(tmp_path_factory.mktemp("freshness-contract"), url, REDIS_URL + "/0") as dep:
+            yield dep
+    finally:
+        _drop_pg_database(name)
