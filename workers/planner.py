@@ -6,8 +6,9 @@ documents to process, which moved to a new key (:func:`_find_moves`), which
 vanished), :func:`guard_deletions` (:func:`deletion_hold`: a listing that
 would delete too much waits for a person), :func:`record_plan` and
 :func:`apply_deletions`.  All of it is registry-only work except the few
-fetches that tell a move from a deletion; the documents themselves are
-processed by :func:`workers.pipeline.process_document`.
+fetches (and, for moves by similarity, parses without OCR) that tell a
+move from a deletion, bounded by ``sync.move_comparisons``; the documents
+themselves are processed by :func:`workers.pipeline.process_document`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from freshindex.workers import pipeline
 from freshindex.workers.connectors import Connector, for_run
 from freshindex.workers.connectors.retry import fetch_with_retry
 from freshindex.workers.document_acl import acl_resolver
+from freshindex.workers.parsing import Parsers
 from freshindex.workers.pipeline import PipelineContext
 from freshindex.workers.selection import Selection
+from freshindex.workers.similarity import Lines, match_moves, similarity
 
 log = logging.getLogger("freshindex.pipeline")
 
@@ -191,8 +194,8 @@ def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *, vers
             and doc.state in (DocumentState.ACTIVE, DocumentState.ERROR, DocumentState.SKIPPED)
             and not (doc.state == DocumentState.SKIPPED and key in excluded)  # excluded before: still a skip
             and not (unlisted and key.startswith(unlisted))]
-    # A vanished document whose content reappears under a new key in this sync moved: its old key
-    # goes in this build and the guard does not count it (content identity: _find_moves).
+    # A vanished document whose content reappears under a new key in this sync moved: its old key goes in
+    # this build and the guard does not count it (a rename hint, the same bytes or mostly the same text: _find_moves).
     moves = _find_moves(ctx, listing.reader, source_id, [r for r in docs if r.key in planned_keys], known,
                         [d for d in gone if d.state == DocumentState.ACTIVE])
     moved_from = {old.key for old in moves.values()}
@@ -300,50 +303,144 @@ def _skipped_as(known: DocumentRecord | None, reason: str) -> bool:
 
 def _find_moves(ctx: PipelineContext, connector: Connector, source_id: str, new: list[ObjectRef],
                 known: dict[str, DocumentRecord], gone: list[DocumentRecord]) -> dict[str, DocumentRecord]:
-    """New keys of this sync that hold a vanished document's content: ``{new key: the vanished document}``.
+    """New keys of this sync that continue a vanished document: ``{new key: the vanished document}``.
 
-    Content identity: a listed key the registry does not serve (new, or
-    deleted before) whose bytes hash to a vanished document's recorded hash
-    (``source_hash``; ``content_hash`` for documents indexed before it was
-    recorded).  Only keys whose listed size equals a vanished document's are
-    fetched to be hashed, so a sync without deletions fetches nothing here.
-    A connector may name a rename itself: a listed ref's ``moved_from``
-    attribute (a git connector's ``git diff -M``) pairs it with that
-    vanished key without hashing; such a rename is a move even if its
-    content changed a little.  Otherwise a move that changed content is a
-    deletion plus an addition.  Each vanished document moves at most once.
-    Not guaranteed: a candidate that cannot be fetched here is not a move
-    (its old key is then deleted, or held, as usual).
+    Candidates are the listed keys the registry does not serve (new, or
+    deleted before); each vanished document moves at most once, each key
+    continues at most one, in three passes, as ``git diff -M`` does:
+
+    1. A connector may name a rename itself: a listed ref's ``moved_from``
+       (a git connector's ``git diff -M``) pairs it with that vanished key,
+       whatever its content.
+    2. Identical bytes: a key whose bytes hash to a vanished document's
+       recorded hash (``source_hash``; ``content_hash`` for documents indexed
+       before it was recorded).  Only keys whose listed size equals a
+       vanished document's are fetched.
+    3. Similar content (:func:`_similar_moves`): the candidate's chunk texts
+       hold at least ``sync.move_similarity`` of the vanished document's
+       (lines, :mod:`workers.similarity`), for at most
+       ``sync.move_comparisons`` pairs of the same basename, or of the same
+       suffix and a plausible size.
+
+    A sync without vanished documents fetches nothing here.  Every fetch
+    goes through ``connector`` (the run's view of the source).  Not
+    guaranteed: a candidate that cannot be fetched or parsed here is not a
+    move (its old key is then deleted, or held, as usual); pairs beyond the
+    comparison cap are not looked at.
     """
     if not gone or not new:
         return {}
     by_key = {doc.key: doc for doc in gone}
     moves: dict[str, DocumentRecord] = {}
-    fresh = [r for r in new if (k := known.get(r.key)) is None or k.state != DocumentState.ACTIVE]
+    fresh = sorted((r for r in new if (k := known.get(r.key)) is None or k.state != DocumentState.ACTIVE),
+                   key=lambda r: r.key)
     for ref in fresh:
         hint = getattr(ref, "moved_from", None)
         if isinstance(hint, str) and hint in by_key:
             moves[ref.key] = by_key.pop(hint)
+    reads = _MoveReads(ctx, connector, source_id, known)
+    moves.update(_identical_moves(reads, [r for r in fresh if r.key not in moves], by_key))
+    moves.update(_similar_moves(ctx, reads, [r for r in fresh if r.key not in moves], list(by_key.values())))
+    return moves
+
+
+def _identical_moves(reads: _MoveReads, fresh: list[ObjectRef],
+                     by_key: dict[str, DocumentRecord]) -> dict[str, DocumentRecord]:
+    """Keys holding a vanished document's exact bytes (popped from ``by_key``); fetched only on a size match."""
     by_content: dict[tuple[int, str], list[DocumentRecord]] = {}
-    for doc in by_key.values():
+    for _, doc in sorted(by_key.items()):
         if doc.source_hash or doc.content_hash:
             by_content.setdefault((doc.size, doc.source_hash or doc.content_hash or ""), []).append(doc)
     sizes = {size for size, _ in by_content}
-    for ref in sorted(fresh, key=lambda r: r.key):
-        if ref.key in moves or ref.size not in sizes:
-            continue
-        try:
-            data = fetch_with_retry(connector.fetch, ref.key, ctx.fetch_policy, source_id=source_id)
-        except Exception as exc:  # not a move then; processing records what is wrong with it
-            log.info("move candidate not read", extra={"event": "move_candidate_unread", "source": source_id,
-                                                       "key": ref.key, "error": str(exc)})
+    moves: dict[str, DocumentRecord] = {}
+    for ref in fresh:
+        if ref.size not in sizes or (data := reads.data(ref)) is None:
             continue
         twins = by_content.get((len(data), content_hash(data)))
         if twins:
-            moves[ref.key] = twins.pop(0)
-            if not twins:
-                sizes = {size for size, _ in by_content if by_content[(size, _)]}
+            moves[ref.key] = by_key.pop(twins.pop(0).key)
+            sizes = {size for (size, _), left in by_content.items() if left}
     return moves
+
+
+def _similar_moves(ctx: PipelineContext, reads: _MoveReads, fresh: list[ObjectRef],
+                   gone: list[DocumentRecord]) -> dict[str, DocumentRecord]:
+    """The moves that changed content on the way (:func:`workers.similarity.match_moves`)."""
+    guard = ctx.sync
+    if not fresh or not gone or guard.move_comparisons <= 0:
+        return {}
+    refs = {r.key: r for r in fresh}
+    docs = {d.key: d for d in gone}
+
+    def score(new_key: str, old_key: str) -> float | None:
+        old = reads.old_lines(docs[old_key])  # registry only: a document with no text fetches nothing
+        now = reads.new_lines(refs[new_key]) if old is not None else None
+        return None if old is None or now is None else similarity(old, now)
+
+    found = match_moves({r.key: r.size for r in fresh}, {d.key: d.size for d in gone}, score,
+                        threshold=guard.move_similarity, max_comparisons=guard.move_comparisons)
+    for m in found:
+        log.info("move found by similarity", extra={"event": "move_similar", "source": reads.source_id,
+                                                    "from": m.old, "to": m.new, "similarity": round(m.score, 3),
+                                                    "by": m.by})
+    return {m.new: docs[m.old] for m in found}
+
+
+class _MoveReads:
+    """What move finding reads, each at most once per plan: a candidate's bytes and text, a vanished
+    document's text (its live chunks in the registry, or its canonical twin's when it is a mirror)."""
+
+    def __init__(self, ctx: PipelineContext, connector: Connector, source_id: str,
+                 known: dict[str, DocumentRecord]) -> None:
+        self.ctx, self.connector, self.source_id, self.known = ctx, connector, source_id, known
+        self._data: dict[str, bytes | None] = {}
+        self._lines: dict[str, Lines | None] = {}
+        self._old: dict[str, Lines | None] = {}
+        self._parsers: Parsers | None = None
+
+    def data(self, ref: ObjectRef) -> bytes | None:
+        if ref.key not in self._data:
+            self._data[ref.key] = None
+            if ref.size <= self.ctx.max_file_bytes:
+                try:
+                    self._data[ref.key] = fetch_with_retry(self.connector.fetch, ref.key, self.ctx.fetch_policy,
+                                                           source_id=self.source_id)
+                except Exception as exc:  # not a move then; processing records what is wrong with it
+                    log.info("move candidate not read", extra={"event": "move_candidate_unread",
+                                                               "source": self.source_id, "key": ref.key,
+                                                               "error": str(exc)})
+        return self._data[ref.key]
+
+    def new_lines(self, ref: ObjectRef) -> Lines | None:
+        """The candidate's chunk texts as the pipeline would cut them (no OCR: a page needing it, no text)."""
+        if ref.key not in self._lines:
+            self._lines[ref.key] = None
+            if (data := self.data(ref)) is not None:
+                try:
+                    if self._parsers is None:
+                        options = self.ctx.registry.get_source(self.source_id).options
+                        self._parsers = self.ctx.parsers.for_source(options).deferring_ocr()
+                    parsed = self._parsers.parse(data, ref.key)
+                    chunks = self.ctx.chunker.chunk(document_id(self.source_id, ref.key), parsed)
+                    self._lines[ref.key] = Lines.of(c.text for c in chunks)
+                except Exception as exc:  # unparsable, too large, needs OCR: compared with nothing
+                    log.info("move candidate not parsed", extra={"event": "move_candidate_unparsed",
+                                                                 "source": self.source_id, "key": ref.key,
+                                                                 "error": str(exc)})
+        return self._lines[ref.key]
+
+    def old_lines(self, doc: DocumentRecord) -> Lines | None:
+        """A vanished document's live chunk texts (a mirror has none: its canonical twin's, in this source)."""
+        if doc.key not in self._old:
+            registry = self.ctx.registry
+            ids = registry.live_chunk_ids(doc.id)
+            twins = sorted(d.id for d in self.known.values() if d.id != doc.id and d.state == DocumentState.ACTIVE
+                           and doc.content_hash and d.content_hash == doc.content_hash) if not ids else []
+            for twin in twins:
+                if ids := registry.live_chunk_ids(twin):
+                    break
+            self._old[doc.key] = Lines.of(r.text for r in registry.chunk_rows(sorted(ids))) if ids else None
+        return self._old[doc.key]
 
 
 def _retag_listed(ctx: PipelineContext, source: SourceInfo, source_acl: SourceAcl, listing: Listing,

@@ -15,8 +15,12 @@ did), the sync is not held, embeds nothing, removes every old key in the same
 build and serves each module once.  When, later, one module is renamed while
 most of the others are deleted, the rename still goes through, the deletions
 are held, and the held documents are served labelled ``PENDING_DELETION``.
-A connector's own rename hint (``moved_from``) is a move even when the
-content changed a little.
+A connector's own rename hint (``moved_from``, what a git source gives
+from ``git diff -M``) is a move even when the content changed a little, and
+the renamed document re-embeds only its edited chunks (the vector cache is
+keyed by model and chunk content).  Moves found by similarity on sources
+without such a hint: ``tests/workers/test_moves.py`` and
+``tests/workers/test_moves_release.py``.
 """
 
 from __future__ import annotations
@@ -203,7 +207,9 @@ def test_a_rename_the_connector_names_is_a_move_even_with_an_edit(svc: Services,
     root = tmp_path / "notes"
     root.mkdir()
     for i in range(4):
-        (root / f"n{i}.md").write_text(f"# Note {i}\n\nThe rotation window for service {i} is {i + 2} hours.\n")
+        (root / f"n{i}.md").write_text(f"# Note {i}\n\nThe rotation window for service {i} is {i + 2} hours.\n\n"
+                                       f"## Owners\n\nTeam {i} owns the rotation and its pager.\n\n"
+                                       f"## History\n\nThe window was set in release {i}.{i + 1}.\n")
     svc.registry.add_source("notes", kind="folder", location=str(root), owner="t", kb="default")
     hinting = _HintingFolder(root, max_bytes=10_000_000)
     ctx = dataclasses.replace(svc.pipeline, connector_for=lambda _source: hinting)
@@ -220,5 +226,7 @@ def test_a_rename_the_connector_names_is_a_move_even_with_an_edit(svc: Services,
     report = sync_inline(runner, "notes")  # type: ignore[arg-type]
     assert report.run.status == "succeeded", report.run.held_reason
     assert len(report.as_dict()["moves"]) == 3
+    # The renamed documents are processed as new keys: only the edited section of each is embedded.
+    assert report.run.summary["chunks_embedded"] == 3 and report.run.summary["chunks_reused"] >= 3
     docs = svc.registry.documents_for_source("notes")
     assert all(docs[f"n{i}.md"].state == "deleted" for i in range(3))

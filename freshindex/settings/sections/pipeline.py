@@ -88,6 +88,20 @@ class SyncSettings(BaseModel):
         description="the share limit applies only from this many deletions in one sync (so deleting 1 of 2 "
         "documents is not held); a listing that comes back empty is held whatever the count",
     )
+    move_similarity: float = Field(
+        default=0.5, gt=0, le=1,
+        description="a vanished document whose text a new key of the same sync mostly holds is a move, not a "
+        "deletion (its old key goes in the same build, the deletion guard does not count it): the share of lines, "
+        "by bytes, the two share over the larger (git's -M measure; 0.5 is git's default), compared on the chunk "
+        "texts (workers/similarity.py)",
+    )
+    move_comparisons: int = Field(
+        default=200, ge=0,
+        description="at most this many (new key, vanished document) pairs are compared per sync when looking for "
+        "moves by similarity, same basename first, then same suffix with a plausible size; each new key compared "
+        "is fetched and parsed once (no OCR) in the planner. 0: moves only by identical bytes or the connector's "
+        "own rename hint",
+    )
     fetch_retries: int = Field(default=3, ge=0, description="retries of a transient fetch error, per document")
     fetch_backoff_s: float = Field(default=0.5, ge=0, description="first fetch retry delay (doubles, with jitter)")
     fetch_backoff_max_s: float = Field(default=10.0, ge=0, description="cap on one fetch retry delay")
