@@ -15,10 +15,12 @@ Registered into the ``freshindex`` group by :func:`register` (one line in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -129,9 +131,10 @@ def sync(state: Any, source_id: str | None, all_sources: bool, inline: bool, no_
         with _Progress(f"sync {sid}", json_lines=as_json, source=sid) as progress:
             if distributed:
                 report = sync_distributed(svc, app, sid, timeout=state.settings.broker.sync_timeout,
-                                          progress=progress)
+                                          progress=progress, on_poll=_registry_stages(svc.registry, progress))
             else:
-                report = sync_inline(svc, sid, progress=progress, build=not no_build)
+                with _build_stages(svc.builder, progress):
+                    report = sync_inline(svc, sid, progress=progress, build=not no_build)
         # Scanned pages read in this run and those under the floor (freshindex/ocr_commands.py).
         floor = ocr_commands.source_floor(svc.registry.get_source(sid), state.settings.sources.ocr_page_floor)
         reports.append({**report.as_dict(), "ocr": ocr_commands.sync_counts(svc.registry, report.run, floor)})
@@ -179,22 +182,43 @@ def check_broker(app: Any, timeout: float = BROKER_CHECK_S) -> None:
                                   f"{setting}, or run `freshindex sync --inline`") from exc
 
 
+#: Builder phases (``snapshots.builder``'s ``on_phase``) that start a stage a person waits through after the
+#: documents: the others (recycling, optimize, written, swapped) are steps inside one of these.
+STAGE_OF_PHASE = {"locked": "building", "verifying": "verifying", "calibrating": "calibrating",
+                  "verified": "swapping"}
+
+
+def _terminal() -> bool:
+    return sys.stderr.isatty()
+
+
 class _Progress:
-    """A progress bar on a terminal; structured progress lines in logs otherwise.
+    """A progress bar and then the build's stages on a terminal; structured progress lines in logs otherwise.
 
     With ``--json`` (``json_lines``), standard output is kept for the one
-    report and progress goes to standard error as one JSON object per line
-    (``{"event": "sync_progress", "source": ..., "done": ..., "total": ...,
-    "percent": ...}``), at most about 20 lines per sync, the last at 100 %.
+    report and progress goes to standard error as one JSON object per line:
+    ``{"event": "sync_progress", "source": ..., "done": ..., "total": ...,
+    "percent": ...}`` for documents (at most about 20 lines per sync, the
+    last at 100 %), then ``{"event": "sync_stage", "source": ..., "stage":
+    ..., "at_s": ...}`` as the build reaches ``building``, ``verifying``,
+    ``calibrating`` (when it fits a refusal calibration) and ``swapping``, and
+    ``done`` when the sync returns (``at_s``: seconds since the sync began).
+    On a terminal each stage is a line that ends with its duration.  What it
+    does not show: the work between the last document and the build (the
+    run's counts are aggregated), nor the steps inside a stage.
     """
 
-    def __init__(self, label: str, enabled: bool = True, *, json_lines: bool = False, source: str = "") -> None:
+    def __init__(self, label: str, enabled: bool = True, *, json_lines: bool = False, source: str = "",
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.label, self.enabled, self.json_lines, self.source = label, enabled, json_lines, source
-        self.tty = sys.stderr.isatty() and not json_lines
+        self.tty = _terminal() and not json_lines
         self.bar: Any = None
         self.last_logged = -1
+        self.clock = clock
+        self.started = clock()
+        self.current: tuple[str, float] | None = None  # the stage shown now, and when it began
 
-    def __enter__(self) -> Callable[[int, int, str], None]:
+    def __enter__(self) -> _Progress:
         return self
 
     def __call__(self, done: int, total: int, key: str) -> None:
@@ -204,16 +228,16 @@ class _Progress:
             step = max(1, total // 20)
             if done == total or done - self.last_logged >= step:
                 self.last_logged = done
-                sys.stderr.write(json.dumps({"event": "sync_progress", "source": self.source, "done": done,
-                                             "total": total, "percent": round(100 * done / total, 1)}) + "\n")
-                sys.stderr.flush()
+                self._json({"event": "sync_progress", "source": self.source, "done": done, "total": total,
+                            "percent": round(100 * done / total, 1)})
             return
         if self.tty:
             if self.bar is None:
                 self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr,
                                              show_pos=True, show_eta=True)
                 self.bar.__enter__()
-            self.bar.update(done - self.bar.pos)
+            if self.bar is not False:
+                self.bar.update(done - self.bar.pos)
             return
         step = max(1, total // 10)
         if done == total or done - self.last_logged >= step:
@@ -221,9 +245,93 @@ class _Progress:
             progress_log.info("progress", extra={"event": "sync_progress", "label": self.label, "done": done,
                                                  "total": total, "percent": round(100 * done / total, 1)})
 
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+    def stage(self, name: str) -> None:
+        """The sync reached stage ``name`` (``building``, ``verifying``, ...); repeating the current one is a no-op."""
+        if not self.enabled or (self.current is not None and self.current[0] == name):
+            return
+        now = self.clock()
+        if self.tty:
+            self._close_bar()
+            self._end_line(now, "")
+            sys.stderr.write(f"{self.label}: {name}...")
+            sys.stderr.flush()
+        else:
+            self._record(name, now)
+        self.current = (name, now)
+
+    def _end_line(self, now: float, failed: str) -> None:
+        """On a terminal: end the current stage's line with its duration (or ``failed``)."""
+        if self.current is not None:
+            sys.stderr.write(f" {failed or f'{now - self.current[1]:.1f}s'}\n")
+            sys.stderr.flush()
+
+    def _record(self, name: str, now: float) -> None:
+        """Off a terminal: a ``sync_stage`` JSON line (``--json``) or log line."""
+        at = round(now - self.started, 3)
+        if self.json_lines:
+            self._json({"event": "sync_stage", "source": self.source, "stage": name, "at_s": at})
+        else:
+            progress_log.info("stage", extra={"event": "sync_stage", "label": self.label, "stage": name, "at_s": at})
+
+    def _close_bar(self) -> None:
+        if self.bar:
+            self.bar.__exit__(None, None, None)
+        self.bar = False  # a late document count (a joined run) no longer redraws a finished bar
+
+    def _json(self, line: dict[str, Any]) -> None:
+        sys.stderr.write(json.dumps(line, ensure_ascii=False) + "\n")
+        sys.stderr.flush()
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        # ``done`` only after a stage: a sync that reached no build (--no-build, held) ends with its bar.
+        if self.enabled and self.current is not None:
+            now = self.clock()
+            if self.tty:
+                self._end_line(now, "" if exc_type is None else "stopped")
+            elif exc_type is None:
+                self._record("done", now)
+            self.current = None
+        if self.bar:
+            self.bar.__exit__(exc_type, *exc)
+
+
+def _registry_stages(registry: Any, progress: _Progress) -> Callable[[Any], None]:
+    """For a distributed sync: the build's stages as the registry shows them while a build worker works.
+
+    ``building`` once the run's documents are done and its build is pending
+    (queued or writing, verification included: a worker records no
+    verifying phase), ``swapping`` once the newest version of the kb is
+    verified.  What it does not show: ``verifying`` and ``calibrating``
+    apart from ``building`` (the inline sync shows them).
+    """
+    from freshindex.core.enums import RunStatus, SnapshotStatus
+
+    def observe(run: Any) -> None:
+        if run.status == RunStatus.RUNNING or run.build_status != BuildStatus.PENDING:
+            return
+        newest = next(iter(registry.list_snapshots(run.kb)), None)
+        verified = newest is not None and newest.status == SnapshotStatus.VERIFIED
+        progress.stage("swapping" if verified else "building")
+
+    return observe
+
+
+@contextlib.contextmanager
+def _build_stages(builder: Any, progress: _Progress) -> Iterator[None]:
+    """Show ``builder``'s phases as ``progress`` stages while an inline sync runs (its ``on_phase`` is restored)."""
+    previous = builder.on_phase
+
+    def on_phase(name: str) -> None:
+        if previous is not None:
+            previous(name)
+        if name in STAGE_OF_PHASE:
+            progress.stage(STAGE_OF_PHASE[name])
+
+    builder.on_phase = on_phase
+    try:
+        yield
+    finally:
+        builder.on_phase = previous
 
 
 def sync_text(d: dict[str, Any]) -> str:

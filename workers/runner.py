@@ -259,7 +259,8 @@ def _build(svc: RunnerServices, kb: str, run_id: int) -> tuple[str, str | None]:
 
 
 def sync_distributed(svc: RunnerServices, app: Any, source_id: str, *, trigger: str = "cli", timeout: float = 3600.0,
-                     progress: Progress | None = None, poll: float = 0.25) -> SyncReport:
+                     progress: Progress | None = None, poll: float = 0.25,
+                     on_poll: Callable[[SyncRunInfo], None] | None = None) -> SyncReport:
     """Enqueue a sync on the broker and follow its run until it ends.
 
     Returns as soon as the run ends, however it ends: finished with its
@@ -269,6 +270,8 @@ def sync_distributed(svc: RunnerServices, app: Any, source_id: str, *, trigger: 
     whose lease (``sync.run_lease_s``) runs out is handed to the reaper from
     here, so recovery from a dead worker does not wait for beat.  Raises
     :class:`FreshIndexError` only if the run is still going after ``timeout``.
+    ``on_poll`` sees the run as read at every poll (the CLI shows the build's
+    stages from it).
     """
     from freshindex.workers.names import TaskName
 
@@ -293,6 +296,8 @@ def sync_distributed(svc: RunnerServices, app: Any, source_id: str, *, trigger: 
         if progress and done != last:
             progress(done, planned, "")
             last = done
+        if on_poll is not None:
+            on_poll(run)
         if run.status != RunStatus.RUNNING and run.build_status != BuildStatus.PENDING:
             break
         now = time.monotonic()
