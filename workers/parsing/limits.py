@@ -52,6 +52,10 @@ class Limits:
     #: stream, and all streams other than images together (images are bounded
     #: by ``max_image_pixels`` and decoded one page at a time).
     max_decompressed_bytes: int = _SETTINGS.max_decompressed_bytes
+    #: Parts one zip package (an Office file) may list.
+    max_archive_members: int = _SETTINGS.max_archive_members
+    #: XML elements all parts of one zip package may hold together.
+    max_xml_elements: int = _SETTINGS.max_xml_elements
 
     @classmethod
     def from_settings(cls, src: SourcesSettings) -> Limits:
@@ -59,7 +63,8 @@ class Limits:
         return cls(time_limit_s=src.parse_time_limit_s, max_nesting_depth=src.max_nesting_depth,
                    max_table_rows=src.max_table_rows, max_render_pixels=int(src.max_render_megapixels * 1_000_000),
                    max_image_pixels=int(src.max_image_megapixels * 1_000_000),
-                   max_decompressed_bytes=src.max_decompressed_bytes)
+                   max_decompressed_bytes=src.max_decompressed_bytes, max_archive_members=src.max_archive_members,
+                   max_xml_elements=src.max_xml_elements)
 
 
 @dataclass

@@ -22,9 +22,13 @@
 
 Every package is checked before a library opens it: an encrypted file (an
 OLE container holding ``EncryptedPackage``) is ``encrypted``, a legacy binary
-file (``.doc``, ``.xls``, ``.ppt``) is ``unsupported_type``, a package that
-declares more than ``max_decompressed_bytes`` is ``too_large``, and a
-broken package is ``parse_failed`` naming what could not be read.  What this
+file (``.doc``, ``.xls``, ``.ppt``) is ``unsupported_type``, and every zip
+package, whatever its format, goes through :func:`workers.parsing.archive.check_package`,
+which inflates each part in bounded steps and refuses one that inflates past
+``max_decompressed_bytes``, lies about its sizes, lists more than
+``max_archive_members`` parts or holds more than ``max_xml_elements`` XML
+elements, before any library reads it; a broken package is ``parse_failed``
+naming what could not be read.  What this
 does not guarantee: embedded objects (charts, pictures, OLE files) and text
 boxes anchored in Word drawings are not read.
 """
@@ -41,7 +45,7 @@ from typing import Any
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import Block, BlockMeta, ParsedDocument
-from freshindex.workers.parsing import limits
+from freshindex.workers.parsing import archive, limits
 from freshindex.workers.parsing.table import clean_cell, table_block
 
 VERSION = "office-1"
@@ -63,15 +67,7 @@ def _package(data: bytes, key: str, ext: str) -> None:
         raise DocumentError(DocumentError.UNSUPPORTED,
                             f"{key.rsplit('/', 1)[-1]} is a legacy binary Office file, not a {what} "
                             f"(.{ext}); save it as .{ext}")
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            declared = sum(i.file_size for i in z.infolist())
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise DocumentError(DocumentError.PARSE_FAILED, f"not a readable {what}: not a ZIP package ({exc})") from exc
-    cap = limits.current().max_decompressed_bytes
-    if declared > cap:
-        raise DocumentError(DocumentError.TOO_LARGE,
-                            f"the {what} unpacks to {declared / 2**20:.0f} MiB, limit {cap / 2**20:.0f} MiB")
+    archive.check_package(data, what)
 
 
 def _open(data: bytes, key: str, ext: str, opener: Callable[[io.BytesIO], Any]) -> Any:

@@ -155,6 +155,15 @@ class SourcesSettings(BaseModel):
         default=256 * 1024 * 1024, ge=1,
         description="bytes a document's compressed streams (PDF flate, archives) may inflate to; more fail it as too_large",
     )
+    max_archive_members: int = Field(
+        default=10_000, ge=1, description="parts one zip package (an Office file) may list; more fail it as "
+        "too_large before its directory is read",
+    )
+    max_xml_elements: int = Field(
+        default=5_000_000, ge=1, description="XML elements all parts of one Office file may hold together (a "
+        "library holds each part it reads as a tree, about 120 bytes an element); more fail it as too_large "
+        "before a library opens it",
+    )
     git_token_file: Path | None = Field(
         default=None, description="git sources: a file holding an access token for HTTPS remotes, handed to git "
         "through GIT_ASKPASS (never put in the URL or logged); a source's token_file option overrides it",
