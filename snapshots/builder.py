@@ -350,13 +350,15 @@ class Builder(BlueGreen, Verification):
               started: float) -> BuildResult:
         check = exc.check if isinstance(exc, Held) else type(exc).__name__
         details = exc.checks if isinstance(exc, Held) else {"reason": str(exc)}
-        self.registry.fail_snapshot(snapshot_id, str(exc), details)
-        self.metrics.builds.labels(kb, BuildStatus.FAILED).inc()
-        self.metrics.verification_failures.labels(kb, check).inc()
+        # The space first (the version and any temporary copy of it): on a full disk the registry write
+        # below may fail too, and the next build's reconcile then finds the record still `building`.
         try:
             self.store.drop_collection(collection)
         except FreshIndexError:
             log.warning("could not drop failed collection %s", collection, exc_info=True)
+        self.registry.fail_snapshot(snapshot_id, str(exc), details)
+        self.metrics.builds.labels(kb, BuildStatus.FAILED).inc()
+        self.metrics.verification_failures.labels(kb, check).inc()
         log.error("build held", extra={"event": "build_failed", "kb": kb, "snapshot": snapshot_id,
                                        "check": check, "reason": str(exc)})
         return BuildResult(

@@ -61,7 +61,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from freshindex.core.errors import NotFoundError, StoreBusyError, StoreError
-from freshindex.vectorstore import edge_files, edge_locks, edge_query, edge_schema, lexical
+from freshindex.vectorstore import edge_files, edge_locks, edge_query, edge_schema, edge_space, lexical
 from freshindex.vectorstore.base import DENSE, INDEXED_FIELDS, LEXICAL, Filter, PointRecord, ScoredHit, fuse_hits
 
 _UPSERT_BATCH = 512
@@ -109,6 +109,8 @@ class EdgeStore:
             path = self._dir(name)
             if not (path / "edge_config.json").exists():
                 raise NotFoundError(f"collection {name!r} does not exist")
+            # Mapping a shard whose holes the file system cannot back ends in SIGBUS, not an error (edge_space).
+            edge_space.check_readable(path, name)
             self._hold(name)
             deadline = time.monotonic() + self._open_timeout
             delay = 0.05
@@ -212,9 +214,15 @@ class EdgeStore:
                     raise NotFoundError(f"collection {clone_from!r} does not exist")
                 if clone_from in self._open:
                     self._open[clone_from].flush()
-                edge_files.copy_shard(source, path)
+                edge_space.check_writable(self.root, name, incoming=self.disk_bytes(clone_from))
+                try:
+                    edge_files.copy_shard(source, path)  # removes its temporary copy when it fails
+                except OSError as exc:  # shutil.Error lists every file that failed: name the first cause only
+                    cause = "no space left on device" if edge_space.out_of_space(exc) else str(exc)[:200]
+                    raise StoreError(f"cannot copy collection {clone_from!r} to {name!r}: {cause}") from exc
                 self._complete_schema(name)
                 return
+            edge_space.check_writable(self.root, name)
             config = edge_schema.new_config(dim, self.hnsw_m, self.indexing_threshold_kb)  # no WAL: see there
             try:
                 self._open[name] = qe.EdgeShard.create(str(path), config)
@@ -254,9 +262,13 @@ class EdgeStore:
         return {k: str(v.data_type).rsplit(".", 1)[-1].lower() for k, v in self._shard(name).info().payload_schema.items()}
 
     def drop_collection(self, name: str) -> None:
+        """Remove ``name``'s shard and any temporary copy of it a clone or an import left (a full disk)."""
         with self._lock:
             self.release(name)
-            shutil.rmtree(self._dir(name), ignore_errors=True)
+            path = self._dir(name)
+            shutil.rmtree(path, ignore_errors=True)
+            for leftover in (f".{name}.tmp", f".{name}.import"):
+                shutil.rmtree(path.with_name(leftover), ignore_errors=True)
 
     def rename_collection(self, name: str, new_name: str) -> None:
         """Give the shard of ``name`` the name ``new_name`` (one directory rename).
@@ -302,6 +314,7 @@ class EdgeStore:
     def upsert(self, name: str, points: Sequence[PointRecord]) -> None:
         shard = self._shard(name)
         for i in range(0, len(points), _UPSERT_BATCH):
+            edge_space.check_writable(self.root, name, self._dir(name))
             batch = [
                 qe.Point(p.id, edge_query.point_vectors(p), p.payload)
                 for p in points[i : i + _UPSERT_BATCH] if p.vector is not None
@@ -315,6 +328,7 @@ class EdgeStore:
         if not ids:
             return
         shard = self._shard(name)
+        edge_space.check_writable(self.root, name, self._dir(name))
         try:
             shard.update(qe.UpdateOperation.delete_points(list(ids)))
         except Exception as exc:
@@ -404,7 +418,7 @@ class EdgeStore:
         request = edge_query.dense_request(vector, limit=limit, flt=flt, exact=exact)
         try:
             hits = self._shard(name).query(request)
-        except (NotFoundError, StoreBusyError):
+        except (NotFoundError, StoreError):  # ours (a busy or full store) pass as they are
             raise
         except Exception as exc:
             raise StoreError(f"query on {name!r} failed: {exc}") from exc
@@ -418,7 +432,7 @@ class EdgeStore:
         batch = edge_query.hybrid_requests(vector, query, limit=limit, flt=flt, exact=exact)
         try:
             hits, lexical_hits = self._shard(name).query_batch(batch)
-        except (NotFoundError, StoreBusyError):
+        except (NotFoundError, StoreError):  # ours (a busy or full store) pass as they are
             raise
         except Exception as exc:
             raise StoreError(f"hybrid query on {name!r} failed: {exc}") from exc
@@ -443,7 +457,7 @@ class EdgeStore:
         with self._reading(name):
             try:
                 answers = self._shard(name).query_batch(edge_query.idf_requests(indices, flt))
-            except (NotFoundError, StoreBusyError):
+            except (NotFoundError, StoreError):  # ours (a busy or full store) pass as they are
                 raise
             except Exception as exc:
                 raise StoreError(f"lexical statistics of {name!r} failed: {exc}") from exc
@@ -451,7 +465,10 @@ class EdgeStore:
         return lexical.idf_from_hits(unique, indices, answers, lambda v: (v or {}).get(LEXICAL))
 
     def flush(self, name: str) -> None:
+        """Write ``name``'s pending changes, then check that a reader could map it here (:mod:`edge_space`):
+        a builder flushes before it verifies, so a version no reader could open fails its build."""
         self._shard(name).flush()
+        edge_space.check_readable(self._dir(name), name)
 
     def optimize(self, name: str) -> bool:
         """Build the search structures of ``name`` after its bulk writes (before it is verified and served).
@@ -480,6 +497,8 @@ class EdgeStore:
                 self._reopen_reindexed(name, persisted)
         with self._reading(name):  # in use while the engine works: no release closes it under the work
             shard = self._shard(name)
+            # Optimising writes new segments beside the old ones: room for as much again as it holds.
+            edge_space.check_writable(self.root, name, path, incoming=self.disk_bytes(name))
             try:
                 changed = bool(shard.optimize())
                 shard.flush()

@@ -70,11 +70,15 @@ def sparse_copy(src: str, dst: str) -> str:
 
 def copy_shard(source: Path, path: Path) -> None:
     """Copy the flushed shard directory ``source`` to ``path`` through a temporary sibling
-    (data extents only, readers' scratch files left out)."""
+    (data extents only, readers' scratch files left out); a copy that fails (a full disk) is removed."""
     tmp = path.with_name(f".{path.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp, copy_function=tolerant_copy, ignore=reader_scratch)
-    os.replace(tmp, path)
+    try:
+        shutil.copytree(source, tmp, copy_function=tolerant_copy, ignore=reader_scratch)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def fsync_dir(path: Path) -> None:
