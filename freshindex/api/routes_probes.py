@@ -24,10 +24,6 @@ log = logging.getLogger("freshindex.api")
 def router(services: Any) -> APIRouter:
     """The probe routes over ``services`` (registry, store, naming, metrics: each reached per request)."""
     api = APIRouter()
-    settings = services.settings
-    services.metrics.watch_disk("data", settings.data_dir)
-    if settings.vector_store.kind in ("edge", "local"):
-        services.metrics.watch_disk("vectors", settings.vector_path)
 
     @api.get("/healthz", response_model=None, responses=schema.ok(schema.Alive, "The process is up."))
     def healthz() -> dict[str, str]:
@@ -76,6 +72,11 @@ def router(services: Any) -> APIRouter:
     @api.get("/metrics", response_class=PlainTextResponse, responses={
         200: {"description": "Prometheus exposition.", "content": {"text/plain": {"schema": {"type": "string"}}}}})
     def metrics() -> PlainTextResponse:
+        # Watched here, not when the router is built: building the app (and its OpenAPI document) reaches no service.
+        settings = services.settings
+        services.metrics.watch_disk("data", settings.data_dir)
+        if settings.vector_store.kind in ("edge", "local"):
+            services.metrics.watch_disk("vectors", settings.vector_path)
         return PlainTextResponse(services.metrics.render(), media_type="text/plain; version=0.0.4")
 
     return api
