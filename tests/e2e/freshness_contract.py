@@ -7,22 +7,31 @@ saying how its source is made and changed: :meth:`~FreshnessContract.create`,
 :meth:`~FreshnessContract.move`, :meth:`~FreshnessContract.delete`,
 :meth:`~FreshnessContract.publish` (a commit, a new sitemap) and the
 arguments of ``freshindex sources add`` (:meth:`~FreshnessContract.source_args`).
-The contract then registers the source with the CLI and syncs it three
-times through one deployment of long-lived workers, with an edit, an
-addition, a move and a deletion between the syncs; after each sync it asks
-one question per fact and checks that the answer carries the new text and
-never the old, and that the run counted what changed (added, modified,
-unchanged, moved, deleted, none failed).
+The contract then registers the source with the CLI and syncs it four
+times through one deployment of long-lived workers: an edit and an addition
+before sync 2; a move, a deletion and a second edit before sync 3; before
+sync 4 an edit of the moved document and a third of the first, with the
+roles of two workers swapped (:meth:`Deployment.lister_reads_documents`), so
+that the process that listed syncs 1-3 reads sync 4's documents.  After each
+sync it asks one question per fact (current and retired) and checks that the
+answers carry the new text and never the old (nor a key that moved or was
+deleted), that the answers come from the run's snapshot, and that the run
+counted what changed (added, modified, unchanged, moved, deleted, none failed).
+It reports every broken promise of every sync at once, then fails.
 
 The deployment (:func:`deployment`, shared by every contract class of a test
 session through the ``freshness_deployment`` fixture in ``tests/conftest.py``)
 is what ``docs/operations.md`` describes for scale: Redis broker, PostgreSQL
-registry, ``broker.stage_queues`` on, one ``freshindex worker`` process per
-queue.  Each worker runs the solo pool, so the process that served a
-source's first sync is the very process that serves its later ones: state a
-process keeps between tasks (``Services.connector_for`` caches one connector
-per source per process) is exactly what the contract exercises.  The
-embedder is the hashing stand-in; retrieval is not under test, freshness is.
+registry, ``broker.stage_queues`` on, and its worker layout (``sync,build``,
+``parse``, ``ocr``, ``embed``), one process each.  Each worker runs the solo
+pool, so the process that read a source's documents in its first sync is the
+very process that reads them in syncs 2 and 3 (the contract checks the
+workers' logs for it): state a process keeps between tasks
+(``Services.connector_for`` caches one connector per source per process) is
+exactly what the contract exercises, both where a process only reads
+documents and where it listed an earlier run.  The embedder is the hashing
+stand-in and refusal calibration is off: retrieval is not under test,
+freshness is.
 
 What it does not check: the embedded (in-process) runner (tests/workers/
 cover it), retrieval quality, ACLs, provenance fields (the commit a chunk
@@ -35,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
@@ -71,6 +81,40 @@ class Deployment:
 
     def tails(self, chars: int = 2500) -> str:
         return "\n".join(f"--- worker {q}\n{log.read_text()[-chars:]}" for q, log in self.logs.items() if log.exists())
+
+    def node(self, queues: str) -> str:
+        """The Celery node name of the worker started for ``queues`` (``--hostname``, ``%h`` expanded)."""
+        args = list(self.procs[queues].args)
+        return str(args[args.index("--hostname") + 1]).replace("%h", socket.gethostname())
+
+    @contextlib.contextmanager
+    def lister_reads_documents(self, app: Any) -> Iterator[None]:
+        """Until the block ends, the process that listed the earlier runs consumes ``parse`` and the parse
+        process consumes ``sync``: the next run is listed by one process and its documents are read by the
+        process that listed the runs before it, as happens whenever several processes consume both queues
+        (``freshindex worker`` with its default queues and concurrency).  Swapped back however the block ends.
+        """
+        prefix = self.env["FRESHINDEX_BROKER__QUEUE_PREFIX"]
+        lister, parser = self.node("sync,build"), self.node("parse")
+        swap = [("add", "parse", lister), ("cancel", "parse", parser), ("add", "sync", parser),
+                ("cancel", "sync", lister)]
+        back = [("add", "sync", lister), ("cancel", "sync", parser), ("add", "parse", parser),
+                ("cancel", "parse", lister)]
+        try:
+            for action, queue, node in swap:
+                _consume(app, action, f"{prefix}.{queue}", node)
+            yield
+        finally:
+            for action, queue, node in back:
+                _consume(app, action, f"{prefix}.{queue}", node)
+
+
+def _consume(app: Any, action: str, queue: str, node: str) -> None:
+    """Celery remote control: ``node`` starts (``add``) or stops (``cancel``) consuming ``queue``, and says so."""
+    call = app.control.add_consumer if action == "add" else app.control.cancel_consumer
+    replies = call(queue, destination=[node], reply=True, timeout=15)
+    if not any("ok" in reply.get(node, {}) for reply in replies or []):
+        raise AssertionError(f"worker {node} did not confirm {action}_consumer {queue}: {replies}")
 
 
 @contextlib.contextmanager
@@ -114,10 +158,14 @@ def _alpha(days: str) -> Fact:
                 "How long does the alpha ledger keep a record before archiving it?")
 
 
-ALPHA = (_alpha("41 days"), _alpha("365 days"), _alpha("1200 days"))  # sizes differ: no coarse clock hides an edit
+#: Every version a different size, so no coarse modification time hides an edit.
+ALPHA = (_alpha("41 days"), _alpha("365 days"), _alpha("1200 days"), _alpha("43800 days"))
 BETA = Fact("handbook/beta", "Beta gateway keys", "The beta gateway rotates its signing keys every Tuesday at noon.",
             "every Tuesday at noon", "When does the beta gateway rotate its signing keys?")
 BETA_MOVED = "archive/beta-gateway"
+BETA_EDITED = Fact(BETA.name, BETA.title,
+                   "The beta gateway rotates its signing keys on the first Thursday of each month.",
+                   "first Thursday of each month", BETA.question)
 GAMMA = Fact("handbook/gamma", "Gamma cluster paging",
              "The gamma cluster pages the storage team when disk use passes 85 percent.", "85 percent",
              "When does the gamma cluster page the storage team?")
@@ -225,24 +273,37 @@ class FreshnessContract:
                                    counts={"modified": 1, "added": 1, "unchanged": 3},
                                    outcomes={ALPHA[1].name: "modified", EPSILON.name: "added"}))
 
-            # A move, a deletion and a second edit.
-            self.move(self._path(BETA.name), self._path(BETA_MOVED))
-            self.delete(self._path(GAMMA.name))
-            self.edit(self._path(ALPHA[2].name), self.render(ALPHA[2]))
-            self.publish("move beta, delete gamma, edit alpha again")
-            del expected.live[BETA.name], expected.live[GAMMA.name]
-            expected.live |= {BETA_MOVED: BETA, ALPHA[2].name: ALPHA[2]}
-            expected.retired_markers |= {ALPHA[1].marker: ALPHA[1], GAMMA.marker: GAMMA}
-            expected.retired_names |= {BETA.name, GAMMA.name}
-            runs.append(self._sync(svc, app, "3: a move, a deletion and an edit", expected, problems,
-                                   counts={"moved": 1, "added": 1, "deleted": 1, "modified": 1, "unchanged": 2},
-                                   outcomes={ALPHA[2].name: "modified", BETA_MOVED: "added", BETA.name: "moved",
-                                             GAMMA.name: "deleted"},
-                                   moves=[{"from": self._key(BETA.name), "to": self._key(BETA_MOVED)}]))
+            runs.append(self._move_delete_and_edit(svc, app, expected, problems))
+            # An edit of the moved document and a third of the first, read by the process that listed before.
+            self.edit(self._path(ALPHA[3].name), self.render(ALPHA[3]))
+            self.edit(self._path(BETA_MOVED), self.render(BETA_EDITED))
+            self.publish("edit alpha and the moved beta")
+            expected.live |= {ALPHA[3].name: ALPHA[3], BETA_MOVED: BETA_EDITED}
+            expected.retired_markers |= {ALPHA[2].marker: ALPHA[2], BETA.marker: BETA}
+            with dep.lister_reads_documents(app):
+                runs.append(self._sync(svc, app, "4: two edits, read by the process that listed syncs 1-3",
+                                       expected, problems, counts={"modified": 2, "unchanged": 2},
+                                       outcomes={ALPHA[3].name: "modified", BETA_MOVED: "modified"}))
         problems += self._same_processes(dep, runs)
         assert not problems, f"the {self.kind} source broke the freshness contract:\n" + "\n".join(problems)
 
     # -- steps ----------------------------------------------------------------------------------------------------
+
+    def _move_delete_and_edit(self, svc: Any, app: Any, expected: Expected, problems: list[str]) -> int:
+        """Sync 3: beta moved (bytes unchanged), gamma deleted, alpha edited a second time."""
+        self.move(self._path(BETA.name), self._path(BETA_MOVED))
+        self.delete(self._path(GAMMA.name))
+        self.edit(self._path(ALPHA[2].name), self.render(ALPHA[2]))
+        self.publish("move beta, delete gamma, edit alpha again")
+        del expected.live[BETA.name], expected.live[GAMMA.name]
+        expected.live |= {BETA_MOVED: BETA, ALPHA[2].name: ALPHA[2]}
+        expected.retired_markers |= {ALPHA[1].marker: ALPHA[1], GAMMA.marker: GAMMA}
+        expected.retired_names |= {BETA.name, GAMMA.name}
+        return self._sync(svc, app, "3: a move, a deletion and an edit", expected, problems,
+                          counts={"moved": 1, "added": 1, "deleted": 1, "modified": 1, "unchanged": 2},
+                          outcomes={ALPHA[2].name: "modified", BETA_MOVED: "added", BETA.name: "moved",
+                                    GAMMA.name: "deleted"},
+                          moves=[{"from": self._key(BETA.name), "to": self._key(BETA_MOVED)}])
 
     def _path(self, name: str) -> str:
         return name + self.suffix
@@ -314,17 +375,24 @@ class FreshnessContract:
         return problems
 
     def _same_processes(self, dep: Deployment, runs: list[int]) -> list[str]:
-        """Every run's document tasks ran in the one parse process, alive from the first sync to the last."""
+        """Syncs 1-3's document tasks ran in the one parse process, sync 4's in the one that listed 1-3,
+        and no worker exited: per-process state lived across every sync it could spoil."""
         if dead := dep.dead():
             return [f"worker(s) {dead} exited during the contract\n{dep.tails()}"]
-        text = dep.logs["parse"].read_text()
-        # Celery's trace line; the args' repr is quoted with " or with ' (then its inner quotes are escaped).
-        served = {int(r) for r in re.findall(
+        problems = []
+        for queues, wanted in (("parse", runs[:3]), ("sync,build", runs[3:])):
+            served = self._document_runs(dep.logs[queues].read_text())
+            if missing := [r for r in wanted if r not in served]:
+                problems.append(f"the {queues} worker logged no document task of run(s) {missing} "
+                                f"(it served {sorted(served)})")
+        return problems
+
+    def _document_runs(self, log: str) -> set[int]:
+        """The runs of this source whose document tasks a worker's log shows done (Celery's trace lines; the
+        args' repr is quoted with \" or with ', and then its inner quotes are escaped)."""
+        return {int(r) for r in re.findall(
             rf"freshindex\.process_document\[[^\]]+\] succeeded in [^\n]*?'args': .\((\d+), \d+, \\?'{self.source_id}",
-            text)}
-        if missing := [r for r in runs if r not in served]:
-            return [f"the parse worker logged no document task of run(s) {missing} (it served {sorted(served)})"]
-        return []
+            log)}
 
 
 # -- helpers for kinds whose source is a tree of files ------------------------------------------------------------------
