@@ -102,6 +102,16 @@ def remove_dot_segments(path: str) -> str:
     return joined if joined.startswith("/") or not path.startswith("/") else "/" + joined
 
 
+def _unescape_unreserved(text: str) -> str:
+    """``text`` with the escapes of unreserved characters decoded (equivalent anywhere in a URL), nothing else."""
+    return _ESCAPE.sub(lambda m: ch if (ch := chr(int(m.group(1), 16))) in _UNRESERVED else m.group(0), text)
+
+
+def resolve(base: str, href: str) -> str:
+    """``href`` read on a page at ``base``, in :func:`normalise`'s form; an encoded dot counts as a dot for ``..``."""
+    return normalise(urljoin(_unescape_unreserved(base), _unescape_unreserved(href)))
+
+
 def normalise(url: str) -> str:
     """``url`` in the crawler's one form (see the module); :class:`UnsafeUrl` (a ValueError) when refused."""
     parts = urlsplit(url)
@@ -175,10 +185,10 @@ def read_page(html: bytes, url: str, *, budget_s: float | None = None,
         parser.close()
     base = url
     with contextlib.suppress(ValueError):
-        base = urljoin(url, collector.base) if collector.base else url
+        base = resolve(url, collector.base) if collector.base else url
     canonical = None
     with contextlib.suppress(ValueError):
-        canonical = normalise(urljoin(base, collector.canonical)) if collector.canonical else None
+        canonical = resolve(base, collector.canonical) if collector.canonical else None
     if collector.nofollow:
         return PageLinks([], canonical, cut)
     links = set()
@@ -186,7 +196,7 @@ def read_page(html: bytes, url: str, *, budget_s: float | None = None,
         if href.startswith(("#", "mailto:", "javascript:", "tel:", "data:")):
             continue
         with contextlib.suppress(ValueError):
-            links.add(normalise(urljoin(base, href)))
+            links.add(resolve(base, href))
     return PageLinks(sorted(links), canonical, cut)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpcore
 import httpx
@@ -33,7 +33,7 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
-from freshindex.workers.connectors.web_links import normalise
+from freshindex.workers.connectors.web_links import normalise, resolve
 
 log = logging.getLogger("freshindex.connectors.web")
 
@@ -276,7 +276,7 @@ class SiteClient:
             resp.close()
             hops.append(current)
             try:
-                target = normalise(urljoin(current, resp.headers["location"]))
+                target = resolve(current, resp.headers["location"])
             except ValueError:
                 target = ""
             if not target or not scope(target):
