@@ -20,7 +20,8 @@ from fastapi import FastAPI
 
 from freshindex.api import routes_webhooks
 from freshindex.api.app import create_app
-from freshindex.api.routes_webhooks import WebhookIntake, WebhookSecrets, sign_generic
+from freshindex.api.routes_webhooks import WebhookIntake, sign_generic
+from freshindex.api.webhook_secrets import WebhookSecrets
 from freshindex.core.errors import ConfigError
 from freshindex.health.metrics import Metrics
 from freshindex.registry import Registry
