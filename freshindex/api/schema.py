@@ -232,14 +232,18 @@ class SourceFreshnessBody(_Body):
     stale_reason: str | None = Field(description="`unreachable` or `unverified` (None when fresh).")
 
 
+_KB_WIDE = ("Counted over every source of the knowledge base: null for a tenant's caller on a knowledge base "
+            "shared with another tenant.")
+
+
 class KbHealthBody(_Body):
     kb: str
     active_snapshot: str | None
     last_successful_sync: str | None
     documents_in_error: int
     documents_in_error_by_reason: dict[str, int]
-    snapshots_by_status: dict[str, int]
-    held_builds_by_check: dict[str, int]
+    snapshots_by_status: dict[str, int] | None = Field(description=_KB_WIDE)
+    held_builds_by_check: dict[str, int] | None = Field(description=_KB_WIDE)
     deletions_held_by_source: dict[str, int]
     pending_changesets: int
     tombstone_backlog: int
@@ -254,13 +258,13 @@ class SnapshotBody(_Body):
     parent_id: str | None
     status: str
     strategy: str
-    point_count: int
+    point_count: int | None = Field(description=_KB_WIDE)
     embedding_model: str
-    upserts: int
-    deletes: int
+    upserts: int | None = Field(description=_KB_WIDE)
+    deletes: int | None = Field(description=_KB_WIDE)
     created_at: str | None
     activated_at: str | None
-    failure_reason: str | None
+    failure_reason: str | None = Field(description="Why its build was held (null when it was not). " + _KB_WIDE)
 
 
 class SourcesBody(_Body):
