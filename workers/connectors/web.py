@@ -53,11 +53,9 @@ What a listing read (bodies, errors, redirects) is kept under a crawl id,
 recorded as the run's pending cursor (``{"crawl": id}``).  Document tasks
 read through :meth:`WebConnector.for_run`: that table only when the run
 planned that very crawl, else a fresh GET, so a body one run listed is never
-served to another.  The last :data:`CRAWLS_KEPT` crawls are kept.
-
+served to another (:data:`CRAWLS_KEPT` tables, bodies in the newest only).
 Not guaranteed: that a server's ``ETag`` changes with its content (trusted, as
-S3's is); JavaScript-rendered pages; that a page fetched afresh is
-byte-identical to the one the listing saw.
+S3's is); JavaScript-rendered pages; that a fresh GET returns what the listing saw.
 """
 
 from __future__ import annotations
@@ -108,10 +106,11 @@ from freshindex.workers.connectors.web_options import (
 
 log = logging.getLogger("freshindex.connectors.web")
 
-#: Crawls whose tables (bodies, errors, redirects) a connector keeps for their runs' document tasks.
+#: Crawls whose tables (errors, redirects; bodies of the newest only) a connector keeps for their runs' tasks.
 CRAWLS_KEPT = 2
 #: ``list`` is a method of the connector (the protocol's name): annotations inside the class use these.
 Urls = list[str]
+Outcomes = list["_Outcome"]
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _PAGE_SUFFIXES = (".html", ".htm", ".xhtml")
 #: Linked files that are not pages: never requested.
@@ -227,7 +226,10 @@ class WebConnector:
         return _RunView(self, table)
 
     def _keep(self, table: _CrawlTable) -> None:
+        """Keep ``table`` as the newest; older ones lose their bodies (one crawl's bytes in memory at most)."""
         with self._lock:
+            for older in self._crawls.values():
+                older.bodies.clear()
             self._crawls[table.id] = table
             while len(self._crawls) > CRAWLS_KEPT:
                 self._crawls.pop(next(iter(self._crawls)))
@@ -244,10 +246,8 @@ class WebConnector:
         self.unlisted_prefixes = frozenset()
         self._deadline_at = self._clock() + self.options.crawl_deadline_s
         try:
-            with self._request_scope(crawl=True):
-                self._robots = self._read_robots(report)
-                starts = self._starts(report)
-            outcomes = self._walk(starts, report)
+            self._robots = self._read_robots(report)
+            outcomes = self._walk(self._starts(report), report)
         finally:
             self._deadline_at = None
         table = _CrawlTable(uuid.uuid4().hex)
@@ -270,9 +270,6 @@ class WebConnector:
         log.info("crawl listed", extra={"event": "crawl_listed", "location": self.location, **report.as_dict()})
         yield from (refs[k] for k in sorted(refs))
 
-    def _counter(self, report: CrawlReport) -> Callable[[], None]:
-        return functools.partial(self._count, report)
-
     def _count(self, report: CrawlReport) -> None:
         with self._lock:
             report.requests += 1
@@ -287,10 +284,10 @@ class WebConnector:
             seconds = min(seconds, self._deadline_at - self._clock())
         return request_deadline(seconds)
 
-    def _walk(self, frontier: Urls, report: CrawlReport) -> list[_Outcome]:
+    def _walk(self, frontier: Urls, report: CrawlReport) -> Outcomes:
         """Breadth-first from ``frontier`` within the bounds: the outcome of every page reached."""
         previous = self._pages
-        outcomes: list[_Outcome] = []
+        outcomes: Outcomes = []
         depth, budget_bytes = 0, self.options.max_total_bytes
         queued = set(frontier)
         with ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="freshindex-crawl") as pool:
@@ -310,7 +307,8 @@ class WebConnector:
                     st = out.state or PageState()
                     budget_bytes -= st.size if out.status == "ok" else 0
                     links.update(u for u in ([] if self.sitemap else st.links) if u not in queued and self._followable(u))
-                    claims.update(u for u in [st.canonical] if u and u not in queued and self._followable(u))
+                    claims.update(u for u in [st.canonical] if u and self._own_key(u) != st.own and u not in queued
+                                  and self._followable(u))
                 if report.unvisited or ((links or claims) and self._past_deadline()):
                     report.truncated = report.truncated or f"crawl_deadline_s={self.options.crawl_deadline_s:g}"
                 frontier = sorted(claims) + sorted(links - claims)
@@ -326,7 +324,7 @@ class WebConnector:
                 depth += 1
         return outcomes
 
-    def _resolve(self, outcomes: list[_Outcome], table: _CrawlTable,
+    def _resolve(self, outcomes: Outcomes, table: _CrawlTable,
                  report: CrawlReport) -> tuple[dict[str, ObjectRef], dict[str, PageState]]:
         """Each page's key (its own URL, or a canonical URL it may take), the listing's refs and its state."""
         holders: dict[str, PageState] = {}
@@ -375,7 +373,8 @@ class WebConnector:
         while maps and len(done) < 50:  # a sitemap index names sitemaps; 50 of them at most
             url = maps.pop(0)
             done.add(url)
-            with contextlib.closing(self._http.request(url, {}, self._counter(report))) as resp:
+            with self._request_scope(crawl=True), contextlib.closing(
+                    self._http.request(url, {}, functools.partial(self._count, report))) as resp:
                 if resp.status_code != 200:
                     raise SourceError(f"the sitemap {url} answered {resp.status_code}")
                 found, nested = sitemap_urls(self._http.read_capped(resp, self.options.max_page_bytes, url))
@@ -395,7 +394,7 @@ class WebConnector:
         url = urlunsplit((*self.origin, "/robots.txt", "", ""))
 
         def read(u: str) -> tuple[int, bytes]:
-            resp, final, _ = self._http.follow(u, {}, self._counter(report),
+            resp, final, _ = self._http.follow(u, {}, functools.partial(self._count, report),
                                                scope=lambda t: urlsplit(t)[:2] == self.origin)
             if resp is None:
                 return 404, b""  # redirected to another host: treated as absent
@@ -406,8 +405,9 @@ class WebConnector:
 
         try:
             # fetch_with_retry is typed for bytes; the retry rule is the same for any result.
-            status, body = cast(tuple[int, bytes], fetch_with_retry(
-                cast(Callable[[str], bytes], read), url, self.retry, sleep=self._sleep))
+            with self._request_scope(crawl=True):
+                status, body = cast(tuple[int, bytes], fetch_with_retry(
+                    cast(Callable[[str], bytes], read), url, self.retry, sleep=self._sleep))
         except DocumentError as exc:
             raise SourceError(f"cannot read {url} ({exc.detail}); the crawl stops, nothing is deleted") from exc
         # No rules (a 4xx) parse to "everything allowed".
@@ -416,7 +416,7 @@ class WebConnector:
 
     def _allowed(self, urls: Urls, room: int, report: CrawlReport) -> tuple[Urls, bool]:
         """Up to ``room`` of ``urls``, in order, that robots.txt allows, and whether some were left unasked."""
-        robots, allowed = self._robots, []
+        robots, allowed = self._robots, cast(Urls, [])
         for url in urls:
             if len(allowed) >= room:
                 return allowed, True
@@ -449,7 +449,7 @@ class WebConnector:
                 headers["If-None-Match"] = before.etag
             if before.last_modified:
                 headers["If-Modified-Since"] = before.last_modified
-        resp, final, hops = self._http.follow(url, headers, self._counter(report), self.in_scope)
+        resp, final, hops = self._http.follow(url, headers, functools.partial(self._count, report), self.in_scope)
         if resp is None:
             return _Outcome(url, status="out_of_scope")
         with contextlib.closing(resp):

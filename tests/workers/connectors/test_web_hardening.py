@@ -355,7 +355,9 @@ def test_a_body_listed_for_one_run_is_never_served_to_another() -> None:
         assert b"VERSION-3" in for_run(conn, 1).fetch(key)  # run 1's redelivered task: never its old body
         cursor.run = 3
         listed(conn)
-        assert len(conn._crawls) == 2  # bounded: the oldest crawl's table is dropped
+        # Bounded: the oldest crawl's table is dropped, and only the newest keeps bodies (one crawl's bytes).
+        older, newest = conn._crawls.values()
+        assert not older.bodies and newest.bodies
 
 
 def test_errors_and_redirects_belong_to_the_crawl_that_saw_them() -> None:
