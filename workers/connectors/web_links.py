@@ -9,7 +9,8 @@ Functions over bytes and strings (no network):
   case, characters a URL may not hold percent-encoded (UTF-8), dot segments
   removed.  A path holding an encoded ``/`` or ``\\`` (``%2F``, ``%5C``) or a
   raw backslash is refused (:class:`UnsafeUrl`): servers disagree on what it
-  means, so no rule about paths could be trusted for it.
+  means, so no rule about paths could be trusted for it; so is a URL over
+  :data:`MAX_URL_CHARS`.
 * :func:`read_page` reads an HTML page's ``<a href>``, ``<link
   rel=canonical>``, ``<base href>`` and robots ``nofollow`` meta tag with
   lxml's HTML parser (libxml2, linear in the page's size, the engine of
@@ -64,6 +65,8 @@ _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 #: Bytes of a page fed to the parser at once; the CPU budget is checked between pieces.
 FEED_BYTES = 64 * 1024
+#: A longer URL is refused (a document key is at most 1,024 characters: ``workers.connectors.check_key``).
+MAX_URL_CHARS = 1024
 
 
 class UnsafeUrl(ValueError):
@@ -82,7 +85,10 @@ def normalise_path(path: str) -> str:
             raise UnsafeUrl(f"encoded {ch!r} in path {path!r}")
         return ch if ch in _UNRESERVED else "%" + m.group(1).upper()
 
-    return remove_dot_segments(_ESCAPE.sub(escape, path)) or "/"
+    path = remove_dot_segments(_ESCAPE.sub(escape, path)) or "/"
+    if len(path) > MAX_URL_CHARS:
+        raise UnsafeUrl(f"path of {len(path)} characters, more than {MAX_URL_CHARS}")
+    return path
 
 
 def remove_dot_segments(path: str) -> str:
@@ -109,11 +115,15 @@ def _unescape_unreserved(text: str) -> str:
 
 def resolve(base: str, href: str) -> str:
     """``href`` read on a page at ``base``, in :func:`normalise`'s form; an encoded dot counts as a dot for ``..``."""
+    if len(href) > MAX_URL_CHARS:
+        raise UnsafeUrl(f"link of {len(href)} characters, more than {MAX_URL_CHARS}")
     return normalise(urljoin(_unescape_unreserved(base), _unescape_unreserved(href)))
 
 
 def normalise(url: str) -> str:
     """``url`` in the crawler's one form (see the module); :class:`UnsafeUrl` (a ValueError) when refused."""
+    if len(url) > MAX_URL_CHARS:
+        raise UnsafeUrl(f"URL of {len(url)} characters, more than {MAX_URL_CHARS}")
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     netloc = parts.netloc.lower()

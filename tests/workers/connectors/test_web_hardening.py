@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import escape as html_escape
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,6 +59,10 @@ def test_a_megabyte_of_unterminated_start_tags_is_read_in_under_a_second() -> No
     links, _ = page_links(hostile, "http://h/docs/index.html")
     assert time.perf_counter() - started < 1.0
     assert links == ["http://h/docs/first.html"]
+    # A megabyte-long link is no URL a document could be keyed by (1,024 characters at most): dropped, fast.
+    started = time.perf_counter()
+    assert page_links(b'<a href="' + b"a/" * 500_000 + b'">x</a><a href="b.html">', "http://h/")[0] == ["http://h/b.html"]
+    assert time.perf_counter() - started < 1.0
 
 
 def test_a_page_over_its_cpu_budget_keeps_the_links_read_so_far_and_says_it_was_cut() -> None:
@@ -197,6 +202,37 @@ def test_scope_and_robots_decide_the_same_for_every_spelling_of_a_path(pair: tup
         return conn.in_scope("http://h" + p), robots.allows(urlsplit(url).path), url
 
     assert decision(spelt) == decision(path)
+    # And as a link on a page: the crawler reads it as that same URL.
+    page = f'<a href="{html_escape(spelt)}">x</a>'.encode()
+    assert read_page(page, "http://h/docs/index.html").links == [decision(path)[2]]
+
+
+_PIECES = ['<a ', '<a href="', '"', "'", ">", "<", "</a>", "<!--", "-->", "<base href=", "<link rel=canonical href=",
+           "<meta name=robots content=", "&#", "&amp;", "%2e%2e/", "../", "x.html", "\x00", "<![CDATA[", "<script>",
+           "</", "=", " ", "\n", "é"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=40), st.integers(1, 3000))
+def test_generated_hostile_pages_are_read_in_linear_time_into_normalised_links(pieces: list[str], times: int) -> None:
+    page = ("".join(pieces) * times)[:300_000].encode()
+    started = time.perf_counter()
+    links = read_page(page, "http://h/docs/index.html").links
+    assert time.perf_counter() - started < 1.0
+    assert all(normalise(u) == u and u.startswith(("http://", "https://")) for u in links)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["*", "a", "/", "$", "%2F", "%7e", "b"]), min_size=1, max_size=60),
+       st.integers(1, 2000))
+def test_generated_robots_rules_answer_in_bounded_time(rule: list[str], rules: int) -> None:
+    text = "User-agent: *\n" + f"Disallow: /{''.join(rule)}\n" * min(rules, 500) + \
+        "".join(f"Allow: /p{i}/{''.join(rule)}\n" for i in range(rules))
+    started = time.perf_counter()
+    robots = RobotsRules.parse(text, "freshindex-crawler/1")
+    for path in ("/" + "a" * 2000, "/" + "ab/" * 600 + "b", "/p1/" + "a*" * 500):
+        robots.allows(path)
+    assert time.perf_counter() - started < 2.0
 
 
 def test_robots_rules_are_rfc_9309_longest_match_with_wildcards() -> None:
