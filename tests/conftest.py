@@ -230,10 +230,11 @@ def coordinator(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterato
         app.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def freshness_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     """Long-lived stage-queue workers (one process per queue) on Redis and a PostgreSQL scratch database, started
-    once and shared by every freshness contract class of the session (tests/e2e/freshness_contract.py)."""
+    once per test module and shared by its freshness contract classes (tests/e2e/freshness_contract.py); stopped
+    when the module ends, so no idle worker outlives it or answers another test's broadcast."""
     from tests.e2e.freshness_contract import deployment
 
     for port, what in ((5432, "PostgreSQL"), (6379, "Redis")):

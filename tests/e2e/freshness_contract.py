@@ -19,8 +19,8 @@ deleted), that the answers come from the run's snapshot, and that the run
 counted what changed (added, modified, unchanged, moved, deleted, none failed).
 It reports every broken promise of every sync at once, then fails.
 
-The deployment (:func:`deployment`, shared by every contract class of a test
-session through the ``freshness_deployment`` fixture in ``tests/conftest.py``)
+The deployment (:func:`deployment`, shared by the contract classes of a test
+module through the ``freshness_deployment`` fixture in ``tests/conftest.py``)
 is what ``docs/operations.md`` describes for scale: Redis broker, PostgreSQL
 registry, ``broker.stage_queues`` on, and its worker layout (``sync,build``,
 ``parse``, ``ocr``, ``embed``), one process each.  Each worker runs the solo
@@ -76,7 +76,7 @@ class Deployment:
     procs: dict[str, subprocess.Popen]
 
     def dead(self) -> list[str]:
-        """Queues whose worker process has exited (none should, for the whole session)."""
+        """Queues whose worker process has exited (none should, while the deployment lasts)."""
         return [q for q, proc in self.procs.items() if proc.poll() is not None]
 
     def tails(self, chars: int = 2500) -> str:
