@@ -429,3 +429,15 @@ def test_a_server_that_never_answers_is_not_waited_for_past_the_deadline() -> No
             conn.fetch(f"{base}/docs/index.html")
         assert time.perf_counter() - started < 5.0
     assert caught.value.reason == DocumentError.TIMED_OUT
+
+
+def test_the_bounds_are_settings_with_defaults_that_a_source_overrides() -> None:
+    from freshindex.settings import load_settings
+
+    web = load_settings(sources={"web": {"crawl_deadline_s": 600}}).sources.web
+    assert (web.request_deadline_s, web.crawl_deadline_s, web.page_links_cpu_s) == (120.0, 600.0, 2.0)
+    opts = WebOptions.of(web, {"request_deadline_s": "5"})
+    assert (opts.request_deadline_s, opts.crawl_deadline_s, opts.page_links_cpu_s) == (5.0, 600.0, 2.0)
+    for bad in ({"request_deadline_s": "0"}, {"crawl_deadline_s": "-1"}, {"page_links_cpu_s": "soon"}):
+        with pytest.raises(ConfigError):
+            WebOptions.of(web, bad)
