@@ -23,13 +23,17 @@ from freshindex.core.exit_codes import ExitCode
 JSON_REQUESTED = "freshindex.json"
 
 
-class ConfigProblem(click.ClickException):
-    """A configuration or file-system problem: ``error: ...`` on one line, exit 2."""
-
-    exit_code = ExitCode.USAGE
+class OneLineError(click.ClickException):
+    """A failure shown as ``error: ...`` on one line of standard error (click's own says ``Error:``)."""
 
     def show(self, file: Any = None) -> None:
         click.echo(f"error: {display.printable(self.message)}", err=True)
+
+
+class ConfigProblem(OneLineError):
+    """A configuration or file-system problem: ``error: ...`` on one line, exit 2."""
+
+    exit_code = ExitCode.USAGE
 
 
 def _record_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
@@ -43,13 +47,20 @@ json_option = click.option("--json", "as_json", is_flag=True, callback=_record_j
                            help="Machine-readable output (a failure: one JSON error object on standard output).")
 
 
-class UnknownName(NotFoundError):
-    """A source, knowledge base, snapshot or run named on the command line that the registry does not know."""
+class UnknownName(NotFoundError, OneLineError):
+    """A source, knowledge base, snapshot or run named on the command line that the registry does not know.
+
+    A :class:`NotFoundError` (what HTTP answers 404 for) that click also
+    shows as one line with exit 1 when the group runs in standalone mode
+    (``CliRunner``, ``cli()``), not only under :func:`freshindex.cli.main`.
+    """
+
+    exit_code = ExitCode.FAILED
 
     def __init__(self, kind: str, name: str | int, hint: str) -> None:
         self.kind, self.name = kind, name
         shown = repr(name) if isinstance(name, str) else str(name)
-        super().__init__(f"no {kind} {shown} (see `freshindex {hint}`)")
+        OneLineError.__init__(self, f"no {kind} {shown} (see `freshindex {hint}`)")
 
 
 def require(state: Any, *, source: str | None = None, kb: str | None = None, snapshot: str | None = None,
@@ -138,5 +149,5 @@ def actor() -> str:
     return f"cli:{user}@{socket.gethostname()}"
 
 
-__all__ = ["JSON_REQUESTED", "ConfigProblem", "UnknownName", "actor", "echo_json_error", "failure", "json_error",
+__all__ = ["JSON_REQUESTED", "ConfigProblem", "OneLineError", "UnknownName", "actor", "echo_json_error", "failure", "json_error",
            "json_option", "require"]

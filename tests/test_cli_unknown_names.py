@@ -237,3 +237,16 @@ def test_other_failures_under_json_are_one_json_object_too(run) -> None:
     ticket = run("syncs", "show", "9", "--json")
     assert ticket.returncode == 1
     assert json.loads(ticket.stdout) == {"error": "NotFoundError", "detail": "no sync ticket 9", "exit_code": 1}
+
+
+def test_the_rule_holds_when_the_group_runs_in_click_s_standalone_mode(data_dir: Path, tmp_path: Path) -> None:
+    """``CliRunner`` (and ``cli()`` called by an application) run without ``main()``: same exit, line and JSON."""
+    from click.testing import CliRunner
+
+    from freshindex.cli import cli
+
+    env = _env(data_dir, tmp_path / "archive")
+    text = CliRunner().invoke(cli, ["documents", "list", "--source", MISSING], env=env)
+    assert text.exit_code == 1 and text.output == f"error: no source {MISSING!r} (see `freshindex sources list`)\n"
+    as_json = CliRunner().invoke(cli, ["documents", "list", "--source", MISSING, "--json"], env=env)
+    assert as_json.exit_code == 1 and json.loads(as_json.stdout)["name"] == MISSING
