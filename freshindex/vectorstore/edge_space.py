@@ -1,19 +1,21 @@
 """Room on the file system under an Edge store: checked before a shard is mapped or written.
 
 Qdrant Edge maps its files into memory and preallocates them sparse (a
-30-point shard is 170 MB apparent and under 1 MB on ext4).  A page of a
+26-point shard is about 165 MB apparent and under 1 MB on ext4).  A page of a
 mapping that the file system cannot back is not an error the engine can
 return: the kernel sends SIGBUS and the process dies (exit 135).  Measured
 on this project's engine (qdrant-edge-py 0.9.0):
 
 * on **tmpfs** (``emptyDir: {medium: Memory}``, ``/dev/shm``, most ``/tmp``
   of containers) reading a hole allocates a page: loading a shard touches
-  most of its mapped files (a 30-point shard went from 22 MB to 104 MB used
-  at its first query), so a query or ``snapshots verify`` on a full tmpfs, or
-  on one with less free space than the shard's holes, died with SIGBUS;
+  most of its mapped files (the tmpfs under a 26-point shard went from 22 MB
+  to 104 MB used at its first query), so a query or ``snapshots verify`` on
+  a full tmpfs, or on one with less free space than the shard's holes, died
+  with SIGBUS;
 * on **ext4** reading a hole allocates nothing: a query and a verify of the
-  same shard on a full ext4 answered; writing into a hole on a full disk is
-  what faults there (a build, a shard's trackers written back on close).
+  same shard on a full ext4 answered, or failed with the engine's own "No
+  space left on device" (opening writes a small temporary file); none died.
+  Writing into a hole on a full disk is what faults there (a build).
 
 So: before a shard is mapped for reading, the bytes its files could still
 fault in (:func:`holes`: apparent size minus allocated blocks) must be free
@@ -24,7 +26,7 @@ figures, which the CLI prints as one line (exit 1) and the HTTP API answers
 with 503.
 
 What this does not guarantee: it is a check, not a reservation (reserving
-would cost every preallocated byte: 170 MB for a 30-point shard on tmpfs), so
+would cost every preallocated byte: 165 MB for a 26-point shard on tmpfs), so
 another process that fills the disk between the check and the fault can
 still cause a SIGBUS; the headroom of a write is an estimate (one upsert batch
 and one new 32 MB preallocated file of the engine), not a bound the engine
