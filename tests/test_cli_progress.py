@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from freshindex import sync_commands
+from tests.conftest import ROOT, distributed_env, worker_process
 
 
 @pytest.fixture
@@ -132,3 +134,23 @@ def test_a_distributed_sync_shows_the_stages_the_registry_records(monkeypatch: p
         observe(SimpleNamespace(status="succeeded", build_status="pending", kb="default"))
         observe(SimpleNamespace(status="succeeded", build_status="built", kb="default"))
     assert [json.loads(line)["stage"] for line in err.getvalue().splitlines()] == ["building", "swapping", "done"]
+
+
+@pytest.mark.services
+@pytest.mark.slow
+def test_a_distributed_sync_followed_from_the_cli_shows_its_build(tmp_path: Path, source: Path, pg_url: str,
+                                                                  redis_url: str) -> None:
+    """Given a Celery worker on Redis and the registry on PostgreSQL, the CLI that follows the run shows the
+    build the worker does as a stage (read from the registry through ``sync_distributed(on_poll=...)``)."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")},
+           **distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-stages"),
+           "FRESHINDEX_EMBEDDING__PROVIDER": "hashing"}
+    subprocess.run([sys.executable, "-m", "freshindex", "sources", "add", "docs", "--kind", "folder", "--location",
+                    str(source)], cwd=ROOT, env=env, check=True, capture_output=True)
+    with worker_process(env, tmp_path / "worker.log", "stages"):
+        proc = subprocess.run([sys.executable, "-m", "freshindex", "sync", "docs", "--json"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stderr[-2000:], (tmp_path / "worker.log").read_text()[-2000:])
+    assert json.loads(proc.stdout)["build"]["status"] == "built"
+    names = [json.loads(line)["stage"] for line in proc.stderr.splitlines() if line.startswith('{"event": "sync_stage"')]
+    assert names[0] == "building" and names[-1] == "done" and set(names) <= {"building", "swapping", "done"}, names
