@@ -224,6 +224,11 @@ class _Progress:
     def __call__(self, done: int, total: int, key: str) -> None:
         if not self.enabled or total <= 0:
             return
+        if self.current is not None:  # documents after a stage: a crashed run's build ran first (runner._reap)
+            if self.tty:
+                self._end_line(self.clock(), "")
+                self.bar = None if self.bar is False else self.bar
+            self.current = None
         if self.json_lines:
             step = max(1, total // 20)
             if done == total or done - self.last_logged >= step:
@@ -276,7 +281,7 @@ class _Progress:
     def _close_bar(self) -> None:
         if self.bar:
             self.bar.__exit__(None, None, None)
-        self.bar = False  # a late document count (a joined run) no longer redraws a finished bar
+        self.bar = False  # closed: the next document count opens a new one
 
     def _json(self, line: dict[str, Any]) -> None:
         sys.stderr.write(json.dumps(line, ensure_ascii=False) + "\n")

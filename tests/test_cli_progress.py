@@ -100,6 +100,19 @@ def test_stage_durations_come_from_the_clock(monkeypatch: pytest.MonkeyPatch) ->
     assert err.getvalue() == "sync s: building... 2.5s\nsync s: verifying... 0.5s\n"
 
 
+def test_documents_after_a_stage_show_again_and_the_build_after_them_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync first builds what a crashed run staged (a stage), then reads its documents, then builds its own."""
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    times = iter(float(t) for t in range(10))
+    with sync_commands._Progress("sync s", json_lines=True, source="s", clock=lambda: next(times)) as progress:
+        progress.stage("building")
+        progress(1, 1, "a.md")
+        progress.stage("building")
+    assert [(line["event"], line.get("stage")) for line in map(json.loads, err.getvalue().splitlines())] == [
+        ("sync_stage", "building"), ("sync_progress", None), ("sync_stage", "building"), ("sync_stage", "done")]
+
+
 def test_json_stage_lines_carry_the_seconds_since_the_sync_began(monkeypatch: pytest.MonkeyPatch) -> None:
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
