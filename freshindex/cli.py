@@ -1,10 +1,13 @@
 """``freshindex``: register sources, sync them, inspect snapshots, query, run services.
 
 Every command that a script may read takes ``--json``.  Exit codes (:class:`core.exit_codes.ExitCode`): 0 done
-(a sync with some failed documents is still 0), 1 nothing could be indexed
-or a command failed, 2 bad usage or configuration, 3 a build was held by
+(a sync with some failed documents is still 0), 1 nothing could be indexed,
+a command failed, or it names a source, kb, snapshot or run the registry
+does not know (``cli_support.require``), 2 bad usage or configuration, 3 a build was held by
 verification (the previous snapshot keeps serving), 4 the deletion guard held
-a sync's deletions (``freshindex sources confirm-deletions SOURCE``).
+a sync's deletions (``freshindex sources confirm-deletions SOURCE``).  A
+command given ``--json`` that fails writes one JSON error object on standard
+output (:class:`_Group`); a failure before its command line is read does not.
 """
 
 from __future__ import annotations
