@@ -27,6 +27,7 @@ import functools
 import hashlib
 import io
 import re
+import threading
 import tokenize
 from typing import Any
 
@@ -124,9 +125,16 @@ def _comments_above(lines: list[str], start: int, markers: tuple[str, ...]) -> i
 # -- Python --------------------------------------------------------------------
 
 
+#: CPython 3.11 keeps the AST constructor's recursion depth in process-wide state, so two threads
+#: building trees at once (parse-ahead threads, a thread-pool worker) can fail a valid file with
+#: "SystemError: AST constructor recursion depth mismatch" (python/cpython gh-106905): one tree at a time.
+_AST_LOCK = threading.Lock()
+
+
 def _python_blocks(text: str, key: str) -> list[Block] | None:
     try:
-        tree = ast.parse(text)
+        with _AST_LOCK:
+            tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return None
     lines = text.splitlines()
