@@ -33,16 +33,14 @@ ordinals (chunks indexed without them are never joined).
 from __future__ import annotations
 
 import math
-import re
 import threading
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from freshindex.core.payload import PointPayload
 from freshindex.injection.budget import ContextPolicy, QueryType
-from freshindex.injection.duplicates import Member, canonical_groups, passed_over
+from freshindex.injection.duplicates import Member, canonical_groups, jaccard, normalised, passed_over, shingles
 from freshindex.injection.types import Evidence, Mirror
 from freshindex.vectorstore import lexical
 
@@ -192,26 +190,9 @@ class Assembly:
     mmr: bool = False
 
 
-_PUNCT_WS = re.compile(r"[\W_]+", re.UNICODE)
-
-
-def normalised(text: str) -> str:
-    """What near-duplicate detection compares: NFKC, case-folded, punctuation and spacing collapsed."""
-    return _PUNCT_WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
-
-
-def _shingles(norm: str, k: int = 3) -> frozenset[str]:
-    words = norm.split()
-    if len(words) < k:
-        return frozenset([" ".join(words)]) if words else frozenset()
-    return frozenset(" ".join(words[i : i + k]) for i in range(len(words) - k + 1))
-
-
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    if not a or not b:
-        return 0.0
-    shared = len(a & b)  # |a | b| without building the union: the biggest cost of a compose
-    return shared / (len(a) + len(b) - shared)
+#: Shared with :mod:`injection.duplicates`, where they live (one direction of import: assemble -> duplicates).
+_shingles = shingles
+_jaccard = jaccard
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -57,6 +57,7 @@ from freshindex.acl.principal import USER_PREFIX
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
+from freshindex.injection.client import InjectionClient
 from freshindex.injection.refusal import FUNCTION_WORDS, RefusalPolicy, Signals, question_terms
 from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
@@ -298,8 +299,6 @@ def _asker(store: VectorStore, embedder: Embedder, collection: str, policy: Refu
     admission), not the assembly after it.  None for a question with no admitted evidence (refused
     whatever the bias).
     """
-    from freshindex.injection.client import InjectionClient  # the client imports this package's modules
-
     batched = _Batched(embedder)
     client = InjectionClient(_Pinned(store, collection), batched, naming=naming, min_score=min_score,
                              refusal=replace(policy, enabled=False))

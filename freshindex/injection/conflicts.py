@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from freshindex.injection.duplicates import passed_over
+from freshindex.injection.render import with_conflicts
 from freshindex.injection.types import Conflict, ConflictValue, ContextPacket, Evidence
 from freshindex.vectorstore.lexical import tokenize as lexical_tokens
 
@@ -182,8 +183,6 @@ def mark_conflicts(packet: ContextPacket, *, deterministic: bool = False) -> Con
     found = detect(packet.question, packet.evidence)
     if not found:
         return packet
-    from freshindex.injection.render import with_conflicts
-
     subjects = ", ".join(c.subject for c in found)
     search = replace(packet.search, conflicting=True) if packet.search is not None else None
     return replace(packet, conflicts=found, search=search,

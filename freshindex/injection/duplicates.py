@@ -40,13 +40,15 @@ mirror never reaches assembly: it has no points).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from freshindex.core.payload import parse_time
 from freshindex.vectorstore import lexical
 
-__all__ = ["MIN_SHINGLES", "Member", "canonical_groups", "containment", "hub_like", "passed_over", "specificity"]
+__all__ = ["MIN_SHINGLES", "Member", "canonical_groups", "containment", "hub_like", "jaccard", "normalised",
+           "passed_over", "shingles", "specificity"]
 
 #: Fewer shingles than this on either side never make a near-duplicate (a shared phrase is not a copy).
 MIN_SHINGLES = 8
@@ -54,6 +56,30 @@ MIN_SHINGLES = 8
 _ENTRY = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _VERSION_SEGMENT = re.compile(r"^v?\d+(?:[._-]\d+)*$", re.IGNORECASE)
+
+
+_PUNCT_WS = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def normalised(text: str) -> str:
+    """What near-duplicate detection compares: NFKC, case-folded, punctuation and spacing collapsed."""
+    return _PUNCT_WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def shingles(norm: str, k: int = 3) -> frozenset[str]:
+    """The word ``k``-shingles of a normalised text (the text itself when shorter)."""
+    words = norm.split()
+    if len(words) < k:
+        return frozenset([" ".join(words)]) if words else frozenset()
+    return frozenset(" ".join(words[i : i + k]) for i in range(len(words) - k + 1))
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """Jaccard similarity of two shingle sets (0 when either is empty)."""
+    if not a or not b:
+        return 0.0
+    shared = len(a & b)  # |a | b| without building the union: the biggest cost of a compose
+    return shared / (len(a) + len(b) - shared)
 
 
 @dataclass(frozen=True)
@@ -65,7 +91,7 @@ class Member:
     title: str
     heading_path: tuple[str, ...]
     text: str
-    norm: str  # assemble.normalised(text)
+    norm: str  # normalised(text)
     shingles: frozenset[str]
     date: str | None = None
     stale: bool = False
@@ -94,8 +120,6 @@ def _lead(norm_text: str, text: str) -> str:
     """The normalised first sentence (or first line) of ``text``; empty when under four words."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     first = _SENTENCE_END.split(first, maxsplit=1)[0]
-    from freshindex.injection.assemble import normalised
-
     lead = normalised(first)
     return lead if len(lead.split()) >= 4 else ""
 

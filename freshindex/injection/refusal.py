@@ -97,6 +97,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from freshindex.injection.budget import WordPieceCounter
 from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats
@@ -358,8 +359,6 @@ def ordinary_words() -> frozenset[str]:
     Empty when the package is not installed: then no word is ordinary and the rule is off.
     """
     try:
-        from freshindex.injection.budget import WordPieceCounter
-
         path = WordPieceCounter.find()
     except ImportError:
         return frozenset()

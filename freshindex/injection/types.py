@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from freshindex.injection.render import insufficient_block, render_block
+
 
 def _obj(value: Any, what: str) -> Mapping[str, Any]:
     """``value`` if it is a JSON object, else TypeError (so a wrong shape never surfaces as AttributeError)."""
@@ -376,8 +378,6 @@ def render_context(question: str, kb: str, snapshot_id: str, evidence: Sequence[
     for a static prefix tagged with ``kb_version``.  ``question`` is not
     rendered (the caller places it).
     """
-    from freshindex.injection.render import render_block
-
     return render_block(kb, snapshot_id, evidence, deterministic=deterministic, kb_version=kb_version)
 
 
@@ -388,6 +388,4 @@ def insufficient_context(kb: str, snapshot_id: str | None, *, reason: str | None
     With ``search`` it also says what was searched, what was rejected and
     why, and the next action, inside a nonce fence (:func:`injection.render.insufficient_block`).
     """
-    from freshindex.injection.render import insufficient_block
-
     return insufficient_block(kb, snapshot_id, reason=reason, search=search, deterministic=deterministic)
