@@ -44,15 +44,17 @@ from freshindex.injection.duplicates import Member, canonical_groups, jaccard, n
 from freshindex.injection.types import Evidence, Mirror
 from freshindex.vectorstore import lexical
 
-__all__ = ["Assembly", "Candidate", "Reranker", "SessionNumbers", "assemble", "coverage_reranker", "normalised",
-           "place"]
+__all__ = ["Assembly", "Candidate", "Reranker", "SessionNumbers", "admit_pool", "assemble", "coverage_reranker",
+           "group", "normalised", "place", "rerank", "rerankers_of", "select"]
 
 
 @dataclass(frozen=True)
 class Candidate:
     """One hit that survived the rechecks, with what assembly needs beyond its evidence.
 
-    ``score`` is the fusion score (it admits to the pool); ``evidence.n`` is
+    ``score`` is the fusion score (the engine's RRF score of the hit, or its dense cosine when the query
+    was dense only): it admits to the pool and orders it when no reranker runs; it is never shown.
+    ``evidence.score`` is what the packet shows (:class:`~injection.types.Evidence`).  ``evidence.n`` is
     assigned later, by :class:`SessionNumbers`.
     """
 
@@ -207,11 +209,37 @@ def _count(dropped: dict[str, int], why: str, n: int = 1) -> None:
 
 
 def assemble(question: str, candidates: Iterable[Candidate], *, policy: ContextPolicy = ContextPolicy(),
-             query_type: QueryType | str = QueryType.FACT, reranker: Reranker | None = None) -> Assembly:
-    """The candidates to show for ``question``, strongest first (see the module docstring for the steps)."""
+             query_type: QueryType | str = QueryType.FACT,
+             reranker: Reranker | Sequence[Reranker] | None = None) -> Assembly:
+    """The candidates to show for ``question``, strongest first (see the module docstring for the steps).
+
+    The same steps the query line runs as its stages (:mod:`injection.stages`: pool, rerank, group,
+    select), in one call.  ``reranker`` is one reranker or a chain (each orders what the one before it
+    ordered).
+    """
     qtype = QueryType(query_type)
-    row = policy.row(qtype)
     dropped: dict[str, int] = {}
+    distinct = admit_pool(question, candidates, policy, dropped)
+    distinct, relevance = rerank(question, distinct, rerankers_of(reranker))
+    distinct, relevance = group(question, distinct, relevance, policy, dropped)
+    picked, joined, use_mmr = select(distinct, relevance, policy, qtype, dropped)
+    return Assembly(tuple(picked), dropped, joined, use_mmr)
+
+
+def rerankers_of(reranker: Reranker | Sequence[Reranker] | None) -> tuple[Reranker, ...]:
+    """``reranker`` as a chain: None is none, one is a chain of one."""
+    if reranker is None:
+        return ()
+    if callable(reranker):
+        return (reranker,)
+    return tuple(reranker)
+
+
+def admit_pool(question: str, candidates: Iterable[Candidate], policy: ContextPolicy, dropped: dict[str, int],
+               lost: dict[str, str] | None = None) -> list[Candidate]:
+    """Steps 1-3 and the first version ordering: one copy per chunk id, the best ``candidate_pool`` by fusion
+    score, near-copies within one document gone, superseded versions after the rest (``lost``: chunk id ->
+    why it went, for a trace)."""
     best: dict[str, Candidate] = {}
     for c in candidates:
         seen = best.get(c.chunk_id)
@@ -222,42 +250,70 @@ def assemble(question: str, candidates: Iterable[Candidate], *, policy: ContextP
     by_fusion = sorted(best.values(), key=lambda c: (-c.score, c.chunk_id))
     pool, rest = by_fusion[: policy.candidate_pool], by_fusion[policy.candidate_pool :]
     _count(dropped, "pool", len(rest))
+    _lose(lost, rest, "pool")
     distinct: list[Candidate] = []
     keys: set[tuple[str, str]] = set()
-    shingles: dict[str, list[frozenset[str]]] = {}
+    seen_shingles: dict[str, list[frozenset[str]]] = {}
     for c in pool:
         # Within one document a near-copy goes; across documents it becomes a mirror (_canonical, below).
         norm = normalised(c.text)
         sh = _shingles(norm)
-        own = shingles.setdefault(c.document_id, [])
+        own = seen_shingles.setdefault(c.document_id, [])
         if (c.document_id, norm) in keys or any(_jaccard(sh, other) >= policy.near_duplicate for other in own):
             _count(dropped, "duplicate")
+            _lose(lost, [c], "duplicate")
             continue
         keys.add((c.document_id, norm))
         own.append(sh)
         distinct.append(c)
     # Superseded versions of a document after the rest before any reranking, so that the positions a reranker
     # reads (the coverage reranker's prior) are those the current versions would have without them.
-    distinct = _newest_first(question, distinct, [c.score for c in distinct])[0]
-    # One ordering only: the reranker's when given, else the fusion order.
-    if reranker is not None and distinct:
-        scores = [float(s) for s in reranker(question, distinct)]
-        if len(scores) != len(distinct):
-            raise ValueError(f"the reranker returned {len(scores)} scores for {len(distinct)} candidates")
-        order = sorted(range(len(distinct)), key=lambda i: -scores[i])
-        distinct = [replace(distinct[i], evidence=replace(distinct[i].evidence, score=scores[i])) for i in order]
+    return _newest_first(question, distinct, [c.score for c in distinct])[0]
+
+
+def rerank(question: str, pool: list[Candidate],
+           rerankers: Sequence[Reranker]) -> tuple[list[Candidate], list[float]]:
+    """The pool ordered by the chain of rerankers (each reorders the previous one's order; ties keep it), with
+    the last one's scores as relevance (and as ``evidence.score``); no reranker: the fusion order and score."""
+    relevance = [c.score for c in pool]
+    for reranker in rerankers:
+        if not pool:
+            break
+        scores = [float(s) for s in reranker(question, pool)]
+        if len(scores) != len(pool):
+            raise ValueError(f"the reranker returned {len(scores)} scores for {len(pool)} candidates")
+        order = sorted(range(len(pool)), key=lambda i: -scores[i])
+        pool = [replace(pool[i], evidence=replace(pool[i].evidence, score=scores[i])) for i in order]
         relevance = [scores[i] for i in order]
-    else:
-        relevance = [c.score for c in distinct]
-    distinct, relevance = _canonical(question, distinct, relevance, policy, dropped)
-    distinct, relevance = _newest_first(question, distinct, relevance)
+    return pool, relevance
+
+
+def group(question: str, order: list[Candidate], relevance: list[float], policy: ContextPolicy,
+          dropped: dict[str, int], into: dict[str, str] | None = None) -> tuple[list[Candidate], list[float]]:
+    """Near-copies across documents become one item (``into``: member chunk id -> the item's chunk id), then
+    superseded versions go after every other item."""
+    order, relevance = _canonical(question, order, relevance, policy, dropped, into)
+    return _newest_first(question, order, relevance)
+
+
+def select(order: list[Candidate], relevance: list[float], policy: ContextPolicy, qtype: QueryType,
+           dropped: dict[str, int], lost: dict[str, str] | None = None) -> tuple[list[Candidate], int, bool]:
+    """Steps 5-6: the walk (or MMR for diverse questions) under the quota and ``max_chunks``, then joins;
+    (picked, how many were joined into a neighbour, whether MMR picked)."""
+    row = policy.row(qtype)
     use_mmr = qtype is QueryType.DIVERSE
-    picked = (_mmr if use_mmr else _greedy)(distinct, relevance, row.per_document, row.max_chunks,
-                                             policy.mmr_lambda, dropped)
+    picked = (_mmr if use_mmr else _greedy)(order, relevance, row.per_document, row.max_chunks,
+                                             policy.mmr_lambda, dropped, lost)
     joined = 0
     if policy.join_adjacent:
-        picked, joined = _join(picked)
-    return Assembly(tuple(picked), dropped, joined, use_mmr)
+        picked, joined = _join(picked, lost)
+    return picked, joined, use_mmr
+
+
+def _lose(lost: dict[str, str] | None, gone: Iterable[Candidate], why: str) -> None:
+    if lost is not None:
+        for c in gone:
+            lost.setdefault(c.chunk_id, why)
 
 
 #: Near-copies across documents: the smaller text's word trigrams found in the other at this share.  One
@@ -266,7 +322,7 @@ NEAR_CONTAINMENT = 0.7
 
 
 def _canonical(question: str, order: list[Candidate], relevance: list[float], policy: ContextPolicy,
-               dropped: dict[str, int]) -> tuple[list[Candidate], list[float]]:
+               dropped: dict[str, int], into: dict[str, str] | None = None) -> tuple[list[Candidate], list[float]]:
     """Near-copies from different documents become one item: the canonical member, at the group's best
     place and relevance, citing the others as mirrors (:mod:`injection.duplicates`)."""
     if len(order) < 2:
@@ -300,6 +356,8 @@ def _canonical(question: str, order: list[Candidate], relevance: list[float], po
         replaced[top] = (replace(c, evidence=evidence, score=max(order[i].score for i in group)), best)
         gone |= set(group) - {top}
         _count(dropped, "duplicate", len(group) - 1)
+        if into is not None:
+            into.update({order[i].chunk_id: c.chunk_id for i in group if i != canon})
     out, rel = [], []
     for i, c in enumerate(order):
         if i in replaced:
@@ -331,7 +389,7 @@ def _linked(c: Candidate, picked: Sequence[Candidate]) -> bool:
 
 
 def _greedy(order: list[Candidate], _rel: list[float], quota: int, limit: int, _lam: float,
-            dropped: dict[str, int]) -> list[Candidate]:
+            dropped: dict[str, int], lost: dict[str, str] | None = None) -> list[Candidate]:
     """Walk the order under the quota and the chunk limit.
 
     Two rules keep a page's best passage: a part of a split unit next to a
@@ -355,10 +413,12 @@ def _greedy(order: list[Candidate], _rel: list[float], quota: int, limit: int, _
             continue
         if slots >= limit:
             _count(dropped, "max_chunks", len(order) - i)
+            _lose(lost, order[i:], "max_chunks")
             break
         allowed = quota + 1 if c.document_id == subject and run > quota else quota
         if per_doc.get(c.document_id, 0) >= allowed:
             _count(dropped, "per_document")
+            _lose(lost, [c], "per_document")
             continue
         per_doc[c.document_id] = per_doc.get(c.document_id, 0) + 1
         out.append(c)
@@ -373,7 +433,7 @@ def _similarity(a: Candidate, b: Candidate, sh: dict[str, frozenset[str]]) -> fl
 
 
 def _mmr(order: list[Candidate], rel: list[float], quota: int, limit: int, lam: float,
-         dropped: dict[str, int]) -> list[Candidate]:
+         dropped: dict[str, int], lost: dict[str, str] | None = None) -> list[Candidate]:
     """Maximal marginal relevance: each pick maximises ``lam * relevance - (1 - lam) * max similarity``."""
     if not order:
         return []
@@ -397,6 +457,9 @@ def _mmr(order: list[Candidate], rel: list[float], quota: int, limit: int, lam: 
     over_quota = [i for i in left if per_doc.get(order[i].document_id, 0) >= quota]
     _count(dropped, "per_document", len(over_quota))
     _count(dropped, "max_chunks", len(left) - len(over_quota))
+    if lost is not None:
+        for i in left:
+            _lose(lost, [order[i]], "per_document" if i in over_quota else "max_chunks")
     return [order[i] for i in out]
 
 
@@ -420,7 +483,7 @@ def _glue(first: str, second: str) -> str:
     return first.rstrip() + "\n" + second.lstrip()
 
 
-def _join(picked: list[Candidate]) -> tuple[list[Candidate], int]:
+def _join(picked: list[Candidate], lost: dict[str, str] | None = None) -> tuple[list[Candidate], int]:
     """Fold each selected chunk into its selected predecessor; the result sits at the stronger one's rank."""
     items = list(picked)
     joined = 0
@@ -445,6 +508,8 @@ def _join(picked: list[Candidate]) -> tuple[list[Candidate], int]:
                         ordinal=b.ordinal if a.ordinal is not None and b.ordinal is not None else a.ordinal,
                     )
                     keep = min(i, j)
+                    if lost is not None:
+                        lost.setdefault(b.chunk_id, f"joined:{a.chunk_id}")
                     items[keep] = merged
                     del items[max(i, j)]
                     joined += 1
