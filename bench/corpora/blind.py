@@ -9,12 +9,18 @@ runs for them:
   page has none; scripts, styles, the head and Sphinx's ``headerlink`` anchors left out; block elements
   separated by a space); a PDF page (``<file>.pdf#page=N``) as ``pdftotext`` gives it (PyMuPDF when
   poppler is not installed); any other file its raw text.  Whitespace collapsed to one space;
-* an answerable question's ``passage`` occurs in its ``page``'s text in the NEW release, exactly;
+* an answerable question's ``passage`` (20-300 characters) occurs in its ``page``'s text in the NEW
+  release, exactly;
   a ``distractor`` question's passage occurs on none of its ``distractor_pages``;
-* a ``freshness`` question's passage occurs nowhere in the OLD release (neither on its page nor elsewhere);
-* an ``unanswerable`` question's ``key_terms`` occur in no page of either release (case-insensitive);
+* a ``freshness`` question's passage occurs nowhere in the OLD release (neither on its page nor elsewhere),
+  typographic quotes, dashes and the ellipsis read as their ASCII forms on both sides (a generator that
+  switched its smart quotes off does not make old text look new);
+* an ``unanswerable`` question's ``key_terms`` occur in no page of either release (case-insensitive, quotes
+  and dashes folded as above);
 * no run of six consecutive words of the question occurs in its page (lower-cased, every character that
-  is not a letter or a digit read as a space).
+  is not a letter or a digit read as a space);
+* the set holds at least 40 prose/table/code/config, 10 unanswerable, 5 distractor and 5 freshness
+  questions (issue 43's minimum); ids are unique.
 
 Standard library only, so a question writer can run it with any Python 3.10+.  It does not judge whether
 a question is well asked, whether the passage answers it, nor anything about retrieval.
@@ -104,8 +110,17 @@ class _Text(HTMLParser):
         self._add(data)
 
 
+_FOLD = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-",
+                       "\u2026": "...", "\u00a0": " "})
+
+
 def collapse(text: str) -> str:
     return " ".join(text.split())
+
+
+def fold(text: str) -> str:
+    """``text`` with typographic quotes, dashes, the ellipsis and no-break spaces in their ASCII forms."""
+    return collapse(text.translate(_FOLD))
 
 
 def html_text(raw: str) -> str:
@@ -212,7 +227,7 @@ def _check_answerable(q: dict, old: Release, new: Release, old_all: dict[str, st
             elif passage in t:
                 out.append(f"passage is also on distractor page {d}")
     if q["kind"] == "freshness" and old_all is not None:
-        hits = [p for p, t in old_all.items() if passage in t]
+        hits = [p for p, t in old_all.items() if fold(passage) in t]
         if hits:
             out.append(f"freshness passage is already in the old release: {', '.join(hits[:3])}")
     return out
@@ -225,13 +240,14 @@ def _check_unanswerable(q: dict, texts: list[str]) -> list[str]:
     if q.get("page") or q.get("passage"):
         return ["an unanswerable question has no page or passage"]
     return [f"key term {t!r} occurs in the corpus" for t in terms
-            if any(collapse(t).lower() in text for text in texts)]
+            if any(fold(t).lower() in text for text in texts)]
 
 
 def check(questions: list[dict], old_root: Path, new_root: Path) -> tuple[list[str], Counter]:
     """(problems, each starting with the question's id and ': '; counts per kind) of ``questions``."""
     old, new = Release(old_root), Release(new_root)
-    old_all = old.all_texts() if any(q.get("kind") == "freshness" for q in questions) else None
+    old_all = ({p: fold(t) for p, t in old.all_texts().items()}
+               if any(q.get("kind") == "freshness" for q in questions) else None)
     lowered: list[str] | None = None
     problems: list[str] = []
     seen: set[str] = set()
@@ -248,7 +264,7 @@ def check(questions: list[dict], old_root: Path, new_root: Path) -> tuple[list[s
         counts[kind] += 1
         if kind == "unanswerable":
             if lowered is None:
-                lowered = [t.lower() for t in [*new.all_texts().values(), *(old_all or old.all_texts()).values()]]
+                lowered = [fold(t).lower() for t in [*new.all_texts().values(), *old.all_texts().values()]]
             found = _check_unanswerable(q, lowered)
         else:
             found = _check_answerable(q, old, new, old_all)
@@ -274,10 +290,12 @@ def load(path: Path) -> list[dict]:
 def main(corpora: dict[str, tuple[str, str]] | None = None) -> None:
     corpora = corpora or {}
     parser = argparse.ArgumentParser(description="Check a blind golden set against a corpus's two releases.")
-    parser.add_argument("questions", type=Path, help="questions.jsonl")
+    parser.add_argument("questions", type=Path, nargs="?", help="questions.jsonl")
     parser.add_argument("--corpus", choices=sorted(corpora) or None, help="a corpus by name (its folders known)")
     parser.add_argument("--old", type=Path, help="the old release's folder (instead of --corpus)")
     parser.add_argument("--new", type=Path, help="the new release's folder (instead of --corpus)")
+    parser.add_argument("--show", metavar="PAGE", help="print PAGE's text as the checks read it, and stop")
+    parser.add_argument("--release", choices=("new", "old"), default="new", help="the release --show reads")
     args = parser.parse_args()
     if args.corpus:
         old_root, new_root = (Path(p) for p in corpora[args.corpus])
@@ -285,6 +303,12 @@ def main(corpora: dict[str, tuple[str, str]] | None = None) -> None:
         old_root, new_root = args.old, args.new
     else:
         parser.error("give --corpus NAME, or --old DIR and --new DIR")
+    if args.show:
+        text = Release(new_root if args.release == "new" else old_root).text(args.show)
+        print(text if text is not None else f"{args.show}: no such text page in the {args.release} release")
+        sys.exit(0 if text is not None else 1)
+    if args.questions is None:
+        parser.error("give questions.jsonl (or --show PAGE)")
     problems, counts = check(load(args.questions), old_root, new_root)
     for p in problems:
         print(p)

@@ -16,6 +16,7 @@ left untouched (their mtime kept).  Freshness questions are answerable only afte
 
 ``verify(dest, questions)`` checks ``dest`` holds the new release's pages and the golden set with
 ``bench.corpora.blind``'s rules (a page's text: the visible text of Sphinx's ``role="main"`` block).
+It does not index the pages nor ask the questions.
 
     python -m bench.corpora.cmake_docs [--dest DIR] [--old-dest DIR]   # materialise and verify
 """
@@ -96,6 +97,10 @@ def verify(dest: Path, questions: list[dict]) -> list[str]:
     if questions:
         problems += blind.check(questions, old_folder(), dest)[0]
     return problems
+
+
+def count_pages(dest: Path) -> int:
+    return sum(1 for _ in Path(dest).rglob("*.html"))
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict]:

@@ -7,7 +7,8 @@ into one repository by ``bench.corpora.release_repo`` (one commit per release on
 release, the one a knowledge base is first indexed at, is 3.7 (``OLD_COMMIT``); the update moves ``main``
 through 3.8, 3.8.1, 3.8.2 and 3.9 to 3.10 (``NEW_COMMIT``).  A question's ``page`` is a path in the
 repository (``docs/extensions/toc.md``, ``markdown/extensions/toc.py``), and its passage is checked
-against the 3.10 work tree (``bench.corpora.blind``'s rules).
+against the 3.10 work tree (``bench.corpora.blind``'s rules).  It does not index the repository nor
+ask the questions: a benchmark does, as a ``git`` source (``SOURCE_OPTIONS``).
 
     python -m bench.corpora.markdown_repo [--cache DIR] [--dest DIR] [--upto VERSION]   # build and verify
 """
@@ -54,6 +55,11 @@ def materialise(cache: Path, dest: Path, upto: str | None = None) -> Path:
 def verify(dest: Path, questions: list[dict]) -> list[str]:
     """Problems with the repository at ``dest`` and with ``questions`` (empty when every check passes)."""
     return release_repo.verify(HISTORY, Path(dest), questions)
+
+
+def count_pages(dest: Path) -> int:
+    """Files in the repository's newest commit (each one a document of the ``git`` source)."""
+    return release_repo.count_files(Path(dest))
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict]:

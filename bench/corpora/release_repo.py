@@ -89,6 +89,11 @@ def tags(repo: Path) -> list[str]:
     return [s.split(" ", 1)[1] for s in subjects]
 
 
+def count_files(repo: Path) -> int:
+    """Files at ``main`` in ``repo``."""
+    return len(git(repo, "ls-tree", "-r", "--name-only", "main").splitlines())
+
+
 def build(history: History, repo: Path, upto: str | None = None) -> Path:
     """Commit the releases up to ``upto`` (default: all) into ``repo``, going on from the last one there."""
     repo = Path(repo)

@@ -6,7 +6,8 @@ Six consecutive releases of structlog (PyPI sdists: MyST Markdown docs under ``d
 left out).  The OLD release, the one a knowledge base is first indexed at, is 24.4.0 (``OLD_COMMIT``);
 the update moves ``main`` through the other five releases to 25.5.0 (``NEW_COMMIT``).  A question's
 ``page`` is a path in the repository (``docs/processors.md``, ``src/structlog/dev.py``), and its passage
-is checked against the 25.5.0 work tree (``bench.corpora.blind``'s rules).
+is checked against the 25.5.0 work tree (``bench.corpora.blind``'s rules).  It does not index the
+repository nor ask the questions: a benchmark does, as a ``git`` source (``SOURCE_OPTIONS``).
 
     python -m bench.corpora.structlog_repo [--cache DIR] [--dest DIR] [--upto VERSION]   # build and verify
 """
@@ -53,6 +54,11 @@ def materialise(cache: Path, dest: Path, upto: str | None = None) -> Path:
 def verify(dest: Path, questions: list[dict]) -> list[str]:
     """Problems with the repository at ``dest`` and with ``questions`` (empty when every check passes)."""
     return release_repo.verify(HISTORY, Path(dest), questions)
+
+
+def count_pages(dest: Path) -> int:
+    """Files in the repository's newest commit (each one a document of the ``git`` source)."""
+    return release_repo.count_files(Path(dest))
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict]:
