@@ -27,6 +27,7 @@ the raw bytes, the texts may be extracted from markup).
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -113,19 +114,32 @@ def match_moves(new: Mapping[str, int], old: Mapping[str, int], score: Callable[
     in all, on the most plausible pairs first (same basename, more shared
     path segments, closer sizes, then keys); it answers the similarity, or
     None when either side cannot be read.  A pair scoring under
-    ``threshold`` is never a move.
+    ``threshold`` is never a move.  Not guaranteed beyond the cap: a source
+    with more same-named keys, or more unpaired keys, than
+    ``max_comparisons`` on a side has only the first of them (by key)
+    considered.
     """
-    budget = [max(0, max_comparisons)]
-    by_name: dict[str, list[str]] = {}
-    for key in old:
-        by_name.setdefault(basename(key), []).append(key)
-    named = sorted(((n, o) for n in new for o in by_name.get(basename(n), ())),
-                   key=lambda p: (-_shared_tail(*p), -_ratio(old[p[1]], new[p[0]]), p))
+    cap = max(0, max_comparisons)
+    budget = [cap]
+    # Enumeration is bounded too: at most ``cap`` keys of a basename on each side, and in the size
+    # pass at most ``cap`` keys on each side (the first by key), so a pass looks at <= cap * min(new, old)
+    # pairs to choose the ``cap`` it scores.
+    old_by_name: dict[str, list[str]] = {}
+    new_by_name: dict[str, list[str]] = {}
+    for key in sorted(old):
+        old_by_name.setdefault(basename(key), []).append(key)
+    for key in sorted(new):
+        new_by_name.setdefault(basename(key), []).append(key)
+    named = heapq.nsmallest(cap, ((n, o) for name, keys in new_by_name.items() for n in keys[:cap]
+                                  for o in old_by_name.get(name, ())[:cap]),
+                            key=lambda p: (-_shared_tail(*p), -_ratio(old[p[1]], new[p[0]]), p))
     matches = _pass(named, score, threshold, budget, "basename", taken=set())
     taken = {m.new for m in matches} | {m.old for m in matches}
-    sized = sorted(((n, o) for n in new if n not in taken for o in old if o not in taken
-                    and suffix(n) == suffix(o) and size_plausible(old[o], new[n], threshold)),
-                   key=lambda p: (-_ratio(old[p[1]], new[p[0]]), p))
+    new_left = [n for n in sorted(new) if n not in taken][:cap]
+    old_left = [o for o in sorted(old) if o not in taken][:cap]
+    sized = heapq.nsmallest(budget[0], ((n, o) for n in new_left for o in old_left
+                                        if suffix(n) == suffix(o) and size_plausible(old[o], new[n], threshold)),
+                            key=lambda p: (-_ratio(old[p[1]], new[p[0]]), p))
     return matches + _pass(sized, score, threshold, budget, "size", taken=taken)
 
 

@@ -274,6 +274,16 @@ def test_only_plausible_pairs_are_compared_and_never_more_than_the_cap() -> None
     assert len(match_moves(many, {f"e{i}/guide.md": 1000 for i in range(50)}, score, max_comparisons=7)) <= 7
     assert len(asked) == 7
 
+    # A site restructured wholesale: 5,000 pages gone, 5,000 unrelated ones new, all of one size, one name.
+    import time
+
+    for new_name, old_name in (("{i}.md", "page-{i}.md"), ("index.md", "index.md")):  # the size pass, the name pass
+        asked.clear()
+        started = time.perf_counter()
+        match_moves({f"new{i}/" + new_name.format(i=i): 1000 for i in range(5000)},
+                    {f"old{i}/" + old_name.format(i=i): 1000 for i in range(5000)}, lambda n, o: score(n, o) - 0.5)
+        assert len(asked) == 200 and time.perf_counter() - started < 2.0  # 0.1 s here; 25 M pairs unbounded
+
 
 def test_the_planner_fetches_only_plausible_candidates_through_the_run_s_reader(guarded: Services,
                                                                                tmp_path: Path) -> None:
