@@ -420,7 +420,7 @@ class _MoveReads:
                     if self._parsers is None:
                         options = self.ctx.registry.get_source(self.source_id).options
                         self._parsers = self.ctx.parsers.for_source(options).deferring_ocr()
-                    parsed = self._parsers.parse(data, ref.key)
+                    parsed = self._parsers.parse(data, ref.key, getattr(ref, "media_type", None))  # a bare web key
                     chunks = self.ctx.chunker.chunk(document_id(self.source_id, ref.key), parsed)
                     self._lines[ref.key] = Lines.of(c.text for c in chunks)
                 except Exception as exc:  # unparsable, too large, needs OCR: compared with nothing
