@@ -159,9 +159,9 @@ def index_parts(settings: Any, model_id: str, corpus: Corpus) -> dict[str, Any]:
     """What a kept index depends on: a change in any of these re-indexes."""
     from freshindex.vectorstore.lexical import LEXICAL_VERSION
     from freshindex.workers.chunking import CHUNKER_VERSION
-    from freshindex.workers.parsing import PARSER_SET_VERSION
+    from freshindex.workers.parsing.registry import specs
 
-    return {"parser_set": PARSER_SET_VERSION, "chunker": CHUNKER_VERSION, "lexical": LEXICAL_VERSION,
+    return {"parsers": {s.name: s.version for s in specs()}, "chunker": CHUNKER_VERSION, "lexical": LEXICAL_VERSION,
             "embedder": model_id, "corpus": corpus.release,
             "sources_settings": settings.sources.model_dump(mode="json", exclude={"s3"}),
             "embedding_settings": settings.embedding.model_dump(mode="json", exclude={"batch_size", "threads"})}

@@ -38,7 +38,7 @@ from freshindex.core.errors import DocumentError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import ChunkDraft, ParsedDocument
 from freshindex.workers.connectors import check_key, for_run
-from freshindex.workers.versions import PIPELINE_VERSION
+from freshindex.workers.versions import document_version
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,9 +90,10 @@ class ParseAhead:
         self._abandoned = False
 
     def submit(self, ctx: PipelineContext, source_id: str, key: str, *, run_id: int | None = None,
-               etag: str | None = None) -> None:
-        """Start on ``key``; with ``run_id``, inside the document's own attempt (the poison-pill counter,
-        :func:`workers.pipeline.begin_attempt`), which the loop adopts or :meth:`discard` closes."""
+               etag: str | None = None, media_type: str | None = None) -> None:
+        """Start on ``key`` (read by its extension, else ``media_type``); with ``run_id``, inside the document's
+        own attempt (the poison-pill counter, :func:`workers.pipeline.begin_attempt`), which the loop adopts or
+        :meth:`discard` closes."""
         self._ctx = ctx
         while len(self._pending) >= self.HELD:
             self._drop(self._pending.pop(next(iter(self._pending))))
@@ -115,7 +116,9 @@ class ParseAhead:
                         return
                     out.attempt_open = True
                 known = ctx.registry.get_document(doc_id)
-                indexed = known if known is not None and known.parser_version == PIPELINE_VERSION else None
+                # Indexed by the parser that reads it now (its version): else parsed again (the loop decides).
+                version = document_version(parsers.version_for(key, media_type))
+                indexed = known if known is not None and known.parser_version == version else None
                 check_key(key)
                 data = for_run(connector, run_id).fetch(key)  # at the revision the run planned
                 if len(data) > ctx.max_file_bytes:
@@ -123,10 +126,10 @@ class ParseAhead:
                 out.data, out.digest = data, content_hash(data)
                 if indexed is not None and out.digest == indexed.content_hash:
                     return
-                if indexed is not None and indexed.shape_hash and parsers.shape(data, key) == indexed.shape_hash:
+                if indexed is not None and indexed.shape_hash and parsers.shape(data, key, media_type) == indexed.shape_hash:
                     out.shape = indexed.shape_hash  # changed only where the parser does not read (navigation)
                     return
-                out.parsed = parsers.parse(data, key)
+                out.parsed = parsers.parse(data, key, media_type)
                 out.chunks = ctx.chunker.chunk(doc_id, out.parsed)
                 if self.embed and out.chunks:
                     out.vectors, out.embed_seconds = embed_new(ctx, doc_id if known is not None else None, out.chunks)

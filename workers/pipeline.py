@@ -46,8 +46,10 @@ from freshindex.workers.document_acl import resolve_document_acl
 from freshindex.workers.embedding import embed_with_cache
 from freshindex.workers.handoff import EmbedPayload, Stage, StageHandoff
 from freshindex.workers.parsing import OcrDeferred, Parsers
+from freshindex.workers.parsing.registry import spec_named
 from freshindex.workers.provenance import provenance
-from freshindex.workers.versions import PIPELINE_VERSION
+from freshindex.workers.versions import PIPELINE_VERSION, rechunk_reason
+from freshindex.workers.versions import document_version as _version_of
 
 log = logging.getLogger("freshindex.pipeline")
 
@@ -77,16 +79,24 @@ class PipelineContext:
                            backoff_max_s=self.sync.fetch_backoff_max_s)
 
 
+def document_version(parsers: Parsers, key: str, media_type: str | None = None) -> str:
+    """The version a document at ``key`` records when processed now (:func:`workers.versions.document_version`):
+    its parser's and :data:`PIPELINE_VERSION` (read here at each call).  One recorded differs: process it again."""
+    return _version_of(parsers.version_for(key, media_type), PIPELINE_VERSION)
+
+
 def process_document(
     ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int,
-    stage: Stage = Stage.ALL, work: Callable[[], DocumentOutcome] | None = None,
+    stage: Stage = Stage.ALL, work: Callable[[], DocumentOutcome] | None = None, media_type: str | None = None,
 ) -> DocumentOutcome:
     """Bring one document's chunks in the registry up to date with the source.
 
     ``stage`` (:mod:`workers.handoff`): :attr:`Stage.ALL` does every step;
     the parse and OCR stages raise :class:`StageHandoff` where the next
     stage runs elsewhere.  ``work`` replaces the steps (the embed stage's),
-    inside the same fence and crash accounting.
+    inside the same fence and crash accounting.  ``media_type`` (the
+    listing's :attr:`core.types.ObjectRef.media_type`) picks the parser of a
+    key without an extension one reads.
 
     A task of a run that no longer takes writes (finished, or adopted by a
     later run after its worker died or while it waited for a retry) changes
@@ -102,12 +112,12 @@ def process_document(
             raise StaleTaskError(run_id, changeset_id, why)
         ready = ctx.ahead.take(key) if ctx.ahead is not None else None
         if ready is None or not ready.attempt_open:  # else the thread that worked ahead opened it: adopted
-            poisoned = begin_attempt(ctx, run_id, changeset_id, source_id, key, etag, size)
+            poisoned = begin_attempt(ctx, run_id, changeset_id, source_id, key, etag, size, media_type)
             if poisoned is not None:
                 return poisoned
         try:
             outcome = work() if work is not None else _process_document(ctx, run_id, changeset_id, source_id,
-                                                                         key, etag, size, stage, ready)
+                                                                         key, etag, size, stage, ready, media_type)
         except BaseException:
             _end_attempt(ctx, doc_id, outcome=False)  # alive: a retry or a recorded error, not a crash
             raise
@@ -120,7 +130,7 @@ def process_document(
 
 
 def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str,
-                  etag: str | None, size: int) -> DocumentOutcome | None:
+                  etag: str | None, size: int, media_type: str | None = None) -> DocumentOutcome | None:
     """The poison-pill rule, one for the Celery task and the inline runner: None to go on, or the failure.
 
     Counted in the registry before anything is fetched or parsed
@@ -148,7 +158,8 @@ def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_i
               f"sync.document_crash_retries={limit}); skipped until it changes")
     ctx.registry.record_failure(run_id, source_id=source_id, document_id=doc_id, key=key,
                                 reason=DocumentError.WORKER_CRASHED, detail=detail, etag=etag, size=size,
-                                changeset_id=changeset_id, parser_version=PIPELINE_VERSION)
+                                changeset_id=changeset_id,
+                                parser_version=document_version(ctx.parsers, key, media_type))
     _end_attempt(ctx, doc_id, outcome=True)
     ctx.metrics.document_errors.labels(source_id, DocumentError.WORKER_CRASHED).inc()
     ctx.metrics.documents.labels(source_id, "failed").inc()
@@ -198,6 +209,14 @@ class _Job:
     doc_id: str
     raw_digest: str | None = None  # the fetched bytes' hash: what a later sync matches a move by
     stage: Stage = Stage.ALL
+    media_type: str | None = None  # the listing's, for a key without an extension a parser reads
+    #: The version the document records when processed now (:func:`document_version`); "" until asked.
+    version: str = ""
+
+    def version_now(self, ctx: PipelineContext) -> str:
+        if not self.version:
+            self.version = document_version(ctx.parsers, self.key, self.media_type)
+        return self.version
 
 
 @dataclass
@@ -231,7 +250,7 @@ class _Change:
 
 def _process_document(
     ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int,
-    stage: Stage = Stage.ALL, ready: Prepared | None = None,
+    stage: Stage = Stage.ALL, ready: Prepared | None = None, media_type: str | None = None,
 ) -> DocumentOutcome:
     """The work of :func:`process_document` once the run was seen open: fetch (or take what was
     fetched ahead, ``ready``), decide, stage.
@@ -242,7 +261,7 @@ def _process_document(
     """
     started = time.perf_counter()
     job = _Job(run_id, changeset_id, source_id, key, etag, size, started, ctx.registry.get_source(source_id),
-               document_id(source_id, key), stage=stage)
+               document_id(source_id, key), stage=stage, media_type=media_type)
     try:
         fetched = _fetch(ctx, job, ready)
         decided = _decide(ctx, job, fetched)
@@ -283,7 +302,7 @@ def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, dige
     """The indexed version has this content: touch it (a re-tag if its ACL moved), never re-embed."""
     known = fetched.known
     if (known is None or known.state != DocumentState.ACTIVE or not known.content_hash
-            or known.content_hash != digest or known.parser_version != PIPELINE_VERSION):
+            or known.content_hash != digest or known.parser_version != job.version_now(ctx)):
         return None
     ctx.registry.touch_document(job.run_id, job.doc_id, etag=job.etag, size=len(fetched.data),
                                 seconds=time.perf_counter() - job.started, changeset_id=job.changeset_id,
@@ -339,7 +358,7 @@ def _touch_if_same_shape(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> 
     if known is None or not known.shape_hash or (ready is not None and ready.parsed is not None):
         return None
     shape = (ready.shape if ready is not None and ready.shape
-             else ctx.parsers.for_source(job.source.options).shape(fetched.data, job.key))
+             else ctx.parsers.for_source(job.source.options).shape(fetched.data, job.key, job.media_type))
     return _touch_if_unchanged(ctx, job, fetched, known.content_hash, shape) if shape == known.shape_hash else None
 
 
@@ -347,9 +366,9 @@ def _parse(ctx: PipelineContext, job: _Job, data: bytes) -> ParsedDocument:
     """Parse; in the parse stage a PDF page that needs OCR hands the document on to the ocr stage."""
     parsers = ctx.parsers.for_source(job.source.options)
     if job.stage is not Stage.PARSE:
-        return parsers.parse(data, job.key)
+        return parsers.parse(data, job.key, job.media_type)
     try:
-        return parsers.deferring_ocr().parse(data, job.key)
+        return parsers.deferring_ocr().parse(data, job.key, job.media_type)
     except OcrDeferred as exc:
         raise StageHandoff(Stage.OCR) from exc
 
@@ -412,7 +431,8 @@ def _record_document_error(ctx: PipelineContext, job: _Job, exc: DocumentError) 
     if exc.reason in DocumentError.SKIP:  # nothing to index, on purpose: a skip, never a failure
         ctx.registry.record_skips(job.run_id, job.changeset_id, source_id, [{
             "document_id": doc_id, "key": key, "reason": exc.reason, "detail": exc.detail, "etag": job.etag,
-            "size": job.size, "seconds": seconds, "parser_version": PIPELINE_VERSION, "source_hash": job.raw_digest}])
+            "size": job.size, "seconds": seconds, "parser_version": job.version_now(ctx),
+            "source_hash": job.raw_digest}])
         ctx.metrics.documents_skipped.labels(source_id, exc.reason).inc()
         ctx.metrics.documents.labels(source_id, DocumentOutcomeKind.SKIPPED).inc()
         log.info("document skipped", extra={"event": "document_skipped", "source": source_id, "key": key,
@@ -421,7 +441,8 @@ def _record_document_error(ctx: PipelineContext, job: _Job, exc: DocumentError) 
                                error_reason=exc.reason, error_detail=exc.detail, seconds=seconds)
     ctx.registry.record_failure(
         job.run_id, source_id=source_id, document_id=doc_id, key=key, reason=exc.reason, detail=exc.detail,
-        etag=job.etag, size=job.size, seconds=seconds, changeset_id=job.changeset_id, parser_version=PIPELINE_VERSION,
+        etag=job.etag, size=job.size, seconds=seconds, changeset_id=job.changeset_id,
+        parser_version=job.version_now(ctx),
     )
     ctx.metrics.document_errors.labels(source_id, exc.reason).inc()
     ctx.metrics.documents.labels(source_id, "failed").inc()
@@ -438,20 +459,21 @@ def _stage(ctx: PipelineContext, job: _Job, known: DocumentRecord | None, acl: D
            ) -> DocumentOutcome:
     """Stage the change in the run's changeset with its provenance (one transaction), count it."""
     source, result = job.source, change.result
-    rechunk_reason = None
-    if known is not None and known.content_hash == change.digest and known.parser_version != PIPELINE_VERSION:
-        rechunk_reason = f"pipeline {known.parser_version} -> {PIPELINE_VERSION}"
+    version = _parsed_version(ctx, job, change.parsed)
+    reason = None
+    if known is not None and known.content_hash == change.digest and known.parser_version != version:
+        reason = rechunk_reason(known.parser_version, version)
     outcome = DocumentOutcome(
         document_id=job.doc_id, key=job.key,
         outcome=DocumentOutcomeKind.MODIFIED if known is not None and known.version else DocumentOutcomeKind.ADDED,
         chunks_embedded=result.embedded, chunks_reused=result.reused, chunks_kept=len(change.new_ids & change.old_ids),
         chunks_added=len(change.added_ids), chunks_moved=change.moved, tombstones=len(change.removed_ids),
-        seconds=time.perf_counter() - job.started, rechunk_reason=rechunk_reason,
+        seconds=time.perf_counter() - job.started, rechunk_reason=reason,
     )
     ctx.registry.stage_document(
         job.run_id, job.changeset_id, source=source, document_id=job.doc_id, key=job.key, etag=job.etag,
         size=change.size, content_hash=change.digest, title=change.parsed.title, parser=change.parsed.parser,
-        parser_version=PIPELINE_VERSION, chunks=change.chunks, added_ids=change.added_ids,
+        parser_version=version, chunks=change.chunks, added_ids=change.added_ids,
         removed_ids=change.removed_ids, outcome=outcome, acl=acl, source_hash=job.raw_digest,
         shape_hash=change.parsed.meta.get("shape_hash"),
         # Validity and provenance (front matter, source URI): the freshness sweep reads them (workers/provenance.py).
@@ -469,6 +491,15 @@ def _stage(ctx: PipelineContext, job: _Job, known: DocumentRecord | None, acl: D
                "embedded": result.embedded, "reused": result.reused, "tombstones": len(change.removed_ids)},
     )
     return outcome
+
+
+def _parsed_version(ctx: PipelineContext, job: _Job, parsed: ParsedDocument) -> str:
+    """The version of the parser that read the document (stamped by :meth:`Parsers.parse`; the embed stage's
+    parse carries only its parser's name), joined to the pipeline's: what the document records."""
+    version = parsed.parser_version
+    if not version and (spec := spec_named(parsed.parser)) is not None:
+        version = spec.version
+    return _version_of(version, PIPELINE_VERSION) if version else job.version_now(ctx)
 
 
 def finish_sync(ctx: PipelineContext, run_id: int) -> tuple[SyncRunInfo, bool]:

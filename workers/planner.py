@@ -14,6 +14,7 @@ themselves are processed by :func:`workers.pipeline.process_document`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from freshindex.acl.model import DocumentAcl, is_sidecar
@@ -43,6 +44,7 @@ class PlannedDocument:
     key: str
     etag: str | None
     size: int
+    media_type: str | None = None  # the listing's (ObjectRef.media_type): picks the parser of a bare key
 
 
 @dataclass(frozen=True)
@@ -141,8 +143,10 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
     run_id, changeset_id = claim.run_id, claim.changeset_id or 0
     log.info("sync started", extra={"event": "sync_started", "source": source_id, "run": run_id})
     listing = list_source(ctx, source, run_id)
-    # The version is read from its module when called (a test patches it to stand for an upgrade).
-    diff = diff_listing(ctx, source_id, listing, version=pipeline.PIPELINE_VERSION)
+    # Each document's version: its parser's (the registry's) and the pipeline's, read from its module
+    # when called (a test patches it to stand for an upgrade).
+    diff = diff_listing(ctx, source_id, listing,
+                        version=lambda ref: pipeline.document_version(ctx.parsers, ref.key, ref.media_type))
     held = guard_deletions(ctx, source_id, run_id, diff, listed=len(listing.docs))
     record_plan(ctx, source, run_id, changeset_id, listing, diff)
     deleted = apply_deletions(ctx, source, run_id, changeset_id, listing, diff, held)
@@ -178,15 +182,18 @@ def list_source(ctx: PipelineContext, source: SourceInfo, run_id: int) -> Listin
                    for_run(connector, run_id))
 
 
-def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *, version: str) -> SourceDiff:
+def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *,
+                 version: Callable[[ObjectRef], str]) -> SourceDiff:
     """Diff the listing against the registry: what to process, what moved, what vanished, what is skipped.
 
-    ``version`` is the pipeline's (``PIPELINE_VERSION``): a document indexed by another is processed again.
+    ``version(ref)`` is the version the document would record now (:func:`workers.pipeline.document_version`):
+    a document that recorded another (its parser's or the chunker's changed) is processed again.
     """
     known = ctx.registry.documents_for_source(source_id)
     refs, docs, excluded = listing.refs, listing.docs, listing.excluded
     listed = {ref.key for ref in docs}
-    planned = tuple(PlannedDocument(r.key, r.etag, r.size) for r in docs if _needs_processing(known.get(r.key), r, version))
+    planned = tuple(PlannedDocument(r.key, r.etag, r.size, r.media_type) for r in docs
+                    if _needs_processing(known.get(r.key), r, version(r)))
     planned_keys = {d.key for d in planned}
     # Under a folder the connector could not read (listed as one unreadable entry), nothing is gone.
     unlisted = tuple(getattr(listing.connector, "unlisted_prefixes", ()))

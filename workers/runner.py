@@ -163,9 +163,9 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
             for n, doc in enumerate(plan.documents, start=1):
                 if ahead is not None and n < total:
                     ahead.submit(ctx, source_id, plan.documents[n].key, run_id=plan.run_id,
-                                 etag=plan.documents[n].etag)
+                                 etag=plan.documents[n].etag, media_type=plan.documents[n].media_type)
                 outcome = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, source_id, doc.key,
-                                                    doc.etag, doc.size)
+                                                    doc.etag, doc.size, media_type=doc.media_type)
                 if outcome.outcome == DocumentOutcomeKind.STALE:
                     # Another process closed this run (it looked dead to it):
                     # every further write would be refused too.

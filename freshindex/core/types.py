@@ -33,6 +33,10 @@ class ObjectRef:
     #: The key this object had in the previous listing, when the source itself says it was
     #: renamed (git's rename detection); None when the source cannot tell.
     moved_from: str | None = None
+    #: The object's media type when the source knows it (an HTTP ``Content-Type``, S3's ``ContentType``;
+    #: parameters such as ``; charset=utf-8`` allowed): a key without an extension a parser reads is
+    #: parsed by it (:func:`workers.parsing.registry.spec_for`).  None: chosen by the key alone.
+    media_type: str | None = None
 
 
 @dataclass(frozen=True)

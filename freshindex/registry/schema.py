@@ -127,7 +127,9 @@ class Document(Base):
     error_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
     error_detail: Mapped[str | None] = mapped_column(Text, nullable=True)
     parser: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    parser_version: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: ``<the version of the parser that read it>.<the chunker's>`` (workers/versions.py; migration 0016):
+    #: a document whose recorded version differs from the one it would record now is processed again.
+    parser_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
     title: Mapped[str | None] = mapped_column(Text, nullable=True)
     version: Mapped[int] = mapped_column(Integer, default=0)
     chunk_count: Mapped[int] = mapped_column(Integer, default=0)

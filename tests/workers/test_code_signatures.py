@@ -61,4 +61,4 @@ def test_the_continued_line_of_a_long_go_method_names_the_method() -> None:
 
 
 def test_the_parser_versions_moved_with_the_chunk_text() -> None:
-    assert code_parser.VERSION == "code-5" and parsing.PARSER_SET_VERSION == "p7"
+    assert code_parser.VERSION == "code-5" and parsing.Parsers().version_for("send/send.go") == "code-5"

@@ -80,9 +80,12 @@ def test_bytes_already_indexed_are_not_parsed_ahead(tmp_path: Path) -> None:
             def for_source(self, options: Any) -> Any:
                 return self
 
-            def parse(self, data: bytes, key: str) -> Any:
+            def version_for(self, key: str, media_type: str | None = None) -> str | None:
+                return real.version_for(key, media_type)
+
+            def parse(self, data: bytes, key: str, media_type: str | None = None) -> Any:
                 parsed.append(key)
-                return real.parse(data, key)
+                return real.parse(data, key, media_type)
 
         ctx = dataclasses.replace(svc.pipeline, parsers=Counting())
         ahead = pipeline.ParseAhead()

@@ -105,7 +105,7 @@ def test_a_chunker_upgrade_re_chunks_deliberately_and_says_why(hashing_svc: Serv
     monkeypatch.setattr(chunking, "CHUNKER_VERSION", "c-next")
     monkeypatch.setattr(pipeline, "PIPELINE_VERSION", f"{old}-next")
     again = sync_inline(svc, "docs")
-    assert again.run.summary["rechunked"] == {f"pipeline {old} -> {old}-next": 4}
+    assert again.run.summary["rechunked"] == {f"pipeline {old} -> {old}-next": 4}  # every format: the chunker's
     assert again.run.summary["chunks_embedded"] == first.run.summary["chunks_embedded"]
 
 

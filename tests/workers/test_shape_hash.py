@@ -61,12 +61,15 @@ class _Counting:
     def for_source(self, options: Any) -> _Counting:
         return self
 
-    def shape(self, data: bytes, key: str) -> str | None:
-        return self.real.shape(data, key)
+    def version_for(self, key: str, media_type: str | None = None) -> str | None:
+        return self.real.version_for(key, media_type)
 
-    def parse(self, data: bytes, key: str) -> Any:
+    def shape(self, data: bytes, key: str, media_type: str | None = None) -> str | None:
+        return self.real.shape(data, key, media_type)
+
+    def parse(self, data: bytes, key: str, media_type: str | None = None) -> Any:
         self.parsed.append(key)
-        return self.real.parse(data, key)
+        return self.real.parse(data, key, media_type)
 
 
 @pytest.mark.parametrize("ahead", [False, True], ids=["one-by-one", "parse-ahead"])

@@ -79,7 +79,9 @@ from freshindex.workers.embedding.tokens import minilm_count
 #: section numbers in it (a full re-embed once, on upgrade).
 #: c4: every chunk holding part of a definition-list entry names its term (:func:`term_label`).
 #: c5: a short section lead joins its first subsection; a comment ending a code part moves to the next.
-CHUNKER_VERSION = "c5"
+#: c6: the parser's version leaves the content hash (what the vector cache keys on) for the point id, so
+#: a parser upgrade rewrites its documents' points from cached vectors (a full re-embed once, on upgrade).
+CHUNKER_VERSION = "c6"
 
 __all__ = ["CHUNKER_VERSION", "Chunker", "estimate_tokens", "normalize", "slug", "strip_section_number", "term_label"]
 
@@ -474,10 +476,10 @@ def _identify(document_id: str, parsed: ParsedDocument, pieces: Iterable[Piece],
                 f"its chunks hold more than {bounds.max_document_tokens} tokens (the per-document limit); "
                 "split the document or raise sources.max_tokens_per_document",
             )
-        chash = sha256_hex(CHUNKER_VERSION, parsed.parser_version, header, normalize(text))
+        chash = sha256_hex(CHUNKER_VERSION, header, normalize(text))
         occurrence = seen.get((path, piece.kind, chash), 0)
         seen[(path, piece.kind, chash)] = occurrence + 1
-        structural = (*path, piece.kind, str(occurrence))
+        structural = (parsed.parser_version, *path, piece.kind, str(occurrence))
         if piece.group:
             groups.setdefault(f"{'/'.join(path)}\x1f{piece.group}", []).append(len(drafts))
         drafts.append(

@@ -1,10 +1,17 @@
 """Parsers: bytes of one source object to a :class:`core.types.ParsedDocument`.
 
-:class:`Parsers` picks a parser by file extension; an unknown extension is a
-per-document ``unsupported_type`` error, never a guess.  It applies the
-per-document :class:`~workers.parsing.limits.Limits` (time, nesting depth,
-rows, rendered pixels) while the parser runs, and turns any unexpected
-exception into ``parse_failed`` for that document only.
+:class:`Parsers` picks a parser through the parser registry
+(:mod:`workers.parsing.registry`: by extension, else by the media type the
+source gave, else the plain-text parser for a key without an extension);
+a key no spec reads is a per-document ``unsupported_type`` error, never a
+guess.  It applies the per-document :class:`~workers.parsing.limits.Limits`
+(time, nesting depth, rows, rendered pixels) while the parser runs, and
+turns any unexpected exception into ``parse_failed`` for that document only.
+:data:`BUILTIN` declares the built-in formats, one spec a line.
+
+What it does not do: decide whether a document needs parsing (the pipeline
+compares the version :meth:`Parsers.version_for` gives with the one the
+document recorded), nor sniff a format from the bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import ParsedDocument
+from freshindex.workers.parsing import code, html, markdown, office, pdf, plain, table
 from freshindex.workers.parsing import limits as _limits
 from freshindex.workers.parsing.code import LANGUAGES, parse_code
 from freshindex.workers.parsing.html import parse_html, shape_html
@@ -23,30 +31,34 @@ from freshindex.workers.parsing.markdown import parse_markdown
 from freshindex.workers.parsing.office import parse_docx, parse_pptx, parse_xlsx
 from freshindex.workers.parsing.pdf import OcrDeferred, PdfOptions, parse_pdf
 from freshindex.workers.parsing.plain import parse_plain
+from freshindex.workers.parsing.registry import MediaTypes, ParserSpec, extension_of, spec_for
 from freshindex.workers.parsing.table import parse_table
 
 ParserFn = Callable[[bytes, str], ParsedDocument]
 
-#: Bumped whenever any parser's output may change; it enters the pipeline
-#: version recorded per document, so a parser upgrade re-chunks deliberately.
-PARSER_SET_VERSION = "p7"  # p7: HTML on lxml (html-5: a block opened inside <p> closes it); p6: code-5
-# p5: code parser code-4 (Python signatures end at their colon)
+__all__ = ["BUILTIN", "MEDIA_TYPES", "Limits", "OcrDeferred", "ParserSpec", "Parsers", "PdfOptions", "extension_for"]
 
-__all__ = ["MEDIA_TYPES", "PARSER_SET_VERSION", "Limits", "OcrDeferred", "Parsers", "PdfOptions", "extension_for"]
+_OFFICE = "application/vnd.openxmlformats-officedocument."
+#: The built-in formats: a spec a line (name = the ``parser`` label its documents record; the version is the
+#: parser module's own, recorded per document: bumping it re-parses that format's documents only).
+BUILTIN: tuple[ParserSpec, ...] = (
+    ParserSpec("markdown", markdown.VERSION, parse_markdown, (".md", ".markdown", ".mdx"),
+               ("text/markdown", "text/x-markdown")),
+    ParserSpec("html", html.VERSION, parse_html, (".html", ".htm", ".xhtml"), ("text/html", "application/xhtml+xml"),
+               shape=shape_html),
+    ParserSpec("text", plain.VERSION, parse_plain, (".txt", ".text", ".rst", ".log"), ("text/plain", "text/x-rst"),
+               bare=True),
+    ParserSpec("table", table.VERSION, parse_table, (".csv", ".tsv"), ("text/csv", "text/tab-separated-values")),
+    ParserSpec("pdf", pdf.VERSION, parse_pdf, (".pdf",), ("application/pdf",), options="pdf"),
+    ParserSpec("docx", office.VERSION, parse_docx, (".docx",), (_OFFICE + "wordprocessingml.document",)),
+    ParserSpec("pptx", office.VERSION, parse_pptx, (".pptx",), (_OFFICE + "presentationml.presentation",)),
+    ParserSpec("xlsx", office.VERSION, parse_xlsx, (".xlsx",), (_OFFICE + "spreadsheetml.sheet",)),
+    ParserSpec("code", code.VERSION, parse_code, tuple(LANGUAGES)),
+)
 
 #: Media types (as an HTTP source or an object store's Content-Type names them) to the extension whose
-#: parser reads them, for a key that carries no extension of its own (see :meth:`Parsers.for_key`).
-MEDIA_TYPES = {
-    "text/markdown": ".md", "text/x-markdown": ".md",
-    "text/html": ".html", "application/xhtml+xml": ".xhtml",
-    "text/plain": ".txt", "text/x-rst": ".rst",
-    "text/csv": ".csv", "text/tab-separated-values": ".tsv",
-    "application/pdf": ".pdf",
-    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
-    "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
-    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
-}
-_OFFICE = {".docx": parse_docx, ".pptx": parse_pptx, ".xlsx": parse_xlsx}
+#: parser reads them, for a key that carries no extension it has a parser for (a live view of the registry).
+MEDIA_TYPES: Mapping[str, str] = MediaTypes()
 
 
 def extension_for(media_type: str | None) -> str | None:
@@ -54,6 +66,14 @@ def extension_for(media_type: str | None) -> str | None:
     if not media_type:
         return None
     return MEDIA_TYPES.get(media_type.split(";", 1)[0].strip().lower())
+
+
+def _bound(fn: Callable[..., ParsedDocument], options: Any) -> ParserFn:
+    """``fn`` with its options as third argument, named as ``fn`` (the formats table names parsers)."""
+    def parse(data: bytes, key: str) -> ParsedDocument:
+        return fn(data, key, options)
+    parse.__name__ = fn.__name__
+    return parse
 
 
 @dataclass(frozen=True)
@@ -70,52 +90,54 @@ class Parsers:
         """These parsers, raising :class:`OcrDeferred` where a PDF page would be OCR'd."""
         return replace(self, pdf=replace(self.pdf, defer_ocr=True))
 
+    def spec_for(self, key: str, media_type: str | None = None) -> ParserSpec:
+        """The registry's spec for ``key`` (:func:`workers.parsing.registry.spec_for`); none is ``unsupported_type``."""
+        spec = spec_for(key, media_type)
+        if spec is None:
+            ext = extension_of(key)
+            raise DocumentError(DocumentError.UNSUPPORTED, f"no parser for {ext or 'files without an extension'}"
+                                + (f" ({media_type})" if media_type else ""))
+        return spec
+
+    def version_for(self, key: str, media_type: str | None = None) -> str | None:
+        """The version of the parser that reads ``key`` (None when none does): what its document records."""
+        spec = spec_for(key, media_type)
+        return spec.version if spec is not None else None
+
     def for_key(self, key: str, media_type: str | None = None) -> ParserFn:
-        """The parser for ``key`` by its extension; a key without one is read by its ``media_type``."""
-        ext = key[key.rfind(".") :].lower() if "." in key.rsplit("/", 1)[-1] else ""
-        if not ext:
-            ext = extension_for(media_type) or ""
-        if ext in (".md", ".markdown", ".mdx"):
-            return parse_markdown
-        if ext in (".html", ".htm", ".xhtml"):
-            return parse_html
-        if ext in (".txt", ".text", ".rst", ".log", ""):
-            return parse_plain
-        if ext in (".csv", ".tsv"):
-            return parse_table
-        if ext in _OFFICE:
-            return _OFFICE[ext]
-        if ext == ".pdf":
-            return lambda data, key: parse_pdf(data, key, self.pdf)
-        if ext in LANGUAGES:
-            return parse_code
-        raise DocumentError(DocumentError.UNSUPPORTED, f"no parser for {ext or 'files without an extension'}")
+        """The parser for ``key`` by its extension; a key without one it has a parser for is read by ``media_type``."""
+        return self._function(self.spec_for(key, media_type))
+
+    def _function(self, spec: ParserSpec) -> ParserFn:
+        return _bound(spec.parse, getattr(self, spec.options)) if spec.options else spec.parse
 
     def supports(self, key: str, media_type: str | None = None) -> bool:
-        try:
-            self.for_key(key, media_type)
-        except DocumentError:
-            return False
-        return True
+        return spec_for(key, media_type) is not None
 
     def shape(self, data: bytes, key: str, media_type: str | None = None) -> str | None:
         """The hash of what parsing ``data`` would read (``ParsedDocument.meta["shape_hash"]``), for
         less than a parse; None for a format without one, or when the bytes cannot be read (the
         parse then says why).  Equal hashes mean equal parses; see :func:`parse_html`'s ``shape_html``."""
+        spec = spec_for(key, media_type)
+        if spec is None or spec.shape is None:
+            return None
         try:
-            if self.for_key(key, media_type) is not parse_html:
-                return None
             with _limits.applied(self.limits):
-                return shape_html(data)
+                return spec.shape(data)
         except Exception:  # a refused or broken page: parsing it records the reason
             return None
 
     def parse(self, data: bytes, key: str, media_type: str | None = None) -> ParsedDocument:
-        parser = self.for_key(key, media_type)
+        """Parse with the spec that reads ``key``; the result is labelled with that spec's name and version
+        (what the document records), whatever the parse function wrote."""
+        spec = self.spec_for(key, media_type)
+        parser = self._function(spec)
         with _limits.applied(self.limits):
             try:
                 parsed = parser(data, key)
                 _limits.check_time("end of parsing")
+                if (parsed.parser, parsed.parser_version) != (spec.name, spec.version):
+                    parsed = replace(parsed, parser=spec.name, parser_version=spec.version)
                 return parsed
             except (DocumentError, OcrDeferred):
                 raise
