@@ -127,11 +127,39 @@ def _style_chain(style: Any) -> Iterator[Any]:
         style, seen = style.base_style, seen + 1
 
 
-def _heading_level(paragraph: Any) -> int | None:
+class _Styles:
+    """Each paragraph style's chain (the style, then the styles it is based on), looked up once per style id.
+
+    python-docx's ``paragraph.style`` scans every style of the document for the default one on each call
+    (about 3 ms a paragraph with its own template, so 100,000 paragraphs took past the parse time limit);
+    here that happens once per document.  Not guaranteed: a style edited while the document is read.
+    """
+
+    def __init__(self, document: Any) -> None:
+        from docx.enum.style import WD_STYLE_TYPE
+
+        self.part = document.part
+        self.kind = WD_STYLE_TYPE.PARAGRAPH
+        self.chains: dict[str | None, tuple[Any, ...]] = {}
+
+    def chain(self, paragraph: Any) -> tuple[Any, ...]:
+        style_id = paragraph._p.style
+        found = self.chains.get(style_id)
+        if found is None:
+            found = self.chains[style_id] = tuple(_style_chain(self.part.get_style(style_id, self.kind)))
+        return found
+
+    def name(self, paragraph: Any) -> str:
+        """The paragraph's style name ("" for none)."""
+        chain = self.chain(paragraph)
+        return (chain[0].name or "") if chain else ""
+
+
+def _heading_level(paragraph: Any, chain: tuple[Any, ...]) -> int | None:
     """0 for Title, N for Heading N (or a style based on it), outline level + 1, None for body text."""
     p_pr = paragraph._p.pPr
     outline = p_pr.find(f"{_W}outlineLvl") if p_pr is not None else None
-    for style in _style_chain(paragraph.style):
+    for style in chain:
         name = (style.name or "").strip()
         if name.lower() == "title":
             return 0
@@ -150,7 +178,8 @@ def _heading_level(paragraph: Any) -> int | None:
 class _Numbering:
     """Bullets and numbers of Word list paragraphs, counted as the document goes."""
 
-    def __init__(self, document: Any) -> None:
+    def __init__(self, document: Any, styles: _Styles) -> None:
+        self.styles = styles
         self.formats: dict[tuple[str, int], str] = {}
         self.counters: dict[str, list[int]] = {}
         try:
@@ -166,9 +195,8 @@ class _Numbering:
                 self.formats[(num.get(f"{_W}numId"), int(lvl.get(f"{_W}ilvl", "0")))] = \
                     fmt.get(f"{_W}val", "bullet") if fmt is not None else "bullet"
 
-    @staticmethod
-    def _num_pr(paragraph: Any) -> Any:
-        for holder in (paragraph._p, *(s.element for s in _style_chain(paragraph.style))):
+    def _num_pr(self, paragraph: Any) -> Any:
+        for holder in (paragraph._p, *(s.element for s in self.styles.chain(paragraph))):
             p_pr = holder.pPr
             num_pr = p_pr.numPr if p_pr is not None else None
             if num_pr is not None:
@@ -178,7 +206,7 @@ class _Numbering:
     def item(self, paragraph: Any) -> tuple[int, str] | None:
         """(level, marker) of a list paragraph; None for a paragraph that is no list item."""
         num_pr = self._num_pr(paragraph)
-        style = (paragraph.style.name or "") if paragraph.style is not None else ""
+        style = self.styles.name(paragraph)
         if num_pr is None or num_pr.numId is None:
             if not style.lower().startswith("list") or style.lower() == "list paragraph":
                 return None
@@ -220,7 +248,8 @@ def parse_docx(data: bytes, key: str) -> ParsedDocument:
     import docx  # deferred: only a worker that meets a .docx pays for the import
 
     document = _open(data, key, "docx", docx.Document)
-    numbering = _Numbering(document)
+    styles = _Styles(document)
+    numbering = _Numbering(document, styles)
     out = _Sections()
     title = _text(document.core_properties.title)
     items: list[str] = []
@@ -247,7 +276,7 @@ def parse_docx(data: bytes, key: str) -> ParsedDocument:
         text = _text(part.text)
         if not text:
             continue
-        level = _heading_level(part)
+        level = _heading_level(part, styles.chain(part))
         if level is not None:
             flush_list()
             if level == 0 and not title:
@@ -262,7 +291,7 @@ def parse_docx(data: bytes, key: str) -> ParsedDocument:
                 tops.append(f"{marker} {text}")
             continue
         flush_list()
-        style = (part.style.name or "").lower() if part.style is not None else ""
+        style = styles.name(part).lower()
         if "code" in style or "preformatted" in style or style == "source":
             out.add(Block(BlockKind.CODE, part.text.rstrip(), out.path))
         elif "quote" in style:
