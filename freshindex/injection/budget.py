@@ -95,6 +95,8 @@ class ContextPolicy:
     near_duplicate: float = _DEFAULTS.near_duplicate
     mmr_lambda: float = _DEFAULTS.mmr_lambda
     join_adjacent: bool = _DEFAULTS.join_adjacent
+    #: stages of the query line switched off (``injection.stages``; checked by the client)
+    disabled_stages: frozenset[str] = frozenset(_DEFAULTS.disabled_stages)
     budgets: Mapping[QueryType, QueryBudget] = field(default_factory=lambda: dict(DEFAULT_BUDGETS))
 
     @classmethod
@@ -105,6 +107,8 @@ class ContextPolicy:
             row = dict(row)
             rows[QueryType(name)] = QueryBudget(**{k: row[k] for k in QueryBudget.__dataclass_fields__ if k in row})
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "budgets"}
+        if "disabled_stages" in known:
+            known["disabled_stages"] = frozenset(known["disabled_stages"] or ())
         return cls(**known, budgets=rows)
 
     def row(self, query_type: QueryType | str) -> QueryBudget:

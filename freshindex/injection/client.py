@@ -27,19 +27,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from freshindex.acl import Principal, query_filter, visible
-from freshindex.acl.access import DocumentStatus, SensitiveRecheck, Verdict, decide, denial_records
-from freshindex.core.clock import as_utc
+from freshindex.acl import Principal, query_filter
+from freshindex.acl.access import SensitiveRecheck, Verdict, denial_records
 from freshindex.core.errors import ModelMismatchError, NotFoundError, StoreError
 from freshindex.core.naming import Naming
-from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
-from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers, coverage_reranker
+from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers, coverage_reranker, rerankers_of
 from freshindex.injection.budget import ContextPolicy, Tokenizer
-from freshindex.injection.conflicts import mark_conflicts
-from freshindex.injection.context import StageTimer, compose
+from freshindex.injection.context import LineOptions, compose
 from freshindex.injection.observer import Observers, QueryObserver
-from freshindex.injection.planning import plan as plan_query
 from freshindex.injection.planning import report as subquery_report
 from freshindex.injection.planning import run as run_plan
 from freshindex.injection.refusal import (
@@ -51,14 +47,16 @@ from freshindex.injection.refusal import (
     evidence_tokens,
     ordinary_words,
 )
-from freshindex.injection.refusal import decide as decide_refusal
 from freshindex.injection.refusal import signals as refusal_signals
+from freshindex.injection.stages import Trace, disabled_of, run_part
+from freshindex.injection.stages.conflicts import AnswerState
+from freshindex.injection.stages.question import QuestionState, Recheck, Tally
+from freshindex.injection.timing import StageTimer
 from freshindex.injection.types import (
     ContextPacket,
     Evidence,
     NextAction,
     SearchReport,
-    SubQueryReport,
     insufficient_context,
     render_context,
 )
@@ -70,10 +68,6 @@ log = logging.getLogger("freshindex.injection")
 
 #: The defaults, read from the ``context`` settings section (their one home).
 _DEFAULTS = ContextSettings()
-
-#: chunk ids -> the registry's status of each chunk and its document; ids missing from the mapping are orphans.
-Recheck = Callable[[Sequence[str]], Mapping[str, DocumentStatus]]
-
 
 #: ``ContextPacket.dropped`` keys a caller may see: reasons that do not depend on who may read what, or on
 #: what exists. Every other reason (acl, tenant, tombstoned, orphan, ...) is kept in ``withheld``, the audit
@@ -121,7 +115,7 @@ class InjectionClient:
         min_score: float = _DEFAULTS.min_score,
         policy: ContextPolicy | None = None,
         tokenizer: Tokenizer | None = None,
-        reranker: Reranker | None = None,
+        reranker: Reranker | Sequence[Reranker] | None = None,
         refusal: RefusalPolicy | None = None,
         calibration: Callable[[str], Mapping[str, Any] | None] | None = None,
         snapshot_facts: Callable[[str], SnapshotFacts | None] | None = None,
@@ -139,7 +133,11 @@ class InjectionClient:
         self.stale_sources = stale_sources
         self.min_score = min_score
         self.policy = policy or ContextPolicy()
+        # The rerank stage's chain: the coverage reranker (lexical_rerank), then the caller's reranker(s).
         self.tokenizer, self.reranker = tokenizer, reranker
+        self.rerankers = rerankers_of(reranker)
+        # Stages of the line switched off (context.disabled_stages, carried by the policy); checked here.
+        self.disabled = disabled_of(self.policy.disabled_stages)
         self.refusal = refusal or RefusalPolicy()
         # snapshot id -> its refusal calibration (injection.calibration), read once per snapshot; None: shipped bias
         self.calibration = calibration
@@ -167,18 +165,22 @@ class InjectionClient:
 
     def retrieve(self, question: str, *, kb: str, principal: Principal = Principal(), limit: int = 5,
                  query_type: str | None = None, numbers: SessionNumbers | None = None,
-                 deterministic: bool = False) -> ContextPacket:
+                 deterministic: bool = False, trace: Trace | None = None) -> ContextPacket:
         """Evidence for ``question`` as ``principal`` from the snapshot the alias of ``kb`` serves now.
 
         ``limit`` caps the evidence items; ``query_type`` (fact, procedure,
         compare, diverse; guessed from the question when None) picks the
         budget row; one ``numbers`` per conversation keeps ``[n]`` stable;
         ``deterministic`` renders byte-stable blocks for prompt caching.
+        ``trace`` (None: nothing is recorded, at no cost) is filled with what
+        each stage of the line (:data:`injection.stages.STAGES`) took in and
+        let out: ids dropped with the reason, ranks, groups, the budget cut,
+        the refusal's reason and signals.
         """
         timer = StageTimer(self.observer.stage)
         with timer.stage("total"):
             packet = self._retrieve(question, kb=kb, principal=principal, limit=limit, query_type=query_type,
-                                    numbers=numbers, deterministic=deterministic, timer=timer)
+                                    numbers=numbers, deterministic=deterministic, timer=timer, trace=trace)
         self.observer.finished(kb, packet)
         return packet
 
@@ -192,60 +194,59 @@ class InjectionClient:
         calibration asks of each pseudo-question, without the assembly and
         rendering that cost most of a query.  Nothing is observed.
         """
-        _plan, found, got = self._gather(question, kb, principal, limit, StageTimer(None))
-        if found is None or got is None or not got.candidates or not got.dense_ok:
-            return None
-        return self._admitted_signals(question, found[0][0], principal, got.candidates, found[1])
+        state = self._ask(question, kb, principal, limit, StageTimer(None), None, signals_only=True)
+        return state.board.evidence if state.target is not None else None
 
-    def _gather(self, question: str, kb: str, principal: Principal, limit: int,
-                timer: StageTimer) -> tuple[Any, Any, _Admitted | None]:
-        """The question's query plan, its search (:meth:`_search`; None: ``kb`` serves nothing) and what was admitted."""
-        with timer.stage("embed"):
-            vector = self.embedder.embed([question])[0].tolist()
-        query_plan = plan_query(question, enabled=self.planning)
-        found = self._search(kb, vector, query_plan, max(self.policy.candidate_pool, limit), principal, timer)
-        got = self._admit(kb, found[0][1], found[1], principal, timer) if found is not None else None
-        return query_plan, found, got
+    def _ask(self, question: str, kb: str, principal: Principal, limit: int, timer: StageTimer,
+             trace: Trace | None, *, signals_only: bool = False) -> QuestionState:
+        """The question part of the line (recall, recheck, filter, refuse) for ``question``."""
+        state = QuestionState(question, kb, principal, limit, self, timer, signals_only=signals_only)
+        disabled = self.disabled - {"refuse"} if signals_only else self.disabled
+        return run_part("question", state, disabled=disabled, trace=trace)
 
-    def _admitted_signals(self, question: str, collection: str, principal: Principal,
-                          candidates: Sequence[Candidate], hits: Sequence[ScoredHit]) -> Signals:
-        """The refusal signals of the admitted ``candidates``, against the hits they came from."""
-        admitted = {c.chunk_id for c in candidates}
-        return self._signals(question, collection, principal, candidates, [h for h in hits if h.id in admitted])
+    # -- what the question stages ask of the client (stages.question.QuestionDeps) --------------------------
+
+    def search_plan(self, state: QuestionState, vector: list[float]) -> Any:
+        """The recall stage's search: the plan's sub-queries, under the principal's filter, fused."""
+        pool = max(self.policy.candidate_pool, state.limit)
+        return self._search(state.kb, vector, state.plan, pool, state.principal, state.timer)
+
+    def revisions(self, snapshot_id: str) -> Mapping[str, str]:
+        return self._facts_of(snapshot_id).revisions
+
+    def evidence_signals_of(self, state: QuestionState) -> Signals:
+        """The refusal signals of the state's admitted candidates, against the hits they came from."""
+        collection = state.target[0] if state.target is not None else ""
+        admitted = {c.chunk_id for c in state.got.candidates}
+        return self._signals(state.question, collection, state.principal, state.got.candidates,
+                             [h for h in state.hits if h.id in admitted])
+
+    def refusal_policy(self, snapshot_id: str) -> RefusalPolicy:
+        return self._policy(snapshot_id)
 
     def _retrieve(self, question: str, *, kb: str, principal: Principal, limit: int, query_type: str | None,
-                  numbers: SessionNumbers | None, deterministic: bool, timer: StageTimer) -> ContextPacket:
-        query_plan, found, got = self._gather(question, kb, principal, limit, timer)
-        if found is None or got is None:
+                  numbers: SessionNumbers | None, deterministic: bool, timer: StageTimer,
+                  trace: Trace | None) -> ContextPacket:
+        state = self._ask(question, kb, principal, limit, timer, trace)
+        if state.target is None:
             return self._refuse(question, kb, None, RefusalReason.NO_SNAPSHOT,
                                 "the knowledge base has no snapshot yet",
-                                tally=_Tally(), principal=principal, deterministic=deterministic)
-        (collection, snapshot_id), hits, searched = found
-        got.tally.searched = subquery_report(query_plan, searched, got.readable_ids)
+                                tally=Tally(), principal=principal, deterministic=deterministic)
+        snapshot_id, got = state.target[1], state.got
+        tally = got.tally
+        tally.searched = subquery_report(state.plan, state.searched, got.readable_ids)
         if got.denied:
             self.observer.denied(denial_records(kb, principal, got.denied))
         if not got.readable_ids:
             self.observer.empty_recall(kb)
-        candidates, dropped, tally = got.candidates, got.dropped, got.tally
-        if not candidates or not got.dense_ok:
-            if candidates:
-                dropped["low_score"] = dropped.get("low_score", 0) + len(candidates)
-                tally.demote(len(candidates), "low_score")
-            return self._refuse(question, kb, snapshot_id, RefusalReason.NO_EVIDENCE,
-                                "no evidence above the relevance threshold", dropped,
-                                tally=tally, principal=principal, deterministic=deterministic)
-        sig = self._admitted_signals(question, collection, principal, candidates, hits)
-        refused = decide_refusal(self._policy(snapshot_id), sig)
-        if refused is not None:
-            dropped["refused"] = dropped.get("refused", 0) + len(candidates)
-            return self._refuse(question, kb, snapshot_id, refused[0], refused[1], dropped, sig,
-                                tally=tally, principal=principal, deterministic=deterministic)
-        if got.stale:  # the source could not be verified lately: its last good content, labelled with when
-            candidates = [_label_stale(c, got.stale.get(c.evidence.source_id)) for c in candidates]
-        packet = compose(question, kb, snapshot_id, candidates, policy=self.policy, query_type=query_type,
-                         tokenizer=self.tokenizer, reranker=self._reranker(sig), numbers=numbers,
-                         deterministic=deterministic, kb_version=snapshot_id, dropped=dropped, limit=limit,
-                         on_stage=timer.sink)
+        if state.refused is not None:
+            return self._refuse(question, kb, snapshot_id, state.refused[0], state.refused[1], got.dropped,
+                                state.board.evidence, tally=tally, principal=principal, deterministic=deterministic)
+        packet = compose(question, kb, snapshot_id, got.candidates, policy=self.policy, query_type=query_type,
+                         tokenizer=self.tokenizer, reranker=self._rerankers(state), numbers=numbers,
+                         deterministic=deterministic, kb_version=snapshot_id, dropped=got.dropped, limit=limit,
+                         on_stage=timer.sink, line=LineOptions(self.disabled, trace))
+        sig = state.board.evidence
         if packet.insufficient:  # assembly left nothing, or the budget cannot hold even the frame
             budget = (packet.reason or "").startswith("the context budget")
             why = RefusalReason.BUDGET if budget else RefusalReason.NO_EVIDENCE
@@ -259,7 +260,9 @@ class InjectionClient:
         self._decided(kb, None, sig)
         packet = replace(packet, dropped=_public(packet.dropped), withheld=dict(packet.dropped),
                          search=self._report(kb, snapshot_id, principal, tally, None, got.stale))
-        return mark_conflicts(packet, deterministic=deterministic)  # sources that disagree: both shown, labelled
+        # sources that disagree: both shown, labelled (the answer part of the line)
+        return run_part("answer", AnswerState(packet, deterministic), disabled=self.disabled, trace=trace).packet
+
 
     def _search(self, kb: str, vector: list[float], query_plan: Any, pool: int, principal: Principal,
                 timer: StageTimer) -> tuple[tuple[str, str], list[ScoredHit], tuple[tuple[str, ...], ...]] | None:
@@ -299,60 +302,6 @@ class InjectionClient:
                 f"knowledge base {kb!r} serves snapshot {snapshot_id}, embedded with {built!r}, but questions are "
                 f"embedded with {self.embedder.model_id!r}: the next build re-embeds it (freshindex snapshots build "
                 f"{kb}), or set the embedding settings back")
-
-    def _admit(self, kb: str, snapshot_id: str, hits: Sequence[ScoredHit], principal: Principal,
-               timer: StageTimer) -> _Admitted:
-        """Each hit decided against the registry, the ACL, the score floor and the staleness policy."""
-        got = _Admitted()
-        dropped, tally, denied, candidates = got.dropped, got.tally, got.denied, got.candidates
-        with timer.stage("recheck"):
-            statuses = self.recheck([h.id for h in hits]) if (self.recheck and hits) else None
-        stale = got.stale = self.stale_sources(kb) if self.stale_sources is not None else {}
-        now = self.clock() if stale and self.max_stale_s is not None else None
-        revisions = self._facts_of(snapshot_id).revisions
-        for h in hits:
-            status = None
-            if not visible(principal, h.payload):
-                dropped["acl"] = dropped.get("acl", 0) + 1  # the engine filter let it through: never serve it
-                continue
-            if statuses is not None:
-                status = statuses.get(h.id)
-                verdict = decide(principal, h.payload, status, self.sensitive)
-                if verdict is not Verdict.SERVABLE:
-                    dropped[str(verdict)] = dropped.get(str(verdict), 0) + 1
-                    if verdict.denial:
-                        denied.append((h.id, verdict, status))
-                    elif verdict is Verdict.EXPIRED:  # decided only for a hit the principal may read
-                        tally.reject("expired", getattr(status, "source_id", None) or h.payload.get("source_id"))
-                    continue
-            got.readable_ids.add(h.id)
-            # Admission: dense similarity over the floor, or a place in the lexical ranking (an exact
-            # identifier the dense side ranks low). Order: the engine's fused rank, never the dense score.
-            if h.score < self.min_score and h.lexical_rank is None:
-                dropped["low_score"] = dropped.get("low_score", 0) + 1
-                tally.reject("low_score", h.payload.get("source_id"))
-                continue
-            try:
-                p = PointPayload.from_dict(h.payload)
-            except PayloadError:
-                # Not a point the builder wrote: nothing to cite it by.
-                dropped["bad_payload"] = dropped.get("bad_payload", 0) + 1
-                continue
-            if now is not None and _beyond(stale.get(p.source_id), now, self.max_stale_s):
-                # Unverified for longer than the staleness policy allows: rejected, its source named to refresh.
-                dropped["stale"] = dropped.get("stale", 0) + 1
-                tally.reject("stale", p.source_id)
-                continue
-            tally.accept(p.source_id)
-            got.dense_ok = got.dense_ok or h.score >= self.min_score
-            rank_score = h.fused if h.fused is not None else h.score
-            # evidence.score stays the dense cosine (what callers see); Candidate.score orders the pool
-            candidate = replace(Candidate.from_point(h.id, h.score, p, snapshot_id,
-                                                     revision=revisions.get(p.source_id)), score=rank_score)
-            if getattr(status, "pending_deletion", False):  # the deletion guard holds its document's deletion
-                candidate = replace(candidate, evidence=replace(candidate.evidence, pending_deletion=True))
-            candidates.append(candidate)
-        return got
 
     def _signals(self, question: str, collection: str, principal: Principal, candidates: Sequence[Candidate],
                  hits: Sequence[ScoredHit]) -> Signals:
@@ -407,11 +356,17 @@ class InjectionClient:
         self._calibrated[snapshot_id] = (time.monotonic(), policy)
         return policy
 
-    def _reranker(self, sig: Signals) -> Reranker | None:
-        """The caller's reranker; else, with ``lexical_rerank``, the coverage reranker on the refusal's IDF."""
-        if self.reranker is not None or not self.lexical_rerank or not sig.weights:
-            return self.reranker
-        return coverage_reranker(sig.weights)
+    def _rerankers(self, state: QuestionState) -> tuple[Reranker, ...]:
+        """The rerank stage's chain: with ``lexical_rerank``, the coverage reranker on the refusal's IDF term
+        weights (computed here when the refuse stage was switched off); then the caller's rerankers."""
+        chain: list[Reranker] = []
+        if self.lexical_rerank and "rerank" not in self.disabled and state.got.candidates:
+            if state.board.evidence is None:
+                state.board.evidence = self.evidence_signals_of(state)
+            if state.board.evidence.weights:
+                chain.append(coverage_reranker(state.board.evidence.weights))
+        return (*chain, *self.rerankers)
+
 
     def _count(self, collection: str) -> int:
         n = self._points.get(collection)
@@ -425,7 +380,7 @@ class InjectionClient:
         self.observer.decided(kb, reason, sig)
 
     def _refuse(self, question: str, kb: str, snapshot_id: str | None, reason: RefusalReason, why: str,
-                dropped: dict[str, int] | None = None, sig: Signals | None = None, *, tally: _Tally,
+                dropped: dict[str, int] | None = None, sig: Signals | None = None, *, tally: Tally,
                 principal: Principal, deterministic: bool = False) -> ContextPacket:
         self._decided(kb, reason, sig)
         report = self._report(kb, snapshot_id, principal, tally, reason)
@@ -435,10 +390,10 @@ class InjectionClient:
         return ContextPacket(question, kb, snapshot_id, (), True, text, rendered, _public(dropped or {}),
                              withheld=dict(dropped or {}), search=report)
 
-    def _count_insufficient(self, kb: str, tally: _Tally, reason: RefusalReason) -> None:
+    def _count_insufficient(self, kb: str, tally: Tally, reason: RefusalReason) -> None:
         self.observer.insufficient(kb, tally.nearest, reason)
 
-    def _report(self, kb: str, snapshot_id: str | None, principal: Principal, tally: _Tally,
+    def _report(self, kb: str, snapshot_id: str | None, principal: Principal, tally: Tally,
                 reason: RefusalReason | None, stale: Mapping[str, Any] | None = None) -> SearchReport:
         """What was searched and rejected, and (``reason`` set: insufficient) what to do next.
 
@@ -482,80 +437,6 @@ class InjectionClient:
                                           else "not_found"))
         return SearchReport(kb, snapshot_id, listed, tally.candidates, tally.accepted, dict(tally.rejected),
                             tuple(actions), subqueries=tally.searched)
-
-
-@dataclass
-class _Admitted:
-    """What :meth:`InjectionClient._admit` made of one query's hits."""
-
-    candidates: list[Candidate] = field(default_factory=list)
-    dropped: dict[str, int] = field(default_factory=dict)  # by reason, every reason (the public part is filtered)
-    tally: _Tally = field(default_factory=lambda: _Tally())  # what the caller may be told: hits it may read
-    denied: list[tuple[str, Verdict, DocumentStatus | None]] = field(default_factory=list)
-    readable_ids: set[str] = field(default_factory=set)  # hits the principal may read now (before the floor)
-    dense_ok: bool = False  # insufficient unless some admitted hit clears the dense floor
-    stale: Mapping[str, Any] = field(default_factory=dict)  # source id -> freshness, for stale sources
-
-
-class _Tally:
-    """One query's candidates the caller may read: accepted, rejected by reason, and their sources in rank order."""
-
-    def __init__(self) -> None:
-        self.candidates = self.accepted = 0
-        self.rejected: dict[str, int] = {}
-        self.flagged: dict[str, str] = {}  # source id -> expired / stale, first seen first
-        self.readable_sources: list[str] = []  # distinct, in the engine's rank order
-        self.accepted_sources: list[str] = []
-        self.searched: tuple[SubQueryReport, ...] = ()  # the plan's sub-queries (text, mode, hits)
-
-    @property
-    def nearest(self) -> str | None:
-        """The source of the best-ranked candidate the caller may read (the metric's ``source``)."""
-        return self.readable_sources[0] if self.readable_sources else None
-
-    def _seen(self, source_id: Any) -> str | None:
-        self.candidates += 1
-        if not source_id:
-            return None
-        sid = str(source_id)
-        if sid not in self.readable_sources:
-            self.readable_sources.append(sid)
-        return sid
-
-    def reject(self, why: str, source_id: Any) -> None:
-        sid = self._seen(source_id)
-        self.rejected[why] = self.rejected.get(why, 0) + 1
-        if sid is not None and why in ("expired", "stale"):
-            self.flagged.setdefault(sid, why)
-
-    def accept(self, source_id: Any) -> None:
-        sid = self._seen(source_id)
-        self.accepted += 1
-        if sid is not None and sid not in self.accepted_sources:
-            self.accepted_sources.append(sid)
-
-    def demote(self, n: int, why: str) -> None:
-        """``n`` accepted candidates rejected after all (none cleared the dense floor)."""
-        self.accepted -= n
-        self.rejected[why] = self.rejected.get(why, 0) + n
-
-
-def _beyond(freshness: Any, now: dt.datetime, max_stale_s: float | None) -> bool:
-    """Whether a stale source's last verification is older than ``max_stale_s`` (never verified: beyond)."""
-    if freshness is None or max_stale_s is None:
-        return False
-    verified = getattr(freshness, "last_verified_at", None)
-    if verified is None:
-        return True
-    return (now - as_utc(verified)).total_seconds() > max_stale_s
-
-
-def _label_stale(c: Candidate, freshness: Any) -> Candidate:
-    if freshness is None:
-        return c
-    verified = getattr(freshness, "last_verified_at", None)
-    evidence = replace(c.evidence, stale=True, verified_at=verified.isoformat() if verified is not None else None)
-    return replace(c, evidence=evidence)
 
 
 def _public(dropped: Mapping[str, int]) -> dict[str, int]:

@@ -147,6 +147,9 @@ class RefusalPolicy:
     unknown_names: bool = _DEFAULTS.refusal_unknown_names
     #: a plain word of general English (ordinary_words) is no key term (module docstring)
     ordinary_words: bool = _DEFAULTS.refusal_ordinary_words
+    #: (signal name, weight) for signals other stages add to the query's signal board
+    #: (``injection.stages.base.SignalBoard.extra``): each adds ``weight * value`` to the score; none by default
+    extra_weights: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RefusalPolicy:

@@ -46,6 +46,12 @@ class ContextSettings(BaseModel):
     lexical_rerank: bool = Field(default=True, description="reorder the admitted pool by the IDF-weighted share "
                                  "of the question's terms each chunk holds (injection.assemble.coverage_reranker), "
                                  "unless an application passes its own reranker")
+    disabled_stages: frozenset[str] = Field(default_factory=frozenset, description="stages of the query line "
+                                            "switched off (injection.stages.STAGES), for ablations: filter (the "
+                                            "dense score floor and the staleness policy), refuse, rerank (the pool "
+                                            "stays in fused order), group (near-copies and versions) or conflicts; "
+                                            "recall, recheck (ACL, tenant, validity), pool, select, fit and render "
+                                            "cannot be; an unknown or required name fails the client at start")
     query_planning: bool = Field(default=False, description="also search the exact identifiers a question names "
                                  "(dotted names, snake_case, CamelCase, --flags, ENV_VARS, `code`) on the lexical "
                                  "side alone, fused after the question's own search by reciprocal rank fusion "
