@@ -394,29 +394,27 @@ def _similar_moves(ctx: PipelineContext, reads: _MoveReads, fresh: list[ObjectRe
 
 
 class _MoveReads:
-    """What move finding reads, each at most once per plan: a candidate's bytes and text, a vanished
-    document's text (its live chunks in the registry, or its canonical twin's when it is a mirror)."""
+    """What move finding reads, each at most once per plan: a candidate's text, a vanished document's
+    text (its live chunks in the registry, or its canonical twin's when it is a mirror).  Bytes are
+    not kept (a same-size candidate compared by hash, then by text, is fetched twice)."""
 
     def __init__(self, ctx: PipelineContext, connector: Connector, source_id: str,
                  known: dict[str, DocumentRecord]) -> None:
         self.ctx, self.connector, self.source_id, self.known = ctx, connector, source_id, known
-        self._data: dict[str, bytes | None] = {}
         self._lines: dict[str, Lines | None] = {}
         self._old: dict[str, Lines | None] = {}
         self._parsers: Parsers | None = None
 
     def data(self, ref: ObjectRef) -> bytes | None:
-        if ref.key not in self._data:
-            self._data[ref.key] = None
-            if ref.size <= self.ctx.max_file_bytes:
-                try:
-                    self._data[ref.key] = fetch_with_retry(self.connector.fetch, ref.key, self.ctx.fetch_policy,
-                                                           source_id=self.source_id)
-                except Exception as exc:  # not a move then; processing records what is wrong with it
-                    log.info("move candidate not read", extra={"event": "move_candidate_unread",
-                                                               "source": self.source_id, "key": ref.key,
-                                                               "error": str(exc)})
-        return self._data[ref.key]
+        """The candidate's bytes through the run's reader, or None (over the size limit, or unreadable)."""
+        if ref.size > self.ctx.max_file_bytes:
+            return None
+        try:
+            return fetch_with_retry(self.connector.fetch, ref.key, self.ctx.fetch_policy, source_id=self.source_id)
+        except Exception as exc:  # not a move then; processing records what is wrong with it
+            log.info("move candidate not read", extra={"event": "move_candidate_unread", "source": self.source_id,
+                                                       "key": ref.key, "error": str(exc)})
+            return None
 
     def new_lines(self, ref: ObjectRef) -> Lines | None:
         """The candidate's chunk texts as the pipeline would cut them (no OCR: a page needing it, no text)."""
