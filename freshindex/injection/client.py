@@ -15,7 +15,11 @@ question's key terms, the answer is an *insufficient evidence* packet rather
 than weak context; its ``reason`` says why.  One :class:`~injection.observer.QueryObserver`
 hears every stage, denial, decision and packet, on every path (metrics, audit).
 
-The client does not import the pipeline: its store, embedder and (optional)
+The order of all this is the query line's (:data:`injection.stages.STAGES`):
+the client runs its question part (recall, recheck, filter, refuse) and its
+answer part (conflicts), and :func:`injection.context.compose` the packet
+part between them; ``retrieve(trace=...)`` records each stage.  The client
+does not import the pipeline: its store, embedder and (optional)
 recheck are passed in, so it runs next to the service or inside an app.
 """
 
@@ -95,6 +99,19 @@ class SnapshotFacts:
 
     model: str | None = None
     revisions: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """One :meth:`InjectionClient.retrieve` call's arguments."""
+
+    question: str
+    kb: str
+    principal: Principal
+    limit: int
+    query_type: str | None
+    numbers: SessionNumbers | None
+    deterministic: bool
 
 
 #: At most this many sources are listed as searched, and this many next actions proposed, per packet.
@@ -179,8 +196,8 @@ class InjectionClient:
         """
         timer = StageTimer(self.observer.stage)
         with timer.stage("total"):
-            packet = self._retrieve(question, kb=kb, principal=principal, limit=limit, query_type=query_type,
-                                    numbers=numbers, deterministic=deterministic, timer=timer, trace=trace)
+            packet = self._retrieve(_Asked(question, kb, principal, limit, query_type, numbers, deterministic),
+                                    timer, trace)
         self.observer.finished(kb, packet)
         return packet
 
@@ -224,10 +241,9 @@ class InjectionClient:
     def refusal_policy(self, snapshot_id: str) -> RefusalPolicy:
         return self._policy(snapshot_id)
 
-    def _retrieve(self, question: str, *, kb: str, principal: Principal, limit: int, query_type: str | None,
-                  numbers: SessionNumbers | None, deterministic: bool, timer: StageTimer,
-                  trace: Trace | None) -> ContextPacket:
-        state = self._ask(question, kb, principal, limit, timer, trace)
+    def _retrieve(self, asked: _Asked, timer: StageTimer, trace: Trace | None) -> ContextPacket:
+        question, kb, principal, deterministic = asked.question, asked.kb, asked.principal, asked.deterministic
+        state = self._ask(question, kb, principal, asked.limit, timer, trace)
         if state.target is None:
             return self._refuse(question, kb, None, RefusalReason.NO_SNAPSHOT,
                                 "the knowledge base has no snapshot yet",
@@ -242,9 +258,9 @@ class InjectionClient:
         if state.refused is not None:
             return self._refuse(question, kb, snapshot_id, state.refused[0], state.refused[1], got.dropped,
                                 state.board.evidence, tally=tally, principal=principal, deterministic=deterministic)
-        packet = compose(question, kb, snapshot_id, got.candidates, policy=self.policy, query_type=query_type,
-                         tokenizer=self.tokenizer, reranker=self._rerankers(state), numbers=numbers,
-                         deterministic=deterministic, kb_version=snapshot_id, dropped=got.dropped, limit=limit,
+        packet = compose(question, kb, snapshot_id, got.candidates, policy=self.policy, query_type=asked.query_type,
+                         tokenizer=self.tokenizer, reranker=self._rerankers(state), numbers=asked.numbers,
+                         deterministic=deterministic, kb_version=snapshot_id, dropped=got.dropped, limit=asked.limit,
                          on_stage=timer.sink, line=LineOptions(self.disabled, trace))
         sig = state.board.evidence
         if packet.insufficient:  # assembly left nothing, or the budget cannot hold even the frame
