@@ -247,7 +247,8 @@ def record_plan(ctx: PipelineContext, source: SourceInfo, run_id: int, changeset
     ctx.registry.set_run_planned(run_id, listed=len(listing.refs), planned=len(diff.planned),
                                  documents=[(d.key, d.etag, d.size) for d in diff.planned],  # lets the reaper resume
                                  skipped=diff.carried, moves=[{"from": old.key, "to": new} for new, old in
-                                                              sorted(diff.moves.items())])
+                                                              sorted(diff.moves.items())],
+                                 truncated=getattr(listing.connector, "unlisted_reason", None))
     _note_observed(ctx, source_id, run_id, listing.docs, diff.planned_keys)  # sync lag (registry/freshness.py)
     _retag_listed(ctx, source, listing.source_acl, listing, run_id, changeset_id, diff.known, diff.planned_keys)
     for new_key, old in sorted(diff.moves.items()):

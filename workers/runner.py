@@ -112,6 +112,8 @@ class SyncReport:
             "skipped_by_reason": _by_reason(self.skipped),
             # Documents whose content reappeared under a new key: the old key went in this build.
             "moves": list(s.get("moves") or []),
+            # A crawl cut short by a bound or deadline (nothing it did not reach was deleted).
+            "listing_truncated": s.get("listing_truncated"),
             # The deletion guard held these: they keep serving, labelled "pending deletion" in the context.
             "pending_deletion": self._pending_deletion(),
             "seconds": round(self.seconds, 3),

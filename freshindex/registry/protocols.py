@@ -93,7 +93,8 @@ class RunLedger(Protocol):
 
     def set_run_planned(self, run_id: int, *, listed: int, planned: int,
                         documents: Sequence[tuple[str, str | None, int]] | None = None,
-                        skipped: int = 0, moves: Sequence[dict[str, Any]] = ()) -> None: ...
+                        skipped: int = 0, moves: Sequence[dict[str, Any]] = (),
+                        truncated: str | None = None) -> None: ...
 
     def heartbeat_run(self, run_id: int, worker: str | None = None, *, now: dt.datetime | None = None) -> None: ...
 

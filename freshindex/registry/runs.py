@@ -155,7 +155,8 @@ class RunsStore(_Base):
 
     def set_run_planned(self, run_id: int, *, listed: int, planned: int,
                         documents: Sequence[tuple[str, str | None, int]] | None = None,
-                        skipped: int = 0, moves: Sequence[dict[str, Any]] = ()) -> None:
+                        skipped: int = 0, moves: Sequence[dict[str, Any]] = (),
+                        truncated: str | None = None) -> None:
         """Record the plan; ``documents`` ((key, etag, size) per planned
         document) lets the reaper resume the run if its workers die.
 
@@ -163,11 +164,12 @@ class RunsStore(_Base):
         were skipped before and did not change (counted ``skipped``, not
         ``unchanged``, when the run finishes); ``moves``: ``{"from", "to"}``
         per document whose content reappeared under a new key (kept in the
-        run's summary, at most 100)."""
+        run's summary, at most 100); ``truncated``: why the listing was cut short (a crawl's bound
+        or deadline: nothing under what it did not reach was deleted), kept as ``listing_truncated``."""
         with self.session() as s:
             values: dict[str, Any] = dict(docs_listed=listed, docs_planned=planned, heartbeat_at=utcnow(),
                                           worker=process_name())
-            if documents is not None or skipped or moves:
+            if documents is not None or skipped or moves or truncated:
                 run = s.get(SyncRun, run_id)
                 summary = dict(run.summary or {}) if run is not None else {}
                 if documents is not None:
@@ -176,6 +178,8 @@ class RunsStore(_Base):
                     summary["skipped_listed"] = int(skipped)
                 if moves:
                     summary["moves"] = [dict(m) for m in moves][:100]
+                if truncated:
+                    summary["listing_truncated"] = str(truncated)[:200]
                 values["summary"] = summary
             s.execute(update(SyncRun).where(SyncRun.id == run_id).values(**values))
 
@@ -443,8 +447,9 @@ class RunsStore(_Base):
             if run.held_reason and error is None:
                 run.status = RunStatus.HELD  # the deletion guard kept this run's deletions back
             # Kept from the running summary: the deletion guard's hold (written
-            # at plan time) and the reaper's resumes; planned_keys are dropped.
-            kept = {k: v for k, v in (run.summary or {}).items() if k in ("held", "reaps", "moves") and v}
+            # at plan time), the reaper's resumes, moves and a truncated listing; planned_keys are dropped.
+            kept = {k: v for k, v in (run.summary or {}).items()
+                    if k in ("held", "reaps", "moves", "listing_truncated") and v}
             run.error = error
             run.finished_at = utcnow()
             run.summary = {

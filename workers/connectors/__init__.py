@@ -56,7 +56,11 @@ class Sidecars(Protocol):
 
 @runtime_checkable
 class UnlistedPrefixes(Protocol):
-    """A connector that could not list some key prefixes: nothing under them counts as deleted."""
+    """A connector that could not list some key prefixes: nothing under them counts as deleted.
+
+    ``unlisted_reason`` (optional attribute) says why, in a few words (``max_pages=1000``,
+    ``crawl_deadline_s=3600``): the run's summary keeps it as ``listing_truncated``.
+    """
 
     unlisted_prefixes: frozenset[str]
 

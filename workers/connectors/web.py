@@ -270,6 +270,11 @@ class WebConnector:
         log.info("crawl listed", extra={"event": "crawl_listed", "location": self.location, **report.as_dict()})
         yield from (refs[k] for k in sorted(refs))
 
+    @property
+    def unlisted_reason(self) -> str | None:
+        """The bound or deadline that cut the last crawl short (:class:`UnlistedPrefixes`), or None."""
+        return self.last_crawl.truncated if self.unlisted_prefixes else None
+
     def _count(self, report: CrawlReport) -> None:
         with self._lock:
             report.requests += 1

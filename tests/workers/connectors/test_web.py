@@ -178,3 +178,25 @@ def test_a_sitemap_lists_its_pages_in_scope_without_following_links() -> None:
         _, refs = crawl(site, start="/docs/sitemap.xml")
     assert list(refs) == [f"{b}/docs/a.html"]
     assert "/elsewhere.html" not in site.paths()
+
+
+def test_a_sync_whose_crawl_was_cut_short_says_so_in_its_report(tmp_path) -> None:
+    from freshindex.services import Services
+    from freshindex.settings import load_settings
+    from freshindex.workers.runner import sync_inline
+
+    # Given a site of 11 pages registered with max_pages=4
+    links = "".join(f'<a href="p{i}.html">{i}</a>' for i in range(10))
+    routes = {"/docs/index.html": html(links), **{f"/docs/p{i}.html": html(f"page {i}") for i in range(10)}}
+    with serve(DocSite(routes=routes)) as site:
+        svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
+        try:
+            svc.registry.add_source("site", kind="web", location=f"{site.base}/docs/index.html", owner="t",
+                                    kb="default", options={"max_pages": "4", "rate_limit": "1000/second"})
+            # When it syncs
+            report = sync_inline(svc, "site").as_dict()
+            # Then the run names the bound that cut the listing short (and deleted nothing)
+            assert report["listing_truncated"] == "max_pages=4", report
+            assert svc.registry.get_sync_run(report["run_id"]).summary["listing_truncated"] == "max_pages=4"
+        finally:
+            svc.close()
