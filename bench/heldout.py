@@ -154,4 +154,6 @@ def held_label(rows: list[dict[str, Any]], refused_ids: set[str], label: str = "
         if run["insufficient"] and r["kind"] != "unanswerable":
             run.update(hit5=False, passage5=False, passage5_exact=False, passage5_strict=False,
                        passage5_any_page=False, rr10=0.0, rank10=None, distractor_above=False, n10=0)
+        if run["insufficient"] and "stale5" in run:
+            run["stale5"] = []  # a refused question serves nothing, stale or not
         r[label] = run

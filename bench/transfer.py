@@ -77,14 +77,15 @@ from bench.report import table, write
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("FRESHINDEX_BENCH_CACHE", Path.home() / ".cache" / "freshindex-bench")) / "transfer"
-NAMES = ("django", "python311", "rmanuals")
+NAMES = ("django", "python311", "rmanuals", "structlog_repo", "markdown_repo", "cmake_docs")
 LIMITS = (5, 10)
 #: (comparison, goal) of the figures with refusal on; the retrieval figures are held to the same goals with it off.
 GOALS: dict[str, tuple[str, float]] = {
     "hit_at_5": (">=", 0.90), "passage_at_5": (">=", 0.80), "mrr_at_10": (">=", 0.80),
-    "unanswerable_refused": (">=", 0.80), "false_refusals": ("<=", 0.03), "distractor_above_canonical": ("<=", 0),
+    "code_hit_at_5": (">=", 0.85), "unanswerable_refused": (">=", 0.80), "false_refusals": ("<=", 0.03),
+    "stale_served": ("<=", 0), "distractor_above_canonical": ("<=", 0),
 }
-RETRIEVAL = ("hit_at_5", "passage_at_5", "mrr_at_10", "distractor_above_canonical")
+RETRIEVAL = ("hit_at_5", "passage_at_5", "mrr_at_10", "code_hit_at_5", "stale_served", "distractor_above_canonical")
 REFUSAL_PARAMS = ("bias", "coverage_weight", "lexical_weight", "dense_weight")
 
 
@@ -93,10 +94,12 @@ REFUSAL_PARAMS = ("bias", "coverage_weight", "lexical_weight", "dense_weight")
 @dataclass(frozen=True)
 class Corpus:
     name: str
-    module: ModuleType  # materialise(cache, dest), verify(dest, questions), load_questions(), DEFAULT_CACHE
+    module: ModuleType  # materialise(cache, dest, ...), verify(dest, questions), load_questions(), DEFAULT_CACHE
     release: str
     skip_kinds: tuple[str, ...] = ()
     pdf: bool = False  # page ids are "<file>.pdf#page=N"
+    #: An update corpus (``Update``): indexed at its old release, updated to the new one, synced again, then asked.
+    update: Update | None = None
 
     @property
     def folder(self) -> Path:
@@ -107,23 +110,82 @@ class Corpus:
             import pymupdf
 
             return sum(len(pymupdf.open(p)) for p in sorted(self.folder.glob("*.pdf")))
+        if hasattr(self.module, "count_pages"):
+            return int(self.module.count_pages(self.folder))
         return sum(1 for _ in self.folder.rglob("*.html"))
 
 
+@dataclass(frozen=True)
+class Update:
+    """How an update corpus moves from its old release to its new one, and where each release's files are read.
+
+    ``old(folder)`` writes the old release into the source's folder (a git repository at the old commit, or the
+    manual's old pages), ``new(folder)`` moves it to the new release (commits the rest, or writes the new pages over
+    the old); ``roots(folder)`` gives the two releases as plain folders (what ``StaleCheck`` reads).
+    """
+
+    kind: str  # the source kind: "git" or "folder"
+    options: dict[str, Any]
+    old: Callable[[Path], Any]
+    new: Callable[[Path], Any]
+    roots: Callable[[Path], tuple[Path, Path]]
+    old_release: str
+    new_release: str
+
+
+def _repo_update(module: ModuleType) -> Update:
+    """A release history committed into git (``bench.corpora.release_repo``), indexed as a ``git`` source."""
+    from bench.corpora import release_repo
+
+    def old(folder: Path) -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        module.materialise(module.DEFAULT_CACHE, folder, upto=module.OLD_VERSION)
+
+    def roots(folder: Path) -> tuple[Path, Path]:
+        out = CACHE / f"{module.NAME}-releases"
+        return (release_repo.export(folder, module.OLD_VERSION, out / "old"),
+                release_repo.export(folder, module.NEW_VERSION, out / "new"))
+
+    return Update(module.SOURCE_KIND, dict(module.SOURCE_OPTIONS), old,
+                  lambda folder: module.materialise(module.DEFAULT_CACHE, folder), roots,
+                  f"{module.PACKAGE} {module.OLD_VERSION} ({module.OLD_COMMIT[:10]})",
+                  f"{module.PACKAGE} {module.NEW_VERSION} ({module.NEW_COMMIT[:10]})")
+
+
+def _manual_update(module: ModuleType) -> Update:
+    """A manual whose new release's pages are written over the old one's (``bench.corpora.cmake_docs``)."""
+    def old(folder: Path) -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        module.materialise(module.DEFAULT_CACHE, folder, module.OLD_VERSION)
+
+    return Update("folder", {}, old, lambda folder: module.materialise(module.DEFAULT_CACHE, folder, module.VERSION),
+                  lambda folder: (module.old_folder(module.DEFAULT_CACHE), folder),
+                  f"{module.PACKAGE} {module.OLD_VERSION}", f"{module.PACKAGE} {module.VERSION}")
+
+
 def corpora() -> dict[str, Corpus]:
-    from bench.corpora import django, python311, rmanuals
+    from bench.corpora import cmake_docs, django, markdown_repo, python311, rmanuals, structlog_repo
 
     return {
         "django": Corpus("django", django, f"{django.PACKAGE} {django.VERSION}", skip_kinds=("update_only",)),
         "python311": Corpus("python311", python311, f"{python311.PACKAGE} {python311.VERSION}"),
         "rmanuals": Corpus("rmanuals", rmanuals, f"{rmanuals.PACKAGE} {rmanuals.VERSION}", pdf=True),
+        "structlog_repo": Corpus("structlog_repo", structlog_repo, structlog_repo.VERSION,
+                                 update=_repo_update(structlog_repo)),
+        "markdown_repo": Corpus("markdown_repo", markdown_repo, markdown_repo.VERSION,
+                                update=_repo_update(markdown_repo)),
+        "cmake_docs": Corpus("cmake_docs", cmake_docs,
+                             f"{cmake_docs.PACKAGE} {cmake_docs.OLD_VERSION} -> {cmake_docs.VERSION}",
+                             update=_manual_update(cmake_docs)),
     }
 
 
 def materialise(corpus: Corpus) -> float:
-    """The corpus folder, made once (a marker beside it says it is complete); seconds spent."""
+    """The corpus folder, made once (a marker beside it says it is complete); seconds spent.
+
+    An update corpus is materialised by :func:`open_index` instead (its old release, indexed, then the update)."""
     marker = corpus.folder.with_name(corpus.folder.name + ".done")
-    if marker.is_file() and marker.read_text() == corpus.release:
+    if corpus.update is not None or (marker.is_file() and marker.read_text() == corpus.release):
         return 0.0
     t0 = time.perf_counter()
     print(f"[{corpus.name}] materialising {corpus.release} into {corpus.folder}", flush=True)
@@ -193,30 +255,21 @@ def open_index(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any
     parts = index_parts(settings_for(CACHE), embedder.model_id, corpus)
     work = CACHE / f"{corpus.name}-{index_key(parts)}"
     record_file = work / "index.json"
-    if reindex or not record_file.is_file():
+    stale_update = corpus.update is not None and record_file.is_file() and \
+        json.loads(record_file.read_text()).get("updated_to") != corpus.update.new_release
+    if reindex or not record_file.is_file() or stale_update:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         svc = Services(settings_for(work / "data"), embedder=embedder)
-        svc.registry.add_source(corpus.name, kind="folder", location=str(corpus.folder), owner="bench",
-                                kb=corpus.name)
-        print(f"[{corpus.name}] indexing {corpus.folder} into {work}", flush=True)
-        t0 = time.perf_counter()
-        rep = sync_inline(svc, corpus.name, progress=_progress(corpus.name))
-        seconds = time.perf_counter() - t0
-        if rep.snapshot is None or str(rep.build_status) != "built":
-            raise SystemExit(f"[{corpus.name}] sync ended {rep.run.status}, build {rep.build_status}: "
-                             f"{rep.build_reason}")
-        record = {"parts": parts, "index_seconds": round(seconds, 1), "summary": rep.run.summary,
-                  "document_errors": [{"key": e.key, "reason": e.reason, "detail": str(e.detail)[:300]}
-                                      for e in rep.errors],
-                  "load_avg_after": _load(), "date": _now()}
+        record = {"parts": parts, **_build(corpus, svc, work), "load_avg_after": _load(), "date": _now()}
         record_file.write_text(json.dumps(record, indent=1, default=str))
         record["reused"] = False
-        print(f"[{corpus.name}] indexed in {seconds:.0f} s: {rep.run.summary}", flush=True)
     else:
         svc = Services(settings_for(work / "data"), embedder=embedder)
         record = {**json.loads(record_file.read_text()), "reused": True}
         print(f"[{corpus.name}] reusing the index in {work} (built in {record['index_seconds']} s)", flush=True)
+        if corpus.update is not None:
+            corpus.update.new(corpus.folder)  # already there: the same commits, the same pages
         # An incremental sync first: a no-op when nothing changed, and it retries the documents an older
         # pipeline failed on (a parser fix reaches the kept index without re-embedding the rest).
         t0 = time.perf_counter()
@@ -239,6 +292,49 @@ def open_index(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any
         print(f"[{corpus.name}] re-synced in {record['resync_seconds']} s: {rep.run.summary}", flush=True)
     record["dir"] = str(work)
     return svc, record
+
+
+def _sync(svc: Any, corpus: Corpus, step: str) -> tuple[Any, float]:
+    """One sync of the corpus's source; a sync the deletion guard holds is reported, confirmed and synced again."""
+    from freshindex.workers.runner import sync_inline
+
+    t0 = time.perf_counter()
+    rep = sync_inline(svc, corpus.name, progress=_progress(f"{corpus.name} {step}"))
+    if str(rep.run.status).endswith("held"):
+        held = rep.run.summary.get("held") or {}
+        print(f"[{corpus.name}] {step}: the deletion guard held the sync ({rep.run.held_reason}); confirming "
+              f"{held.get('deletions')} deletions as an operator would", flush=True)
+        svc.registry.confirm_deletions(corpus.name, int(held.get("deletions") or 1), actor="bench")
+        rep = sync_inline(svc, corpus.name, progress=_progress(f"{corpus.name} {step}"))
+    if rep.snapshot is None or str(rep.build_status) != "built":
+        raise SystemExit(f"[{corpus.name}] {step} sync ended {rep.run.status}, build {rep.build_status}: "
+                         f"{rep.build_reason}")
+    return rep, time.perf_counter() - t0
+
+
+def _build(corpus: Corpus, svc: Any, work: Path) -> dict[str, Any]:
+    """A full sync into a new index; an update corpus at its old release first, then updated and synced again."""
+    up = corpus.update
+    if up is not None:
+        print(f"[{corpus.name}] writing the old release {up.old_release} into {corpus.folder}", flush=True)
+        up.old(corpus.folder)
+    svc.registry.add_source(corpus.name, kind=up.kind if up else "folder", location=str(corpus.folder),
+                            owner="bench", kb=corpus.name, options=dict(up.options) if up else None)
+    print(f"[{corpus.name}] indexing {corpus.folder} into {work}", flush=True)
+    rep, seconds = _sync(svc, corpus, "first sync")
+    print(f"[{corpus.name}] indexed in {seconds:.0f} s: {rep.run.summary}", flush=True)
+    record: dict[str, Any] = {"index_seconds": round(seconds, 1), "summary": rep.run.summary}
+    errors = list(rep.errors)
+    if up is not None:
+        print(f"[{corpus.name}] the update: {up.old_release} -> {up.new_release}", flush=True)
+        up.new(corpus.folder)
+        urep, useconds = _sync(svc, corpus, "update sync")
+        print(f"[{corpus.name}] update synced in {useconds:.0f} s: {urep.run.summary}", flush=True)
+        errors = list(urep.errors)  # what the update's run failed on (the first run's failures retried there)
+        record.update(indexed_at=up.old_release, updated_to=up.new_release, update_seconds=round(useconds, 1),
+                      update_summary=urep.run.summary)
+    record["document_errors"] = [{"key": e.key, "reason": e.reason, "detail": str(e.detail)[:300]} for e in errors]
+    return record
 
 
 # -- asking -------------------------------------------------------------------
@@ -341,8 +437,10 @@ def judge(corpus: Corpus, q: dict[str, Any], at5: dict[str, Any], at10: dict[str
     return out
 
 
-def ask_all(corpus: Corpus, svc: Any, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every question with refusal on (the default client) and off (``context.refusal = false``)."""
+def ask_all(corpus: Corpus, svc: Any, questions: list[dict[str, Any]],
+            stale: StaleCheck | None = None) -> list[dict[str, Any]]:
+    """Every question with refusal on (the default client) and off (``context.refusal = false``); after an update,
+    each top-5 item that ``stale`` calls stale is listed in the run's ``stale5``."""
     from freshindex.services import Services
 
     off_settings = svc.settings.model_copy(update={"context": svc.settings.context.model_copy(update={"refusal": False})})
@@ -358,6 +456,9 @@ def ask_all(corpus: Corpus, svc: Any, questions: list[dict[str, Any]]) -> list[d
             at5, at10 = asker.ask(q["question"], 5), asker.ask(q["question"], 10)
             row[label] = judge(corpus, q, at5, at10)
             row[label]["signals"] = at5["signals"]
+            if stale is not None:
+                row[label]["stale5"] = [{"rank": i, "key": e["key"], "chunk_id": e["chunk_id"], "why": why}
+                                        for i, e in enumerate(at5["evidence"], 1) if (why := stale(e))]
             raw[label] = {"top5_text": [e["text"] for e in at5["evidence"]], "top10_text": [e["text"] for e in at10["evidence"]]}
         row["texts"] = raw
         if corpus.pdf:
@@ -368,6 +469,49 @@ def ask_all(corpus: Corpus, svc: Any, questions: list[dict[str, Any]]) -> list[d
         if i % 10 == 0 or i == len(questions):
             print(f"[{corpus.name}] asked {i}/{len(questions)}", flush=True)
     return rows
+
+
+class StaleCheck:
+    """Whether a served item is stale after an update: the old release's text the update removed, or a gone document.
+
+    An item is stale when its document is not in the new release (deleted, or moved to another path) or its text
+    holds a run of :attr:`RUN` consecutive words (``bench.corpora.blind``'s reading: quotes and dashes folded,
+    lower case, punctuation dropped) that the document's OLD text has and its NEW text does not.  The texts are
+    read as the golden sets' checker reads them (an HTML page's main block, a text file as it is), so words the
+    chunker adds (a heading path) only ever make a run fail to match: this undercounts, it does not invent.
+    """
+
+    RUN = 12
+
+    def __init__(self, old_root: Path, new_root: Path) -> None:
+        from bench.corpora import blind
+
+        self.blind = blind
+        self.old, self.new = blind.Release(old_root), blind.Release(new_root)
+        self.old_files, self.new_files = set(self.old.files()), set(self.new.files())
+        self._removed: dict[str, set[tuple[str, ...]]] = {}
+
+    def _grams(self, text: str | None) -> set[tuple[str, ...]]:
+        w = self.blind.words(self.blind.fold(text or ""))
+        return {tuple(w[i:i + self.RUN]) for i in range(len(w) - self.RUN + 1)}
+
+    def relative(self, key: str) -> str:
+        """The item's document as a path in the releases (a key may carry the source's folder in front)."""
+        if key in self.new_files or key in self.old_files:
+            return key
+        found = [f for f in (self.new_files | self.old_files) if key.endswith("/" + f)]
+        return max(found, key=len) if found else key
+
+    def __call__(self, ev: dict[str, Any]) -> str | None:
+        rel = self.relative(ev["key"])
+        if rel not in self.new_files:
+            return "document deleted or moved by the update" if rel in self.old_files else "not in the new release"
+        if rel not in self._removed:
+            self._removed[rel] = self._grams(self.old.text(rel)) - self._grams(self.new.text(rel))
+        removed = self._removed[rel]
+        if removed and self._grams(ev["text"]) & removed:
+            return "holds old-release text the update removed"
+        return None
 
 
 # -- figures ------------------------------------------------------------------
@@ -393,6 +537,8 @@ def figures(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
         "unanswerable_refused": _rate(sum(r[label]["insufficient"] for r in un), len(un)),
         "false_refusals": _rate(sum(x["insufficient"] for x in runs), len(runs)),
         "distractor_above_canonical": sum(bool(r[label].get("distractor_above")) for r in dis),
+        # top-5 items served stale after an update (StaleCheck), over every question; None: no update was measured
+        "stale_served": sum(len(r[label]["stale5"]) for r in rows) if any("stale5" in r[label] for r in rows) else None,
         "query_ms_p50": _pct([r[label]["ms5"] for r in rows], 50),
         "query_ms_p95": _pct([r[label]["ms5"] for r in rows], 95),
         "passage_at_5_strict_whitespace": _rate(sum(x["passage5_strict"] for x in runs), len(runs)),
@@ -407,6 +553,7 @@ def figures(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
         out["by_kind"][kind] = {"n": len(sel), "hit_at_5": _rate(sum(x["hit5"] for x in sel), len(sel)),
                                 "passage_at_5": _rate(sum(x["passage5"] for x in sel), len(sel)),
                                 "mrr_at_10": _rate(sum(x["rr10"] for x in sel), len(sel))}
+    out["code_hit_at_5"] = out["by_kind"].get("code", {}).get("hit_at_5")
     return out
 
 
@@ -415,6 +562,9 @@ def goals(fig: dict[str, Any], names: tuple[str, ...] = tuple(GOALS)) -> dict[st
     for name in names:
         op, goal = GOALS[name]
         v = fig.get(name)
+        if v is None and name in ("code_hit_at_5", "stale_served"):
+            out[name] = "n/a"  # no code questions; no update measured
+            continue
         ok = v is not None and (v >= goal if op == ">=" else v <= goal)
         out[name] = "met" if ok else "missed"
     return out
@@ -433,14 +583,18 @@ def _client_bias(raw: dict[str, Any], shipped: dict[str, float]) -> float:
 def run_corpus(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any], reindex: bool) -> dict[str, Any]:
     steps: dict[str, float] = {}
     steps["materialise_s"] = round(materialise(corpus), 1)
+    if corpus.update is not None:  # the golden set is verified against the new release: after the update
+        svc, record = open_index(corpus, embedder, settings_for, reindex)
     t0 = time.perf_counter()
     questions, dropped, general = verified_questions(corpus)
     steps["verify_s"] = round(time.perf_counter() - t0, 1)
-    svc, record = open_index(corpus, embedder, settings_for, reindex)
+    if corpus.update is None:
+        svc, record = open_index(corpus, embedder, settings_for, reindex)
     steps["index_s"] = record["index_seconds"]  # the build's time, also when this run re-queried the kept index
+    stale = StaleCheck(*corpus.update.roots(corpus.folder)) if corpus.update is not None else None
     try:
         t0 = time.perf_counter()
-        rows = ask_all(corpus, svc, questions)
+        rows = ask_all(corpus, svc, questions, stale)
         steps["query_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
         pseudo = pseudo_questions(svc, corpus.name)
@@ -449,9 +603,26 @@ def run_corpus(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any
         svc.close()
     raw = {"corpus": corpus.name, "release": corpus.release, "pages": corpus.count_pages(), "index": record,
            "dropped": dropped, "golden_problems": general, "steps": steps, "rows": rows, "pseudo": pseudo,
-           "commit": _commit()}
+           "commit": _commit(), "questions_by": questions_by(corpus.name)}
     Path(record["dir"], "rows.json").write_text(json.dumps(raw, default=str))
     return raw
+
+
+def questions_by(name: str) -> str:
+    """Who wrote the corpus's golden set: the first paragraph of ``bench/goldens/<name>/WRITERS.md``."""
+    path = ROOT / "bench" / "goldens" / name / "WRITERS.md"
+    if not path.is_file():
+        return "not stated (no WRITERS.md; a set from before the blind-writing rule)"
+    para: list[str] = []
+    for line in path.read_text().splitlines():
+        if line.startswith("#") and not para:
+            continue
+        if not line.strip():
+            if para:
+                break
+            continue
+        para.append(line.strip())
+    return " ".join(para).replace("**", "")[:400]
 
 
 def pseudo_questions(svc: Any, kb: str) -> dict[str, Any]:
@@ -523,6 +694,9 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
             # own decisions: what bench.heldout computes is what the client does
             "shipped_recomputed_matches_client": sorted(shipped_recomputed)
             == sorted(r["id"] for r in rows if r["on"]["insufficient"]),
+            "questions_by": raw.get("questions_by") or questions_by(name),
+            "update": _update_record(raw["index"]), "stale_items_refusal_off": _stale_items(rows, "off"),
+            "held_out_fitted_on": loo[name]["fitted_on"] if name in loo else [],
             "dropped_questions": raw["dropped"], "golden_problems": raw["golden_problems"],
             "skipped_kinds": list(corpora()[name].skip_kinds), "steps": raw["steps"],
             "chunks": (raw["index"].get("summary") or {}).get("chunks_embedded"),
@@ -546,9 +720,58 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
                 "passage_at_5": _rate(sum(r["on"]["passage5"] for r in sc), len(sc))}
     questions = {name: [_slim(r) for r in raw["rows"]] for name, raw in raws.items()}
     defaults = heldout.fit(rows_by, pseudo_by, list(rows_by))
-    return {"meta": _meta(argv, shipped), "corpora": per, "leave_one_corpus_out": loo,
+    meta = {**_meta(argv, shipped), "fit_pool": list(rows_by),
+            "fit_note": "weights and calibration target fitted leave-one-corpus-out among the corpora whose answers "
+                        f"this report holds ({', '.join(rows_by)}): each held out against the others"}
+    return {"meta": meta, "corpora": per, "leave_one_corpus_out": loo,
             "defaults_fitted_on_every_corpus": defaults,
             "misses": {name: misses(raw["rows"]) for name, raw in raws.items()}, "questions": questions}
+
+
+def _update_record(index: dict[str, Any]) -> dict[str, Any] | None:
+    """The update an update corpus went through before it was asked (None for a corpus indexed once)."""
+    if not index.get("updated_to"):
+        return None
+    first, upd = index.get("summary") or {}, index.get("update_summary") or {}
+    keys = ("documents", "documents_changed", "documents_deleted", "chunks_embedded", "chunks_reused")
+    return {"indexed_at": index["indexed_at"], "updated_to": index["updated_to"],
+            "first_sync_seconds": index["index_seconds"], "update_seconds": index.get("update_seconds"),
+            "first_sync": {k: first.get(k) for k in keys if k in first},
+            "update_sync": {k: upd.get(k) for k in keys if k in upd}, "moves": len(upd.get("moves") or [])}
+
+
+def _stale_items(rows: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    return [{"id": r["id"], **x} for r in rows for x in r[label].get("stale5") or []]
+
+
+def merge_earlier(res: dict[str, Any], path: Path = ROOT / "bench" / "results" / "transfer.json") -> dict[str, Any]:
+    """``res`` with the corpora of the results file that this run did not answer kept as they were reported.
+
+    Their figures are those of the run that asked them (its date, commit and fit pool kept in ``earlier_run``);
+    nothing of them is recomputed here, and the fields they predate are filled only where derivable
+    (``code_hit_at_5`` from their held-out figures by kind; ``stale_served`` None: no update was measured).
+    """
+    if not path.is_file():
+        return res
+    before = json.loads(path.read_text())
+    for name, entry in (before.get("corpora") or {}).items():
+        if name in res["corpora"]:
+            continue
+        meta = before.get("meta") or {}
+        entry = dict(entry)
+        entry.setdefault("earlier_run", {"date": meta.get("date"), "command": meta.get("command"),
+                                         "commit": (meta.get("commit") or {}).get("head"),
+                                         "fit_pool": meta.get("fit_pool") or list(before.get("corpora") or {})})
+        entry.setdefault("questions_by", questions_by(name))
+        entry.setdefault("code_hit_at_5", (entry.get("held_out_by_kind") or {}).get("code", {}).get("hit_at_5"))
+        entry.setdefault("stale_served", None)
+        entry.setdefault("held_out_fitted_on",
+                         ((before.get("leave_one_corpus_out") or {}).get(name) or {}).get("fitted_on", []))
+        res["corpora"][name] = entry
+        for part in ("leave_one_corpus_out", "misses", "questions"):
+            if name in (before.get(part) or {}):
+                res[part][name] = before[part][name]
+    return res
 
 
 def _on_failed(raw: dict[str, Any]) -> list[str]:
@@ -643,7 +866,7 @@ def _meta(argv: list[str], shipped: dict[str, float]) -> dict[str, Any]:
 def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
     m, per = res["meta"], res["corpora"]
     c = m["commit"]
-    lines = ["# Transfer benchmark: three whole corpora, the refusal fitted leave-one-corpus-out", "",
+    lines = ["# Transfer benchmark: whole corpora, the refusal fitted leave-one-corpus-out", "",
              f"`{m['command']}`, report at {c['head'][:10]} ({c['subject']}), {m['date']}, {m['cores']} cores shared "
              f"(load {m['load_avg_1_5_15']}); {m['settings']}. Questions asked at "
              + "; ".join(f"{n} {per[n]['commit_at_query']['head'][:10]}" for n in per) + ". "
@@ -655,19 +878,35 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
              f"(on an item read by OCR, {OCR_PASSAGE_MATCH:.0%} of the passage's characters aligned in order: OCR "
              "misreads glyphs the golden passage copied from the text layer).",
              "", "## Held-out figures: the default settings, every fitted default fitted without that corpus", "",
-             "The refusal's weights and calibration target are fitted on the two other corpora (`bench.heldout`); "
-             "the corpus's own bias is calibrated from its own pseudo-questions, as its build does. The retrieval is "
-             "the client's; a question refused counts as a miss.", ""]
+             "The refusal's weights and calibration target are fitted on the other corpora of the corpus's fit pool "
+             "(`bench.heldout`; row \"held out against\"); the corpus's own bias is calibrated from its own "
+             "pseudo-questions, as its build does. The retrieval is the client's; a question refused counts as a miss. "
+             f"This run's fit pool: {', '.join(m.get('fit_pool') or [])} ({m.get('fit_note', '')}). "
+             "An update corpus (row \"update\") was indexed at its old release, updated, synced again and then "
+             "asked; `stale_served` counts top-5 items whose document the update deleted or moved, or whose text holds "
+             f"a run of {StaleCheck.RUN} words the update removed from that document.", ""]
     names = list(per)
+    earlier = [n for n in names if per[n].get("earlier_run")]
+    if earlier:
+        e = per[earlier[0]]["earlier_run"]
+        lines += [f"Kept from the earlier report (not run now, figures as reported then, {e.get('date')} at "
+                  f"{(e.get('commit') or '')[:10]}, fit pool {', '.join(e.get('fit_pool') or [])}): "
+                  f"{', '.join(earlier)}.", ""]
 
     def val(name: str, key: str, src: dict[str, Any] | None = None) -> str:
         f = src if src is not None else per[name]
         v = f.get(key)
         g = f.get("goals", {}).get(key)
-        return f"{v}" + (" ✓" if g == "met" else " ✗" if g == "missed" else "")
+        return ("-" if v is None else f"{v}") + (" ✓" if g == "met" else " ✗" if g == "missed" else "")
+
+    def update(n: str) -> str:
+        u = per[n].get("update")
+        return f"{u['indexed_at']} -> {u['updated_to']}" if u else "none (indexed once)"
 
     rows = [["pages", *[per[n]["pages"] for n in names], ""],
-            ["answerable / unanswerable", *[f"{per[n]['answerable']} / {per[n]['unanswerable']}" for n in names], ""]]
+            ["answerable / unanswerable", *[f"{per[n]['answerable']} / {per[n]['unanswerable']}" for n in names], ""],
+            ["update", *[update(n) for n in names], ""],
+            ["held out against", *[", ".join(per[n].get("held_out_fitted_on") or []) or "-" for n in names], ""]]
     for key, (op, g) in GOALS.items():
         rows.append([key, *[val(n, key) for n in names], f"{op} {g}"])
     rows.append(["shipped client (not held-out): refused / false refusals",
@@ -679,9 +918,23 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
               *[per[n].get("passage_at_5_exact_on_ocr", "-") for n in names], ""],
              ["chunks", *[per[n]["chunks"] for n in names], ""]]
     lines += table(["figure", *names, "goal"], ["l", *"r" * len(names), "l"], rows)
+    lines += ["", "## The client as shipped (refusal defaults fitted on every corpus of their day: not held-out)", ""]
+    rows = [[key, *[val(n, key, per[n]["shipped_defaults_client"]) for n in names], f"{GOALS[key][0]} {GOALS[key][1]}"]
+            for key in GOALS]
+    lines += table(["figure", *names, "goal"], ["l", *"r" * len(names), "l"], rows)
+    lines += ["", "Who wrote the questions (`bench/goldens/<name>/WRITERS.md`):", ""]
+    lines += [f"- {n}: {per[n].get('questions_by')}" for n in names]
+    for n in names:
+        u = per[n].get("update")
+        if u:
+            stale = per[n].get("stale_items_refusal_off") or []
+            lines.append(f"- {n} update: first sync {u['first_sync_seconds']} s {u['first_sync']}; update sync "
+                         f"{u['update_seconds']} s {u['update_sync']}, {u['moves']} moves; stale top-5 items with "
+                         f"refusal off: {len(stale)}" + (" (" + "; ".join(f"{x['id']} #{x['rank']} {x['key']}: {x['why']}"
+                                                                           for x in stale[:6]) + ")" if stale else ""))
     lines += ["", "## Retrieval alone (`FRESHINDEX_CONTEXT__REFUSAL=false`)", ""]
     rows = [[key, *[val(n, key, per[n]["refusal_off"]) for n in names], f"{GOALS[key][0]} {GOALS[key][1]}"]
-            for key in RETRIEVAL]
+            for key in RETRIEVAL]  # a corpus of an earlier report predates code_hit_at_5 and stale_served: "-"
     rows.append(["query_ms_p50 / p95", *[f"{per[n]['refusal_off']['query_ms_p50']} / "
                                           f"{per[n]['refusal_off']['query_ms_p95']}" for n in names], ""])
     rows.append(["passage@5, passage on any page", *[per[n]["passage_at_5_any_page_refusal_off"] for n in names], ""])
@@ -828,7 +1081,7 @@ def main() -> None:
             print(f"[{name}] answers read from {kept} (asked at {raws[name]['commit']['head'][:10]})", flush=True)
         elif name in wanted:
             raise SystemExit(f"no kept answers for {name} in {work}: run without --from-rows")
-    res = report(raws, shipped_defaults(), sys.argv[1:])
+    res = merge_earlier(report(raws, shipped_defaults(), sys.argv[1:]))
     for name, f in res["corpora"].items():
         print(f"[{name}] goals (held-out defaults): " + ", ".join(f"{k} {f[k]} {v}" for k, v in f["goals"].items()))
         print(f"[{name}] goals (refusal off): "
