@@ -69,7 +69,8 @@ def worker(state: Any, queues: str, concurrency: int, pool: str, hostname: str |
         from freshindex.workers.probe import heartbeat_path
 
         exporter.install(app, port=metrics_port, queues=[queue_name(settings, q) for q in Queue],
-                         host=settings.broker.worker_metrics_bind, heartbeat=heartbeat_path(settings, "worker"))
+                         host=settings.broker.worker_metrics_bind, heartbeat=heartbeat_path(settings, "worker"),
+                         disk={"data": settings.data_dir, "vectors": settings.vector_path})
     log.warning("worker starting", extra={"event": "worker_starting", "queues": names, **info})
     argv = ["worker", "-Q", ",".join(names), "-c", str(concurrency), "-P", pool,
             "--loglevel", settings.log_level, "-n", hostname or "freshindex@%h", "--without-gossip",

@@ -15,7 +15,10 @@ main process serves their sum (:class:`MultiProcessCollector`) on
   next message to be delivered has been the next one, see :class:`HeadAges`);
 * ``freshindex_worker_heartbeat_age_seconds``: seconds since the worker's consumer
   last touched its heartbeat file (``workers/probe.py``); it grows while the exporter
-  still answers when the worker is wedged or cut off from the broker.
+  still answers when the worker is wedged or cut off from the broker;
+* ``freshindex_disk_free_bytes{dir}`` and ``freshindex_disk_size_bytes{dir}``: the file
+  systems of the worker's data and vector folders, read at scrape time (the
+  ``FreshindexDiskLow`` alert watches workers' volumes as well as ``serve``'s).
 
 No series carries a ``pid`` label: gauges that live in the pool children
 declare a ``multiprocess_mode`` that aggregates (``max``), and the
@@ -140,15 +143,18 @@ def heartbeat_age(path: Path | None, now: Callable[[], float] = time.time) -> fl
 
 
 def install(app: Any, *, port: int, queues: list[str], host: str = "127.0.0.1",
-            heartbeat: Path | None = None) -> None:
+            heartbeat: Path | None = None, disk: dict[str, Path] | None = None) -> None:
     """Wire the task metrics and start the exporter in the worker's main process on ``host:port``.
 
     Call after :func:`prepare` and before ``app.worker_main``.  ``heartbeat``:
-    the worker's heartbeat file (``workers.probe.heartbeat_path``), exported as its age.
+    the worker's heartbeat file (``workers.probe.heartbeat_path``), exported as its age;
+    ``disk``: folders by name (``data``, ``vectors``) whose file systems' free space is exported.
     """
     from celery.signals import task_postrun, task_prerun, worker_process_shutdown, worker_ready
     from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, start_http_server
     from prometheus_client.core import GaugeMetricFamily
+
+    from freshindex.health.metrics import DiskCollector
 
     task_seconds = Histogram("freshindex_task_seconds", "Task wall time in the worker, by task", ["task"],
                              buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))
@@ -207,6 +213,9 @@ def install(app: Any, *, port: int, queues: list[str], host: str = "127.0.0.1",
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
     registry.register(BrokerAndHeartbeat())
+    volumes = DiskCollector()
+    volumes.paths.update(disk or {})
+    registry.register(volumes)
     started_server: list[Callable[[], None]] = []
 
     @worker_ready.connect(weak=False)

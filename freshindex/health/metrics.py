@@ -36,7 +36,7 @@ class Metrics:
         self._build_metrics(r)
         self._query_metrics(r)
         self._api_metrics(r)
-        self._disk = _DiskCollector()
+        self._disk = DiskCollector()
         r.register(self._disk)
 
     def _sync_metrics(self, r: CollectorRegistry) -> None:
@@ -289,7 +289,7 @@ class _HealthCollector(Collector):
         yield from (lag, backlog, errors, live, snapshots, held, deletions)
 
 
-class _DiskCollector(Collector):
+class DiskCollector(Collector):
     """Free and total bytes of each watched folder's file system at scrape time (no series before a watch).
 
     A folder not created yet is measured at its nearest existing parent (the

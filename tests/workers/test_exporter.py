@@ -72,6 +72,9 @@ def test_the_worker_exports_its_pool_metrics_task_latency_and_queue_depth(
         depths = dict(re.findall(r'freshindex_queue_depth\{queue="([^"]+)"\} ([0-9.]+)', text))
         assert set(depths) == {f"{prefix}.{q}" for q in ("sync", "parse", "ocr", "embed", "build")}
         assert all(float(v) == 0 for v in depths.values())  # the run is done: nothing waits
+        # And the worker's own volumes, which the disk alert watches beside serve's
+        assert _value(text, "freshindex_disk_free_bytes", dir="data") > 0, text[:3000]
+        assert _value(text, "freshindex_disk_size_bytes", dir="vectors") > 0
 
 
 
