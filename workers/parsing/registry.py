@@ -96,7 +96,7 @@ def register(spec: ParserSpec, *, replace: bool = False) -> ParserSpec:
         if current is not None:
             _drop(current)
         clash = [f"{e} ({_BY_EXTENSION[e]})" for e in spec.extensions if e in _BY_EXTENSION]
-        clash += [f"{m} ({_BY_MEDIA[m]})" for m in spec.media_types if m.lower() in _BY_MEDIA]
+        clash += [f"{m} ({_BY_MEDIA[m.lower()]})" for m in spec.media_types if m.lower() in _BY_MEDIA]
         clash += [f"keys without an extension ({s.name})" for s in _SPECS.values() if spec.bare and s.bare]
         if clash:
             if current is not None:
