@@ -160,9 +160,9 @@ class SourcesSettings(BaseModel):
         "too_large before its directory is read",
     )
     max_xml_elements: int = Field(
-        default=5_000_000, ge=1, description="XML elements all parts of one Office file may hold together (a "
-        "library holds each part it reads as a tree, about 120 bytes an element); more fail it as too_large "
-        "before a library opens it",
+        default=2_000_000, ge=1, description="XML elements all parts of one Office file may hold together (a "
+        "library holds each part it reads as a tree: a file at the default peaked at about 0.7 GB); more fail "
+        "it as too_large before a library opens it",
     )
     git_token_file: Path | None = Field(
         default=None, description="git sources: a file holding an access token for HTTPS remotes, handed to git "
