@@ -46,8 +46,7 @@ A page that fails (an error status other than 404/410, retries spent, its
 deadline, a byte cap, a URL without an ``.html`` name) is still listed and
 fails alone when fetched.  A 404 or 410 is not listed (the page is deleted).
 A crawl cut short by a bound (pages, depth, bytes, its deadline, a page's link
-budget) deletes nothing (:attr:`unlisted_prefixes`) and names the bound in
-:attr:`CrawlReport.truncated`.
+budget) deletes nothing (:attr:`unlisted_prefixes`) and names it (``unlisted_reason``).
 
 What a listing read (bodies, errors, redirects) is kept under a crawl id,
 recorded as the run's pending cursor (``{"crawl": id}``).  Document tasks
@@ -194,8 +193,9 @@ class WebConnector:
         self._deadline_at: float | None = None
         #: What the last listing did (``bench/crawl.py`` reports it).
         self.last_crawl = CrawlReport()
-        #: The whole site when the last listing was cut short by a bound: nothing under it counts as deleted.
+        #: The whole site when the last listing was cut short (why: ``unlisted_reason``): nothing counts as deleted.
         self.unlisted_prefixes: frozenset[str] = frozenset()
+        self.unlisted_reason: str | None = None
 
     # -- scope ---------------------------------------------------------
 
@@ -266,14 +266,9 @@ class WebConnector:
         if self._cursor is not None:
             self._cursor.set_pending({"crawl": table.id})  # the run's document tasks read this crawl or GET afresh
         report.seconds = time.perf_counter() - started
-        self.last_crawl = report
+        self.last_crawl, self.unlisted_reason = report, report.truncated
         log.info("crawl listed", extra={"event": "crawl_listed", "location": self.location, **report.as_dict()})
         yield from (refs[k] for k in sorted(refs))
-
-    @property
-    def unlisted_reason(self) -> str | None:
-        """The bound or deadline that cut the last crawl short (:class:`UnlistedPrefixes`), or None."""
-        return self.last_crawl.truncated if self.unlisted_prefixes else None
 
     def _count(self, report: CrawlReport) -> None:
         with self._lock:
