@@ -194,9 +194,23 @@ def materialise(corpus: Corpus) -> float:
     return time.perf_counter() - t0
 
 
+#: Where a golden set waits before the lead copies it into ``bench/goldens/<name>/questions.jsonl``.
+WAITING = Path("/work/briefs/corpora")
+
+
+def load_questions(corpus: Corpus) -> list[dict[str, Any]]:
+    """The corpus's golden set: ``bench/goldens/<name>/questions.jsonl``, else the copy waiting in :data:`WAITING`."""
+    questions = corpus.module.load_questions()
+    waiting = WAITING / f"{corpus.name}.questions.jsonl"
+    if not questions and waiting.is_file():
+        print(f"[{corpus.name}] golden set read from {waiting} (not yet in bench/goldens)", flush=True)
+        questions = corpus.module.load_questions(waiting)
+    return questions
+
+
 def verified_questions(corpus: Corpus) -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
     """(questions scored, {dropped id: reason}, problems naming no question), the skipped kinds left out."""
-    questions = corpus.module.load_questions()
+    questions = load_questions(corpus)
     problems = corpus.module.verify(corpus.folder, questions)
     ids = {q["id"] for q in questions}
     dropped: dict[str, str] = {}
@@ -768,6 +782,8 @@ def merge_earlier(res: dict[str, Any], path: Path = ROOT / "bench" / "results" /
         entry.setdefault("held_out_fitted_on",
                          ((before.get("leave_one_corpus_out") or {}).get(name) or {}).get("fitted_on", []))
         res["corpora"][name] = entry
+        if before.get("defaults_fitted_on_every_corpus") and "defaults_fitted_earlier" not in res:
+            res["defaults_fitted_earlier"] = before.get("defaults_fitted_earlier") or before["defaults_fitted_on_every_corpus"]
         for part in ("leave_one_corpus_out", "misses", "questions"):
             if name in (before.get(part) or {}):
                 res[part][name] = before[part][name]
@@ -1018,11 +1034,16 @@ def _loo_lines(res: dict[str, Any]) -> list[str]:
     lines += table(["held-out corpus", "fitted on", "bias / coverage / lexical / dense (LR)", "target",
                     "calibrated bias", "unanswerable refused", "false refusals", "falsely refused"],
                    list("lllrrrrl"), rows)
-    lines += ["", f"Fitted on every corpus (what the defaults ship): weights {_w(every['weights'])}, target "
+    lines += ["", f"Fitted on the whole fit pool ({', '.join(every.get('fitted_on') or [])}; what the shipped defaults "
+              f"would be if these were the only corpora): weights {_w(every['weights'])}, target "
               f"{every['target']}; on those corpora: " + "; ".join(
                   f"{n} bias {p['bias']}, refused {p['unanswerable_refused']}, false refusals {p['false_refusals']}"
                   for n, p in every["on_fit_set"].items()) + f". Shipped now: {_w(res['meta']['shipped_refusal_defaults'])}"
               f", target {res['meta'].get('shipped_target')}."]
+    earlier = res.get("defaults_fitted_earlier")
+    if earlier:
+        lines += ["", f"The earlier report's fit over {', '.join(earlier.get('fitted_on') or [])}: weights "
+                  f"{_w(earlier['weights'])}, target {earlier['target']}."]
     return lines
 
 
@@ -1044,6 +1065,19 @@ def shipped_defaults() -> dict[str, float]:
             "lexical_weight": c.refusal_lexical_weight, "dense_weight": c.refusal_dense_weight}
 
 
+def latest_rows(name: str, parts: dict[str, Any]) -> Path:
+    """The newest kept answers of ``name`` when no index matches ``parts`` (a setting or version changed since they
+    were asked); what differs is printed, and the report's ``index_parts`` say what they were asked at."""
+    found = sorted(CACHE.glob(f"{name}-*/rows.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        return CACHE / f"{name}-none" / "rows.json"
+    was = json.loads(found[-1].read_text())["index"].get("parts") or {}
+    differ = sorted(k for k in parts if parts[k] != was.get(k))
+    print(f"[{name}] no index matches the current parts; the newest answers ({found[-1].parent.name}) differ in "
+          f"{', '.join(differ) or 'nothing'}", flush=True)
+    return found[-1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpora", default=",".join(NAMES),
@@ -1051,6 +1085,8 @@ def main() -> None:
                              "index (rows.json) when present")
     parser.add_argument("--from-rows", action="store_true", help="rebuild the report from the kept answers only")
     parser.add_argument("--reindex", action="store_true", help="index again even when a kept index matches")
+    parser.add_argument("--index-only", action="store_true",
+                        help="build (or bring up to date) the corpora's indexes and stop: no question asked, no report")
     args = parser.parse_args()
     wanted = [n.strip() for n in args.corpora.split(",") if n.strip()]
     unknown = set(wanted) - set(NAMES)
@@ -1066,6 +1102,12 @@ def main() -> None:
     e = base.embedding
     embedder = build_embedder(e.provider, model=e.model, batch_size=e.batch_size, threads=e.threads)
     all_corpora = corpora()
+    if args.index_only:
+        for name in wanted:
+            materialise(all_corpora[name])
+            svc, _ = open_index(all_corpora[name], embedder, settings_for, args.reindex)
+            svc.close()
+        return
     raws: dict[str, dict[str, Any]] = {}
     for name in NAMES:
         corpus = all_corpora[name]
@@ -1076,6 +1118,8 @@ def main() -> None:
             continue
         work = CACHE / f"{name}-{index_key(index_parts(base, embedder.model_id, corpus))}"
         kept = work / "rows.json"
+        if not kept.is_file() and args.from_rows and name in wanted:
+            kept = latest_rows(name, index_parts(base, embedder.model_id, corpus))
         if kept.is_file():
             raws[name] = json.loads(kept.read_text())
             print(f"[{name}] answers read from {kept} (asked at {raws[name]['commit']['head'][:10]})", flush=True)
