@@ -94,6 +94,10 @@ def test_the_stages_hand_on_ocr_and_embedding_and_stage_what_one_call_stages(
         assert _chunks(staged, key) == _chunks(whole, key)
         assert staged.registry.get_document(document_id("docs", key)).content_hash == \
             whole.registry.get_document(document_id("docs", key)).content_hash
+        # and the version of the parser that read it (the embed stage has only its name: workers/versions.py)
+        assert staged.registry.get_document(document_id("docs", key)).parser_version == \
+            whole.registry.get_document(document_id("docs", key)).parser_version == \
+            pipeline.document_version(whole.pipeline.parsers, key)
     # and the OCR'd page was counted by the stage that read it
     assert staged.metrics.value("freshindex_ocr_pages_total", source="docs") == 1
     # When the run is synced again with nothing changed, the parse stage decides alone: nothing is handed on
