@@ -1,4 +1,4 @@
-"""Transfer benchmark: retrieval and refusal on three whole corpora, the refusal fitted leave-one-corpus-out.
+"""Transfer benchmark: retrieval and refusal on whole corpora, the refusal fitted leave-one-corpus-out.
 
 Corpora (each indexed WHOLE, no page limit), with their golden sets under ``bench/goldens/<name>/``:
 
@@ -11,6 +11,18 @@ Corpora (each indexed WHOLE, no page limit), with their golden sets under ``benc
     Debian ``r-doc-pdf`` 4.2.2.20221110-2, seven manuals, 25 pages turned into scans that need OCR
     (``bench.corpora.rmanuals``); a page id is ``<file>.pdf#page=N`` and an evidence item is on it when
     its file matches and its cited page range contains N.
+``structlog_repo``, ``markdown_repo`` (update corpora, golden sets written blind)
+    A release history committed into a local git repository (``bench.corpora.release_repo``), indexed as a
+    ``--kind git`` source (ref ``main``) at its OLD release, then the remaining releases committed and the
+    source synced again: the questions are asked after that update (``freshness`` questions are answerable
+    only then).  A page id is a path in the repository.
+``cmake_docs`` (an update corpus, golden set written blind)
+    The CMake HTML reference, Debian ``cmake-doc`` 3.18.4 indexed as a folder, then 3.25.1 written over it
+    and synced again.  Its golden set is read from ``/work/briefs/corpora/`` while it waits there.
+
+Who wrote each golden set is reported (``questions_by``: ``bench/goldens/<name>/WRITERS.md``'s first paragraph).
+After an update, ``stale_served`` counts the top-5 items whose document the update deleted or moved, or whose
+text holds a run of words the update removed from that document (``StaleCheck``).
 
 Each corpus is materialised into ``$CACHE/transfer/corpus-<name>`` and its golden set verified against
 it there (a question that no longer verifies is dropped from scoring, with the reason printed).  It is
@@ -44,10 +56,16 @@ are decided with them and its figures (the retrieval of refusal off, a refused q
 report's headline: "held-out".  The client as shipped is reported beside them (``shipped_defaults_client``):
 its defaults are the same fit over every corpus, so those figures are not held-out.
 
-    python -m bench.transfer [--corpora django,python311,rmanuals] [--from-rows] [--reindex]
+The corpora a run does not ask are kept in the report as an earlier run reported them (``merge_earlier``,
+marked ``earlier_run``), never recomputed; the leave-one-corpus-out fit is among the corpora whose answers the
+run holds (``meta.fit_pool``).  It does not tune anything: the settings are the defaults.
+
+    python -m bench.transfer [--corpora django,python311,rmanuals,structlog_repo,markdown_repo,cmake_docs]
+                             [--from-rows] [--reindex] [--index-only]
 
 Writes bench/results/transfer.json and .md; the raw answers (evidence texts included) are kept in
-each index's directory as ``rows.json`` (``--from-rows`` rebuilds the report from them).
+each index's directory as ``rows.json`` (``--from-rows`` rebuilds the report from them, from the newest
+kept answers when a setting changed the index key since).
 """
 
 from __future__ import annotations
@@ -1118,7 +1136,7 @@ def main() -> None:
             continue
         work = CACHE / f"{name}-{index_key(index_parts(base, embedder.model_id, corpus))}"
         kept = work / "rows.json"
-        if not kept.is_file() and args.from_rows and name in wanted:
+        if not kept.is_file() and (args.from_rows or name not in wanted):
             kept = latest_rows(name, index_parts(base, embedder.model_id, corpus))
         if kept.is_file():
             raws[name] = json.loads(kept.read_text())
