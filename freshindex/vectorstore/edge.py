@@ -24,7 +24,7 @@ it exclusively (:meth:`EdgeStore.in_use`, :meth:`EdgeStore.rename_collection`).
 
 Processes on one host may share a store root: many readers, one writer per
 collection (the builder, under its registry lock), alias swaps serialised
-(:mod:`edge_locks`); not across hosts (docs/operations.md).
+(:mod:`core.flock`); not across hosts (docs/operations.md).
 
 Every collection has a dense vector and a sparse lexical one (IDF applied by
 the engine), and a payload index on each field in
@@ -60,8 +60,9 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from freshindex.core import flock
 from freshindex.core.errors import NotFoundError, StoreBusyError, StoreError
-from freshindex.vectorstore import edge_files, edge_locks, edge_query, edge_schema, edge_space, lexical
+from freshindex.vectorstore import edge_files, edge_query, edge_schema, edge_space, lexical
 from freshindex.vectorstore.base import DENSE, INDEXED_FIELDS, LEXICAL, Filter, PointRecord, ScoredHit, fuse_hits
 
 _UPSERT_BATCH = 512
@@ -580,9 +581,10 @@ class EdgeStore:
     def swap_alias(self, alias: str, collection: str) -> str | None:
         if not self._dir(collection).exists():
             raise NotFoundError(f"collection {collection!r} does not exist")
-        # Across processes too: two knowledge bases' builders may swap at once (edge_locks).
-        with self._lock, edge_locks.exclusive(self.root / ".aliases.lock", timeout=self._open_timeout,
-                                              what=f"the aliases of {self.root}"):
+        # Across processes too: two knowledge bases' builders may swap at once (core.flock). The file lock is
+        # waited for before the process lock, so a wait on another process never blocks this one's readers.
+        with flock.exclusive(self.root / ".aliases.lock", timeout=self._open_timeout,
+                             what=f"the aliases of {self.root}"), self._lock:
             aliases = self._aliases()
             previous = aliases.get(alias)
             aliases[alias] = collection

@@ -41,6 +41,7 @@ mode is the listing's, never a pathspec lookup).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import re
 import subprocess
@@ -53,6 +54,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from freshindex.acl.model import FOLDER_SIDECAR, is_sidecar
+from freshindex.core import flock
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
 from freshindex.workers.connectors import ChunkMeta, RunScoped, Sidecars
@@ -177,7 +179,7 @@ class GitConnector:
         #: The last listing made in this process (the planner's); document tasks read :meth:`for_run`'s tree.
         self.listing: Listing | None = None
         self._trees: OrderedDict[str, Tree] = OrderedDict()
-        self._lock = threading.Lock()  # one git fetch into the cache at a time (document tasks run in threads)
+        self._lock = threading.Lock()  # one git fetch into the cache at a time: see _guard
 
     # -- git ------------------------------------------------------------------------------------------------
 
@@ -188,9 +190,12 @@ class GitConnector:
                    GIT_ALLOW_PROTOCOL=":".join(TRANSPORTS))
         if self.token_file is not None:
             askpass = self.cache_dir / "askpass.sh"
-            if not askpass.exists():
-                askpass.write_text(_ASKPASS)
-                askpass.chmod(0o700)
+            if not askpass.exists():  # written whole, then renamed: another process never runs half a script
+                self.cache_dir.mkdir(parents=True, exist_ok=True)
+                tmp = askpass.with_name(f".askpass.{os.getpid()}.{threading.get_ident()}")
+                tmp.write_text(_ASKPASS)
+                tmp.chmod(0o700)
+                os.replace(tmp, askpass)
             env.update(GIT_ASKPASS=str(askpass), FRESHINDEX_GIT_TOKEN_FILE=str(self.token_file))
             if self.username:
                 env["FRESHINDEX_GIT_USERNAME"] = self.username
@@ -234,12 +239,23 @@ class GitConnector:
 
     # -- Connector ------------------------------------------------------------------------------------------
 
-    def list(self) -> Iterator[ObjectRef]:
-        yield from self._list()
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """One fetch or listing into the cache at a time: threads of this process (document tasks and
+        the working-ahead thread), then every process on the host sharing the cache (prefork children,
+        beat, serve), whose concurrent ``git fetch`` would fail on git's own ref and shallow locks."""
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock, flock.exclusive(self.cache_dir / ".fetch.lock", timeout=self.timeout_s,
+                                         what=f"the git cache of {redact(self.location)}", error=SourceError):
+            yield
 
-    def _list(self) -> builtins.list[ObjectRef]:  # `list` is the method above
-        """Fetch and list the ref's tip; its commit becomes the run's pending cursor (its planned revision)."""
-        with self._lock:
+    def list(self) -> Iterator[ObjectRef]:
+        yield from self._list(record=True)
+
+    def _list(self, *, record: bool) -> builtins.list[ObjectRef]:  # `list` is the method above
+        """Fetch and list the ref's tip; ``record``: this is a run's listing, so its commit becomes the run's
+        pending cursor (its planned revision). Any other read never moves a run's plan."""
+        with self._guard():
             commit = self.fetch_ref()
             synced = (self.cursor.get() or {}) if self.cursor is not None else {}
             base = synced.get("commit") if synced.get("ref") == self.ref else None
@@ -252,7 +268,7 @@ class GitConnector:
             tree = self._tree_locked(commit)
         self.listing = Listing(tree, base, moved_from)
         self.sidecar_keys = {path for path in tree.blobs if is_sidecar(path)}
-        if self.cursor is not None:
+        if record and self.cursor is not None:
             self.cursor.set_pending({"commit": commit, "ref": self.ref})
         return [ObjectRef(key=path, etag=oid if mode != "120000" else f"symlink-{oid}", size=0,
                           moved_from=moved_from.get(path))
@@ -286,7 +302,7 @@ class GitConnector:
         Raises :class:`SourceError` (retryable) when the remote no longer serves it (a force-push):
         the document is then recorded as a failed fetch and read again by the next run.
         """
-        with self._lock:
+        with self._guard():
             if commit not in self._trees and not self._has_commit(commit):
                 self.fetch_ref()  # the usual case: the tip moved on past what this process last fetched
                 if not self._has_commit(commit):
@@ -304,12 +320,7 @@ class GitConnector:
         retryable :class:`SourceError`: nothing is read at a guessed revision.
         """
         if self.cursor is None:
-            listing = self.listing
-            if listing is None:
-                self._list()
-                listing = self.listing
-            assert listing is not None
-            return GitRevision(self, listing.tree)
+            return self._current()
         planned = self.cursor.planned(run_id) or {}
         commit = planned.get("commit")
         if not isinstance(commit, str) or planned.get("ref", self.ref) != self.ref:
@@ -325,14 +336,11 @@ class GitConnector:
         return self._current().chunk_meta(key)
 
     def _current(self) -> GitRevision:
+        """The last listing's commit (listing now, without recording it, when this object has none)."""
         if self.listing is None:
-            self._list()
+            self._list(record=False)
         assert self.listing is not None
         return GitRevision(self, self.listing.tree)
-
-    def head(self) -> str | None:
-        """The commit of the last listing, or None before one."""
-        return self.listing.commit if self.listing else None
 
 
 class GitRevision:
@@ -342,6 +350,7 @@ class GitRevision:
         self.repo, self.tree = repo, tree
 
     def list(self) -> Iterator[ObjectRef]:
+        """The files of this commit (the :class:`Connector` protocol; a run's listing is the repository's)."""
         for path, (mode, oid) in sorted(self.tree.blobs.items()):
             if not is_sidecar(path):
                 yield ObjectRef(key=path, etag=oid if mode != "120000" else f"symlink-{oid}", size=0)

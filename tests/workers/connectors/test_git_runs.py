@@ -181,3 +181,39 @@ def test_a_packet_cites_one_commit_per_repository_with_where_each_text_last_chan
         assert f"changed_in=\"{first[:10]}\"" in packet.render() and f"commit {second[:10]}" in packet.render()
     finally:
         svc.close()
+
+
+def test_a_plain_read_never_moves_an_open_runs_planned_commit(repo: Path, tmp_path: Path) -> None:
+    # Given run 1 planned at the first commit, then a new commit on the branch
+    cursor = Cursor()
+    _planner_lists(repo, tmp_path, cursor, 1)
+    planned = dict(cursor.pending[1])
+    (repo / "guide.md").write_text("# Guide\n\nThe timeout is 60 seconds.\n")
+    _git(repo, "commit", "-qam", "later")
+    # When a fresh connector in the same run's process is read outside for_run
+    other = GitConnector(str(repo), "main", tmp_path / "other", max_bytes=1 << 20, cursor=cursor)
+    cursor.run = 1
+    assert b"60 seconds" in other.fetch("guide.md")
+    # Then run 1's plan is untouched
+    assert cursor.pending[1] == planned
+
+
+def _list_in_a_process(args: tuple[str, str]) -> str:
+    location, cache = args
+    conn = GitConnector(location, "main", Path(cache), max_bytes=1 << 20)
+    return ",".join(sorted(r.key for r in conn.list()))
+
+
+def test_processes_sharing_one_cache_fetch_one_at_a_time(repo: Path, tmp_path: Path) -> None:
+    import multiprocessing
+
+    # Given a cache shared by four processes (prefork children of one worker), each listing at once, three times
+    cache = tmp_path / "shared"
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        for n in range(3):
+            (repo / f"page{n}.md").write_text(f"# Page {n}\n")
+            _git(repo, "add", ".")
+            _git(repo, "commit", "-qm", f"page {n}")
+            # Then every listing succeeds (none trips over another's git locks) and sees the new file
+            got = pool.map(_list_in_a_process, [(str(repo), str(cache))] * 4)
+            assert all(f"page{n}.md" in keys for keys in got), got

@@ -1,9 +1,10 @@
-"""Cross-process locks of the embedded store: an exclusive ``flock`` on a lock file, waited for up to a deadline.
+"""Cross-process locks on one host: an exclusive ``flock`` on a lock file, waited for up to a deadline.
 
-Why: processes on one host share a store root (workers, beat, ``serve``), and
-a read-modify-write of a shared file (``aliases.json``) from two of them
-would otherwise lose one of the writes.  The kernel drops the lock of a
-killed process, so a crash never leaves it held.
+Why: processes on one host share folders (the embedded store's root, a git
+source's bare cache) and a read-modify-write there from two of them (an
+``aliases.json`` rewrite, a ``git fetch`` updating refs) would otherwise lose
+one of the writes or fail on git's own lock files.  The kernel drops the lock
+of a killed process, so a crash never leaves it held.
 
 What it does not do: lock across hosts (``flock`` is coherent within one
 kernel; a root on a network file system shared by several machines is not
@@ -20,16 +21,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from freshindex.core.errors import StoreBusyError
+from freshindex.core.errors import RetryableError, StoreBusyError
 
 
 @contextlib.contextmanager
-def exclusive(path: Path, *, timeout: float, what: str) -> Iterator[None]:
+def exclusive(path: Path, *, timeout: float, what: str,
+              error: type[RetryableError] = StoreBusyError) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``path`` (created if missing) for the block.
 
-    Raises :class:`StoreBusyError` naming ``what`` when another process
-    holds it for longer than ``timeout`` seconds: a clear error, never a
-    wait without end.
+    Raises ``error`` (retryable; :class:`StoreBusyError` by default) naming ``what``
+    when another process holds it for longer than ``timeout`` seconds: a clear
+    error, never a wait without end.
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -40,7 +42,7 @@ def exclusive(path: Path, *, timeout: float, what: str) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise StoreBusyError(f"{what} held by another process for over {timeout:g} s") from None
+                    raise error(f"{what} held by another process for over {timeout:g} s") from None
                 time.sleep(0.01)
         yield
     finally:
