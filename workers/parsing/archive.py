@@ -16,9 +16,12 @@ the bytes the stream really produces, and refuses the package:
 * whose members declare a ratio deflate cannot reach (over
   :data:`~workers.parsing.streams.FLATE_MAX_RATIO` to one), or declare more
   than ``max_decompressed_bytes`` in total (``too_large``, nothing inflated);
-* as soon as one member, or all members together, really inflate past
-  ``max_decompressed_bytes`` (``too_large``): memory stays at one step;
-* whose member holds other bytes than it declares, or fails its CRC
+* as soon as a member's stream produces one byte more than the member
+  declares (``parse_failed``): so no member inflates past its declared size
+  plus one step, and the package past ``max_decompressed_bytes`` plus one
+  step, and memory stays at one step (a 1 GiB stream declaring 1,000 bytes
+  is refused after its first step);
+* whose member holds fewer bytes than it declares, or fails its CRC
   (``parse_failed``): the library would read something else than was counted;
 * whose XML parts hold more than ``max_xml_elements`` elements in total
   (``too_large``): the libraries build a tree of every part they read (about
@@ -103,23 +106,13 @@ def _declared(infos: list[zipfile.ZipInfo], what: str) -> None:
 
 
 class _Count:
-    """Bytes and XML elements counted so far across the package, refused at their caps."""
+    """Bytes and XML elements counted so far across the package; the elements are refused at their cap."""
 
     def __init__(self, what: str) -> None:
         self.what = what
         self.bytes = 0
         self.elements = 0
-        self.byte_cap = limits.current().max_decompressed_bytes
         self.element_cap = limits.current().max_xml_elements
-
-    def add_bytes(self, name: str, member: int, n: int) -> None:
-        self.bytes += n
-        if member > self.byte_cap:
-            raise DocumentError(DocumentError.TOO_LARGE, f"the {self.what}'s part {name!r} inflates to more than "
-                                f"{_mib(self.byte_cap)}, limit {_mib(self.byte_cap)}")
-        if self.bytes > self.byte_cap:
-            raise DocumentError(DocumentError.TOO_LARGE, f"the {self.what}'s parts inflate to more than "
-                                f"{_mib(self.byte_cap)} (at {name!r}), limit {_mib(self.byte_cap)}")
 
     def add_elements(self, name: str, n: int) -> None:
         self.elements += n
@@ -132,7 +125,7 @@ def _inflate(z: zipfile.ZipFile, info: zipfile.ZipInfo, count: _Count) -> None:
     """Read one member to its end in steps, counting what its stream really produces; then its size and CRC."""
     name = info.filename
     unbounded = copy.copy(info)
-    unbounded.file_size = count.byte_cap + 1  # zipfile would stop at the declared size; count past it
+    unbounded.file_size = info.file_size + STEP  # zipfile would stop at the declared size; see past it
     del unbounded.CRC  # checked below, after the size, so that a liar is named for its size
     xml = name.lower().endswith(_XML_SUFFIXES)
     member = crc = 0
@@ -140,7 +133,10 @@ def _inflate(z: zipfile.ZipFile, info: zipfile.ZipInfo, count: _Count) -> None:
     with z.open(unbounded) as stream:
         while chunk := stream.read(STEP):
             member += len(chunk)
-            count.add_bytes(name, member, len(chunk))
+            if member > info.file_size:
+                raise DocumentError(DocumentError.PARSE_FAILED, f"not a readable {count.what}: part {name!r} "
+                                    f"declares {info.file_size:,} bytes but holds more")
+            count.bytes += len(chunk)
             crc = zlib.crc32(chunk, crc)
             if xml:
                 split = 1 if last == b"<" and chunk[:1] == b"/" else 0  # a "</" across two steps
@@ -149,7 +145,7 @@ def _inflate(z: zipfile.ZipFile, info: zipfile.ZipInfo, count: _Count) -> None:
             limits.check_time(f"part {name!r}")
     if member != info.file_size:
         raise DocumentError(DocumentError.PARSE_FAILED, f"not a readable {count.what}: part {name!r} declares "
-                            f"{info.file_size:,} bytes but holds {member:,}")
+                            f"{info.file_size:,} bytes but holds {member:,}")  # fewer
     if crc != info.CRC:
         raise DocumentError(DocumentError.PARSE_FAILED, f"not a readable {count.what}: part {name!r} fails its "
                             "CRC check (damaged)")
