@@ -109,7 +109,7 @@ def test_with_rerank_off_the_pool_order_is_the_fused_order() -> None:
     # Then the pool leaves the stage in fused order and the quota drops the answer, which the trace says
     stage = off.stage("rerank")
     assert stage is not None and not stage.ran and stage.after == ("intro", "other", "views", "answer")
-    assert [e.chunk_id for e in reranked.evidence][0] == "answer"
+    assert reranked.evidence[0].chunk_id == "answer"
     assert "answer" not in [e.chunk_id for e in fused.evidence]
     assert off.lost("answer") == ("select", "per_document")
     # And the trace of the reranked run has the ranks before and after
