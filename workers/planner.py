@@ -411,7 +411,10 @@ class _MoveReads:
         if ref.size > self.ctx.max_file_bytes:
             return None
         try:
-            return fetch_with_retry(self.connector.fetch, ref.key, self.ctx.fetch_policy, source_id=self.source_id)
+            # A reader that holds what its listing read (a crawl's pages) lends it without giving it up,
+            # so the document task reads the same bytes the plan compared (invariant 9).
+            read = getattr(self.connector, "peek", None) or self.connector.fetch
+            return fetch_with_retry(read, ref.key, self.ctx.fetch_policy, source_id=self.source_id)
         except Exception as exc:  # not a move then; processing records what is wrong with it
             log.info("move candidate not read", extra={"event": "move_candidate_unread", "source": self.source_id,
                                                        "key": ref.key, "error": str(exc)})

@@ -232,6 +232,9 @@ def test_a_web_page_moved_to_a_new_url_with_an_edit_is_a_move(tmp_path: Path) ->
         assert report.run.status == "succeeded", d["held_reason"]
         assert d["moves"] == [{"from": f"{site.base}/docs/billing.html", "to": f"{site.base}/docs/billing-guide.html"}]
         assert d["documents"]["deleted"] == 0
+        # The plan compared the page the crawl read, and the document task indexed those same bytes: the
+        # moved page was requested once, by the crawl (move finding borrows the body, never re-fetches).
+        assert site.paths().count("/docs/billing-guide.html") == 1, site.paths()
     finally:
         svc.close()
 

@@ -83,6 +83,7 @@ from freshindex.workers.connectors import ChunkMeta, Connector, RunScoped, Unlis
 from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, CursorStore, SourceLike
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.connectors.web_links import (
+    SKIP_SUFFIXES,
     CrawlReport,
     PageState,
     RobotsRules,
@@ -112,12 +113,6 @@ Urls = list[str]
 Outcomes = list["_Outcome"]
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _PAGE_SUFFIXES = (".html", ".htm", ".xhtml")
-#: Linked files that are not pages: never requested.
-_SKIP_SUFFIXES = frozenset(
-    ".css .js .mjs .map .json .png .jpg .jpeg .gif .svg .webp .ico .bmp .tif .tiff .woff .woff2 .ttf .otf .eot "
-    ".zip .gz .tgz .bz2 .xz .tar .whl .egg .exe .dmg .pkg .deb .rpm .pdf .epub .mp3 .mp4 .webm .ogg .wav .avi .mov "
-    ".txt .rst .md .inv .xml .csv .tsv .ps .dvi".split()
-)
 
 
 @dataclass
@@ -154,6 +149,10 @@ class _RunView:
 
     def fetch(self, key: str) -> bytes:
         return self._conn._fetch(key, self._table)
+
+    def peek(self, key: str) -> bytes:
+        """As :meth:`fetch`, leaving the listed body for the document task (the planner's move finding)."""
+        return self._conn._fetch(key, self._table, keep=True)
 
     def chunk_meta(self, key: str) -> dict[str, Any]:
         return self._table.chunk_meta(key) if self._table is not None else {}
@@ -210,7 +209,7 @@ class WebConnector:
     def _followable(self, url: str) -> bool:
         path = urlsplit(url).path.lower()
         name = path.rsplit("/", 1)[-1]
-        return self.in_scope(url) and not ("." in name and name[name.rfind("."):] in _SKIP_SUFFIXES)
+        return self.in_scope(url) and not ("." in name and name[name.rfind("."):] in SKIP_SUFFIXES)
 
     def _own_key(self, url: str) -> str:
         return url + self.options.directory_index if url.endswith("/") else url
@@ -510,11 +509,12 @@ class WebConnector:
         """The page's bytes from the latest listing's table, else one GET (document tasks use :meth:`for_run`)."""
         return self._fetch(key, self._latest())
 
-    def _fetch(self, key: str, table: _CrawlTable | None) -> bytes:
-        """The page's bytes from ``table`` (one crawl's), else one GET within the request deadline."""
+    def _fetch(self, key: str, table: _CrawlTable | None, *, keep: bool = False) -> bytes:
+        """The page's bytes from ``table`` (one crawl's; given up unless ``keep``), else one bounded GET."""
         if table is not None:
             with self._lock:
-                error, body = table.errors.get(key), table.bodies.pop(key, None)
+                error = table.errors.get(key)
+                body = table.bodies.get(key) if keep else table.bodies.pop(key, None)
             if error is not None:
                 raise error
             if body is not None:

@@ -53,6 +53,13 @@ from lxml import etree
 
 from freshindex.core.errors import DocumentError, SourceError
 
+#: Linked files that are not pages: never requested.
+SKIP_SUFFIXES = frozenset(
+    ".css .js .mjs .map .json .png .jpg .jpeg .gif .svg .webp .ico .bmp .tif .tiff .woff .woff2 .ttf .otf .eot "
+    ".zip .gz .tgz .bz2 .xz .tar .whl .egg .exe .dmg .pkg .deb .rpm .pdf .epub .mp3 .mp4 .webm .ogg .wav .avi .mov "
+    ".txt .rst .md .inv .xml .csv .tsv .ps .dvi".split()
+)
+
 log = logging.getLogger("freshindex.connectors.web")
 
 #: Version of ``crawl-state.json``; another version is ignored (a full crawl).
