@@ -109,7 +109,9 @@ class EvidenceBody(_Body):
 
     n: int = Field(description="The number to cite, [n].")
     chunk_id: str
-    score: float
+    score: float = Field(description="The last reranker's score when a reranker ordered the packet, else the "
+                         "dense cosine of the question and the chunk; the evidence's order is the packet's "
+                         "(the fused rank without a reranker), which this score alone does not show.")
     title: str
     key: str
     source_id: str
