@@ -7,9 +7,10 @@ Functions over bytes and strings (no network):
   and 5.2.4): lower-case scheme and host, no default port, no fragment,
   percent-escapes of unreserved characters decoded, other escapes in upper
   case, characters a URL may not hold percent-encoded (UTF-8), dot segments
-  removed.  A path holding an encoded ``/`` or ``\\`` (``%2F``, ``%5C``) or a
-  raw backslash is refused (:class:`UnsafeUrl`): servers disagree on what it
-  means, so no rule about paths could be trusted for it; so is a URL over
+  removed.  A path holding an encoded ``/`` or ``\\`` (``%2F``, ``%5C``), a
+  raw backslash or a dot segment with parameters (``..;``) is refused
+  (:class:`UnsafeUrl`): servers disagree on what it means, so no rule about
+  paths could be trusted for it; so is a URL over
   :data:`MAX_URL_CHARS`.
 * :func:`read_page` reads an HTML page's ``<a href>``, ``<link
   rel=canonical>``, ``<base href>`` and robots ``nofollow`` meta tag with
@@ -92,7 +93,11 @@ def normalise_path(path: str) -> str:
             raise UnsafeUrl(f"encoded {ch!r} in path {path!r}")
         return ch if ch in _UNRESERVED else "%" + m.group(1).upper()
 
-    path = remove_dot_segments(_ESCAPE.sub(escape, path)) or "/"
+    path = _ESCAPE.sub(escape, path)
+    if any(seg.split(";", 1)[0] in (".", "..") and ";" in seg for seg in path.split("/")):
+        # "..;" and ".;": path parameters some servers (Tomcat, Spring) strip before resolving the dots
+        raise UnsafeUrl(f"dot segment with parameters in path {path!r}")
+    path = remove_dot_segments(path) or "/"
     if len(path) > MAX_URL_CHARS:
         raise UnsafeUrl(f"path of {len(path)} characters, more than {MAX_URL_CHARS}")
     return path
