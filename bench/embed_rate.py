@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--name", default="embed_rate")
     args = parser.parse_args()
     from bench.report import table, write
-    from freshindex.workers.embedding.onnx import OnnxMiniLM
+    from freshindex.models.onnx import OnnxMiniLM
 
     sets = text_sets(args.limit_pages)
     naive = NaiveEmbedder()

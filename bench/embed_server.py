@@ -2,7 +2,7 @@
 
 ``POST /v1/embeddings`` answers as OpenAI does and ``POST /embed`` as Hugging
 Face text-embeddings-inference does, both from :class:`OnnxMiniLM` (or any
-in-process embedder), so the remote embedders (``workers/embedding/remote.py``)
+in-process embedder), so the remote embedders (``freshindex/models/remote.py``)
 are tested and measured against a real HTTP server with a real model.  Like
 the real servers it refuses an input over the model's limit (OpenAI 400, TEI
 422; TEI truncates only when asked) and a batch over ``max_batch`` (413).
@@ -145,7 +145,7 @@ class EmbedServer:
 def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
-    from freshindex.workers.embedding.onnx import OnnxMiniLM
+    from freshindex.models.onnx import OnnxMiniLM
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, default=8089)

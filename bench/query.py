@@ -214,7 +214,7 @@ def end_to_end(store: EdgeStore, naming: Naming, queries: list[tuple[list[float]
     so that every question is composed (the pseudo-word questions would be refused, a shorter path)."""
     from freshindex.injection.client import InjectionClient
     from freshindex.injection.refusal import RefusalPolicy
-    from freshindex.workers.embedding.onnx import OnnxMiniLM
+    from freshindex.models.onnx import OnnxMiniLM
 
     client = InjectionClient(store, OnnxMiniLM(batch_size=1), naming=naming, min_score=0.0, planning=True,
                              lexical_rerank=True, refusal=RefusalPolicy(enabled=False))
@@ -318,7 +318,7 @@ def unindexed_filtered(n: int, n_queries: int, work: Path) -> dict[str, Any]:
 
 
 def embedding_ms(n: int = 50) -> dict[str, float]:
-    from freshindex.workers.embedding.onnx import OnnxMiniLM
+    from freshindex.models.onnx import OnnxMiniLM
 
     model = OnnxMiniLM(batch_size=1)
     questions = [f"How do I configure setting number {i} for the database connection pool?" for i in range(n)]

@@ -258,7 +258,7 @@ class NaiveEmbedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        from freshindex.workers.embedding.onnx import MAX_TOKENS, _files
+        from freshindex.models.onnx import MAX_TOKENS, _files
 
         model, tok = _files()
         self.tokenizer = Tokenizer.from_file(str(tok))
@@ -392,7 +392,7 @@ def _embedded_tokens(dump: Path, batch: int = 256) -> dict[str, int]:
     from tokenizers import Tokenizer
 
     from freshindex.core.types import embed_text
-    from freshindex.workers.embedding.onnx import MAX_TOKENS, _files
+    from freshindex.models.onnx import MAX_TOKENS, _files
 
     tokenizer = Tokenizer.from_file(str(_files()[1]))
     tokenizer.no_padding()  # the file pads batches; count real tokens only

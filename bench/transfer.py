@@ -1110,8 +1110,8 @@ def main() -> None:
     unknown = set(wanted) - set(NAMES)
     if unknown:
         raise SystemExit(f"unknown corpora {sorted(unknown)}; known: {', '.join(NAMES)}")
+    from freshindex.models import build_embedder
     from freshindex.settings import load_settings
-    from freshindex.workers.embedding import build_embedder
 
     def settings_for(data_dir: Path) -> Any:
         return load_settings(data_dir=data_dir)

@@ -199,8 +199,8 @@ def main() -> None:
     wanted = [p.strip() for p in args.pairs.split(",") if p.strip()]
     if set(wanted) - set(PAIRS):
         raise SystemExit(f"unknown pairs {sorted(set(wanted) - set(PAIRS))}; known: {', '.join(PAIRS)}")
+    from freshindex.models import build_embedder
     from freshindex.settings import load_settings
-    from freshindex.workers.embedding import build_embedder
 
     def settings_for(data_dir: Path) -> Any:
         return load_settings(data_dir=data_dir)

@@ -501,7 +501,7 @@ def run_config(procs: int, *, sources: int, docs: int, edit_share: float, broker
 def embedding_per_core(chunks: int = 384) -> dict[str, Any]:
     """Chunks per second of the real model (all-MiniLM-L6-v2 int8, ONNX) on one intra-op thread, after
     loading, over chunks of this benchmark's corpus; the figure the capacity table scales per core."""
-    from freshindex.workers.embedding.onnx import OnnxMiniLM
+    from freshindex.models.onnx import OnnxMiniLM
 
     rng = random.Random(3)
     texts = [_doc_text("e", n, 0, rng).split("\n\n", 2)[2][:900] for n in range(chunks)]

@@ -15,10 +15,12 @@ heavy part happens inside the property that needs it.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import logging
+import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from freshindex.core.naming import Naming
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from freshindex.injection.refusal import RefusalPolicy, RefusalReason, Signals
     from freshindex.injection.types import ContextPacket
     from freshindex.registry import Registry, SourceInfo
+    from freshindex.registry.refusals import RefusalRecord
     from freshindex.snapshots import Builder
     from freshindex.snapshots.lifecycle import SnapshotOps
     from freshindex.vectorstore import VectorStore
@@ -107,7 +110,7 @@ class Services:
 
     @functools.cached_property
     def embedder(self) -> Embedder:
-        from freshindex.workers.embedding import embedder_from_settings
+        from freshindex.models import embedder_from_settings
 
         return embedder_from_settings(self.settings.embedding, metrics=self.metrics)
 
@@ -354,10 +357,15 @@ class ServiceObserver(QueryObserver):
     """What every query records in this process, whichever path asked (library, CLI, HTTP, MCP).
 
     A new per-query metric or audit is one method here (:class:`~injection.observer.QueryObserver`).
+    An insufficient-evidence packet is also written to the refusal audit (:mod:`registry.refusals`):
+    the decision's signals and reason, heard earlier in the same query on the same thread, are kept
+    per thread until :meth:`finished`.  A failed write is counted and logged; the packet goes out.
     """
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, clock: Callable[[], dt.datetime] | None = None) -> None:
         self.services = services
+        self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
+        self._query = threading.local()  # this thread's query: the refusal's signals and reason
 
     @property
     def metrics(self) -> Metrics:
@@ -373,13 +381,64 @@ class ServiceObserver(QueryObserver):
         self.metrics.empty_recalls.inc()
 
     def decided(self, kb: str, reason: RefusalReason | None, signals: Signals | None) -> None:
+        self._query.signals = signals
         if reason is not None:
             self.metrics.refusals.labels(str(reason)).inc()
 
     def insufficient(self, kb: str, nearest_source: str | None, reason: RefusalReason) -> None:
+        self._query.reason = reason
         self.metrics.count_insufficient(kb, nearest_source, reason)
 
     def finished(self, kb: str, packet: ContextPacket) -> None:
+        signals, reason = getattr(self._query, "signals", None), getattr(self._query, "reason", None)
+        self._query.signals = self._query.reason = None
         self.metrics.queries.labels(kb, "insufficient" if packet.insufficient else "answered").inc()
         for why, n in packet.withheld.items():  # every reason; a caller sees only packet.dropped
             self.metrics.recheck_drops.labels(kb, why).inc(n)
+        if packet.insufficient and self.services.settings.audit.record_refusals:
+            self._record_refusal(packet, reason, signals)
+
+    def _record_refusal(self, packet: ContextPacket, reason: RefusalReason | None, signals: Signals | None) -> None:
+        """The refusal audit's row for ``packet``; a failed write is counted and logged, never raised."""
+        audit = self.services.settings.audit
+        try:
+            record = refusal_record(packet, reason, signals, store_question=audit.store_questions,
+                                    at=self.clock()).bounded(audit.question_max_chars)
+            keep_since = record.at - dt.timedelta(seconds=audit.refusals_retention_s)
+            self.services.registry.record_refusal(record, keep_since=keep_since)
+        except Exception as exc:  # the packet goes out; the gap in the audit is counted and logged
+            self.metrics.refusals_unrecorded.inc()
+            log.warning("could not record a refusal: %s", exc,
+                        extra={"event": "refusal_unrecorded", "kb": packet.kb, "detail": str(exc)})
+
+
+_REASON_TEXT = re.compile(r"^insufficient evidence \((\w+)\)")
+
+
+def refusal_record(packet: ContextPacket, reason: RefusalReason | None, signals: Signals | None, *,
+                   store_question: bool, at: dt.datetime) -> RefusalRecord:
+    """The audit's record of an insufficient-evidence ``packet`` (not yet bounded: :meth:`RefusalRecord.bounded`).
+
+    Terms are the decision's key terms, those the evidence lacked first
+    (every refusal term of the question when it had none); without signals
+    (nothing admitted, no snapshot) they are the question's refusal terms,
+    all missing, since no evidence held them.  The sources are the search
+    report's (those of candidates the caller could read).  The question is
+    kept only with ``store_question``.
+    """
+    from freshindex.injection.refusal import question_terms
+    from freshindex.registry.refusals import RefusalRecord
+
+    if signals is not None:
+        terms = tuple(dict.fromkeys((*signals.missing, *(signals.key_terms or signals.terms))))
+        missing = signals.missing
+    else:
+        terms = question_terms(packet.question)[0]
+        missing = terms if str(reason) != "budget_too_small" else ()
+    why = str(reason) if reason is not None else None
+    if why is None:
+        m = _REASON_TEXT.match(packet.reason or "")
+        why = m.group(1) if m else "other"
+    return RefusalRecord(kb=packet.kb, reason=why, terms=terms, missing=tuple(missing),
+                         sources=packet.search.sources if packet.search is not None else (),
+                         snapshot_id=packet.snapshot_id, question=packet.question if store_question else None, at=at)

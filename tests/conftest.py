@@ -79,7 +79,7 @@ def metrics() -> Metrics:
 @pytest.fixture(scope="session")
 def onnx_embedder():
     """The real default model, loaded once per test session."""
-    from freshindex.workers.embedding.onnx import OnnxMiniLM
+    from freshindex.models.onnx import OnnxMiniLM
 
     return OnnxMiniLM(batch_size=32)
 

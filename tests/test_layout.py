@@ -21,22 +21,25 @@ import pytest
 
 from tests.conftest import ROOT
 
-PARTS = ["core", "settings", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules", "injection",
-         "health", "api", "integrations", "freshindex"]
+PARTS = ["core", "settings", "models", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules",
+         "injection", "health", "api", "integrations", "freshindex"]
 
 #: part -> the parts it may import, directly or through any chain of imports.
 ARROWS: dict[str, frozenset[str]] = {
     "core": frozenset(),
     "settings": frozenset({"core"}),
+    # Embedders, token counters and rerank models: one home for both lines.
+    "models": frozenset({"core", "settings"}),
     "registry": frozenset({"core", "settings"}),
     "vectorstore": frozenset({"core"}),
     "health": frozenset({"core"}),
     "acl": frozenset({"core", "vectorstore"}),
-    "injection": frozenset({"core", "settings", "acl", "vectorstore"}),
-    "snapshots": frozenset({"core", "settings", "registry", "vectorstore", "health"}),
+    "injection": frozenset({"core", "settings", "models", "acl", "vectorstore"}),
+    "snapshots": frozenset({"core", "settings", "models", "registry", "vectorstore", "health"}),
     "schedules": frozenset({"core", "settings", "registry", "health"}),
-    "workers": frozenset({"core", "settings", "registry", "vectorstore", "health", "snapshots", "schedules", "acl"}),
-    "api": frozenset({"core", "settings", "registry", "vectorstore", "health", "acl", "injection"}),
+    "workers": frozenset({"core", "settings", "models", "registry", "vectorstore", "health", "snapshots", "schedules",
+                          "acl"}),
+    "api": frozenset({"core", "settings", "models", "registry", "vectorstore", "health", "acl", "injection"}),
     # LangChain, LlamaIndex, MCP: thin, over the HTTP client; never the service.
     "integrations": frozenset({"core", "acl", "vectorstore", "injection"}),
     "freshindex": frozenset(PARTS) - {"freshindex"},

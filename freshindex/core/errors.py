@@ -75,7 +75,7 @@ class DocumentError(PermanentError):
     ACL_INVALID = "acl_invalid"
     #: An ACL source (S3 tags, the permission service) could not be reached.
     ACL_UNAVAILABLE = "acl_unavailable"
-    #: A remote embedding server refused the document's texts (HTTP 400 or 422; workers/embedding/remote.py).
+    #: A remote embedding server refused the document's texts (HTTP 400 or 422; freshindex/models/remote.py).
     EMBED_REJECTED = "embed_rejected"
 
     #: Left out by the source's ``--include`` / ``--exclude`` patterns (a skip, never an error).

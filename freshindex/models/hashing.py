@@ -3,7 +3,7 @@
 It has no notion of meaning (synonyms score zero), but texts sharing words
 score higher, which is enough to test the pipeline's bookkeeping quickly.
 It counts tokens (and so gets chunks cut) as the default MiniLM model does.
-Every real path is tested with :class:`workers.embedding.onnx.OnnxMiniLM`.
+Every real path is tested with :class:`models.onnx.OnnxMiniLM`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from freshindex.workers.embedding.tokens import MINILM_MAX_INPUT_TOKENS, minilm_count
+from freshindex.models.tokens import MINILM_MAX_INPUT_TOKENS, minilm_count
 
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]")
 

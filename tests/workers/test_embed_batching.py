@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from freshindex.workers.embedding.onnx import OnnxMiniLM, plan_batches
+from freshindex.models.onnx import OnnxMiniLM, plan_batches
 
 
 def _texts() -> list[str]:
@@ -77,7 +77,7 @@ def test_plan_batches_rejects_a_zero_budget() -> None:
 
 def test_default_runs_hold_at_most_the_token_budget() -> None:
     # Given the default embedder, its session wrapped to record each run's input shape
-    from freshindex.workers.embedding.onnx import BATCH_TOKENS
+    from freshindex.models.onnx import BATCH_TOKENS
 
     model = OnnxMiniLM()
     model.embed(["load"])

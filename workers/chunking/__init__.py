@@ -21,7 +21,7 @@
 
 Sizes.  Every size is counted with the embedding model's own tokenizer
 (``count_tokens``, injected; MiniLM's tokenizer when none is given, or
-where that is missing :func:`workers.embedding.tokens.conservative_count`,
+where that is missing :func:`models.tokens.conservative_count`,
 an upper bound), and every chunk fits the model's input
 limit *with* the header it is embedded with: a chunk's text gets
 ``min(max_tokens, max_input_tokens - [CLS]/[SEP] - header)`` tokens, and a
@@ -60,6 +60,7 @@ from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.core.ids import chunk_point_id, sha256_hex
 from freshindex.core.types import Block, BlockMeta, ChunkDraft, ParsedDocument, TableMeta, embed_header
+from freshindex.models.tokens import minilm_count
 from freshindex.workers.chunking.code import code_pieces
 from freshindex.workers.chunking.pack import (
     Piece,
@@ -72,7 +73,6 @@ from freshindex.workers.chunking.pack import (
 )
 from freshindex.workers.chunking.tables import table_pieces
 from freshindex.workers.chunking.units import Unit, build_units, entry_of, merged_meta, render
-from freshindex.workers.embedding.tokens import minilm_count
 
 #: Enters every content hash: bump it when chunk boundaries or text may change.
 #: c3: sizes by the model's tokenizer, the title in the embedded context, no file path and no
@@ -174,7 +174,7 @@ class Chunker:
     ``count_tokens``) and ``max_input_tokens`` its input limit, special
     tokens included; every chunk, embedded with its header, fits it.  Without
     one, sizes come from the default model's tokenizer, or where that is not
-    installed from an upper bound (:func:`workers.embedding.tokens.minilm_count`):
+    installed from an upper bound (:func:`models.tokens.minilm_count`):
     chunks are then smaller than they need be, never truncated.  ``max_tokens`` is the
     target size of a chunk's text (``sources.chunk_tokens``), capped by what
     the limit leaves.

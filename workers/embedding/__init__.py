@@ -1,50 +1,23 @@
-"""Embedding models and the vector-cache step of the pipeline."""
+"""The pipeline's embed step: vectors for a document's chunks, from the vector cache or the model.
+
+The models themselves (ONNX MiniLM, sentence-transformers, remote servers,
+the hashing stand-in), their factory and their token counters live in the
+``models`` part (:mod:`freshindex.models`), which the query line imports
+too.  What this step does not do: choose or load a model (the composition
+root passes one in), cut chunks to the model's limit (the chunker does,
+with the model's own counter), or write vectors to a store.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from freshindex.core.types import ChunkDraft, Embedder
 from freshindex.core.vector_cache import EmbedResult, VectorCacheLike, vectors_for
-from freshindex.settings.sections.ingest import REMOTE_PROVIDERS
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from freshindex.settings.model import EmbeddingSettings
-
-
-def embedder_from_settings(e: EmbeddingSettings, *, metrics: Any = None) -> Embedder:
-    """The embedder ``embedding.*`` names: in process (onnx, sentence-transformers, hashing) or remote
-    (openai, tei: :mod:`workers.embedding.remote`, whose requests ``metrics`` counts)."""
-    if e.remote:
-        from freshindex.workers.embedding.remote import RemoteEmbedder, RemoteOptions
-
-        return RemoteEmbedder(RemoteOptions.from_settings(e), metrics=metrics)
-    return build_embedder(e.provider, model=e.model, batch_size=e.batch_size, threads=e.threads)
-
-
-def build_embedder(provider: str, *, model: str = "", batch_size: int = 32, threads: int = 0) -> Embedder:
-    """An in-process embedder by name; the remote providers need their settings (:func:`embedder_from_settings`)."""
-    if provider == "onnx":
-        from freshindex.workers.embedding.onnx import OnnxMiniLM
-
-        return OnnxMiniLM(batch_size=batch_size, threads=threads)
-    if provider == "hashing":
-        from freshindex.workers.embedding.hashing import HashingEmbedder
-
-        return HashingEmbedder()
-    if provider == "sentence-transformers":
-        from freshindex.workers.embedding.sentence_transformers import SentenceTransformerEmbedder
-
-        return SentenceTransformerEmbedder(model, batch_size=batch_size)
-    from freshindex.core.errors import ConfigError
-
-    if provider in REMOTE_PROVIDERS:
-        raise ConfigError(f"embedding.provider={provider} is a remote embedder: build it from its settings "
-                          "(embedder_from_settings)")
-    raise ConfigError(f"unknown embedding provider {provider!r}")
 
 
 def embed_with_cache(chunks: Sequence[ChunkDraft], embedder: Embedder, cache: VectorCacheLike, *,
@@ -57,4 +30,4 @@ def embed_with_cache(chunks: Sequence[ChunkDraft], embedder: Embedder, cache: Ve
     return vectors_for({c.content_hash: c.embed_text for c in chunks}, embedder, cache, ahead=ahead)
 
 
-__all__ = ["EmbedResult", "VectorCacheLike", "build_embedder", "embed_with_cache", "embedder_from_settings"]
+__all__ = ["EmbedResult", "VectorCacheLike", "embed_with_cache"]

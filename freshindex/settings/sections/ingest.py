@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from freshindex.settings.sections.stores import S3Settings
 
-#: The providers whose model runs in another process, reached over HTTP (workers/embedding/remote.py).
+#: The providers whose model runs in another process, reached over HTTP (freshindex/models/remote.py).
 REMOTE_PROVIDERS = frozenset({"openai", "tei"})
 
 
@@ -29,7 +29,7 @@ class EmbeddingSettings(BaseModel):
     batch_size: int = Field(default=32, ge=1, le=1024, description="texts per model call; calls are also cut by "
                             "token length (at most 256 padded tokens, at most 20 % padding)")
     threads: int = Field(default=0, ge=0, description="ONNX model runs at once, each on one core; 0 = one per core")
-    # -- remote embedders (provider openai or tei): workers/embedding/remote.py
+    # -- remote embedders (provider openai or tei): freshindex/models/remote.py
     base_url: str | None = Field(default=None, description="remote embedders: the server's base URL, e.g. "
                                  "https://api.openai.com/v1 (openai: POST <base_url>/embeddings, a query string such "
                                  "as ?api-version=... is kept) or http://tei:8080 (tei: POST <base_url>/embed)")
