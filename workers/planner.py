@@ -14,6 +14,7 @@ themselves are processed by :func:`workers.pipeline.process_document`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -386,7 +387,8 @@ def _similar_moves(ctx: PipelineContext, reads: _MoveReads, fresh: list[ObjectRe
         return None if old is None or now is None else similarity(old, now)
 
     found = match_moves({r.key: r.size for r in fresh}, {d.key: d.size for d in gone}, score,
-                        threshold=guard.move_similarity, max_comparisons=guard.move_comparisons)
+                        threshold=guard.move_similarity, max_comparisons=guard.move_comparisons,
+                        deadline=time.monotonic() + guard.move_seconds)
     for m in found:
         log.info("move found by similarity", extra={"event": "move_similar", "source": reads.source_id,
                                                     "from": m.old, "to": m.new, "similarity": round(m.score, 3),

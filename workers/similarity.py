@@ -28,6 +28,7 @@ the raw bytes, the texts may be extracted from markup).
 from __future__ import annotations
 
 import heapq
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -106,7 +107,8 @@ def _ratio(old_size: int, new_size: int) -> float:
 
 
 def match_moves(new: Mapping[str, int], old: Mapping[str, int], score: Callable[[str, str], float | None], *,
-                threshold: float = 0.5, max_comparisons: int = 200) -> list[Match]:
+                threshold: float = 0.5, max_comparisons: int = 200, deadline: float | None = None,
+                clock: Callable[[], float] = time.monotonic) -> list[Match]:
     """Pair new keys with vanished ones whose text they mostly hold: one-to-one, best first, ties by key.
 
     ``new`` and ``old`` map keys to their raw sizes (0 or less: unknown).
@@ -117,8 +119,11 @@ def match_moves(new: Mapping[str, int], old: Mapping[str, int], score: Callable[
     ``threshold`` is never a move.  Not guaranteed beyond the cap: a source
     with more same-named keys, or more unpaired keys, than
     ``max_comparisons`` on a side has only the first of them (by key)
-    considered.
+    considered.  ``deadline`` (on ``clock``): no pair is scored after it, whatever is left of the cap, so
+    hostile candidates that each take the parser's whole time limit cannot hold the planner.
     """
+    if deadline is not None:
+        score = _until(score, deadline, clock)
     cap = max(0, max_comparisons)
     budget = [cap]
     # Enumeration is bounded too: at most ``cap`` keys of a basename on each side, and in the size
@@ -141,6 +146,14 @@ def match_moves(new: Mapping[str, int], old: Mapping[str, int], score: Callable[
                                         if suffix(n) == suffix(o) and size_plausible(old[o], new[n], threshold)),
                             key=lambda p: (-_ratio(old[p[1]], new[p[0]]), p))
     return matches + _pass(sized, score, threshold, budget, "size", taken=taken)
+
+
+def _until(score: Callable[[str, str], float | None], deadline: float,
+           clock: Callable[[], float]) -> Callable[[str, str], float | None]:
+    """``score`` until ``deadline``; after it every pair answers None (not read) without being scored."""
+    def bounded(new_key: str, old_key: str) -> float | None:
+        return score(new_key, old_key) if clock() < deadline else None
+    return bounded
 
 
 def _pass(pairs: list[tuple[str, str]], score: Callable[[str, str], float | None], threshold: float,

@@ -95,6 +95,11 @@ class SyncSettings(BaseModel):
         "by bytes, the two share over the larger (git's -M measure; 0.5 is git's default), compared on the chunk "
         "texts (workers/similarity.py)",
     )
+    move_seconds: float = Field(
+        default=60.0, ge=0,
+        description="wall-clock seconds move finding by similarity may take per sync; past them no further pair "
+        "is compared, and a vanished document not yet paired is a deletion (the deletion guard counts it as usual)",
+    )
     move_comparisons: int = Field(
         default=200, ge=0,
         description="at most this many (new key, vanished document) pairs are compared per sync when looking for "
