@@ -515,3 +515,17 @@ def test_generated_hostile_packages_fail_alone_under_a_memory_and_time_bound(tmp
 
 if __name__ == "__main__":
     {"sync": _sync, "fuzz": _fuzz}[sys.argv[1]](*sys.argv[2:])
+
+
+def test_a_part_that_reads_as_xml_is_counted_whatever_its_name() -> None:
+    # Given a package with a flood of elements in a part not named .xml (the libraries pick parts by their
+    # content type, so a main part renamed word/document.dat is still read and built into a tree)
+    flood = b'<?xml version="1.0"?><w:body>' + UNIT["docx"].encode() * 30_000 + b"</w:body>"
+    data = package("docx", extra=[deflated("word/document.dat", flood), deflated("word/media/image1.png",
+                                                                                  b"\x89PNG<<<<" * 1000)])
+    # Then its elements count against the cap (the image's stray "<" bytes do not)
+    with pytest.raises(DocumentError) as err:
+        parse(data, "docx", Limits(max_xml_elements=50_000))
+    assert err.value.reason == DocumentError.TOO_LARGE and "word/document.dat" in err.value.detail
+    plain = check_package(package("docx", extra=[deflated("word/media/image1.png", b"\x89PNG<<<<" * 1000)]), "p")
+    assert plain.xml_elements == check_package(package("docx"), "p").xml_elements

@@ -23,7 +23,9 @@ the bytes the stream really produces, and refuses the package:
   is refused after its first step);
 * whose member holds fewer bytes than it declares, or fails its CRC
   (``parse_failed``): the library would read something else than was counted;
-* whose XML parts hold more than ``max_xml_elements`` elements in total
+* whose XML parts (by name, or any part whose bytes start as XML: the
+  libraries choose parts by content type, so a renamed part is still read)
+  hold more than ``max_xml_elements`` elements in total
   (``too_large``): the libraries build a tree of every part they read (about
   120 bytes an element in python-docx), so the elements, not the bytes, bound
   their memory.  Elements are counted as ``<`` not followed by ``/``, an upper
@@ -127,7 +129,7 @@ def _inflate(z: zipfile.ZipFile, info: zipfile.ZipInfo, count: _Count) -> None:
     unbounded = copy.copy(info)
     unbounded.file_size = info.file_size + STEP  # zipfile would stop at the declared size; see past it
     del unbounded.CRC  # checked below, after the size, so that a liar is named for its size
-    xml = name.lower().endswith(_XML_SUFFIXES)
+    xml: bool | None = True if name.lower().endswith(_XML_SUFFIXES) else None  # else decided by its first bytes
     member = crc = 0
     last = b""
     with z.open(unbounded) as stream:
@@ -138,6 +140,10 @@ def _inflate(z: zipfile.ZipFile, info: zipfile.ZipInfo, count: _Count) -> None:
                                     f"declares {info.file_size:,} bytes but holds more")
             count.bytes += len(chunk)
             crc = zlib.crc32(chunk, crc)
+            if xml is None:
+                # The libraries pick parts by content type, not name: a part that reads as XML is counted
+                # as XML whatever it is called (a renamed word/document.dat); images never start with "<".
+                xml = chunk.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<")
             if xml:
                 split = 1 if last == b"<" and chunk[:1] == b"/" else 0  # a "</" across two steps
                 count.add_elements(name, chunk.count(b"<") - chunk.count(b"</") - split)
