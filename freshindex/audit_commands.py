@@ -4,7 +4,11 @@ Registered into the ``freshindex`` click group by :func:`register` (one line
 at the end of ``freshindex/cli.py``). ``audit denials`` lists what the query
 path denied after the vector query (:mod:`acl.access`): a caller never sees
 that something was denied, so this is where an operator finds out who tried
-to read what, and which ACL version said no.
+to read what, and which ACL version said no.  ``audit refusals`` groups the
+insufficient-evidence answers the query path recorded (:mod:`registry.refusals`)
+by key term and by source searched, so a team sees which subjects lack a
+source.  What it does not do: record anything (the query path does), or show a
+question the audit settings did not let the query path keep.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ def _since(value: str | None) -> dt.datetime | None:
 
 @click.group("audit")
 def audit() -> None:
-    """Audit trails: access denials (alias moves are `snapshots history`)."""
+    """Audit trails: access denials, refusals by topic (alias moves are `snapshots history`)."""
 
 
 @audit.command("denials")
@@ -67,6 +71,60 @@ def audit_denials(state: Any, kb: str | None, principal: str | None, reason: str
     for r in escaped(rows):
         click.echo(f"{r['at']}  {r['kb']}  {r['principal']} ({r['tenant']})  {r['reason']}  "
                    f"document {r['document_id']} chunk {r['chunk_id']}  acl v{r['policy_version']}")
+
+
+#: Refusal rows one ``audit refusals`` reads at most (newest first); the answer says when the window held more.
+_SCAN = 50_000
+
+
+@audit.command("refusals")
+@click.option("--kb", required=True, help="The knowledge base.")
+@click.option("--since", default="7d", show_default=True, help="From this long ago (30m, 2h, 7d) or this ISO time on.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="Groups shown of each kind (key terms, sources).")
+@json_option
+@click.pass_obj
+def audit_refusals(state: Any, kb: str, since: str, limit: int, as_json: bool) -> None:
+    """Insufficient-evidence answers by key term (missing from the evidence first) and by source searched."""
+    from freshindex.registry.refusals import refusal_topics
+
+    require(state, kb=kb)
+    start = _since(since)
+    rows = state.services.registry.refusals(kb, since=start, limit=_SCAN)
+    report = {"kb": kb, "since": start.isoformat() if start else None, **refusal_topics(rows, limit=limit),
+              "truncated": len(rows) >= _SCAN}
+    if as_json:
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        return
+    for line in _refusal_lines(escaped(report)):
+        click.echo(line)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+def _refusal_lines(r: dict[str, Any]) -> list[str]:
+    """The human report of :func:`audit_refusals` (``r`` escaped already)."""
+    if not r["refusals"]:
+        return [f"no refusals recorded for {r['kb']} since {r['since']}"]
+    lines = [f"{r['kb']}: {r['refusals']} refusals since {r['since']} ({_counts(r['reasons'])}); "
+             f"{r['with_question']} with the question kept" + ("; only the newest read" if r["truncated"] else ""),
+             "by key term (missing from the evidence first):"]
+    for g in r["terms"]:
+        example = f"  e.g. \"{g['example']}\"" if g["example"] else ""
+        lines.append(f"  {g['term']}  {g['refusals']} refused, missing in {g['missing']}  ({_counts(g['reasons'])})  "
+                     f"sources: {', '.join(g['sources'])}{example}")
+    if r["more_terms"]:
+        lines.append(f"  ... {r['more_terms']} more terms (--limit)")
+    lines.append("by source searched ((none): nothing the caller could read came back):")
+    for g in r["sources"]:
+        example = f"  e.g. \"{g['example']}\"" if g["example"] else ""
+        lines.append(f"  {g['source']}  {g['refusals']} refused  ({_counts(g['reasons'])})  "
+                     f"terms: {', '.join(g['terms'])}{example}")
+    if r["more_sources"]:
+        lines.append(f"  ... {r['more_sources']} more sources (--limit)")
+    return lines
 
 
 def register(cli: click.Group) -> None:

@@ -412,6 +412,24 @@ class ServiceObserver(QueryObserver):
                         extra={"event": "refusal_unrecorded", "kb": packet.kb, "detail": str(exc)})
 
 
+def _question_key_terms(question: str) -> tuple[str, ...]:
+    """The refusal terms of ``question`` that may name its subject, for a refusal decided without signals.
+
+    Identifiers whole (not their parts) and words outside general English
+    (:func:`injection.refusal.ordinary_words`); every term when that leaves none.
+    """
+    from freshindex.injection.refusal import ordinary_words, question_terms
+    from freshindex.vectorstore.lexical import tokenize
+
+    terms, compounds = question_terms(question)
+    pieces = [tokenize(piece) for piece in question.split()]
+    alone = {toks[0] for toks in pieces if len(toks) == 1}  # a word the question also has outside a compound
+    parts = {p for ps in compounds.values() for p in ps} - set(compounds) - alone
+    terms = tuple(t for t in terms if t not in parts)
+    ordinary = ordinary_words()
+    return tuple(t for t in terms if t not in ordinary) or terms
+
+
 _REASON_TEXT = re.compile(r"^insufficient evidence \((\w+)\)")
 
 
@@ -426,14 +444,13 @@ def refusal_record(packet: ContextPacket, reason: RefusalReason | None, signals:
     report's (those of candidates the caller could read).  The question is
     kept only with ``store_question``.
     """
-    from freshindex.injection.refusal import question_terms
     from freshindex.registry.refusals import RefusalRecord
 
     if signals is not None:
         terms = tuple(dict.fromkeys((*signals.missing, *(signals.key_terms or signals.terms))))
         missing = signals.missing
     else:
-        terms = question_terms(packet.question)[0]
+        terms = _question_key_terms(packet.question)
         missing = terms if str(reason) != "budget_too_small" else ()
     why = str(reason) if reason is not None else None
     if why is None:

@@ -155,6 +155,9 @@ class Metrics:
         self.acl_denials_unrecorded = Counter("freshindex_acl_denials_unrecorded_total",
                                               "Denials the audit trail could not record (still denied)",
                                               registry=r)
+        self.refusals_unrecorded = Counter("freshindex_refusals_unrecorded_total",
+                                           "Insufficient-evidence answers the refusal audit could not record "
+                                           "(the answer still went out)", registry=r)
         self.acl_service_errors = Counter("freshindex_acl_service_errors_total",
                                           "Permission service requests that failed closed (timeout, unreachable, "
                                           "bad status or answer)", ["kind", "reason"], registry=r)

@@ -517,3 +517,26 @@ class AclDenial(Base):
     reason: Mapped[str] = mapped_column(String(32))
     policy_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class QueryRefusal(Base):
+    """An insufficient-evidence answer: its reason, the question's key terms, the sources searched.
+
+    Written by the query path (:mod:`registry.refusals`); ``question`` only where
+    ``audit.store_questions`` allows it.  Rows older than ``audit.refusals_retention_s``
+    are deleted as new ones of their knowledge base are written.
+    """
+
+    __tablename__ = "query_refusals"
+    __table_args__ = (Index("ix_query_refusals_kb_at", "kb", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    kb: Mapped[str] = mapped_column(String(63))
+    snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    reason: Mapped[str] = mapped_column(String(32))
+    #: the question's key terms (heaviest first), those of them missing from the evidence, the sources searched
+    terms: Mapped[list[Any]] = mapped_column(JSON)
+    missing: Mapped[list[Any]] = mapped_column(JSON)
+    sources: Mapped[list[Any]] = mapped_column(JSON)
+    question: Mapped[str | None] = mapped_column(Text, nullable=True)

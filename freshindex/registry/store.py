@@ -1,7 +1,7 @@
 """The registry: every read and write of the system of record.
 
 :class:`Registry` composes one store per concern (sources, runs, staging,
-chunks, vector cache, snapshots, archive, audit, locks, health signals, API keys,
+chunks, vector cache, snapshots, archive, audit, refusals, locks, health signals, API keys,
 freshness, twins),
 each a mixin over :class:`registry.base._Base`, so one object still serves
 every caller; a consumer should type its dependency with the narrow protocol
@@ -26,6 +26,7 @@ from freshindex.registry.document_acl import DocumentAclStore
 from freshindex.registry.freshness import FreshnessStore
 from freshindex.registry.keys import KeyStore
 from freshindex.registry.locks import LockStore
+from freshindex.registry.refusals import RefusalStore
 from freshindex.registry.runs import RunClaim, RunsStore
 from freshindex.registry.signals import HealthStore
 from freshindex.registry.snapshots import SnapshotStore
@@ -46,6 +47,7 @@ class Registry(
     SnapshotStore,
     ArchiveStore,
     AuditStore,
+    RefusalStore,
     LockStore,
     HealthStore,
     KeyStore,

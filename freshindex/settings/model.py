@@ -29,7 +29,14 @@ from freshindex.core.errors import ConfigError
 from freshindex.settings.sections.context import ContextSettings, QueryBudgetSettings
 from freshindex.settings.sections.ingest import EmbeddingSettings, SourcesSettings, WebSettings
 from freshindex.settings.sections.pipeline import BrokerSettings, ScheduleSettings, SyncSettings
-from freshindex.settings.sections.service import JWT_ALGORITHMS, AclSettings, ApiSettings, AuthSettings, WebhookSettings
+from freshindex.settings.sections.service import (
+    JWT_ALGORITHMS,
+    AclSettings,
+    ApiSettings,
+    AuditSettings,
+    AuthSettings,
+    WebhookSettings,
+)
 from freshindex.settings.sections.stores import (
     CLUSTER_PRESETS,
     QdrantClusterSettings,
@@ -46,6 +53,7 @@ __all__ = [
     "JWT_ALGORITHMS",
     "AclSettings",
     "ApiSettings",
+    "AuditSettings",
     "AuthSettings",
     "BrokerSettings",
     "ContextSettings",
@@ -108,6 +116,7 @@ class Settings(BaseSettings):
     auth: AuthSettings = AuthSettings()
     webhooks: WebhookSettings = WebhookSettings()
     acl: AclSettings = AclSettings()
+    audit: AuditSettings = AuditSettings()
     context: ContextSettings = ContextSettings()
     schedules: ScheduleSettings = ScheduleSettings()
 

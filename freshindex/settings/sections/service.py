@@ -27,6 +27,19 @@ class AclSettings(BaseModel):
                                  "document's recheck answer, per principal scope (tenant, id, groups) and document")
 
 
+class AuditSettings(BaseModel):
+    """What the audit trails keep beyond the ACL denials: the refusal audit (``freshindex audit refusals``)."""
+
+    record_refusals: bool = Field(default=True, description="record each insufficient-evidence answer (reason, "
+                                  "the question's key terms, the sources searched) for `freshindex audit refusals`")
+    store_questions: bool = Field(default=False, description="also keep the question text of a refused question "
+                                  "(it may hold personal data); off: only its key terms and the sources searched")
+    question_max_chars: int = Field(default=500, ge=1, le=4000, description="characters of a refused question kept "
+                                    "when store_questions is on (the rest is cut)")
+    refusals_retention_s: float = Field(default=30 * 86400, ge=3600, description="seconds a refusal record is "
+                                        "kept; older ones of its knowledge base are deleted as new ones are written")
+
+
 class ApiSettings(BaseModel):
     """The HTTP API of `freshindex serve`: where it listens and what bounds a request."""
 
@@ -35,6 +48,11 @@ class ApiSettings(BaseModel):
     port: int = Field(default=8080, description="`freshindex serve` port")
     token: SecretStr | None = Field(
         default=None, description="legacy static bearer token accepted on /v1 endpoints (required when auth.mode is none); it identifies the anonymous principal and grants no groups",
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None, description="bearer token GET /metrics requires when set (Prometheus: authorization "
+        "credentials_file); unset, /metrics answers anyone who reaches the port. It carries every knowledge "
+        "base's figures, so on a deployment shared by tenants set it or keep the port off their network",
     )
     max_check_bytes: int = Field(default=1 << 20, ge=1024, description="largest body POST /v1/citations/check "
                                  "reads (an answer and its packet); larger is 413")
