@@ -1,7 +1,9 @@
 """The probes: ``GET /healthz`` (the process is up), ``GET /readyz`` (it can serve), ``GET /metrics``.
 
 No credential: a kubelet or a Prometheus scrape calls them, and the request
-limits exempt them (:mod:`api.limits`). ``/metrics`` also carries the free
+limits exempt them (:mod:`api.limits`); except that ``/metrics`` asks for the
+bearer token ``api.metrics_token`` when one is set, since it carries every
+knowledge base's figures, which tenants of a shared deployment must not read. ``/metrics`` also carries the free
 space under the data folder and the embedded vector store's folder
 (``freshindex_disk_free_bytes{dir}``, alert ``FreshindexDiskLow``); it does
 not measure a registry or a Qdrant server elsewhere.
@@ -9,10 +11,11 @@ not measure a registry or a Qdrant server elsewhere.
 
 from __future__ import annotations
 
+import hmac
 import logging
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from freshindex.api import schema
@@ -70,10 +73,16 @@ def router(services: Any) -> APIRouter:
         return JSONResponse(status_code=503, content={"ready": False, "dependency": dependency, "detail": str(exc)})
 
     @api.get("/metrics", response_class=PlainTextResponse, responses={
-        200: {"description": "Prometheus exposition.", "content": {"text/plain": {"schema": {"type": "string"}}}}})
-    def metrics() -> PlainTextResponse:
+        200: {"description": "Prometheus exposition.", "content": {"text/plain": {"schema": {"type": "string"}}}},
+        401: {"description": "api.metrics_token is set and the request does not carry it."}})
+    def metrics(authorization: str | None = Header(default=None)) -> PlainTextResponse:
         # Watched here, not when the router is built: building the app (and its OpenAPI document) reaches no service.
         settings = services.settings
+        token = settings.api.metrics_token
+        if token is not None and not hmac.compare_digest(
+                (authorization or "").encode(), f"Bearer {token.get_secret_value()}".encode()):
+            return PlainTextResponse("a bearer token is required (api.metrics_token)\n", status_code=401,
+                                     headers={"WWW-Authenticate": "Bearer"})
         services.metrics.watch_disk("data", settings.data_dir)
         if settings.vector_store.kind in ("edge", "local"):
             services.metrics.watch_disk("vectors", settings.vector_path)
