@@ -731,7 +731,7 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
             "held_out_fitted_on": loo[name]["fitted_on"] if name in loo else [],
             "dropped_questions": raw["dropped"], "golden_problems": raw["golden_problems"],
             "skipped_kinds": list(corpora()[name].skip_kinds), "steps": raw["steps"],
-            "chunks": (raw["index"].get("summary") or {}).get("chunks_embedded"),
+            "chunks": _chunks(raw["index"]),
             "documents": (raw["index"].get("summary") or {}).get("documents"),
             "document_errors": raw["index"].get("document_errors"),
             "questions_on_failed_documents": _on_failed(raw),
@@ -758,6 +758,16 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
     return {"meta": meta, "corpora": per, "leave_one_corpus_out": loo,
             "defaults_fitted_on_every_corpus": defaults,
             "misses": {name: misses(raw["rows"]) for name, raw in raws.items()}, "questions": questions}
+
+
+def _chunks(index: dict[str, Any]) -> int | None:
+    """The chunks the asked index holds: the first sync's embedded ones; after an update, the first sync's added
+    chunks less the update's tombstones plus its added chunks (from the two runs' summaries, not a store count)."""
+    first = index.get("summary") or {}
+    if index.get("updated_to"):
+        u = index.get("update_summary") or {}
+        return int(first.get("chunks_added", 0)) - int(u.get("tombstones", 0)) + int(u.get("chunks_added", 0))
+    return first.get("chunks_embedded")
 
 
 def _update_record(index: dict[str, Any]) -> dict[str, Any] | None:
