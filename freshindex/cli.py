@@ -24,6 +24,7 @@ from freshindex import (
     audit_commands,
     config_commands,
     display,
+    eval_commands,
     keys_commands,
     logs,
     ocr_commands,
@@ -152,6 +153,7 @@ source_commands.register(cli)  # sources add/list/show/pause/.../kinds, sqs-poll
 snapshot_commands.register(cli)  # snapshots list/build/.../restore, canaries (freshindex/snapshot_commands.py)
 sync_commands.register(cli)  # sync, syncs show (freshindex/sync_commands.py)
 query_commands.register(cli)  # query, check-citations (freshindex/query_commands.py)
+eval_commands.register(cli)  # eval GOLDEN (freshindex/eval_commands.py)
 service_commands.register(cli)  # worker, beat, serve, mcp, api openapi (freshindex/service_commands.py)
 report_commands.register(cli)  # errors, runs, documents, kbs, locks, probe, ... (freshindex/report_commands.py)
 keys_commands.register(cli)  # keys create/list/revoke (freshindex/keys_commands.py)
