@@ -90,3 +90,20 @@ def test_an_earlier_reports_corpora_are_kept_with_their_figures_and_this_runs_re
     assert dj["earlier_run"]["fit_pool"] == ["django", "structlog_repo"]
     assert dj["held_out_fitted_on"] == ["python311", "rmanuals"]
     assert got["misses"]["django"] == {"counts": {}} and got["leave_one_corpus_out"]["django"]["fitted_on"]
+
+
+def test_who_wrote_the_questions_is_the_first_paragraph_of_writers_md(tmp_path, monkeypatch):
+    golden = tmp_path / "bench" / "goldens" / "repo"
+    golden.mkdir(parents=True)
+    (golden / "WRITERS.md").write_text("# repo: notes\n\n**Who wrote it:** a helper, blind.\nIt saw only the corpus.\n\n"
+                                       "## Later\nnot this\n")
+    monkeypatch.setattr(transfer, "ROOT", tmp_path)
+    assert transfer.questions_by("repo") == "Who wrote it: a helper, blind. It saw only the corpus."
+    assert transfer.questions_by("other").startswith("not stated")
+
+
+def test_an_update_corpus_holds_the_first_syncs_chunks_less_the_updates_tombstones_plus_its_additions():
+    first = {"chunks_added": 100, "chunks_embedded": 98}
+    assert transfer._chunks({"summary": first}) == 98
+    assert transfer._chunks({"summary": first, "updated_to": "v2",
+                             "update_summary": {"tombstones": 30, "chunks_added": 12}}) == 82
