@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import ROOT
 
 PARTS = ["core", "settings", "models", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules",
-         "injection", "health", "api", "integrations", "freshindex"]
+         "injection", "health", "api", "integrations", "evaluation", "freshindex"]
 
 #: part -> the parts it may import, directly or through any chain of imports.
 ARROWS: dict[str, frozenset[str]] = {
@@ -42,6 +42,8 @@ ARROWS: dict[str, frozenset[str]] = {
     "api": frozenset({"core", "settings", "models", "registry", "vectorstore", "health", "acl", "injection"}),
     # LangChain, LlamaIndex, MCP: thin, over the HTTP client; never the service.
     "integrations": frozenset({"core", "acl", "vectorstore", "injection"}),
+    # Golden sets asked through the injection client; the registry and store are read through the services given.
+    "evaluation": frozenset({"core", "settings", "models", "acl", "vectorstore", "injection"}),
     "freshindex": frozenset(PARTS) - {"freshindex"},
 }
 
