@@ -59,8 +59,8 @@ from freshindex.registry.protocols import ReaperRegistry
 
 log = logging.getLogger("freshindex.reaper")
 
-#: (run, key, etag, size): put one planned document back on the queue.
-ResumeDocument = Callable[[SyncRunInfo, str, "str | None", int], None]
+#: (run, key, etag, size, media type): put one planned document back on the queue.
+ResumeDocument = Callable[[SyncRunInfo, str, "str | None", int, "str | None"], None]
 
 
 @dataclass(frozen=True)
@@ -175,8 +175,8 @@ def _reap_running(registry: ReaperRegistry, actions: ReapActions, run: SyncRunIn
             # down) is not counted against the run; the next check tries again.
             if not missing and actions.finish is not None:
                 actions.finish(run.id)
-            for key, etag, size in resend:
-                actions.resume_document(run, key, etag, size)
+            for key, etag, size, media_type in resend:
+                actions.resume_document(run, key, etag, size, media_type)
             if batched and actions.redispatch is not None and cursor is not None:
                 actions.redispatch(run, cursor)  # a copy of a queued continuation sends nothing
             again = [m[0] for m in resend if m[0] in started]
@@ -201,7 +201,7 @@ def _reap_running(registry: ReaperRegistry, actions: ReapActions, run: SyncRunIn
     else:
         detail = lost
     registry.record_reap(run.id, "closed")
-    for key, _etag, size in missing or ():
+    for key, _etag, size, _media in missing or ():
         # etag None: the next sync sees the document as changed and retries it.
         registry.record_failure(run.id, source_id=run.source_id, document_id=document_id(run.source_id, key),
                                 key=key, reason=DocumentError.WORKER_LOST, detail=detail, etag=None, size=size)

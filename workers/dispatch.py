@@ -18,8 +18,12 @@ from typing import Any, Protocol
 
 from freshindex.core.enums import RunStatus
 
-#: A planned document as the run stores it: key, etag, size.
-Planned = tuple[str, str | None, int]
+#: A planned document as the run stores it: key, etag, size, media type (the listing's
+#: :attr:`core.types.ObjectRef.media_type`, None for most keys; it picks the parser of a bare key).
+Planned = tuple[str, str | None, int, str | None]
+
+#: Sends one document task: key, etag, size, media type.
+SendDocument = Callable[[str, str | None, int, str | None], object]
 
 
 class DispatchCursor(Protocol):
@@ -29,14 +33,16 @@ class DispatchCursor(Protocol):
 def planned_documents(run: Any) -> list[Planned] | None:
     """The documents a running run planned; None once the run is closed (finished, or
     adopted by a later run that re-planned its unprocessed documents) or has no plan."""
-    planned = (run.summary or {}).get("planned_keys")
+    summary = run.summary or {}
+    planned = summary.get("planned_keys")
     if run.status != RunStatus.RUNNING or planned is None:
         return None
-    return [(k, e, int(z)) for k, e, z in planned]
+    media = summary.get("planned_media") or {}  # absent in a plan an older planner recorded
+    return [(k, e, int(z), media.get(k)) for k, e, z in planned]
 
 
 def send_batch(cursor: DispatchCursor, batch: int, run_id: int, documents: Sequence[Planned], start: int, *,
-               send_document: Callable[[str, str | None, int], object],
+               send_document: SendDocument,
                send_continuation: Callable[[int], object], worked: bool = True) -> int:
     """Send ``documents[start:]`` up to one ``batch`` (0: all), and the continuation behind it if
     more remain; returns how many document tasks were sent.
@@ -53,11 +59,11 @@ def send_batch(cursor: DispatchCursor, batch: int, run_id: int, documents: Seque
             not cursor.advance_dispatch(run_id, start, min(end, len(documents)), worked=worked):
         return 0
     sent = documents[start:end]
-    for key, etag, doc_size in sent:
-        send_document(key, etag, doc_size)
+    for key, etag, doc_size, media_type in sent:
+        send_document(key, etag, doc_size, media_type)
     if end < len(documents):
         send_continuation(end)
     return len(sent)
 
 
-__all__ = ["DispatchCursor", "Planned", "planned_documents", "send_batch"]
+__all__ = ["DispatchCursor", "Planned", "SendDocument", "planned_documents", "send_batch"]

@@ -75,8 +75,10 @@ def enqueue_actions(app: Any) -> ReapActions:
     """
     from freshindex.schedules.reaper import ReapActions
 
-    def resume(run: Any, key: str, etag: str | None, size: int) -> None:
-        app.send_task(str(TaskName.PROCESS_DOCUMENT), args=[run.id, run.changeset_id, run.source_id, key, etag, size])
+    def resume(run: Any, key: str, etag: str | None, size: int, media_type: str | None = None) -> None:
+        # The media type only where there is one: a worker of the previous release takes six arguments.
+        args = [run.id, run.changeset_id, run.source_id, key, etag, size, *([media_type] if media_type else [])]
+        app.send_task(str(TaskName.PROCESS_DOCUMENT), args=args)
 
     def redispatch(run: Any, start: int) -> None:
         app.send_task(str(TaskName.DISPATCH_DOCUMENTS), args=[run.id, run.changeset_id, run.source_id, start])

@@ -246,7 +246,8 @@ def record_plan(ctx: PipelineContext, source: SourceInfo, run_id: int, changeset
     """Record the plan on the run, re-tag unchanged documents, stage the moves and record new skips."""
     source_id = source.id
     ctx.registry.set_run_planned(run_id, listed=len(listing.refs), planned=len(diff.planned),
-                                 documents=[(d.key, d.etag, d.size) for d in diff.planned],  # lets the reaper resume
+                                 # lets the reaper resume; the media type picks a bare key's parser on any worker
+                                 documents=[(d.key, d.etag, d.size, d.media_type) for d in diff.planned],
                                  skipped=diff.carried, moves=[{"from": old.key, "to": new} for new, old in
                                                               sorted(diff.moves.items())],
                                  truncated=getattr(listing.connector, "unlisted_reason", None))

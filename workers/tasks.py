@@ -47,13 +47,19 @@ from freshindex.workers.task_base import ShellTask, TaskRuntime
 log = logging.getLogger("freshindex.tasks")
 
 
+def _media_arg(media_type: str | None) -> tuple[str, ...]:
+    """A document task's optional last argument: sent only when there is a media type, so a worker of
+    the previous release (six arguments) takes every document without one during a rolling deploy."""
+    return (media_type,) if media_type else ()
+
+
 def _send_batch(task: ShellTask, run_id: int, changeset_id: int, source_id: str,
                 documents: Sequence[dispatch.Planned], start: int, *, worked: bool = True) -> int:
     """Fair dispatch (:func:`workers.dispatch.send_batch`) with this app's document task and continuation."""
     return dispatch.send_batch(
         task.services.registry, task.settings.broker.dispatch_batch, run_id, documents, start,
-        send_document=lambda key, etag, size: task.send(TaskName.PROCESS_DOCUMENT, run_id, changeset_id,
-                                                        source_id, key, etag, size),
+        send_document=lambda key, etag, size, media_type: task.send(
+            TaskName.PROCESS_DOCUMENT, run_id, changeset_id, source_id, key, etag, size, *_media_arg(media_type)),
         send_continuation=lambda nxt: task.send(TaskName.DISPATCH_DOCUMENTS, run_id, changeset_id, source_id, nxt),
         worked=worked)
 
@@ -85,52 +91,62 @@ def sync_source(self: ShellTask, source_id: str, trigger: str = "api",
         return result(plan.run_id, True)
     if not plan.documents:
         self.send(TaskName.FINISH_SYNC, plan.run_id)
-    _send_batch(self, plan.run_id, plan.changeset_id, source_id, [(d.key, d.etag, d.size) for d in plan.documents],
-                0, worked=False)
+    _send_batch(self, plan.run_id, plan.changeset_id, source_id,
+                [(d.key, d.etag, d.size, d.media_type) for d in plan.documents], 0, worked=False)
     self.count("ok")
     return result(plan.run_id, False)
 
 
 def process_document(self: ShellTask, run_id: int, changeset_id: int, source_id: str, key: str,
-                     etag: str | None = None, size: int = 0) -> str:
-    """One document of a run: every stage here, or (``broker.stage_queues``) fetch and parse, then hand on."""
+                     etag: str | None = None, size: int = 0, media_type: str | None = None) -> str:
+    """One document of a run: every stage here, or (``broker.stage_queues``) fetch and parse, then hand on.
+
+    ``media_type``: the listing's, which picks the parser of a key without an
+    extension one reads (None from a planner of the previous release)."""
     stage = Stage.PARSE if self.settings.broker.stage_queues else Stage.ALL
-    return _document_task(self, run_id, changeset_id, source_id, key, etag, size, lambda: pipeline.process_document(
-        self.services.pipeline, run_id, changeset_id, source_id, key, etag, size, stage))
+    return _document_task(self, run_id, changeset_id, source_id, (key, etag, size, media_type),
+                          lambda: pipeline.process_document(self.services.pipeline, run_id, changeset_id, source_id,
+                                                            key, etag, size, stage, media_type=media_type))
 
 
 def ocr_document(self: ShellTask, run_id: int, changeset_id: int, source_id: str, key: str,
-                 etag: str | None = None, size: int = 0) -> str:
+                 etag: str | None = None, size: int = 0, media_type: str | None = None) -> str:
     """A document whose PDF needs OCR, handed on by the parse stage: read it with OCR, chunk, hand on to embed."""
-    return _document_task(self, run_id, changeset_id, source_id, key, etag, size, lambda: pipeline.process_document(
-        self.services.pipeline, run_id, changeset_id, source_id, key, etag, size, Stage.OCR))
+    return _document_task(self, run_id, changeset_id, source_id, (key, etag, size, media_type),
+                          lambda: pipeline.process_document(self.services.pipeline, run_id, changeset_id, source_id,
+                                                            key, etag, size, Stage.OCR, media_type=media_type))
 
 
 def embed_document(self: ShellTask, run_id: int, changeset_id: int, source_id: str, key: str,
                    etag: str | None, size: int, payload: dict[str, Any]) -> str:
     """Chunks handed on by the parse or ocr stage: embed the new ones, stage the document, record its outcome."""
-    return _document_task(self, run_id, changeset_id, source_id, key, etag, size, lambda: embed_stage.embed_document(
-        self.services.pipeline, run_id, changeset_id, source_id, key, etag, size, payload))
+    return _document_task(self, run_id, changeset_id, source_id, (key, etag, size, None),
+                          lambda: embed_stage.embed_document(self.services.pipeline, run_id, changeset_id, source_id,
+                                                             key, etag, size, payload))
 
 
-def _hand_on(self: ShellTask, handoff: StageHandoff, run_id: int, changeset_id: int, source_id: str, key: str,
-             etag: str | None, size: int) -> str:
+def _hand_on(self: ShellTask, handoff: StageHandoff, run_id: int, changeset_id: int, source_id: str,
+             doc: dispatch.Planned) -> str:
     """Send the document's next stage; its start marker goes, since it now waits in a queue, not in a worker."""
     # Cleared before sending, so the next stage's own marker is never the one cleared; meanwhile the
     # reaper counts the document as queued (never started), which it is.
+    key, etag, size, media_type = doc
     self.services.registry.clear_started(run_id, [key], up_to=dt.datetime.now(dt.UTC))
     args: tuple[Any, ...] = (run_id, changeset_id, source_id, key, etag, size)
-    if handoff.stage is Stage.OCR:
-        self.send(TaskName.OCR_DOCUMENT, *args)
+    if handoff.stage is Stage.OCR:  # it parses again: with the media type that picked its parser
+        self.send(TaskName.OCR_DOCUMENT, *args, *_media_arg(media_type))
     else:
         self.send(TaskName.EMBED_DOCUMENT, *args, handoff.payload)
     return f"to_{handoff.stage}"
 
 
-def _document_task(self: ShellTask, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None,
-                   size: int, call: Callable[[], DocumentOutcome]) -> str:
-    """The shell every document stage shares: start marker, retry or record, hand-off, finishing the run."""
+def _document_task(self: ShellTask, run_id: int, changeset_id: int, source_id: str, doc: dispatch.Planned,
+                   call: Callable[[], DocumentOutcome]) -> str:
+    """The shell every document stage shares: start marker, retry or record, hand-off, finishing the run.
+
+    ``doc``: the document's key, etag, size and media type (None where the stage has no use for it)."""
     svc = self.services
+    key, size = doc[0], doc[2]
 
     def failed(reason: str, detail: str) -> str:
         # The run must still complete: record the document as failed.
@@ -149,7 +165,7 @@ def _document_task(self: ShellTask, run_id: int, changeset_id: int, source_id: s
         svc.registry.mark_document_started(run_id, key)
         result = call().outcome
     except StageHandoff as handoff:  # no outcome yet: the next stage records it
-        result = _hand_on(self, handoff, run_id, changeset_id, source_id, key, etag, size)
+        result = _hand_on(self, handoff, run_id, changeset_id, source_id, doc)
         self.count(result)
         return result
     except RetryableError as exc:

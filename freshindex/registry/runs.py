@@ -154,11 +154,17 @@ class RunsStore(_Base):
             return s.scalar(select(SyncRun.stale_tasks).where(SyncRun.id == run_id)) or 0
 
     def set_run_planned(self, run_id: int, *, listed: int, planned: int,
-                        documents: Sequence[tuple[str, str | None, int]] | None = None,
+                        documents: Sequence[tuple[str, str | None, int]
+                                            | tuple[str, str | None, int, str | None]] | None = None,
                         skipped: int = 0, moves: Sequence[dict[str, Any]] = (),
                         truncated: str | None = None) -> None:
         """Record the plan; ``documents`` ((key, etag, size) per planned
-        document) lets the reaper resume the run if its workers die.
+        document, and its media type as a fourth element where the listing gave one)
+        lets the reaper resume the run if its workers die.
+
+        Media types are kept apart from ``planned_keys`` (``planned_media``, key ->
+        type, only those not None): a worker of the previous release reads
+        ``planned_keys`` as three-element rows during a rolling deploy.
 
         ``skipped``: listed documents the plan does not process because they
         were skipped before and did not change (counted ``skipped``, not
@@ -173,7 +179,12 @@ class RunsStore(_Base):
                 run = s.get(SyncRun, run_id)
                 summary = dict(run.summary or {}) if run is not None else {}
                 if documents is not None:
-                    summary["planned_keys"] = [[k, e, int(z)] for k, e, z in documents]
+                    summary["planned_keys"] = [[d[0], d[1], int(d[2])] for d in documents]
+                    media = {d[0]: d[3] for d in documents if len(d) > 3 and d[3] is not None}
+                    if media:
+                        summary["planned_media"] = media
+                    else:
+                        summary.pop("planned_media", None)
                 if skipped:
                     summary["skipped_listed"] = int(skipped)
                 if moves:
@@ -222,9 +233,9 @@ class RunsStore(_Base):
                 out.append(_run_info(r))
         return out
 
-    def unprocessed_documents(self, run_id: int) -> list[tuple[str, str | None, int]] | None:
-        """Planned documents of a run that have no outcome yet, or None when
-        the run recorded no plan (it cannot be resumed)."""
+    def unprocessed_documents(self, run_id: int) -> list[tuple[str, str | None, int, str | None]] | None:
+        """Planned documents of a run that have no outcome yet, (key, etag, size, media type), or None
+        when the run recorded no plan (it cannot be resumed)."""
         with self.session() as s:
             run = s.get(SyncRun, run_id)
             if run is None:
@@ -232,8 +243,9 @@ class RunsStore(_Base):
             planned = (run.summary or {}).get("planned_keys")
             if planned is None:
                 return None
+            media = (run.summary or {}).get("planned_media") or {}
             done = set(s.scalars(select(DocumentResult.key).where(DocumentResult.sync_run_id == run_id)))
-            return [(k, e, int(z)) for k, e, z in planned if k not in done]
+            return [(k, e, int(z), media.get(k)) for k, e, z in planned if k not in done]
 
     def _summary_row(self, s: Session, run_id: int) -> SyncRun:
         """The run's row, locked for a read-modify-write of its JSON summary.

@@ -95,7 +95,7 @@ def test_a_run_stalls_once_its_lease_runs_out_and_heartbeats_renew_it(reg: Regis
     later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=120)
     assert run not in {r.id for r in reg.stalled_runs(3600)}
     assert run in {r.id for r in reg.stalled_runs(60, now=later)}
-    assert reg.unprocessed_documents(run) == [("a.md", "e1", 1), ("b.md", None, 2)]
+    assert reg.unprocessed_documents(run) == [("a.md", "e1", 1, None), ("b.md", None, 2, None)]
     assert reg.record_reap(run, "resumed", documents=2) == 1
     assert reg.get_sync_run(run).summary["reaps"][0]["action"] == "resumed"
 
