@@ -37,6 +37,7 @@ What it does not do: ask the question (the caller passes the packet and trace) o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,11 +87,17 @@ class Snapshot:
     snapshot_id: str | None
 
 
+#: The line the code chunker opens a continued part of a long symbol with (``# def send(...) (continued)``):
+#: not the document's text, so it is left out when chunks are joined.
+_CONTINUED = re.compile(r"\A(?:#|//|--) [^\n]* \(continued\)\n")
+
+
 def join_texts(texts: Sequence[str]) -> str:
-    """Normalised chunk texts joined in order, each one's overlap with the text before it removed."""
+    """Normalised chunk texts joined in order, each one's overlap with the text before it (and the code
+    chunker's ``(continued)`` line) removed."""
     out = ""
     for text in texts:
-        t = norm(text)
+        t = norm(_CONTINUED.sub("", text, count=1))
         out += t[_overlap(out, t):]
     return out
 
@@ -221,10 +228,6 @@ def _furthest(trace: Trace, ids: Sequence[str]) -> tuple[str, tuple[str, str] | 
     return best, trace.lost(best)
 
 
-def _key_of(chunks_by_id: Callable[[str], str | None], cid: str) -> dict[str, Any]:
-    return {"chunk_id": cid, "key": chunks_by_id(cid)}
-
-
 def _line_verdict(trace: Trace, cid: str, lost: tuple[str, str], key_of: Callable[[str], str | None]
                   ) -> Diagnosis:
     """The verdict of a holding chunk the line dropped at ``lost`` (stage, reason)."""
@@ -305,6 +308,14 @@ def diagnose(snap: Snapshot, q: GoldenQuestion, principal: Principal, packet: An
     if early is not None:
         return early
     keys = {str(c["chunk_id"]): str(c.get("key")) for c in chunks}
+    keys.update({e.chunk_id: e.key for e in packet.evidence})
+
+    def key_of(cid: str) -> str | None:
+        if cid not in keys:
+            points = snap.store.retrieve(snap.collection, [cid])
+            keys[cid] = str(points[0].payload.get("key")) if points else None
+        return keys[cid]
+
     ids = [str(c["chunk_id"]) for c in holding]
     recall = trace.stage("recall")
     recalled = [cid for cid in ids if recall is not None and cid in recall.after]
@@ -317,9 +328,9 @@ def diagnose(snap: Snapshot, q: GoldenQuestion, principal: Principal, packet: An
                                                     "holding_chunks": len(ids)})
     cid, lost = _furthest(trace, recalled)
     if lost is not None:
-        return _line_verdict(trace, cid, lost, keys.get)
+        return _line_verdict(trace, cid, lost, key_of)
     if packet.insufficient:  # the line stopped without dropping it: the refusal, or nothing selected
-        return _line_verdict(trace, cid, ("refuse", "refused"), keys.get)
+        return _line_verdict(trace, cid, ("refuse", "refused"), key_of)
     served = {e.chunk_id for e in packet.evidence}
     if cid in served:  # served, yet the passage is not in its text: the budget trimmed it
         return Diagnosis("budget_cut", "fit", {"chunk_id": cid, "why": "served, its text cut short"})

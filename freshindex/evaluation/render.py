@@ -39,7 +39,10 @@ def summary(report: Report) -> str:
     for r in report.results:
         if not r.passed:
             lines.append(f"  {r.id}: {r.verdict} at {r.stage or '-'} {_detail(r.detail)}")
-    lines.append("PASS" if report.passed else "FAIL")
+    if not report.thresholds.as_dict():
+        lines.append("no thresholds set (exit 0)")
+    else:
+        lines.append("PASS: every threshold holds" if report.passed else "FAIL: a threshold does not hold")
     return "\n".join(lines)
 
 
