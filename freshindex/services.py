@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from freshindex.core.naming import Naming
 from freshindex.health.metrics import Metrics
+from freshindex.health.observer import MetricsObserver, SyncObserver
 from freshindex.injection.observer import QueryObserver
 from freshindex.settings import Settings
 from freshindex.storage import check_registry_path, check_store_path
@@ -54,7 +55,7 @@ class Services:
     """One process's components, built lazily from ``settings``.
 
     ``overrides`` replace components by name (``registry``, ``store``,
-    ``embedder``, ``metrics``, ``naming``, ``parsers``, ``chunker``,
+    ``embedder``, ``metrics``, ``sync_observer``, ``naming``, ``parsers``, ``chunker``,
     ``pipeline``, ``builder``, ``snapshots``, ``client``, ``connector_for``):
     a given component is used as is, and what is built from it (the builder
     from a given store) uses it.  Unknown names are a :class:`TypeError`.
@@ -79,6 +80,11 @@ class Services:
     @functools.cached_property
     def metrics(self) -> Metrics:
         return Metrics()
+
+    @functools.cached_property
+    def sync_observer(self) -> SyncObserver:
+        """What every sync step and build reports to: the write side's metrics and log lines, in one place."""
+        return MetricsObserver(self.metrics)
 
     @functools.cached_property
     def naming(self) -> Naming:
@@ -144,6 +150,7 @@ class Services:
         return PipelineContext(
             registry=self.registry, embedder=self.embedder, connector_for=self.connector_for, parsers=self.parsers,
             chunker=self.chunker, metrics=self.metrics, max_file_bytes=self.settings.sources.max_file_bytes,
+            observer=self.sync_observer,
             sync=self.settings.sync, acl_service=self.acl_service,
             stage_payload_max_bytes=self.settings.broker.stage_payload_max_bytes,
         )
@@ -174,7 +181,7 @@ class Services:
                        # calibration off: never carry a parent's calibrated bias forward
                        calibration_refit_share=(self.settings.context.refusal_calibration_refit_share
                                                 if self.settings.context.refusal_calibration else -1.0),
-                       calibration_fits=self.refusal_policy.fits)
+                       calibration_fits=self.refusal_policy.fits, observer=self.sync_observer)
 
     @functools.cached_property
     def refusal_policy(self) -> RefusalPolicy:

@@ -156,9 +156,7 @@ class BlueGreen(BuilderBase):
         deadline = time.monotonic() + self.reader_grace
         while self.store.in_use(side.collection):
             if time.monotonic() >= deadline:
-                self.metrics.standby_busy.labels(kb).inc()
-                log.warning("a reader still has %s open: copying the active version instead of recycling it",
-                            side.collection, extra={"event": "standby_busy", "kb": kb})
+                self.observer.standby_busy(kb, side.collection)
                 return False
             self.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
         return True

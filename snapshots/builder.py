@@ -50,6 +50,7 @@ from freshindex.core.payload import PointPayload
 from freshindex.core.types import Embedder, Releasable, embed_text
 from freshindex.core.vector_cache import vectors_for
 from freshindex.health.metrics import Metrics
+from freshindex.health.observer import MetricsObserver, SyncObserver
 from freshindex.registry import ChunkRow, SnapshotInfo
 from freshindex.registry.protocols import BuilderRegistry
 from freshindex.snapshots.bluegreen import BlueGreen, Recycle
@@ -104,8 +105,11 @@ class Builder(BlueGreen, Verification):
         calibrate: Callable[[str, str], dict[str, Any]] | None = None,
         calibration_refit_share: float = 0.1,
         calibration_fits: Callable[[Any], bool] | None = None,
+        observer: SyncObserver | None = None,
     ) -> None:
         self.registry, self.store, self.embedder, self.metrics = registry, store, embedder, metrics
+        # Hears the build's events (metrics and log lines are written there); by default into ``metrics``.
+        self.observer = observer if observer is not None else MetricsObserver(metrics)
         self.naming = naming
         self.lock_ttl, self.lock_wait = lock_ttl, lock_wait
         self.verify_sample = verify_sample
@@ -187,8 +191,7 @@ class Builder(BlueGreen, Verification):
                 parser_version=self.pipeline_version, changeset_ids=changesets, upserts=len(upserts),
                 deletes=len(deletes),
             )
-            log.info("build started", extra={"event": "build_started", "kb": kb, "snapshot": snapshot_id,
-                                              "strategy": strategy, "upserts": len(upserts), "deletes": len(deletes)})
+            self.observer.build_started(kb, snapshot_id, strategy, len(upserts), len(deletes))
             try:
                 if plan is not None:
                     assert active is not None
@@ -224,12 +227,9 @@ class Builder(BlueGreen, Verification):
             self._phase("swapped")
             self.registry.activate_snapshot(snapshot_id, ops=ops, actor=actor, reason=reason,
                                             lock=(lock.name, lock.token or 0))
-            self.metrics.alias_swaps.labels(kb).inc()
-            self.metrics.builds.labels(kb, BuildStatus.BUILT).inc()
-            self.metrics.build_seconds.labels(kb).observe(seconds)
+            self.observer.swapped(kb)
+            self.observer.build_finished(kb, snapshot_id, previous, seconds)
             self.retain(kb)
-            log.info("snapshot active", extra={"event": "snapshot_active", "kb": kb, "snapshot": snapshot_id,
-                                               "previous_collection": previous, "seconds": round(seconds, 3)})
             return BuildResult(
                 kb=kb, status=BuildStatus.BUILT, snapshot_id=snapshot_id, previous_id=active.id if active else None,
                 strategy=strategy, upserts=len(upserts), deletes=len(deletes),
@@ -357,10 +357,7 @@ class Builder(BlueGreen, Verification):
         except FreshIndexError:
             log.warning("could not drop failed collection %s", collection, exc_info=True)
         self.registry.fail_snapshot(snapshot_id, str(exc), details)
-        self.metrics.builds.labels(kb, BuildStatus.FAILED).inc()
-        self.metrics.verification_failures.labels(kb, check).inc()
-        log.error("build held", extra={"event": "build_failed", "kb": kb, "snapshot": snapshot_id,
-                                       "check": check, "reason": str(exc)})
+        self.observer.build_failed(kb, snapshot_id, check, str(exc))
         return BuildResult(
             kb=kb, status=BuildStatus.FAILED, snapshot_id=active.id if active else None, previous_id=active.id if active else None,
             seconds=time.perf_counter() - started, reason=str(exc), verification=details,
@@ -387,7 +384,7 @@ class Builder(BlueGreen, Verification):
             settled = snap.strategy == "bluegreen" and self._settle_side(snap)
             self.registry.fail_snapshot(snap.id, f"abandoned while {snap.status}: its builder died",
                                         {"failed_check": "abandoned"})
-            self.metrics.builds.labels(kb, "abandoned").inc()
+            self.observer.build_abandoned(kb)
             if settled and self.strategy == "bluegreen":
                 log.warning("kept %s, abandoned while %s, as the standby: the next build replays it from %s",
                             snap.collection, snap.status, (snap.verification.get("side") or {}).get("base"))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from freshindex.core.naming import Naming
 from freshindex.core.types import Embedder
 from freshindex.health.metrics import Metrics
+from freshindex.health.observer import SyncObserver
 from freshindex.registry.protocols import BuilderRegistry
 from freshindex.vectorstore.base import VectorStore
 
@@ -27,6 +28,7 @@ class BuilderBase:
     store: VectorStore
     embedder: Embedder
     metrics: Metrics
+    observer: SyncObserver  # hears the build's events: metrics and log lines are written there
     naming: Naming
     verify_sample: int
     keep_versions: int

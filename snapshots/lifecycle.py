@@ -81,7 +81,7 @@ class SnapshotOps:
                 stranded = self.registry.stranded_documents(snap.kb)
                 checks["stranded_pending"] = len(stranded)
                 if stranded:
-                    self.metrics.verification_failures.labels(snap.kb, "stranded_pending").inc()
+                    self.builder.observer.verification_failed(snap.kb, "stranded_pending")
                     return {"snapshot_id": snapshot_id, "ok": False, "check": "stranded_pending",
                             "reason": f"{len(stranded)} documents have pending chunks no build will apply "
                                       f"(e.g. {[d['key'] for d in stranded[:3]]}); run `freshindex snapshots "
@@ -95,7 +95,7 @@ class SnapshotOps:
                                             f"{snap.point_count}")
         except VerificationError as exc:
             check = getattr(exc, "check", "count")
-            self.metrics.verification_failures.labels(snap.kb, check).inc()
+            self.builder.observer.verification_failed(snap.kb, check)
             return {"snapshot_id": snapshot_id, "ok": False, "check": check, "reason": str(exc),
                     "details": getattr(exc, "checks", {})}
         return {"snapshot_id": snapshot_id, "ok": True, "checks": checks}
@@ -160,9 +160,8 @@ class SnapshotOps:
                 target.id, present=present, touched=touched,
                 changesets_reverted=reverted, changesets_reapplied=reapplied, actor=actor, reason=reason,
             )
-            self.metrics.alias_swaps.labels(kb).inc()
-            log.warning("alias moved", extra={"event": "alias_swapped", "kb": kb, "snapshot": target.id,
-                                              "previous_collection": previous, "actor": actor, "reason": reason})
+            self.builder.observer.swapped(kb)
+            self.builder.observer.alias_moved(kb, target.id, previous, actor, reason)
             return {"kb": kb, "status": "swapped", "snapshot_id": target.id,
                     "previous_id": active.id if active else None, "direction": "back" if backwards else "forward",
                     "chunks_realigned": len(touched), "chunks_withheld": withheld, "documents_to_recheck": "next sync",

@@ -28,12 +28,13 @@ from typing import Any
 
 from freshindex.acl.model import DocumentAcl
 from freshindex.acl.resolution import PermissionService
-from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeKind, DocumentState
+from freshindex.core.enums import BuildStatus, DocumentOutcomeKind, DocumentState
 from freshindex.core.errors import DocumentError, LockHeldError, RetryableError, StaleTaskError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import ChunkDraft, Embedder, ParsedDocument
 from freshindex.core.vector_cache import EmbedResult
 from freshindex.health.metrics import Metrics
+from freshindex.health.observer import SyncObserver
 from freshindex.registry import DocumentOutcome, DocumentRecord, Registry, SourceInfo, SyncRunInfo
 from freshindex.registry.protocols import RunLedger
 from freshindex.settings.model import SyncSettings
@@ -61,8 +62,10 @@ class PipelineContext:
     connector_for: Callable[[SourceInfo], Connector]
     parsers: Parsers
     chunker: Chunker
-    metrics: Metrics
+    metrics: Metrics  # what the observer writes to; the steps report to ``observer``, never to this
     max_file_bytes: int
+    #: Hears every step's events (:class:`health.observer.SyncObserver`): the metrics and log lines are written there.
+    observer: SyncObserver
     #: Deletion guard and fetch retry settings (defaults when not passed).
     sync: SyncSettings = field(default_factory=SyncSettings)
     #: Largest embed-stage hand-off, JSON bytes (``broker.stage_payload_max_bytes``; 0: no limit).
@@ -148,9 +151,7 @@ def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_i
     doc_id = document_id(source_id, key)
     crashes, crashed = ctx.registry.begin_document_attempt(doc_id, etag=etag, run_id=run_id)
     if crashed:
-        ctx.metrics.worker_crashes.labels(source_id).inc()
-        log.warning("worker died on a document", extra={"event": "document_crashed_worker", "source": source_id,
-                                                        "key": key, "run": run_id, "crashes": crashes})
+        ctx.observer.worker_crashed(source_id, key, run_id, crashes)
     limit = ctx.sync.document_crash_retries
     if crashes <= limit:
         return None
@@ -161,10 +162,7 @@ def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_i
                                 changeset_id=changeset_id,
                                 parser_version=document_version(ctx.parsers, key, media_type))
     _end_attempt(ctx, doc_id, outcome=True)
-    ctx.metrics.document_errors.labels(source_id, DocumentError.WORKER_CRASHED).inc()
-    ctx.metrics.documents.labels(source_id, "failed").inc()
-    log.error("document failed", extra={"event": "document_failed", "source": source_id, "key": key,
-                                        "reason": DocumentError.WORKER_CRASHED, "detail": detail})
+    ctx.observer.document_abandoned(source_id, key, detail)
     return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.FAILED,
                            error_reason=DocumentError.WORKER_CRASHED, error_detail=detail)
 
@@ -184,14 +182,11 @@ def record_stale(ctx: PipelineContext, task: str, exc: StaleTaskError, **context
     The metric ``freshindex_stale_tasks_total{task}`` and the stale run's
     ``stale_tasks`` column both count it; the registry was not changed.
     """
-    ctx.metrics.stale_tasks.labels(task).inc()
     try:
         total = ctx.registry.count_stale_task(exc.run_id)
     except RetryableError:  # counting is best effort; the fence already held
         total = -1
-    log.warning("stale task fenced off", extra={"event": "stale_task", "task": task, "run": exc.run_id,
-                                                "changeset": exc.changeset_id, "why": exc.why,
-                                                "stale_tasks": total, **context})
+    ctx.observer.stale_task(task, exc.run_id, exc.changeset_id, exc.why, total, context)
 
 
 @dataclass
@@ -287,7 +282,7 @@ def _fetch(ctx: PipelineContext, job: _Job, ready: Prepared | None) -> _Fetched:
         ready = None
         data = fetch_with_retry(
             connector.fetch, job.key, ctx.fetch_policy, source_id=job.source_id,
-            on_retry=lambda _attempt, _exc: ctx.metrics.fetch_retries.labels(job.source_id).inc(),
+            on_retry=lambda _attempt, _exc: ctx.observer.fetch_retried(job.source_id),
         )
     digest = job.raw_digest = content_hash(data)
     if ready is not None and (ready.digest != digest or (ready.parsed is None and ready.error is None
@@ -307,7 +302,7 @@ def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, dige
     ctx.registry.touch_document(job.run_id, job.doc_id, etag=job.etag, size=len(fetched.data),
                                 seconds=time.perf_counter() - job.started, changeset_id=job.changeset_id,
                                 acls=(job.source_id, {job.doc_id: fetched.acl}), shape_hash=shape_hash)
-    ctx.metrics.documents.labels(job.source_id, "unchanged").inc()
+    ctx.observer.document_outcome(job.source_id, "unchanged")
     return DocumentOutcome(document_id=job.doc_id, key=job.key, outcome=DocumentOutcomeKind.UNCHANGED)
 
 
@@ -323,9 +318,8 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
     # (a ready result holds a parse, its error (raised above), or a shape hash the index no longer has)
     parsed = (ready.parsed if ready is not None and ready.parsed is not None
               else _parse(ctx, job, fetched.data))
-    ctx.metrics.ocr_pages.labels(job.source_id).inc(len(parsed.meta.get("ocr_pages", ())))
-    ctx.metrics.ocr_low_confidence_pages.labels(job.source_id).inc(
-        len(parsed.meta.get("ocr_low_confidence_pages", ())))
+    ctx.observer.ocr_read(job.source_id, len(parsed.meta.get("ocr_pages", ())),
+                          len(parsed.meta.get("ocr_low_confidence_pages", ())))
     # A parser that hashes its extracted content (furniture removed) lets a
     # page whose bytes changed only in the navigation skip chunking and
     # staging: the release cost a parse, no embedding.
@@ -343,7 +337,7 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
             seconds=time.perf_counter() - job.started,
             source_uri=provenance(fetched.data, kind=source.kind, location=source.location,
                                   key=job.key)["source_uri"])
-        ctx.metrics.documents.labels(job.source_id, mirrored.outcome).inc()
+        ctx.observer.document_outcome(job.source_id, mirrored.outcome)
         return mirrored
     if ready is not None and ready.error is not None:
         raise ready.error  # chunking failed ahead (too_large): the same failure, recorded here
@@ -433,10 +427,7 @@ def _record_document_error(ctx: PipelineContext, job: _Job, exc: DocumentError) 
             "document_id": doc_id, "key": key, "reason": exc.reason, "detail": exc.detail, "etag": job.etag,
             "size": job.size, "seconds": seconds, "parser_version": job.version_now(ctx),
             "source_hash": job.raw_digest}])
-        ctx.metrics.documents_skipped.labels(source_id, exc.reason).inc()
-        ctx.metrics.documents.labels(source_id, DocumentOutcomeKind.SKIPPED).inc()
-        log.info("document skipped", extra={"event": "document_skipped", "source": source_id, "key": key,
-                                            "reason": exc.reason, "detail": exc.detail})
+        ctx.observer.document_skipped(source_id, key, exc.reason, exc.detail)
         return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.SKIPPED,
                                error_reason=exc.reason, error_detail=exc.detail, seconds=seconds)
     ctx.registry.record_failure(
@@ -444,13 +435,7 @@ def _record_document_error(ctx: PipelineContext, job: _Job, exc: DocumentError) 
         etag=job.etag, size=job.size, seconds=seconds, changeset_id=job.changeset_id,
         parser_version=job.version_now(ctx),
     )
-    ctx.metrics.document_errors.labels(source_id, exc.reason).inc()
-    ctx.metrics.documents.labels(source_id, "failed").inc()
-    log.warning(
-        "document failed",
-        extra={"event": "document_failed", "source": source_id, "key": key, "reason": exc.reason,
-               "detail": exc.detail},
-    )
+    ctx.observer.document_failed(source_id, key, exc.reason, exc.detail)
     return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.FAILED, error_reason=exc.reason,
                            error_detail=exc.detail, seconds=seconds)
 
@@ -479,17 +464,10 @@ def _stage(ctx: PipelineContext, job: _Job, known: DocumentRecord | None, acl: D
         # Validity and provenance (front matter, source URI): the freshness sweep reads them (workers/provenance.py).
         provenance=change.provenance,
     )
-    model = ctx.embedder.model_id
-    ctx.metrics.chunks_embedded.labels(model).inc(result.embedded)
-    ctx.metrics.chunks_reused.labels(model).inc(result.reused)
-    ctx.metrics.embed_seconds.labels(model).inc(result.seconds)
-    ctx.metrics.tombstones.labels(source.kb, "superseded").inc(len(change.removed_ids))
-    ctx.metrics.documents.labels(job.source_id, outcome.outcome).inc()
-    log.debug(
-        "document staged",
-        extra={"event": "document_staged", "source": job.source_id, "key": job.key, "outcome": outcome.outcome,
-               "embedded": result.embedded, "reused": result.reused, "tombstones": len(change.removed_ids)},
-    )
+    ctx.observer.embedded(ctx.embedder.model_id, result.embedded, result.reused, result.seconds)
+    ctx.observer.tombstoned(source.kb, "superseded", len(change.removed_ids))
+    ctx.observer.document_staged(job.source_id, job.key, outcome.outcome, {
+        "embedded": result.embedded, "reused": result.reused, "tombstones": len(change.removed_ids)})
     return outcome
 
 
@@ -507,11 +485,7 @@ def finish_sync(ctx: PipelineContext, run_id: int) -> tuple[SyncRunInfo, bool]:
     run, finished_now = ctx.registry.finish_sync_run(run_id)
     if not finished_now:
         return run, False
-    ctx.metrics.sync_runs.labels(run.source_id, run.status).inc()
-    if run.status in SUCCESSFUL_RUNS and run.finished_at is not None:
-        ctx.metrics.last_sync.labels(run.source_id).set(run.finished_at.timestamp())
-    log.info("sync finished", extra={"event": "sync_finished", "source": run.source_id, "run": run_id,
-                                      "status": run.status, **run.summary.get("documents", {})})
+    ctx.observer.run_finished(run.source_id, run_id, run.status, run.finished_at, run.summary.get("documents", {}))
     return run, True
 
 

@@ -139,10 +139,10 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
     # and the sync_source task (a live running run is joined, never doubled).
     claim = ctx.registry.open_or_join_run(source_id, trigger, lease_s=ctx.sync.run_lease_s)
     if claim.joined:
-        log.info("sync joined", extra={"event": "sync_joined", "source": source_id, "run": claim.run_id})
+        ctx.observer.run_joined(source_id, claim.run_id)
         return SyncPlan(claim.run_id, claim.changeset_id or 0, source_id, source.kb, joined=True)
     run_id, changeset_id = claim.run_id, claim.changeset_id or 0
-    log.info("sync started", extra={"event": "sync_started", "source": source_id, "run": run_id})
+    ctx.observer.run_started(source_id, run_id)
     listing = list_source(ctx, source, run_id)
     # Each document's version: its parser's (the registry's) and the pipeline's, read from its module
     # when called (a test patches it to stand for an upgrade).
@@ -151,12 +151,9 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
     held = guard_deletions(ctx, source_id, run_id, diff, listed=len(listing.docs))
     record_plan(ctx, source, run_id, changeset_id, listing, diff)
     deleted = apply_deletions(ctx, source, run_id, changeset_id, listing, diff, held)
-    log.info(
-        "sync planned",
-        extra={"event": "sync_planned", "source": source_id, "run": run_id, "listed": len(listing.refs),
-               "planned": len(diff.planned), "deleted": deleted, "deletions_held": diff.deleting if held else 0,
-               "moved": len(diff.moves), "excluded": len(listing.excluded)},
-    )
+    ctx.observer.run_planned(source_id, run_id, {
+        "listed": len(listing.refs), "planned": len(diff.planned), "deleted": deleted,
+        "deletions_held": diff.deleting if held else 0, "moved": len(diff.moves), "excluded": len(listing.excluded)})
     return SyncPlan(run_id, changeset_id, source_id, source.kb, diff.planned, deleted, len(listing.refs))
 
 
@@ -173,9 +170,7 @@ def list_source(ctx: PipelineContext, source: SourceInfo, run_id: int) -> Listin
         # must close the run, or the source looks busy until its lease ends.
         ctx.registry.finish_sync_run(run_id, error=f"cannot list the source: {exc}")
         ctx.registry.set_run_build(run_id, status=BuildStatus.FAILED, snapshot_id=None, error=str(exc))
-        ctx.metrics.sync_runs.labels(source_id, "failed").inc()
-        log.warning("sync failed", extra={"event": "sync_list_failed", "source": source_id, "run": run_id,
-                                          "error": str(exc)})
+        ctx.observer.listing_failed(source_id, run_id, str(exc))
         raise
     # The source's --include/--exclude patterns, applied here for every connector kind (workers/selection.py).
     excluded = _excluded(Selection.of(source.options), refs)
@@ -232,9 +227,7 @@ def guard_deletions(ctx: PipelineContext, source_id: str, run_id: int, diff: Sou
     if held is not None:
         confirmed = ctx.registry.take_deletion_confirmation(source_id)  # one shot: used or not, it is gone
         if confirmed is not None and diff.deleting <= confirmed:
-            log.warning("deletions confirmed", extra={"event": "deletions_confirmed", "source": source_id,
-                                                      "run": run_id, "deleting": diff.deleting,
-                                                      "confirmed": confirmed})
+            ctx.observer.deletions_confirmed(source_id, run_id, diff.deleting, confirmed)
             held = None
         elif confirmed is not None:
             held += f"; the confirmation covered only {confirmed}"
@@ -256,15 +249,13 @@ def record_plan(ctx: PipelineContext, source: SourceInfo, run_id: int, changeset
     for new_key, old in sorted(diff.moves.items()):
         # Not held, whatever the guard says of real deletions: one build never serves both keys.
         n = ctx.registry.stage_deletion(run_id, changeset_id, old.id, moved_to=new_key)
-        ctx.metrics.tombstones.labels(source.kb, "superseded").inc(n)
-        ctx.metrics.documents_moved.labels(source_id).inc()
-        log.info("document moved", extra={"event": "document_moved", "source": source_id, "run": run_id,
-                                          "from": old.key, "to": new_key})
+        ctx.observer.tombstoned(source.kb, "superseded", n)
+        ctx.observer.document_moved(source_id, run_id, old.key, new_key)
     if diff.new_skips:
         ctx.registry.record_skips(run_id, changeset_id, source_id, [
             {"document_id": document_id(source_id, r.key), "key": r.key, "reason": DocumentError.EXCLUDED,
              "detail": why, "etag": r.etag, "size": r.size} for r, why in diff.new_skips])
-        ctx.metrics.documents_skipped.labels(source_id, DocumentError.EXCLUDED).inc(len(diff.new_skips))
+        ctx.observer.skips_recorded(source_id, DocumentError.EXCLUDED, len(diff.new_skips))
 
 
 def apply_deletions(ctx: PipelineContext, source: SourceInfo, run_id: int, changeset_id: int, listing: Listing,
@@ -281,11 +272,8 @@ def apply_deletions(ctx: PipelineContext, source: SourceInfo, run_id: int, chang
         })
         # Held documents keep serving, labelled "pending deletion" in the context until a person decides.
         ctx.registry.mark_pending_deletion(source_id, run_id, pending)
-        ctx.metrics.deletions_held.labels(source_id).inc()
-        log.warning("deletions held", extra={"event": "deletions_held", "source": source_id, "run": run_id,
-                                             "deleting": diff.deleting, "live": diff.live,
-                                             "listed": len(listing.docs), "moved": len(diff.moves),
-                                             "reason": reason})
+        ctx.observer.deletions_held(source_id, run_id, reason, {
+            "deleting": diff.deleting, "live": diff.live, "listed": len(listing.docs), "moved": len(diff.moves)})
         return 0
     ctx.registry.mark_pending_deletion(source_id, run_id, ())  # whatever an earlier hold labelled
     deleted = 0
@@ -294,8 +282,8 @@ def apply_deletions(ctx: PipelineContext, source: SourceInfo, run_id: int, chang
         n = ctx.registry.stage_deletion(
             run_id, changeset_id, doc.id,
             skipped=(DocumentError.EXCLUDED, why) if why is not None else None)
-        ctx.metrics.tombstones.labels(source.kb, "deleted").inc(n)
-        ctx.metrics.documents.labels(source_id, "deleted").inc()
+        ctx.observer.tombstoned(source.kb, "deleted", n)
+        ctx.observer.document_outcome(source_id, "deleted")
         deleted += 1
     return deleted
 
@@ -481,10 +469,7 @@ def _retag_listed(ctx: PipelineContext, source: SourceInfo, source_acl: SourceAc
             ctx.registry.record_failure(run_id, source_id=source.id, document_id=doc.id, key=ref.key,
                                         reason=exc.reason, detail=exc.detail, etag=doc.etag, size=doc.size,
                                         changeset_id=changeset_id)
-            ctx.metrics.document_errors.labels(source.id, exc.reason).inc()
-            log.warning("document ACL not resolved", extra={"event": "acl_unresolved", "source": source.id,
-                                                             "key": ref.key, "reason": exc.reason,
-                                                             "detail": exc.detail})
+            ctx.observer.acl_unresolved(source.id, ref.key, exc.reason, exc.detail)
     if not acls:
         return
     applied = ctx.registry.apply_document_acls(source.id, acls, run_id=run_id, changeset_id=changeset_id)
