@@ -334,7 +334,7 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
         mirrored = ctx.registry.stage_mirror(
             job.run_id, job.changeset_id, source_id=job.source_id, document_id=job.doc_id, key=job.key,
             etag=job.etag, size=len(fetched.data), content_hash=digest, canonical_id=twin, acl=acl,
-            seconds=time.perf_counter() - job.started,
+            seconds=time.perf_counter() - job.started, parser_version=job.version_now(ctx),
             source_uri=provenance(fetched.data, kind=source.kind, location=source.location,
                                   key=job.key)["source_uri"])
         ctx.observer.document_outcome(job.source_id, mirrored.outcome)

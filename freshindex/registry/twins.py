@@ -46,8 +46,13 @@ class TwinStore(WithdrawalStore):
 
     def stage_mirror(self, run_id: int, changeset_id: int, *, source_id: str, document_id: str, key: str,
                      etag: str | None, size: int, content_hash: str, canonical_id: str, acl: Any,
-                     source_uri: str | None = None, seconds: float = 0.0) -> DocumentOutcome:
+                     source_uri: str | None = None, seconds: float = 0.0,
+                     parser_version: str | None = None) -> DocumentOutcome:
         """Record ``document_id`` as a mirror of ``canonical_id``: no chunks of its own, one set of points.
+
+        ``parser_version``: what the document records when processed now (the
+        planner compares it; without it the mirror looks out of date and is
+        fetched and mirrored again at every sync).  None keeps what it held.
 
         Fenced like every staging write.  Chunks the document had as a
         canonical document of other content are tombstoned (superseded) and
@@ -80,6 +85,7 @@ class TwinStore(WithdrawalStore):
             doc.state, doc.error_reason, doc.error_detail, doc.withdrawn_reason = DocumentState.ACTIVE, None, None, None
             doc.version = (doc.version or 0) + 1
             doc.chunk_count, doc.updated_at, doc.deleted_at = 0, now, None
+            doc.parser_version = parser_version or doc.parser_version
             doc.source_uri, doc.last_fetched_at = source_uri or doc.source_uri, now
             doc.acl, doc.tenant, doc.sensitivity = list(acl.tokens), acl.tenant, str(acl.sensitivity)
             doc.acl_fingerprint, doc.acl_origin = acl.fingerprint(), acl.origin
