@@ -1,0 +1,129 @@
+"""Each verdict of the evaluation, made to happen for a real reason on a generated knowledge base.
+
+Given the knowledge base of ``conftest.kb`` (a removed document, a parser that drops a block, a passage across a
+chunk boundary, a source only group ``hr`` may read, a document past its validity, two versions of a guide), when
+one question is evaluated, then its verdict names the stage that lost it, with what the diagnosis found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from freshindex.evaluation import evaluate, parse_golden
+from freshindex.evaluation.report import QuestionResult
+from tests.evaluation.conftest import LONG, Kb
+
+
+def _one(kb: Kb, limit: int = 5, **line: Any) -> QuestionResult:
+    import json
+
+    golden = parse_golden([json.dumps({"id": "q", **line})], "t")
+    report = evaluate(kb.services, golden, "docs", limit=limit)
+    return report.results[0]
+
+
+def _chunk_texts(kb: Kb, key: str) -> list[str]:
+    reg = kb.services.registry
+    doc = reg.documents_for_source("wiki")[key]
+    return [r.text for r in sorted(reg.chunk_rows(list(reg.live_chunk_ids(doc.id))), key=lambda r: r.ordinal)]
+
+
+def test_ok_when_the_passage_is_served_on_the_expected_document(kb: Kb) -> None:
+    r = _one(kb, question="How do I install freshindex with pip?", expected="install.md",
+             required_passage="pip install freshindex")
+    assert (r.verdict, r.passed, r.hit, r.passage, r.rank) == ("ok", True, True, True, 1)
+
+
+def test_a_document_deleted_from_its_source_is_not_synced(kb: Kb) -> None:
+    r = _one(kb, question="How long are audit records of the billing ledger kept?", expected="removed.md",
+             required_passage="kept for seven years")
+    assert (r.verdict, r.stage) == ("not_synced", "registry")
+    assert r.detail["why"] == "deleted from its source" and r.detail["state"] == "deleted"
+
+
+def test_an_unknown_document_is_not_synced(kb: Kb) -> None:
+    r = _one(kb, question="How do I install freshindex?", expected="nowhere/missing.md")
+    assert (r.verdict, r.detail["why"]) == ("not_synced", "no such document in the knowledge base")
+
+
+def test_a_block_the_parser_dropped_is_parse_lost(kb: Kb) -> None:
+    r = _one(kb, question="When does the quarterly zebra audit happen?", expected="dropped.md",
+             required_passage="The quarterly zebra audit happens every March")
+    assert (r.verdict, r.stage) == ("parse_lost", "parse")
+    assert "approximated" in r.detail["note"]
+
+
+def test_a_passage_across_a_chunk_boundary_is_chunk_split(kb: Kb) -> None:
+    # Given the passage that runs from the end of the rollout page's first chunk into its second
+    first, second = _chunk_texts(kb, "rollout.md")[:2]
+    passage = " ".join(first.split()[-6:] + second.split()[:6])
+    assert passage in LONG and passage not in first and passage not in second
+    # When the one item served is another part of the page (served together, the two chunks are joined)
+    r = _one(kb, limit=1, question="What does step 38 of the rollout check, canary gauge number 38?",
+             expected="rollout.md", required_passage=passage)
+    # Then the page is hit, the passage is not, and the chunker is named
+    assert (r.hit, r.passage) == (True, False)
+    assert (r.verdict, r.stage) == ("chunk_split", "chunk")
+
+
+def test_an_acl_that_denies_the_principal_is_filtered(kb: Kb) -> None:
+    line = {"question": "When are the salary bands for engineering reviewed?", "expected": "salaries.md",
+            "required_passage": "reviewed every October"}
+    r = _one(kb, principal={"id": "ann", "groups": ["eng"]}, **line)
+    assert (r.verdict, r.stage, r.detail["rule"]) == ("filtered", "recall", "acl")
+    assert r.detail["acl"] == ["hr"]
+    # the same question asked by a member of hr is answered
+    assert _one(kb, principal={"id": "bo", "groups": ["hr"]}, **line).verdict == "ok"
+
+
+def test_a_document_past_its_validity_is_filtered_as_expired(kb: Kb) -> None:
+    r = _one(kb, question="Where are visitor parking permits issued?", expected="expired.md",
+             required_passage="issued at the north gate")
+    assert (r.verdict, r.stage, r.detail["rule"]) == ("filtered", "recheck", "expired")
+
+
+def test_an_older_version_is_grouped_into_the_newer(kb: Kb) -> None:
+    r = _one(kb, question="When does the backup window open?", expected="v1/guide.md",
+             required_passage="backup window opens at 02:00 UTC")
+    assert (r.verdict, r.stage) == ("grouped", "group")
+    assert r.detail["into_key"] == "v2/guide.md"
+
+
+def test_a_refused_question_says_why_with_the_signals(kb: Kb) -> None:
+    r = _one(kb, question="What is the zorblax quantum flux setting of the install?", expected="install.md")
+    assert (r.verdict, r.stage, r.refused, r.passed) == ("refused", "refuse", True, False)
+    assert r.detail["reason"] and r.detail["signals"]
+    # a question that may be refused passes when it is
+    assert _one(kb, question="What is the zorblax quantum flux setting of the install?", expected="install.md",
+                answer="may_refuse").passed
+
+
+def test_a_question_that_must_be_refused(kb: Kb) -> None:
+    r = _one(kb, question="What colour is the zorblax office cat?", answer="must_refuse")
+    assert (r.verdict, r.passed) == ("ok", True)
+
+
+def test_a_chunk_below_the_recall_depth_is_not_recalled_with_its_deeper_ranks(kb: Kb) -> None:
+    from freshindex.services import Services
+
+    # Given the same knowledge base queried with a recall of one candidate
+    svc = kb.services
+    context = svc.settings.context.model_copy(update={"candidate_pool": 1})
+    shallow = Services(svc.settings.model_copy(update={"context": context}), registry=svc.registry,
+                       store=svc.store, embedder=svc.embedder)
+    golden = parse_golden(['{"id": "q", "question": "What does step 38 of the rollout check, canary gauge 38?", '
+                           '"expected": "rollout.md", "required_passage": "Step 2 of the rollout checks"}'])
+    # When a question about step 38 expects the passage of step 2
+    r = evaluate(shallow, golden, "docs", limit=1).results[0]
+    # Then the chunk holding it is not among the candidates; a deeper search finds it, below the first
+    assert (r.verdict, r.stage) == ("not_recalled", "recall")
+    assert r.detail["candidates"] == 1
+    assert r.detail["dense_rank"] is not None and r.detail["dense_rank"] > 1
+
+
+def test_a_recalled_chunk_below_the_limit_is_reranked_out_with_both_ranks(kb: Kb) -> None:
+    r = _one(kb, limit=1, question="What does step 38 of the rollout check, canary gauge number 38?",
+             expected="rollout.md", required_passage="Step 2 of the rollout checks")
+    assert (r.verdict, r.stage) == ("reranked_out", "select")
+    assert r.detail["rule"] in ("max_chunks", "per_document")
+    assert r.detail["rank_before_rerank"] >= 1 and r.detail["rank_after_rerank"] >= 1
