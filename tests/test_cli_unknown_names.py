@@ -56,6 +56,7 @@ CASES: list[tuple[str, str, list[str], str, str | int]] = [
     ("kbs health", "kb", ["kbs", "health", MISSING], KB, MISSING),
     ("query", "kb", ["query", "anything", "--kb", MISSING], KB, MISSING),
     ("audit denials", "kb", ["audit", "denials", "--kb", MISSING], KB, MISSING),
+    ("audit refusals", "kb", ["audit", "refusals", "--kb", MISSING], KB, MISSING),
     ("ocr report", "kb", ["ocr", "report", "--kb", MISSING], KB, MISSING),
     ("snapshots list", "kb", ["snapshots", "list", "--kb", MISSING], KB, MISSING),
     ("snapshots build", "kb", ["snapshots", "build", MISSING], KB, MISSING),
@@ -222,6 +223,7 @@ def test_query_tells_an_unknown_kb_from_one_not_built_yet(run) -> None:
     ["errors", "docs"], ["errors", "--run", "1"], ["documents", "list", "--source", "docs", "--kb", "default"],
     ["runs", "show", "1"], ["kbs", "health", "unbuilt"], ["snapshots", "show", "default-v1"],
     ["snapshots", "list", "--kb", "unbuilt"], ["sources", "runs", "later"], ["audit", "denials", "--kb", "default"],
+    ["audit", "refusals", "--kb", "default"],
 ], ids=" ".join)
 def test_a_known_name_passes_the_check(run_here, argv: list[str]) -> None:
     proc = run_here(*argv, "--json")
