@@ -540,3 +540,29 @@ class QueryRefusal(Base):
     missing: Mapped[list[Any]] = mapped_column(JSON)
     sources: Mapped[list[Any]] = mapped_column(JSON)
     question: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class GoldenSetRow(Base):
+    """A golden set registered for a knowledge base, run after each swap, with its latest result.
+
+    ``content`` is the set's JSONL text itself (not a path), so every worker reads the same set from the
+    registry wherever it runs.  ``last_*``: the newest scheduled (or ``golden-sets run``) evaluation: the
+    snapshot it evaluated, when, whether every gate held, and :meth:`evaluation.Report.metrics`.
+    """
+
+    __tablename__ = "golden_sets"
+    __table_args__ = (UniqueConstraint("kb", "name", name="uq_golden_sets_kb_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kb: Mapped[str] = mapped_column(String(63), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    content: Mapped[str] = mapped_column(Text)
+    thresholds: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    top_k: Mapped[int] = mapped_column(Integer, default=5)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    last_snapshot_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    last_run_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    last_metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -2,7 +2,7 @@
 
 :class:`Registry` composes one store per concern (sources, runs, staging,
 chunks, vector cache, snapshots, archive, audit, refusals, locks, health signals, API keys,
-freshness, twins),
+freshness, twins, golden sets),
 each a mixin over :class:`registry.base._Base`, so one object still serves
 every caller; a consumer should type its dependency with the narrow protocol
 it uses (:mod:`registry.protocols`), not with this class.  Each public method
@@ -24,6 +24,7 @@ from freshindex.registry.cache import VectorCacheStore
 from freshindex.registry.chunks import ChunkStore
 from freshindex.registry.document_acl import DocumentAclStore
 from freshindex.registry.freshness import FreshnessStore
+from freshindex.registry.golden_sets import GoldenSetStore
 from freshindex.registry.keys import KeyStore
 from freshindex.registry.locks import LockStore
 from freshindex.registry.refusals import RefusalStore
@@ -54,6 +55,7 @@ class Registry(
     WebhookStore,
     FreshnessStore,
     TwinStore,
+    GoldenSetStore,
 ):
     """Facade over the registry database: every concern's store on one engine.
 
