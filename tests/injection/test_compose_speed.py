@@ -1,7 +1,7 @@
 """What makes compose cheap must not change what it returns.
 
 The budget counts a block line by line and remembers each distinct line
-(:class:`injection.budget._PerLineCounter`), and rendering remembers each
+(:class:`models.tokens._PerLineCounter`), and rendering remembers each
 piece of evidence's header, neutralised body and source line
 (:func:`injection.render._parts`).  These tests pin the behaviour those
 shortcuts rely on: the line-wise count equals one whole-text encode; a
@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 
 from freshindex.injection import render
 from freshindex.injection.assemble import Candidate
-from freshindex.injection.budget import ConservativeCounter, ContextPolicy, QueryBudget, QueryType, WordPieceCounter
+from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
 from freshindex.injection.context import compose
 from freshindex.injection.render import render_block
 from freshindex.injection.types import Evidence
+from freshindex.models.tokens import ConservativeCounter, WordPieceCounter
 
 try:
     WordPieceCounter().count("probe")

@@ -54,7 +54,7 @@ def test_any_text_counts_as_the_whole_text(texts: list[str]) -> None:
 
 def test_a_tokenizer_that_is_not_berts_is_counted_text_by_text(tmp_path: Path) -> None:
     # Given MiniLM's tokenizer file with another pre-tokenizer (whitespace kept inside tokens: no word split)
-    from freshindex.models.onnx import tokenizer_file
+    from freshindex.models.tokens import tokenizer_file
 
     spec = json.loads(Path(tokenizer_file()).read_text())
     spec["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False}
