@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-PARTS = ["core", "settings", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules", "injection",
+PARTS = ["core", "settings", "models", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules", "injection",
          "health", "api"]
 
 
