@@ -99,6 +99,7 @@ class Services:
         registry = Registry.open(s.registry_url, auto_migrate=s.registry.auto_migrate, pool_size=s.registry.pool_size)
         self.metrics.add_health_collector(registry.knowledge_bases, registry.health,
                                           sources=lambda: [f.as_dict() for f in registry.source_freshness()])
+        self.metrics.watch_evaluations(registry.golden_results)  # serve's freshindex_eval_* (eval_schedule.py)
         return registry
 
     @functools.cached_property
@@ -329,6 +330,12 @@ class Services:
         return {"registry": "ok", "vector_store": self.settings.vector_store.kind,
                 "embedding_model": self.embedder.model_id}
 
+    def evaluate_golden_sets(self, kb: str | None = None, *, force: bool = False) -> list[dict[str, Any]]:
+        """``kb``'s registered golden sets not yet asked on its serving snapshot, evaluated and recorded."""
+        from freshindex.eval_schedule import evaluate_due
+
+        return evaluate_due(self, kb, force=force)
+
     def close(self) -> None:
         if self.built("store"):
             self.store.close()
@@ -367,12 +374,15 @@ class ServiceObserver(QueryObserver):
     An insufficient-evidence packet is also written to the refusal audit (:mod:`registry.refusals`):
     the decision's signals and reason, heard earlier in the same query on the same thread, are kept
     per thread until :meth:`finished`.  A failed write is counted and logged; the packet goes out.
+    Rows past ``audit.refusals_retention_s`` are deleted with a knowledge base's first refusal in
+    this process and then at most hourly (by ``clock``), so a row may outlive it by up to an hour.
     """
 
     def __init__(self, services: Services, clock: Callable[[], dt.datetime] | None = None) -> None:
         self.services = services
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         self._query = threading.local()  # this thread's query: the refusal's signals and reason
+        self._pruned: dict[str, dt.datetime] = {}  # kb -> when this process last deleted its expired refusals
 
     @property
     def metrics(self) -> Metrics:
@@ -388,7 +398,7 @@ class ServiceObserver(QueryObserver):
         self.metrics.empty_recalls.inc()
 
     def decided(self, kb: str, reason: RefusalReason | None, signals: Signals | None) -> None:
-        self._query.signals = signals
+        self._query.signals, self._query.reason = signals, None  # insufficient() follows for a refusal
         if reason is not None:
             self.metrics.refusals.labels(str(reason)).inc()
 
@@ -411,8 +421,12 @@ class ServiceObserver(QueryObserver):
         try:
             record = refusal_record(packet, reason, signals, store_question=audit.store_questions,
                                     at=self.clock()).bounded(audit.question_max_chars)
-            keep_since = record.at - dt.timedelta(seconds=audit.refusals_retention_s)
+            last = self._pruned.get(record.kb)
+            prune = last is None or not last <= record.at < last + _PRUNE_EVERY
+            keep_since = record.at - dt.timedelta(seconds=audit.refusals_retention_s) if prune else None
             self.services.registry.record_refusal(record, keep_since=keep_since)
+            if prune:
+                self._pruned[record.kb] = record.at
         except Exception as exc:  # the packet goes out; the gap in the audit is counted and logged
             self.metrics.refusals_unrecorded.inc()
             log.warning("could not record a refusal: %s", exc,
@@ -436,6 +450,9 @@ def _question_key_terms(question: str) -> tuple[str, ...]:
     ordinary = ordinary_words()
     return tuple(t for t in terms if t not in ordinary) or terms
 
+
+#: How often one process deletes a knowledge base's refusals past the retention (at its next refusal).
+_PRUNE_EVERY = dt.timedelta(hours=1)
 
 _REASON_TEXT = re.compile(r"^insufficient evidence \((\w+)\)")
 

@@ -161,13 +161,16 @@ def test_refusals_past_the_retention_are_gone_at_the_next_refusal(built: Path, t
         now += dt.timedelta(days=7)  # inside the interval: kept
         _ask(svc, KUBERNETES[:1], refused=True)
         assert len(svc.registry.refusals("default")) == 2
-        now += dt.timedelta(seconds=1)  # the first is now past it
+        now += dt.timedelta(seconds=1)  # past it, but this process deleted expired rows under an hour ago
         _ask(svc, KUBERNETES[1:], refused=True)
+        assert len(svc.registry.refusals("default")) == 3
+        now += dt.timedelta(hours=1)  # the next deletion is due: the first refusal goes
+        _ask(svc, SAML[1:], refused=True)
         rows = svc.registry.refusals("default")
     finally:
         svc.close()
-    assert [r.at for r in rows] == [now, now - dt.timedelta(seconds=1)]
-    assert all("saml" not in r.terms for r in rows)
+    assert len(rows) == 3 and rows[-1].at == dt.datetime(2026, 12, 8, tzinfo=dt.UTC)
+    assert all("saml.entity_id" not in r.terms for r in rows)
 
 
 def test_off_records_nothing_and_an_unknown_kb_is_one_line(built: Path, tmp_path: Path) -> None:

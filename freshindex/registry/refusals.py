@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, insert, select
 
 from freshindex.registry.base import _Base
 from freshindex.registry.schema import QueryRefusal, utcnow
@@ -84,12 +84,14 @@ class RefusalStore(_Base):
     def record_refusal(self, record: RefusalRecord, *, keep_since: dt.datetime | None = None) -> None:
         """Append ``record`` (bound it first: :meth:`RefusalRecord.bounded`); delete its knowledge base's rows
         older than ``keep_since`` in the same transaction."""
-        with self.session() as s:
-            s.add(QueryRefusal(at=record.at, kb=record.kb, snapshot_id=record.snapshot_id, reason=record.reason,
-                               terms=list(record.terms), missing=list(record.missing), sources=list(record.sources),
-                               question=record.question))
+        with self.session() as s:  # Core statements: the query path pays for this write (no ORM unit of work)
+            s.execute(insert(QueryRefusal).values(
+                at=record.at, kb=record.kb, snapshot_id=record.snapshot_id, reason=record.reason,
+                terms=list(record.terms), missing=list(record.missing), sources=list(record.sources),
+                question=record.question))
             if keep_since is not None:
-                s.execute(delete(QueryRefusal).where(QueryRefusal.kb == record.kb, QueryRefusal.at < keep_since))
+                s.execute(delete(QueryRefusal).where(QueryRefusal.kb == record.kb, QueryRefusal.at < keep_since)
+                          .execution_options(synchronize_session=False))
 
     def refusals(self, kb: str, *, since: dt.datetime | None = None, limit: int = 10_000) -> list[RefusalRecord]:
         """The newest ``limit`` refusals of ``kb`` first, from ``since`` on."""

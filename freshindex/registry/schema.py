@@ -524,7 +524,7 @@ class QueryRefusal(Base):
 
     Written by the query path (:mod:`registry.refusals`); ``question`` only where
     ``audit.store_questions`` allows it.  Rows older than ``audit.refusals_retention_s``
-    are deleted as new ones of their knowledge base are written.
+    are deleted as new ones of their knowledge base are written (at most hourly per process).
     """
 
     __tablename__ = "query_refusals"

@@ -37,7 +37,7 @@ class AuditSettings(BaseModel):
     question_max_chars: int = Field(default=500, ge=1, le=4000, description="characters of a refused question kept "
                                     "when store_questions is on (the rest is cut)")
     refusals_retention_s: float = Field(default=30 * 86400, ge=3600, description="seconds a refusal record is "
-                                        "kept; older ones of its knowledge base are deleted as new ones are written")
+                                        "kept; older ones of its knowledge base are deleted as new ones are written (at most hourly)")
 
 
 class ApiSettings(BaseModel):
