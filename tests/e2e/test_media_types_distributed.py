@@ -102,7 +102,7 @@ def test_a_bare_key_parsed_by_its_media_type_on_a_worker_settles(
         hits = svc.client.retrieve("When does the ferry leave?", kb="default", limit=1).evidence
         assert hits and hits[0].key == "pages/ferry" and hits[0].title == "Ferry"  # read as HTML, not text
         # the media type travelled as the task's seventh argument, and only where there is one
-        tasks = {args[3]: args for args in _document_tasks(worker_log)}
+        tasks = {str(args[3]): args for args in _document_tasks(worker_log)}
         assert sorted(tasks) == sorted(typed_source.LISTED), worker_log.read_text()[-3000:]
         assert {k: args[6:] for k, args in tasks.items()} == {
             "pages/ferry": ("text/html; charset=utf-8",), "export.php": ("text/html",),

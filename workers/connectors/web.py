@@ -33,7 +33,10 @@ folder; without it every page is fetched in full and the markers still spare
 the unchanged ones.
 
 A document's key is the URL its page was served from after redirects (``/``
-at the end gets option ``directory_index``, ``index.html``).  A page takes the
+at the end gets option ``directory_index``, ``index.html``); its listing
+carries the page's media type (``Content-Type``), so a page at a URL without
+an ``.html`` name (``/guide/install/`` with no directory index,
+``/api/v2/users``) that its server said is HTML is parsed as HTML.  A page takes the
 URL its ``<link rel="canonical">`` names only when the page at that URL was
 fetched in the same crawl and names itself canonical, or has the same bytes:
 then they are one document, whose content is the one served at its key.  Any
@@ -43,7 +46,7 @@ The key is the citation's URI; the URLs that redirected to it are kept
 (``chunk_meta``, ``redirected_from``).
 
 A page that fails (an error status other than 404/410, retries spent, its
-deadline, a byte cap, a URL without an ``.html`` name) is still listed and
+deadline, a byte cap, a URL without an ``.html`` name not served as HTML) is still listed and
 fails alone when fetched.  A 404 or 410 is not listed (the page is deleted).
 A crawl cut short by a bound (pages, depth, bytes, its deadline, a page's link
 budget) deletes nothing (:attr:`unlisted_prefixes`) and names it (``unlisted_reason``).
@@ -83,14 +86,17 @@ from freshindex.workers.connectors import ChunkMeta, Connector, RunScoped, Unlis
 from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, CursorStore, SourceLike
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.connectors.web_links import (
+    HTML_TYPES,
     SKIP_SUFFIXES,
     CrawlReport,
     PageState,
     RobotsRules,
     canonical_key,
     load_state,
+    media_type_of,
     normalise,
     normalise_path,
+    page_key_error,
     page_links,
     read_page,
     save_state,
@@ -111,8 +117,6 @@ CRAWLS_KEPT = 2
 #: ``list`` is a method of the connector (the protocol's name): annotations inside the class use these.
 Urls = list[str]
 Outcomes = list["_Outcome"]
-_HTML_TYPES = ("text/html", "application/xhtml+xml")
-_PAGE_SUFFIXES = (".html", ".htm", ".xhtml")
 
 
 @dataclass
@@ -344,7 +348,7 @@ class WebConnector:
             st.key = key
             if error is not None:
                 report.canonical_conflicts += 1
-            if (error := error or self._key_error(key)) is not None:
+            if (error := error or page_key_error(key, st.media_type)) is not None:
                 errors.append((key, error))
                 continue
             (own if key == st.own else aliases).append((key, out))
@@ -352,7 +356,7 @@ class WebConnector:
         for key, out in own + aliases:  # a key's content is the page served at it, when it was fetched
             st = out.state or PageState()
             if key not in refs:
-                refs[key] = ObjectRef(key=key, etag=st.marker, size=st.size)
+                refs[key] = ObjectRef(key=key, etag=st.marker, size=st.size, media_type=st.media_type)
                 if out.body is not None:
                     table.bodies[key] = out.body
             if st.redirects:
@@ -463,8 +467,8 @@ class WebConnector:
                     report.dead_links += 1
                 return _Outcome(url, status="dead")
             raise_for_status(resp, url)
-            ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
-            if ctype and ctype not in _HTML_TYPES:
+            ctype = media_type_of(resp.headers.get("content-type"))
+            if ctype and ctype not in HTML_TYPES:
                 with self._lock:
                     report.not_html += 1
                 return _Outcome(url, status="not_html")
@@ -492,16 +496,8 @@ class WebConnector:
         own = self._own_key(final)
         canonical = page.canonical if page.canonical and self.in_scope(page.canonical) else None
         return PageState(key=own, own=own, canonical=canonical, digest=digest, marker=marker, etag=etag,
-                         last_modified=modified, links=page.links, redirects=hops, size=len(body))
-
-    @staticmethod
-    def _key_error(key: str) -> DocumentError | None:
-        name = urlsplit(key).path.rsplit("/", 1)[-1].lower()
-        if name.endswith(_PAGE_SUFFIXES):
-            return None
-        return DocumentError(DocumentError.UNSUPPORTED, f"{key} is an HTML page at a URL without an .html name; "
-                             "the parsers choose by name (set the source option directory_index for URLs "
-                             "ending in /)")
+                         last_modified=modified, links=page.links, redirects=hops, size=len(body),
+                         media_type=media_type_of(headers.get("content-type")))
 
     # -- fetching ------------------------------------------------------
 
@@ -527,8 +523,6 @@ class WebConnector:
         raise DocumentError(DocumentError.UNSAFE_KEY, f"{key} is not a page of {self.root}")
 
     def _get_page(self, key: str) -> bytes:
-        if (error := self._key_error(key)) is not None:
-            raise error
         with self._request_scope(crawl=False):
             resp, final, _ = self._http.follow(key, {}, None, self.in_scope)
             if resp is None:
@@ -537,6 +531,8 @@ class WebConnector:
                 if resp.status_code in (404, 410):
                     raise DocumentError(DocumentError.VANISHED, f"{key} answered {resp.status_code}")
                 raise_for_status(resp, key)
+                if (error := page_key_error(key, media_type_of(resp.headers.get("content-type")))) is not None:
+                    raise error  # no parser would read it: its bytes are not worth reading
                 return self._http.read_capped(resp, self.options.max_page_bytes, final)
 
     def chunk_meta(self, key: str) -> dict[str, Any]:

@@ -19,7 +19,9 @@ Functions over bytes and strings (no network):
   that spends its budget yields the links read so far and says it was cut.
 * :func:`sitemap_urls` reads a sitemap or sitemap index.
 * :func:`canonical_key` is the rule by which a page may take the URL its
-  ``<link rel=canonical>`` names (see :mod:`workers.connectors.web`).
+  ``<link rel=canonical>`` names (see :mod:`workers.connectors.web`);
+  :func:`page_key_error` the rule by which a page may be a document at a key
+  without an ``.html`` name (its server said HTML: parsed by media type).
 * :class:`PageState` is what a listing saw of one URL, kept between listings
   in ``crawl-state.json`` (:func:`load_state`, :func:`save_state`), and
   :class:`CrawlReport` what one listing did.
@@ -63,8 +65,11 @@ SKIP_SUFFIXES = frozenset(
 
 log = logging.getLogger("freshindex.connectors.web")
 
-#: Version of ``crawl-state.json``; another version is ignored (a full crawl).
-STATE_VERSION = 2
+#: Version of ``crawl-state.json``; another version is ignored (a full crawl).  3: pages keep their media type.
+STATE_VERSION = 3
+#: The media types a crawl reads as pages (the HTML parser's), and the names that make a URL a page by itself.
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+PAGE_SUFFIXES = (".html", ".htm", ".xhtml")
 
 _UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
@@ -351,6 +356,7 @@ class PageState:
     links: list[str] = field(default_factory=list)
     redirects: list[str] = field(default_factory=list)
     size: int = 0
+    media_type: str | None = None  #: its ``Content-Type`` (no parameters): the parser of a key without .html
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, [], 0)}
@@ -378,6 +384,22 @@ class CrawlReport:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def media_type_of(header: str | None) -> str | None:
+    """A ``Content-Type`` header's media type, lower case, without parameters; None when it says none."""
+    return (header or "").split(";", 1)[0].strip().lower() or None
+
+
+def page_key_error(key: str, media_type: str | None) -> DocumentError | None:
+    """Why a page cannot be a document at ``key``, or None: a key whose name ends in ``.html`` (``.htm``,
+    ``.xhtml``) is parsed by its name, any other (``/guide/install/`` without a directory index,
+    ``/api/v2/users``) by its media type, so the server must have said HTML (``Content-Type``)."""
+    name = urlsplit(key).path.rsplit("/", 1)[-1].lower()
+    if name.endswith(PAGE_SUFFIXES) or media_type in HTML_TYPES:
+        return None
+    return DocumentError(DocumentError.UNSUPPORTED, f"{key} is a page at a URL without an .html name whose server "
+                         "did not say text/html (Content-Type); the parsers choose by name or media type")
 
 
 def canonical_key(page: PageState, holders: Mapping[str, PageState],
