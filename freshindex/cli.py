@@ -25,6 +25,7 @@ from freshindex import (
     config_commands,
     display,
     eval_commands,
+    eval_schedule_commands,
     keys_commands,
     logs,
     ocr_commands,
@@ -154,6 +155,7 @@ snapshot_commands.register(cli)  # snapshots list/build/.../restore, canaries (f
 sync_commands.register(cli)  # sync, syncs show (freshindex/sync_commands.py)
 query_commands.register(cli)  # query, check-citations (freshindex/query_commands.py)
 eval_commands.register(cli)  # eval GOLDEN (freshindex/eval_commands.py)
+eval_schedule_commands.register(cli)  # golden-sets register/list/remove/run (freshindex/eval_schedule_commands.py)
 service_commands.register(cli)  # worker, beat, serve, mcp, api openapi (freshindex/service_commands.py)
 report_commands.register(cli)  # errors, runs, documents, kbs, locks, probe, ... (freshindex/report_commands.py)
 keys_commands.register(cli)  # keys create/list/revoke (freshindex/keys_commands.py)

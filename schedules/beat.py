@@ -24,6 +24,7 @@ class Job(StrEnum):
     COLLECT_TOMBSTONES = "collect-tombstones"
     RETAIN_SNAPSHOTS = "retain-snapshots"
     RECONCILE_INDEX = "reconcile-index"
+    EVALUATE_GOLDEN_SETS = "evaluate-golden-sets"
 
 
 def beat_schedule(settings: Settings, *, task_for: Callable[[Job], str], queue: str) -> dict[str, Any]:
@@ -35,7 +36,8 @@ def beat_schedule(settings: Settings, *, task_for: Callable[[Job], str], queue: 
     """
     cadence = settings.schedules
     periodic = {Job.SWEEP_FRESHNESS: cadence.sweep_interval_s, Job.COLLECT_TOMBSTONES: cadence.gc_interval_s,
-                Job.RETAIN_SNAPSHOTS: cadence.retention_interval_s, Job.RECONCILE_INDEX: cadence.reconcile_interval_s}
+                Job.RETAIN_SNAPSHOTS: cadence.retention_interval_s, Job.RECONCILE_INDEX: cadence.reconcile_interval_s,
+                Job.EVALUATE_GOLDEN_SETS: cadence.eval_interval_s}
     return {
         str(Job.POLL_SOURCES): {
             "task": task_for(Job.POLL_SOURCES),

@@ -29,7 +29,8 @@ from freshindex.workers.ports import ServicesFactory
 #: The task beat sends for each periodic job (schedules/beat.py owns the cadence).
 BEAT_TASKS = {Job.POLL_SOURCES: TaskName.POLL_SOURCES, Job.REAP_RUNS: TaskName.REAP_RUNS,
               Job.SWEEP_FRESHNESS: TaskName.SWEEP_FRESHNESS, Job.COLLECT_TOMBSTONES: TaskName.COLLECT_TOMBSTONES,
-              Job.RETAIN_SNAPSHOTS: TaskName.RETAIN_SNAPSHOTS, Job.RECONCILE_INDEX: TaskName.RECONCILE_INDEX}
+              Job.RETAIN_SNAPSHOTS: TaskName.RETAIN_SNAPSHOTS, Job.RECONCILE_INDEX: TaskName.RECONCILE_INDEX,
+              Job.EVALUATE_GOLDEN_SETS: TaskName.EVALUATE_GOLDEN_SETS}
 
 
 def visibility_timeout(settings: Settings) -> int:

@@ -41,6 +41,7 @@ class TaskName(StrEnum):
     COLLECT_TOMBSTONES = "freshindex.collect_tombstones"
     RETAIN_SNAPSHOTS = "freshindex.retain_snapshots"
     RECONCILE_INDEX = "freshindex.reconcile_index"
+    EVALUATE_GOLDEN_SETS = "freshindex.evaluate_golden_sets"
 
 
 ROUTES = {
@@ -58,6 +59,9 @@ ROUTES = {
     TaskName.EMBED_DOCUMENT: Queue.EMBED,
     TaskName.DISPATCH_DOCUMENTS: Queue.PARSE,  # behind the batch it follows: fair dispatch (workers/dispatch.py)
     TaskName.BUILD_SNAPSHOT: Queue.BUILD,
+    # A beat tick (no kb) only finds the due knowledge bases; each one's evaluation is sent here (build: it
+    # has the model and the store open, and runs after the swap it evaluates).
+    TaskName.EVALUATE_GOLDEN_SETS: Queue.BUILD,
 }
 
 

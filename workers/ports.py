@@ -11,7 +11,7 @@ business.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: importing this module loads no engine
     from freshindex.health.metrics import Metrics
@@ -43,6 +43,10 @@ class TaskServices(PipelineServices, Protocol):
 
     @property
     def store(self) -> VectorStore: ...
+
+    def evaluate_golden_sets(self, kb: str) -> list[dict[str, Any]]:
+        """Evaluate and record ``kb``'s registered golden sets not yet run on its serving snapshot."""
+        ...
 
     def close(self) -> None: ...
 

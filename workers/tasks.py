@@ -236,6 +236,9 @@ def build_snapshot(self: ShellTask, kb: str, run_id: int | None = None, full: bo
         svc.store.release()
     pipeline.record_build(svc.registry, run_id, result)
     self.count(result.status)
+    if result.status == "built" and svc.registry.due_golden_sets(kb):
+        # The swap just made: its registered golden sets are asked at once (beat's tick is the backstop).
+        self.send(TaskName.EVALUATE_GOLDEN_SETS, kb)
     return result.status
 
 
@@ -306,6 +309,30 @@ def reconcile_index(self: ShellTask) -> dict[str, Any]:
     return done
 
 
+def evaluate_golden_sets(self: ShellTask, kb: str | None = None) -> dict[str, Any]:
+    """The registered golden sets of ``kb`` not yet evaluated on the snapshot it serves, evaluated and recorded.
+
+    Without ``kb`` (beat's tick) it only finds the knowledge bases with a due set and sends each its own
+    evaluation (on the build queue).  Idempotent: a set already evaluated on the serving snapshot is skipped,
+    so a redelivery or a tick after the build task's own send evaluates nothing twice.
+    """
+    svc = self.services
+    if kb is None:
+        kbs = sorted({info.kb for info, _ in svc.registry.due_golden_sets()})
+        for name in kbs:
+            self.send(TaskName.EVALUATE_GOLDEN_SETS, name)
+        self.count("ok")
+        return {"sent": kbs}
+    try:
+        done = svc.evaluate_golden_sets(kb)
+    except RetryableError as exc:
+        self.retry_later(exc)
+    finally:
+        svc.store.release()
+    self.count("ok")
+    return {"kb": kb, "evaluated": done}
+
+
 def _options(settings: Settings) -> dict[Callable[..., Any], dict[str, Any]]:
     """Each shell's task options: its name, its retries (Celery's default 3 where none is given)
     and which argument is the run it works on (``run_arg``, for the lease)."""
@@ -324,6 +351,7 @@ def _options(settings: Settings) -> dict[Callable[..., Any], dict[str, Any]]:
         collect_tombstones: {"name": TaskName.COLLECT_TOMBSTONES},
         retain_snapshots: {"name": TaskName.RETAIN_SNAPSHOTS},
         reconcile_index: {"name": TaskName.RECONCILE_INDEX},
+        evaluate_golden_sets: {"name": TaskName.EVALUATE_GOLDEN_SETS, "max_retries": retries},
     }
 
 

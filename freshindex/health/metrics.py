@@ -7,6 +7,7 @@ Label sets are small and fixed: ``source``, ``kb``, ``reason``, ``outcome``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -36,6 +37,7 @@ class Metrics:
         self._build_metrics(r)
         self._query_metrics(r)
         self._api_metrics(r)
+        self._eval_metrics(r)
         self._disk = DiskCollector()
         r.register(self._disk)
 
@@ -190,6 +192,79 @@ class Metrics:
                                             "Verified webhook deliveries written per registry commit (group commit)",
                                             registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
 
+    def _eval_metrics(self, r: CollectorRegistry) -> None:
+        """The scheduled evaluation of registered golden sets (``freshindex/eval_schedule.py``), per kb and set.
+
+        Set by the task that ran the evaluation (a worker's pool child: ``mostrecent`` keeps the newest
+        write of any child, with no ``pid`` label) and, in ``serve``, read from the registry at each scrape
+        (:meth:`watch_evaluations`).  A figure without a question to count (no passage required) is absent.
+        """
+        self._eval_gauges: dict[str, Gauge] = {
+            "hit": Gauge("freshindex_eval_hit_ratio", "Hit@k of a golden set's newest evaluation (questions "
+                         "with an expected document that found it within k)", ["kb", "golden"], registry=r,
+                         multiprocess_mode="mostrecent"),
+            "passage": Gauge("freshindex_eval_passage_ratio", "Passage@k of a golden set's newest evaluation "
+                             "(questions whose required passage an item on the document holds)", ["kb", "golden"],
+                             registry=r, multiprocess_mode="mostrecent"),
+            "passed": Gauge("freshindex_eval_passed", "1 when every threshold of a golden set held in its newest "
+                            "evaluation, else 0", ["kb", "golden"], registry=r, multiprocess_mode="mostrecent"),
+            "at": Gauge("freshindex_eval_last_run_timestamp_seconds", "Unix time of a golden set's newest "
+                        "evaluation", ["kb", "golden"], registry=r, multiprocess_mode="mostrecent"),
+        }
+        self.eval_failures = Gauge("freshindex_eval_failures", "Questions of a golden set's newest evaluation "
+                                   "that failed, by the stage of the line that lost them (none: no stage)",
+                                   ["kb", "golden", "stage"], registry=r, multiprocess_mode="mostrecent")
+        self._eval_rows: Callable[[], Iterable[dict[str, Any]]] | None = None
+
+    def record_eval(self, kb: str, golden: str, figures: dict[str, Any], *, at: float,
+                    previous: dict[str, Any] | None = None) -> None:
+        """One evaluation's :meth:`evaluation.Report.metrics` as the ``freshindex_eval_*`` gauges of (kb, set).
+
+        ``previous``: the set's figures before this run; its failing stages that no longer fail are set to 0
+        (another pool child may still hold their old value).  ``at``: the run's Unix time.
+        """
+        g = self._eval_gauges
+        for key, name in (("hit", "hit_ratio"), ("passage", "passage_ratio")):
+            if figures.get(name) is None:
+                with contextlib.suppress(KeyError):  # no series yet
+                    g[key].remove(kb, golden)
+            else:
+                g[key].labels(kb, golden).set(float(figures[name]))
+        if figures.get("passed") is not None:
+            g["passed"].labels(kb, golden).set(1.0 if figures["passed"] else 0.0)
+        g["at"].labels(kb, golden).set(at)
+        failing = dict(figures.get("failures_by_stage") or {})
+        for stage in (previous or {}).get("failures_by_stage") or {}:
+            failing.setdefault(stage, 0)
+        for stage, n in failing.items():
+            self.eval_failures.labels(kb, golden, str(stage)).set(float(n))
+
+    def watch_evaluations(self, rows: Callable[[], Iterable[dict[str, Any]]]) -> None:
+        """Refresh the ``freshindex_eval_*`` gauges from ``rows`` at each :meth:`render` (``serve``'s path).
+
+        ``rows``: the registered sets as dicts with ``kb``, ``name``, ``last_metrics``, ``last_passed`` and
+        ``last_run_at`` (ISO); a set never evaluated has no series.  A failing read keeps the last values.
+        """
+        self._eval_rows = rows
+
+    def _refresh_evaluations(self) -> None:
+        if self._eval_rows is None:
+            return
+        import datetime as dt
+
+        try:
+            rows = list(self._eval_rows())
+        except Exception:  # a scrape must not fail because the registry blinked
+            return
+        for gauge in (*self._eval_gauges.values(), self.eval_failures):
+            gauge.clear()
+        for row in rows:
+            if not row.get("last_metrics") or not row.get("last_run_at"):
+                continue
+            at = dt.datetime.fromisoformat(row["last_run_at"]).timestamp()
+            self.record_eval(str(row["kb"]), str(row["name"]), {**row["last_metrics"], "passed": row.get("last_passed")},
+                             at=at)
+
     def add_health_collector(self, kbs: Callable[[], Iterable[str]], health: Callable[[str], dict[str, Any]],
                              sources: Callable[[], Iterable[dict[str, Any]]] | None = None) -> None:
         """Export registry-derived gauges (lag, backlog) computed at scrape time.
@@ -240,6 +315,7 @@ class Metrics:
             self.invalid_citations.labels(kind).inc(n)
 
     def render(self) -> bytes:
+        self._refresh_evaluations()
         return generate_latest(self.registry)
 
     def value(self, name: str, **labels: str) -> float:

@@ -30,7 +30,7 @@ def test_the_worker_app_registers_every_task_on_its_queue() -> None:
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["tasks"] == [
         "freshindex.build_snapshot", "freshindex.collect_tombstones", "freshindex.dispatch_documents",
-        "freshindex.embed_document", "freshindex.finish_sync", "freshindex.ocr_document",
+        "freshindex.embed_document", "freshindex.evaluate_golden_sets", "freshindex.finish_sync", "freshindex.ocr_document",
         "freshindex.poll_sources", "freshindex.process_document", "freshindex.reap_runs",
         "freshindex.reconcile_index", "freshindex.retain_snapshots", "freshindex.sweep_freshness",
         "freshindex.sync_source",
@@ -42,6 +42,7 @@ def test_the_worker_app_registers_every_task_on_its_queue() -> None:
     assert info["routes"]["freshindex.embed_document"] == {"queue": "freshindex.embed"}
     assert info["routes"]["freshindex.dispatch_documents"] == {"queue": "freshindex.parse"}  # behind its batch
     assert info["routes"]["freshindex.build_snapshot"] == {"queue": "freshindex.build"}
+    assert info["routes"]["freshindex.evaluate_golden_sets"] == {"queue": "freshindex.build"}  # after the swap
     assert info["acks_late"] is True
 
 
@@ -56,8 +57,9 @@ def test_celery_dash_a_finds_the_wired_app_without_import_time_config() -> None:
     assert env_run.returncode == 0, env_run.stderr
     info = json.loads(env_run.stdout.strip().splitlines()[-1])
     assert info == {"main": "freshindex", "beat": [
-        "freshindex.collect_tombstones", "freshindex.poll_sources", "freshindex.reap_runs",
-        "freshindex.reconcile_index", "freshindex.retain_snapshots", "freshindex.sweep_freshness"],
+        "freshindex.collect_tombstones", "freshindex.evaluate_golden_sets", "freshindex.poll_sources",
+        "freshindex.reap_runs", "freshindex.reconcile_index", "freshindex.retain_snapshots",
+        "freshindex.sweep_freshness"],
                     "queues": ["freshindex.sync"]}
 
 

@@ -131,3 +131,7 @@ class ScheduleSettings(BaseModel):
                                         "passes (keep snapshots.keep_versions)")
     reconcile_interval_s: float = Field(default=900.0, gt=0, description="seconds between registry/index "
                                         "reconciliations (orphans both ways)")
+    eval_interval_s: float = Field(default=300.0, gt=0, description="seconds between checks for registered "
+                                   "golden sets (freshindex golden-sets) whose knowledge base serves a snapshot "
+                                   "they were not evaluated on; a build task's swap sends the evaluation at once, "
+                                   "this tick catches swaps made elsewhere (a CLI build, a rollback)")
