@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from freshindex.api.app import create_app
 from freshindex.cli import cli
 from freshindex.services import ServiceObserver, Services
 from freshindex.settings import load_settings
@@ -137,6 +139,22 @@ def test_questions_are_kept_when_the_audit_settings_allow_it_cut_to_their_bound(
     assert examples["saml"] == SAML[1][:40] and examples["kubernete"] == KUBERNETES[1][:40]
     assert report["with_question"] == 4
     assert f'e.g. "{SAML[1][:40]}"' in _audit(tmp_path / "data", "--kb", "default")
+
+
+def test_a_question_refused_over_http_is_recorded_the_same_way(built: Path, tmp_path: Path) -> None:
+    """``POST /v1/query`` (the query runs on a pool thread) records a refusal as the library does."""
+    svc = _services(built, tmp_path, store_questions=True)
+    try:
+        key = svc.registry.create_api_key("bob", ["eng"]).key
+        with TestClient(create_app(svc)) as http:
+            r = http.post("/v1/query", json={"question": KUBERNETES[1]}, headers={"Authorization": f"Bearer {key}"})
+            assert r.status_code == 200 and r.json()["insufficient_evidence"] is True
+        [row] = svc.registry.refusals("default")
+    finally:
+        svc.close()
+    # the key terms the evidence lacked, the identifier it names whole first, with the sources searched
+    assert row.reason == "key_terms_missing" and row.missing[0] == "helm.values" and "kubernete" in row.missing
+    assert row.sources == ("billing", "ops") and row.question == KUBERNETES[1] and row.snapshot_id
 
 
 def test_a_failed_write_is_counted_and_the_refusal_still_goes_out(built: Path, tmp_path: Path) -> None:
