@@ -202,3 +202,27 @@ def test_off_records_nothing_and_an_unknown_kb_is_one_line(built: Path, tmp_path
     result = CliRunner().invoke(cli, ["audit", "refusals", "--kb", "nope"], env=env)
     assert result.exit_code == 1 and "no knowledge base 'nope'" in result.output
     assert _audit(tmp_path / "data", "--kb", "default").startswith("no refusals recorded for default since ")
+
+
+def test_a_record_takes_the_decision_s_terms_and_falls_back_to_the_question_s_names() -> None:
+    from freshindex.injection.refusal import RefusalReason, Signals
+    from freshindex.injection.types import ContextPacket, SearchReport
+    from freshindex.services import refusal_record
+
+    at = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    packet = ContextPacket(SAML[0], "default", "default-v1", (), True, "insufficient evidence (weak_match): x", "",
+                           search=SearchReport(kb="default", snapshot_id="default-v1", sources=("ops",)))
+    # With the decision's signals: its missing terms first, then its other key terms; the question not kept
+    sig = Signals(coverage=0.5, lexical=0.1, dense=0.2, terms=("saml", "configure", "entity"),
+                  missing=("saml.entity_id",), key_terms=("saml", "saml.entity_id"))
+    rec = refusal_record(packet, RefusalReason.WEAK_MATCH, sig, store_question=False, at=at)
+    assert (rec.terms, rec.missing, rec.sources, rec.question) == \
+        (("saml.entity_id", "saml"), ("saml.entity_id",), ("ops",), None)
+    # Without signals (nothing admitted): the question's names, not its general-English words nor an
+    # identifier's parts, every one missing; the reason read from the packet when none was heard
+    rec = refusal_record(packet, None, None, store_question=True, at=at)
+    assert "saml.entity_id" in rec.terms and "saml" in rec.terms and "entity" not in rec.terms
+    assert "single" not in rec.terms and rec.missing == rec.terms
+    assert rec.reason == "weak_match" and rec.question == SAML[0]
+    # A budget refusal had evidence: nothing is said to be missing
+    assert refusal_record(packet, RefusalReason.BUDGET, None, store_question=False, at=at).missing == ()
