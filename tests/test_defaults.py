@@ -34,7 +34,7 @@ def _shared(part: Any, settings: dict[str, Any], prefix: str = "") -> dict[str, 
 def test_the_context_policy_defaults_are_the_context_settings() -> None:
     shared = _shared(ContextPolicy(), CONTEXT.model_dump(), "")
     assert set(shared) == {"window_tokens", "default_share", "token_margin", "candidate_pool", "near_duplicate",
-                           "mmr_lambda", "join_adjacent", "budgets"}
+                           "mmr_lambda", "join_adjacent", "budgets", "disabled_stages"}
     shared.pop("budgets")
     assert all(part == settings for part, settings in shared.values()), shared
 
@@ -52,7 +52,9 @@ def test_the_budget_table_defaults_are_the_settings_budgets() -> None:
 def test_the_refusal_defaults_are_the_refusal_settings() -> None:
     settings = CONTEXT.model_dump()
     shared = _shared(RefusalPolicy(), settings, "refusal_")
-    assert set(shared) == {f.name for f in fields(RefusalPolicy)} - {"enabled"}
+    # extra_weights: the weights of signals a stage adds to the refusal's board, given by the code that adds
+    # the stage (injection.stages), not a setting.
+    assert set(shared) == {f.name for f in fields(RefusalPolicy)} - {"enabled", "extra_weights"}
     assert all(part == value for part, value in shared.values()), shared
     assert RefusalPolicy().enabled == CONTEXT.refusal
     assert RefusalPolicy.from_mapping(settings) == RefusalPolicy()
