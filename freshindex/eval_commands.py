@@ -9,6 +9,7 @@ its own queries only).
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,14 @@ from freshindex.core.exit_codes import ExitCode
 _RATIO = click.FloatRange(0.0, 1.0)
 
 
-def _write_report(path: Path, report: Any) -> None:
-    from freshindex.evaluation.render import html_report, markdown
+def _write_report(path: Path, report: Any, table: Any = None) -> None:
+    """``report`` as Markdown or HTML at ``path``; with ``--stages``, the ablation ``table`` before it."""
+    from freshindex.evaluation.render import ablation_html, ablation_markdown, html_report, markdown
 
     if path.suffix.lower() in (".html", ".htm"):
-        text = html_report(report)
+        text = html_report(report, ablation_html(table) if table is not None else "")
     elif path.suffix.lower() == ".md":
-        text = markdown(report)
+        text = (f"# Ablation\n\n{ablation_markdown(table)}\n" if table is not None else "") + markdown(report)
     else:
         raise ConfigProblem(f"--report {path}: name a .md or .html file")
     path.write_text(text, encoding="utf-8")
@@ -61,19 +63,20 @@ def eval_command(state: Any, golden: Path, kb: str | None, snapshot: str | None,
     require(state, kb=kb, snapshot=snapshot)
     golden_set = load_golden(golden)
     thresholds = Thresholds(**gates)
+    table = None
     if stages:
         table = ablate(state.services, golden_set, kb, snapshot=snapshot, limit=limit, thresholds=thresholds)
         report = table.rows[-1][1]  # everything on: the row the gates apply to
         if as_json:
-            click.echo(__import__("json").dumps({**table.as_dict(), "passed": report.passed}, indent=2,
-                                                ensure_ascii=False, default=str))
+            click.echo(json.dumps({**table.as_dict(), "passed": report.passed}, indent=2, ensure_ascii=False,
+                                  default=str))
         else:
             click.echo(ablation_markdown(table))
     else:
         report = evaluate(state.services, golden_set, kb, snapshot=snapshot, limit=limit, thresholds=thresholds)
         click.echo(report.json() if as_json else summary(report))
     if report_path is not None:
-        _write_report(report_path, report)
+        _write_report(report_path, report, table)
     if not report.passed:
         sys.exit(ExitCode.FAILED)
 

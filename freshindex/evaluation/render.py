@@ -11,9 +11,10 @@ import html
 import json
 from typing import Any
 
+from freshindex.evaluation.diagnose import VERDICTS
 from freshindex.evaluation.report import Ablation, Report
 
-__all__ = ["ablation_markdown", "html_report", "markdown", "summary"]
+__all__ = ["ablation_html", "ablation_markdown", "html_report", "markdown", "summary"]
 
 _COLUMNS = ("hit_at_k", "passage_at_k", "mrr", "refusal_precision", "refusal_recall", "pass_ratio")
 
@@ -26,6 +27,12 @@ def _detail(detail: dict[str, Any]) -> str:
     shown = {k: v for k, v in detail.items() if k != "signals" and v not in (None, "", [], {})}
     text = json.dumps(shown, ensure_ascii=False, default=str)
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _gates(report: Report) -> str:
+    if not report.thresholds.as_dict():
+        return "no thresholds set"
+    return "PASS: every threshold holds" if report.passed else "FAIL: " + ", ".join(report.failed_gates())
 
 
 def summary(report: Report) -> str:
@@ -51,7 +58,7 @@ def markdown(report: Report) -> str:
     figs = report.figures()
     out = [f"# Evaluation of {report.golden or 'a golden set'} on `{report.kb}`", "",
            f"Limit {report.limit}; stages switched off: {', '.join(report.disabled or ()) or 'none (settings)'}; "
-           f"{'PASS' if report.passed else 'FAIL'}.", "",
+           f"{_gates(report)}.", "",
            "| " + " | ".join(_COLUMNS) + " |", "|" + " --- |" * len(_COLUMNS),
            "| " + " | ".join(_fig(figs[k]) for k in _COLUMNS) + " |", "", "## Verdicts", "",
            "| verdict | questions |", "| --- | ---: |"]
@@ -65,8 +72,8 @@ def markdown(report: Report) -> str:
     return "\n".join(out) + "\n"
 
 
-def html_report(report: Report) -> str:
-    """The report as one self-contained HTML page (every value escaped)."""
+def html_report(report: Report, before: str = "") -> str:
+    """The report as one self-contained HTML page (every value escaped); ``before``: HTML put first (a table)."""
     figs = report.figures()
     esc = html.escape
     rows = "".join(f"<tr class='{'ok' if r.passed else 'miss'}'><td>{esc(r.id)}</td><td>{esc(r.question)}</td>"
@@ -79,8 +86,8 @@ def html_report(report: Report) -> str:
     return ("<!doctype html><meta charset='utf-8'><title>freshindex eval</title>"
             "<style>body{font-family:sans-serif}td,th{border:1px solid #ccc;padding:2px 6px}"
             "table{border-collapse:collapse}.miss{background:#fee}</style>"
-            f"<h1>Evaluation of {esc(report.golden)} on {esc(report.kb)}</h1>"
-            f"<p>Limit {report.limit}: {'PASS' if report.passed else 'FAIL'}</p>"
+            f"<h1>Evaluation of {esc(report.golden)} on {esc(report.kb)}</h1>{before}"
+            f"<p>Limit {report.limit}: {esc(_gates(report))}</p>"
             f"<table><tr>{head}</tr><tr>{cells}</tr></table><h2>Verdicts</h2><ul>{verdicts}</ul>"
             "<h2>Questions</h2><table><tr><th>id</th><th>question</th><th>answer</th><th>verdict</th>"
             f"<th>stage</th><th>rank</th><th>detail</th></tr>{rows}</table>\n")
@@ -88,7 +95,8 @@ def html_report(report: Report) -> str:
 
 def ablation_markdown(ablation: Ablation) -> str:
     """The ablation rows side by side: figures, then the verdict counts."""
-    verdicts = sorted({v for row in ablation.table() for v in row["by_verdict"]})
+    seen = {v for row in ablation.table() for v in row["by_verdict"]}
+    verdicts = [v for v in VERDICTS if v in seen]
     out = ["| row | stages off | " + " | ".join(_COLUMNS) + " | " + " | ".join(verdicts) + " |",
            "| --- | --- |" + " ---: |" * (len(_COLUMNS) + len(verdicts))]
     for row in ablation.table():
@@ -96,3 +104,11 @@ def ablation_markdown(ablation: Ablation) -> str:
                    + " | ".join(_fig(row[k]) for k in _COLUMNS) + " | "
                    + " | ".join(str(row["by_verdict"].get(v, 0)) for v in verdicts) + " |")
     return "\n".join(out) + "\n"
+
+
+def ablation_html(ablation: Ablation) -> str:
+    """The ablation rows as an HTML table (every value escaped)."""
+    head = "".join(f"<th>{k}</th>" for k in ("row", "stages off", *_COLUMNS))
+    rows = "".join("<tr>" + f"<td>{html.escape(r['row'])}</td><td>{html.escape(', '.join(r['disabled_stages']) or 'none')}</td>"
+                   + "".join(f"<td>{_fig(r[k])}</td>" for k in _COLUMNS) + "</tr>" for r in ablation.table())
+    return f"<h2>Ablation</h2><table><tr>{head}</tr>{rows}</table>"
