@@ -21,14 +21,14 @@ def install() -> None:
 
     original = Parsers.parse
 
-    def parse(self: Parsers, data: bytes, key: str):  # type: ignore[no-untyped-def]
+    def parse(self: Parsers, data: bytes, key: str, *rest):  # type: ignore[no-untyped-def]  # rest: the media type
         if MARKER in data:
             log = os.environ.get("POISON_LOG")
             if log:
                 with open(log, "a") as f:
                     f.write(f"{os.getpid()} {key}\n")
             os.kill(os.getpid(), signal.SIGKILL)
-        return original(self, data, key)
+        return original(self, data, key, *rest)
 
     Parsers.parse = parse  # type: ignore[method-assign]
 
