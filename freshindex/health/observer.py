@@ -73,7 +73,7 @@ class SyncObserver:
                      documents: Mapping[str, Any]) -> None:
         """The run ended with ``status``; ``documents`` is its summary's counts by outcome."""
 
-    def stale_task(self, task: str, run: int, changeset: int, why: str, stale_tasks: int,
+    def stale_task(self, task: str, run: int, changeset: int | None, why: str, stale_tasks: int,
                    context: Mapping[str, object]) -> None:
         """A task of a run that takes no more writes was fenced off (``stale_tasks``: the run's count, -1 unknown)."""
 
@@ -224,7 +224,7 @@ class MetricsObserver(SyncObserver):
         pipeline_log.info("sync finished", extra={"event": "sync_finished", "source": source, "run": run,
                                                   "status": status, **documents})
 
-    def stale_task(self, task: str, run: int, changeset: int, why: str, stale_tasks: int,
+    def stale_task(self, task: str, run: int, changeset: int | None, why: str, stale_tasks: int,
                    context: Mapping[str, object]) -> None:
         self.metrics.stale_tasks.labels(task).inc()
         pipeline_log.warning("stale task fenced off", extra={"event": "stale_task", "task": task, "run": run,
