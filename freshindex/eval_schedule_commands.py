@@ -1,7 +1,8 @@
 """``freshindex golden-sets``: golden sets registered per knowledge base, asked after each of its swaps.
 
 ``register KB FILE`` keeps the set's JSONL text in the registry (every worker reads the same set), checked with
-the evaluator's own parser first; ``list`` shows each set's newest result; ``remove`` forgets a set;
+the evaluator's own parser first; ``list`` shows each set's newest result; ``show`` prints a set's text;
+``remove`` forgets a set;
 ``run`` asks the due sets now (``--force``: every set) as the scheduled evaluation does
 (:mod:`freshindex.eval_schedule`).  Registered into the ``freshindex`` group by :func:`register` (one line
 in ``freshindex/cli.py``); reaches only ``ctx.obj`` and imports nothing from ``freshindex.cli``.
@@ -80,6 +81,20 @@ def golden_list(state: Any, kb: str | None, as_json: bool) -> None:
     require(state, kb=kb)
     rows = [g.as_dict() for g in state.services.registry.list_golden_sets(kb)]
     _emit(rows, as_json, "\n".join(_line(r) for r in rows) or "no golden sets")
+
+
+@golden_sets.command("show")
+@click.argument("kb")
+@click.argument("name")
+@click.pass_obj
+def golden_show(state: Any, kb: str, name: str) -> None:
+    """Print golden set NAME of KB as registered (JSONL), e.g. to ask it with ``freshindex eval`` on a snapshot."""
+    found = [g for g in state.services.registry.list_golden_sets(kb) if g.name == name]
+    if not found:
+        from freshindex.core.errors import NotFoundError
+
+        raise NotFoundError(f"no golden set {name!r} on knowledge base {kb!r}")
+    click.echo(found[0].content, nl=False)
 
 
 @golden_sets.command("remove")

@@ -140,6 +140,9 @@ def test_golden_sets_commands_register_list_run_remove(svc: Services, tmp_path: 
     assert json.loads(out)["thresholds"] == {"min_hit": 0.9, "min_passage": 0.5}
     code, out = _cli(tmp_path, "golden-sets", "list")
     assert code == 0 and "smoke" in out and "not evaluated yet" in out
+    code, out = _cli(tmp_path, "golden-sets", "show", "docs", "smoke")
+    assert code == 0 and out == golden.read_text()  # as registered: `freshindex eval` can ask it again
+    assert _cli(tmp_path, "golden-sets", "show", "docs", "nosuchset")[0] == 1
     code, out = _cli(tmp_path, "golden-sets", "run", "--json")
     assert code == 0, out
     assert [(d["golden"], d["snapshot_id"], d["passed"]) for d in json.loads(out)] == [("smoke", "docs-v1", True)]
