@@ -32,6 +32,9 @@ def embed_document(ctx: pipeline.PipelineContext, run_id: int, changeset_id: int
                             raw_digest=handed.raw_digest, stage=Stage.EMBED)
         parsed = ParsedDocument(title=handed.title, blocks=(), parser=handed.parser, parser_version="",
                                 meta={"shape_hash": handed.shape_hash} if handed.shape_hash else {})
+        # The version of the parser that read it (by name), not one guessed from the key: a key read by
+        # its listing's media type records that parser's version, on success and on failure alike.
+        job.version = pipeline._parsed_version(ctx, job, parsed)
         try:
             change = pipeline._diff_and_embed(ctx, job, handed.digest, parsed, handed.chunks, handed.size,
                                               handed.provenance)
