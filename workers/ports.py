@@ -61,5 +61,9 @@ class RunnerServices(PipelineServices, Protocol):
     @property
     def settings(self) -> Settings: ...
 
+    def evaluate_golden_sets(self, kb: str) -> list[dict[str, Any]]:
+        """Evaluate and record ``kb``'s registered golden sets not yet run on its serving snapshot."""
+        ...
+
 
 __all__ = ["PipelineServices", "RunnerServices", "ServicesFactory", "TaskServices"]

@@ -257,7 +257,18 @@ def _build(svc: RunnerServices, kb: str, run_id: int) -> tuple[str, str | None]:
         log.warning("build queued behind another builder", extra={"event": "build_queued", "kb": kb,
                                                                   "run": run_id, "reason": str(exc)})
     record = pipeline.record_build(svc.registry, run_id, outcome)
+    if record.status == "built":
+        _evaluate_after_swap(svc, kb)
     return record.status, record.reason
+
+
+def _evaluate_after_swap(svc: RunnerServices, kb: str) -> None:
+    """The golden sets registered on ``kb``, asked on the snapshot this sync just swapped to (as the build
+    task sends them on a worker); a failure is logged, never the sync's: its snapshot already serves."""
+    try:
+        svc.evaluate_golden_sets(kb)
+    except Exception:
+        log.exception("golden sets of %s not evaluated after the swap", kb)
 
 
 def sync_distributed(svc: RunnerServices, app: Any, source_id: str, *, trigger: str = "cli", timeout: float = 3600.0,
