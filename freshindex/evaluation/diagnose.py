@@ -23,8 +23,8 @@ Given a question, its packet, the query's :class:`~injection.stages.Trace` and t
 ``reranked_out``
     recalled, but below the pool's depth or the limit after reranking (its fused and reranked positions).
 ``grouped``
-    folded into another item (a near-copy, a mirror, an older version of the same document) or joined
-    into its neighbour.
+    folded into another item (a near-copy, a mirror, an older version of the same document).  A chunk
+    joined into its selected neighbour is not lost: the diagnosis follows the joined item.
 ``budget_cut``
     dropped, or cut short, by the token budget.
 ``wrong_version``
@@ -245,12 +245,11 @@ def _line_verdict(trace: Trace, cid: str, lost: tuple[str, str], key_of: Callabl
         fused = recall.after.index(cid) + 1 if recall is not None and cid in recall.after else None
         return Diagnosis("reranked_out", stage, {"why": "past the candidate pool", "fused_rank": fused,
                                                  "chunk_id": cid})
-    if why in ("grouped", "duplicate") or why.startswith("joined:"):
+    if why in ("grouped", "duplicate"):
         group = trace.stage("group")
-        into = why.split(":", 1)[1] if why.startswith("joined:") else (
-            group.grouped_into.get(cid) if group is not None else None)
+        into = group.grouped_into.get(cid) if group is not None else None
         return Diagnosis("grouped", stage, {"chunk_id": cid, "into": into, "into_key": key_of(into) if into else None,
-                                            "how": "joined" if why.startswith("joined:") else why})
+                                            "how": why})
     if why in ("per_document", "max_chunks"):
         rerank = trace.stage("rerank")
         before, after = rerank.ranks.get(cid, (None, None)) if rerank is not None else (None, None)
@@ -327,6 +326,11 @@ def diagnose(snap: Snapshot, q: GoldenQuestion, principal: Principal, packet: An
         return Diagnosis("not_recalled", "recall", {**ranks, "candidates": len(recall.after) if recall else 0,
                                                     "holding_chunks": len(ids)})
     cid, lost = _furthest(trace, recalled)
+    for _hop in range(8):  # a chunk joined into its neighbour lives on in the joined item: follow that one
+        if lost is None or not lost[1].startswith("joined:"):
+            break
+        cid = lost[1].split(":", 1)[1]
+        lost = trace.lost(cid)
     if lost is not None:
         return _line_verdict(trace, cid, lost, key_of)
     if packet.insufficient:  # the line stopped without dropping it: the refusal, or nothing selected

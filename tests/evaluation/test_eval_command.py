@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-
 
 @pytest.fixture
 def cli(tmp_path: Path):
@@ -80,5 +78,6 @@ def test_stages_prints_the_ablation_side_by_side(cli, tmp_path: Path) -> None:
     assert rows["dense+lexical"]["disabled_stages"] == ["filter", "group", "refuse", "rerank"]
     # without the refusal stage the question that must be refused is answered; with it, refused
     assert rows["+group"]["refusal_recall"] == 0.0 and rows["+refusal (all)"]["refusal_recall"] == 1.0
-    text = cli("eval", str(golden), "--kb", "docs", "--stages").stdout
+    text = cli("eval", str(golden), "--kb", "docs", "--stages", "--report", str(tmp_path / "a.md")).stdout
     assert text.splitlines()[0].startswith("| row | stages off | hit_at_k")
+    assert (tmp_path / "a.md").read_text().startswith("# Ablation\n\n| row | stages off |")

@@ -103,14 +103,20 @@ def test_a_question_that_must_be_refused(kb: Kb) -> None:
     assert (r.verdict, r.passed) == ("ok", True)
 
 
-def test_a_chunk_below_the_recall_depth_is_not_recalled_with_its_deeper_ranks(kb: Kb) -> None:
+def _with_context(kb: Kb, **context: Any) -> Any:
+    """The knowledge base's services with other ``context`` settings (the same registry, store and embedder)."""
     from freshindex.services import Services
+    from freshindex.settings.sections.context import ContextSettings
 
-    # Given the same knowledge base queried with a recall of one candidate
     svc = kb.services
-    context = svc.settings.context.model_copy(update={"candidate_pool": 1})
-    shallow = Services(svc.settings.model_copy(update={"context": context}), registry=svc.registry,
-                       store=svc.store, embedder=svc.embedder)
+    settings = ContextSettings.model_validate({**svc.settings.context.model_dump(), **context})
+    return Services(svc.settings.model_copy(update={"context": settings}), registry=svc.registry, store=svc.store,
+                    embedder=svc.embedder)
+
+
+def test_a_chunk_below_the_recall_depth_is_not_recalled_with_its_deeper_ranks(kb: Kb) -> None:
+    # Given the same knowledge base queried with a recall of one candidate
+    shallow = _with_context(kb, candidate_pool=1)
     golden = parse_golden(['{"id": "q", "question": "What does step 38 of the rollout check, canary gauge 38?", '
                            '"expected": "rollout.md", "required_passage": "Step 2 of the rollout checks"}'])
     # When a question about step 38 expects the passage of step 2
@@ -127,3 +133,29 @@ def test_a_recalled_chunk_below_the_limit_is_reranked_out_with_both_ranks(kb: Kb
     assert (r.verdict, r.stage) == ("reranked_out", "select")
     assert r.detail["rule"] in ("max_chunks", "per_document")
     assert r.detail["rank_before_rerank"] >= 1 and r.detail["rank_after_rerank"] >= 1
+
+
+def test_as_of_evaluates_the_snapshot_that_served_then(kb: Kb) -> None:
+    # Given docs-v1 (the wiki only) and docs-v2 (the hr source synced too)
+    snaps = {s.id: s for s in kb.services.registry.list_snapshots("docs")}
+    line = {"question": "When are the salary bands for engineering reviewed?", "expected": "salaries.md",
+            "required_passage": "reviewed every October", "principal": {"id": "bo", "groups": ["hr"]}}
+    # When the question is asked as of docs-v1, then the document has no chunk in that snapshot
+    before = _one(kb, as_of="docs-v1", **line)
+    assert (before.verdict, before.snapshot_id) == ("not_synced", "docs-v1")
+    assert before.detail["why"] == "the document has no chunk in the evaluated snapshot"
+    # and as of the time docs-v2 was activated, it is answered from docs-v2
+    at = snaps["docs-v2"].activated_at.isoformat()
+    after = _one(kb, as_of=at, **line)
+    assert (after.verdict, after.snapshot_id) == ("ok", "docs-v2")
+
+
+def test_a_chunk_over_the_token_budget_is_budget_cut(kb: Kb) -> None:
+    # Given a context budget of about one rollout chunk for every query type
+    small = {"max_tokens": 70, "max_chunks": 5, "per_document": 5}
+    tight = _with_context(kb, budgets={t: small for t in ("fact", "procedure", "compare", "diverse")})
+    golden = parse_golden(['{"id": "q", "question": "What does step 38 of the rollout check, canary gauge 38?", '
+                           '"expected": "rollout.md", "required_passage": "Step 2 of the rollout checks"}'])
+    # When the passage's chunk is selected but does not fit
+    r = evaluate(tight, golden, "docs", limit=5).results[0]
+    assert (r.verdict, r.stage) == ("budget_cut", "fit")
