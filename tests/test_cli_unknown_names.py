@@ -55,6 +55,8 @@ CASES: list[tuple[str, str, list[str], str, str | int]] = [
     ("tombstones pending", "kb", ["tombstones", "pending", "--kb", MISSING], KB, MISSING),
     ("kbs health", "kb", ["kbs", "health", MISSING], KB, MISSING),
     ("query", "kb", ["query", "anything", "--kb", MISSING], KB, MISSING),
+    ("eval", "kb", ["eval", str(ROOT / "bench" / "goldens" / "structlog_repo" / "questions.jsonl"), "--kb", MISSING],
+     KB, MISSING),
     ("audit denials", "kb", ["audit", "denials", "--kb", MISSING], KB, MISSING),
     ("audit refusals", "kb", ["audit", "refusals", "--kb", MISSING], KB, MISSING),
     ("ocr report", "kb", ["ocr", "report", "--kb", MISSING], KB, MISSING),
@@ -76,6 +78,12 @@ CASES: list[tuple[str, str, list[str], str, str | int]] = [
     ("snapshots history", "kb", ["snapshots", "history", "--kb", MISSING], KB, MISSING),
     ("canaries add", "kb", ["canaries", "add", "q", "--expect", "a.md", "--kb", MISSING, "--force"], KB, MISSING),
     ("canaries list", "kb", ["canaries", "list", "--kb", MISSING], KB, MISSING),
+    ("golden-sets register", "kb", ["golden-sets", "register", MISSING,
+                                    str(ROOT / "bench" / "goldens" / "structlog_repo" / "questions.jsonl")], KB, MISSING),
+    ("golden-sets list", "kb", ["golden-sets", "list", "--kb", MISSING], KB, MISSING),
+    ("golden-sets show", "kb", ["golden-sets", "show", MISSING, "smoke"], KB, MISSING),
+    ("golden-sets remove", "kb", ["golden-sets", "remove", MISSING, "smoke"], KB, MISSING),
+    ("golden-sets run", "kb", ["golden-sets", "run", "--kb", MISSING], KB, MISSING),
 ]
 
 #: Commands that name something without the shared check, and why.
