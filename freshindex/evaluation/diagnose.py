@@ -77,7 +77,11 @@ class Diagnosis:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What the diagnosis reads: the registry, the store, the embedder, the evaluated collection and kb."""
+    """What the diagnosis reads: the registry, the store, the embedder, the evaluated collection and kb.
+
+    ``listing``: source id -> {key: document record} of the kb's sources, read once per evaluation (filled
+    on first use when given empty; None: read per question).
+    """
 
     registry: Any
     store: Any
@@ -85,6 +89,7 @@ class Snapshot:
     kb: str
     collection: str | None
     snapshot_id: str | None
+    listing: dict[str, dict[str, Any]] | None = None
 
 
 #: The line the code chunker opens a continued part of a long symbol with (``# def send(...) (continued)``):
@@ -123,11 +128,14 @@ def _documents(snap: Snapshot, q: GoldenQuestion) -> list[Any]:
     """The registry's documents of the kb that the question expects (any state)."""
     exp = q.expected
     assert exp is not None
+    listing = snap.listing if snap.listing is not None else {}
+    if not listing:
+        listing.update({s.id: snap.registry.documents_for_source(s.id) for s in snap.registry.list_sources(snap.kb)})
     found = []
-    for source in snap.registry.list_sources(snap.kb):
-        if exp.source is not None and source.id != exp.source:
+    for source_id, documents in listing.items():
+        if exp.source is not None and source_id != exp.source:
             continue
-        for key, doc in snap.registry.documents_for_source(source.id).items():
+        for key, doc in documents.items():
             if (exp.document_id is not None and doc.id == exp.document_id) or (
                     exp.key is not None and key_matches(key, exp.key)):
                 found.append(doc)

@@ -73,6 +73,8 @@ class _Clients:
 
     def __init__(self, services: Any, kb: str) -> None:
         self.services, self.kb = services, kb
+        #: The kb's documents by source, read once per evaluation when a miss is diagnosed.
+        self.listing: dict[str, dict[str, Any]] = {}
         self._built: dict[tuple[str | None, frozenset[str] | None], Any] = {}
 
     def target(self, snapshot_id: str | None) -> tuple[str | None, str | None]:
@@ -124,7 +126,7 @@ def _ask(clients: _Clients, q: GoldenQuestion, snapshot_id: str | None, disabled
         score = score_items(packet.evidence, exp.key, q.required_passage, page=exp.page, k=limit)
     collection, evaluated = clients.target(snapshot_id)
     svc = clients.services
-    snap = Snapshot(svc.registry, svc.store, svc.embedder, clients.kb, collection, evaluated)
+    snap = Snapshot(svc.registry, svc.store, svc.embedder, clients.kb, collection, evaluated, clients.listing)
     found: Diagnosis = diagnose(snap, q, principal, packet, trace, score)
     return QuestionResult.of(q, found, packet, score, evaluated)
 

@@ -118,3 +118,16 @@ def test_the_report_figures_metrics_and_gates() -> None:
     assert metrics["failures_by_stage"] == {"select": 1, "refuse": 2}
     assert report.by_tag()["t"]["verdicts"]["ok"] == 2
     assert Diagnosis("ok").verdict == "ok"
+
+
+def test_the_html_report_escapes_what_the_golden_set_and_the_corpus_say() -> None:
+    from dataclasses import replace
+
+    from freshindex.evaluation.render import html_report, markdown, summary
+
+    hostile = replace(_result("not_synced", stage="registry"), id="<b>x</b>", question="<script>alert(1)</script>",
+                      detail={"error_detail": "<img src=x onerror=alert(1)>"})
+    report = Report(kb="kb", golden="<g>", limit=5, results=(hostile,))
+    page = html_report(report)
+    assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in page
+    assert "no thresholds set" in summary(report) and "| <b>x</b> | must_answer | not_synced |" in markdown(report)
