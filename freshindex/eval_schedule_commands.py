@@ -86,25 +86,32 @@ def golden_list(state: Any, kb: str | None, as_json: bool) -> None:
 @golden_sets.command("show")
 @click.argument("kb")
 @click.argument("name")
+@json_option
 @click.pass_obj
-def golden_show(state: Any, kb: str, name: str) -> None:
+def golden_show(state: Any, kb: str, name: str, as_json: bool) -> None:
     """Print golden set NAME of KB as registered (JSONL), e.g. to ask it with ``freshindex eval`` on a snapshot."""
+    require(state, kb=kb)
     found = [g for g in state.services.registry.list_golden_sets(kb) if g.name == name]
     if not found:
         from freshindex.core.errors import NotFoundError
 
         raise NotFoundError(f"no golden set {name!r} on knowledge base {kb!r}")
-    click.echo(found[0].content, nl=False)
+    if as_json:
+        _emit(found[0].as_dict(content=True), True, "")
+    else:
+        click.echo(found[0].content, nl=False)
 
 
 @golden_sets.command("remove")
 @click.argument("kb")
 @click.argument("name")
+@json_option
 @click.pass_obj
-def golden_remove(state: Any, kb: str, name: str) -> None:
+def golden_remove(state: Any, kb: str, name: str, as_json: bool) -> None:
     """Forget golden set NAME of KB (its gauges go at the next scrape of serve)."""
+    require(state, kb=kb)
     state.services.registry.remove_golden_set(kb, name)
-    click.echo(f"removed golden set {name} of {kb}")
+    _emit({"kb": kb, "removed": name}, as_json, f"removed golden set {name} of {kb}")
 
 
 @golden_sets.command("run")
