@@ -236,10 +236,19 @@ def build_snapshot(self: ShellTask, kb: str, run_id: int | None = None, full: bo
         svc.store.release()
     pipeline.record_build(svc.registry, run_id, result)
     self.count(result.status)
-    if result.status == "built" and svc.registry.due_golden_sets(kb):
-        # The swap just made: its registered golden sets are asked at once (beat's tick is the backstop).
-        self.send(TaskName.EVALUATE_GOLDEN_SETS, kb)
+    if result.status == "built":
+        _send_evaluation(self, kb)
     return result.status
+
+
+def _send_evaluation(self: ShellTask, kb: str) -> None:
+    """After a swap, the evaluation of ``kb``'s due golden sets; a failure to send is logged, not the build's
+    (the snapshot serves; beat's ``evaluate-golden-sets`` tick sends it later)."""
+    try:
+        if self.services.registry.due_golden_sets(kb):
+            self.send(TaskName.EVALUATE_GOLDEN_SETS, kb)
+    except Exception:
+        log.warning("evaluation after the swap of %s not sent; beat's tick will", kb, exc_info=True)
 
 
 def poll_sources(self: ShellTask) -> list[str]:
