@@ -159,3 +159,46 @@ def test_a_chunk_over_the_token_budget_is_budget_cut(kb: Kb) -> None:
     # When the passage's chunk is selected but does not fit
     r = evaluate(tight, golden, "docs", limit=5).results[0]
     assert (r.verdict, r.stage) == ("budget_cut", "fit")
+
+
+def test_evidence_from_another_commit_is_the_wrong_version(tmp_path) -> None:
+    import json
+    import subprocess
+
+    from freshindex.services import Services
+    from freshindex.settings import load_settings
+    from freshindex.workers.runner import sync_inline
+
+    # Given a git repository with two commits, indexed at the second
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                              env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                                   "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    (repo / "CHANGES.md").write_text("# Changes\n\nRelease 1.0 adds the retry budget for webhooks.\n")
+    git("add", "."), git("commit", "-q", "-m", "1.0")
+    old = git("rev-parse", "HEAD")
+    (repo / "CHANGES.md").write_text("# Changes\n\nRelease 2.0 adds the retry budget for webhooks and queues.\n")
+    git("commit", "-qam", "2.0")
+    new = git("rev-parse", "HEAD")
+    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
+    try:
+        svc.registry.add_source("repo", kind="git", location=str(repo), owner="t", kb="rel", options={"ref": "main"})
+        sync_inline(svc, "repo")
+
+        def verdict(commit: str) -> QuestionResult:
+            line = {"id": "q", "question": "Which release adds the retry budget for webhooks?",
+                    "expected": {"key": "CHANGES.md", "commit": commit}, "required_passage": "retry budget"}
+            return evaluate(svc, parse_golden([json.dumps(line)]), "rel").results[0]
+
+        # When the golden set expects the first commit, then the served evidence is the wrong version
+        wrong = verdict(old[:10])
+        assert (wrong.verdict, wrong.detail["expected_commit"]) == ("wrong_version", old[:10])
+        assert new.startswith(wrong.detail["served"])  # the citation's commit, abbreviated
+        assert verdict(new[:10]).verdict == "ok"
+    finally:
+        svc.close()
