@@ -71,7 +71,6 @@ kept answers when a setting changed the index key since).
 from __future__ import annotations
 
 import argparse
-import difflib
 import hashlib
 import json
 import os
@@ -89,9 +88,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.evidence import first_rank, norm
 from bench.heldout import FALSE_GOAL
 from bench.report import table, write
+from freshindex.evaluation import OCR_PASSAGE_MATCH, on_expected, rank_of, score_items
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("FRESHINDEX_BENCH_CACHE", Path.home() / ".cache" / "freshindex-bench")) / "transfer"
@@ -403,46 +402,27 @@ class Asker:
                              for e in packet.evidence]}
 
 
+def _expected(corpus: Corpus, page: str) -> tuple[str, int | None]:
+    """A golden ``page`` as (document key, page number): "<file>.pdf#page=N" on a PDF corpus, else (page, None)."""
+    if not corpus.pdf:
+        return page, None
+    name, _, n = page.partition("#page=")
+    return name, int(n) if n else None
+
+
 def on_page(corpus: Corpus, ev: dict[str, Any], page: str) -> bool:
     """Whether evidence item ``ev`` is on the golden ``page`` (a document path, or "<file>.pdf#page=N")."""
-    if not corpus.pdf:
-        return first_rank([ev["key"]], page) == 1
-    name, _, n = page.partition("#page=")
-    if first_rank([ev["key"]], name) != 1 or ev.get("page") is None:
-        return False
-    return ev["page"] <= int(n) <= (ev.get("page_end") or ev["page"])
+    return on_expected(ev, *_expected(corpus, page))
 
 
 def _rank(corpus: Corpus, evidence: list[dict[str, Any]], pages: list[str]) -> int | None:
-    for i, ev in enumerate(evidence, 1):
-        if any(on_page(corpus, ev, p) for p in pages):
-            return i
-    return None
-
-
-#: An OCR-read item holds a passage when this share of the passage's characters aligns with its text in order.
-OCR_PASSAGE_MATCH = 0.9
-
-
-def holds(passage: str, ev: dict[str, Any]) -> bool:
-    """Whether evidence item ``ev`` holds the normalised ``passage``: exactly, or (read by OCR) up to misread glyphs.
-
-    The golden passages are copied from the text layer; a scanned page's
-    OCR misreads some glyphs (``N01`` as ``NO1``, quotes), so on an item read
-    by OCR the passage counts when :data:`OCR_PASSAGE_MATCH` of its characters
-    align, in order, with the item's text (``difflib``'s matching blocks).
-    """
-    text = norm(ev["text"])
-    if passage in text:
-        return True
-    if not ev.get("ocr") or not passage:
-        return False
-    blocks = difflib.SequenceMatcher(None, passage, text, autojunk=False).get_matching_blocks()
-    return sum(b.size for b in blocks) >= OCR_PASSAGE_MATCH * len(passage)
+    ranks = [r for p in pages if (r := rank_of(evidence, [_expected(corpus, p)[0]], _expected(corpus, p)[1]))]
+    return min(ranks) if ranks else None
 
 
 def judge(corpus: Corpus, q: dict[str, Any], at5: dict[str, Any], at10: dict[str, Any]) -> dict[str, Any]:
-    """hit@5, passage@5, reciprocal rank@10 and distractor order of one run (limit 5 and limit 10 packets)."""
+    """hit@5, passage@5, reciprocal rank@10 and distractor order of one run (limit 5 and limit 10 packets),
+    scored by ``freshindex eval``'s own scorer (:func:`freshindex.evaluation.score_items`)."""
     ev5, ev10 = at5["evidence"], at10["evidence"]
     out: dict[str, Any] = {
         "insufficient": at5["insufficient"], "reason": at5["reason"], "why": at5["why"],
@@ -453,19 +433,16 @@ def judge(corpus: Corpus, q: dict[str, Any], at5: dict[str, Any], at10: dict[str
     }
     if q["kind"] == "unanswerable":
         return out
-    page = q["page"]
-    rank5, rank10 = _rank(corpus, ev5, [page]), _rank(corpus, ev10, [page])
-    passage = norm(q["passage"])
-    on = [e for e in ev5 if on_page(corpus, e, page)]
-    out.update(hit5=rank5 is not None, passage5=any(holds(passage, e) for e in on),
-               passage5_exact=any(passage in norm(e["text"]) for e in on),
+    key, page = _expected(corpus, q["page"])
+    s5, s10 = score_items(ev5, key, q["passage"], page=page), score_items(ev10, key, page=page)
+    on = [e for e in ev5 if on_expected(e, key, page)]
+    out.update(hit5=s5.hit, passage5=s5.passage, passage5_exact=s5.passage_exact,
                passage5_strict=any(" ".join(q["passage"].split()) in " ".join(e["text"].split()) for e in on),
-               passage5_any_page=any(passage in norm(e["text"]) for e in ev5), rr10=1.0 / rank10 if rank10 else 0.0,
-               rank10=rank10)
+               passage5_any_page=s5.passage_any, rr10=s10.rr, rank10=s10.rank)
     if q["kind"] == "distractor":
         d = _rank(corpus, ev10, list(q.get("distractor_pages") or []))
         out["distractor_rank10"] = d
-        out["distractor_above"] = d is not None and (rank10 is None or d < rank10)
+        out["distractor_above"] = d is not None and (s10.rank is None or d < s10.rank)
     return out
 
 
