@@ -15,8 +15,6 @@ ask the questions: a benchmark does, as a ``git`` source (``SOURCE_OPTIONS``).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from bench.corpora import common, release_repo
 
 NAME = "markdown_repo"
@@ -41,34 +39,10 @@ OLD_COMMIT, NEW_COMMIT = HISTORY.commits[0], HISTORY.commits[-1]
 VERSION = f"{PACKAGE} {OLD_VERSION} -> {NEW_VERSION}"
 SOURCE_KIND, SOURCE_OPTIONS = "git", {"ref": "main"}
 DEFAULT_CACHE = common.cache_dir(NAME)
-QUESTIONS = common.GOLDENS / NAME / "questions.jsonl"
-
-
-def materialise(cache: Path, dest: Path, upto: str | None = None) -> Path:
-    """The repository at ``dest`` with the releases up to ``upto`` (default: all) committed; returns ``dest``.
-
-    ``cache`` is unused: the sdists live in the shared ``sdists`` cache.
-    """
-    return release_repo.build(HISTORY, Path(dest), upto)
-
-
-def verify(dest: Path, questions: list[dict]) -> list[str]:
-    """Problems with the repository at ``dest`` and with ``questions`` (empty when every check passes)."""
-    return release_repo.verify(HISTORY, Path(dest), questions)
-
-
-def count_pages(dest: Path) -> int:
-    """Files in the repository's newest commit (each one a document of the ``git`` source)."""
-    return release_repo.count_files(Path(dest))
-
-
-def load_questions(path: Path = QUESTIONS) -> list[dict]:
-    return common.load_questions(path) if path.is_file() else []
-
-
-def main() -> None:
-    release_repo.main(__doc__ or "", NAME, HISTORY, load_questions())
-
+_MODULE = release_repo.CorpusModule(NAME, HISTORY, __doc__ or "")
+QUESTIONS = _MODULE.questions
+materialise, verify, count_pages = _MODULE.materialise, _MODULE.verify, _MODULE.count_pages
+load_questions, main = _MODULE.load_questions, _MODULE.main
 
 if __name__ == "__main__":
     main()

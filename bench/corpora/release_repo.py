@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.corpora import blind
+from bench.corpora import blind, common
 from bench.git_history import commit_release, fetch_sdist, git
 
 SDIST_ONLY = ("PKG-INFO",)
@@ -185,3 +185,32 @@ def main(doc: str, name: str, history: History, questions: list[dict]) -> None:
         print(problem)
     print(f"{len(problems)} problems")
     sys.exit(1 if problems else 0)
+
+
+class CorpusModule:
+    """The corpus interface (``materialise``, ``verify``, ``count_pages``, ``load_questions``, ``main``) of one
+    release history, so that a corpus module is its ``History`` and one line."""
+
+    def __init__(self, name: str, history: History, doc: str) -> None:
+        self.name, self.history, self.doc = name, history, doc
+        self.questions = common.GOLDENS / name / "questions.jsonl"
+
+    def materialise(self, cache: Path, dest: Path, upto: str | None = None) -> Path:
+        """The repository at ``dest`` with the releases up to ``upto`` (default: all) committed; returns ``dest``.
+        ``cache`` is unused: the sdists live in the shared ``sdists`` cache."""
+        return build(self.history, Path(dest), upto)
+
+    def verify(self, dest: Path, questions: list[dict]) -> list[str]:
+        """Problems with the repository at ``dest`` and with ``questions`` (empty when every check passes)."""
+        return verify(self.history, Path(dest), questions)
+
+    def count_pages(self, dest: Path) -> int:
+        """Files in the repository's newest commit (each one a document of the ``git`` source)."""
+        return count_files(Path(dest))
+
+    def load_questions(self, path: Path | None = None) -> list[dict]:
+        path = path or self.questions
+        return common.load_questions(path) if path.is_file() else []
+
+    def main(self) -> None:
+        main(self.doc, self.name, self.history, self.load_questions())
