@@ -2,7 +2,8 @@
 
 Pure functions, standard library only, the same on every engine.  A point's
 *lexical text* (:func:`lexical_text`: title, heading path, text, the
-identifiers the parsers recorded, and the document's file name) becomes a
+identifiers the parsers recorded, and the document's file name; for a source
+file's chunk its path and module-qualified symbol, :func:`code_names`) becomes a
 sparse vector whose indices are hashed tokens and whose values are BM25's
 term-frequency part; the engine multiplies in the IDF (the sparse vector is
 configured with Qdrant's ``idf`` modifier), so the corpus statistics stay
@@ -38,7 +39,9 @@ from typing import Any
 
 #: Bumped whenever tokens or weights change: vectors of another version do not match.
 #: 2: an upper-case plain plural (``DATABASES``) keeps its whole form beside the folded one.
-LEXICAL_VERSION = "2"
+#: 3: a name led by underscores keeps its dotted tail (``_base.py``, ``__init__.py``); a code chunk's lexical
+#: text holds its file's path and its module-qualified symbol.
+LEXICAL_VERSION = "3"
 
 #: BM25 parameters (the classic defaults; ``AVG_LEN`` in tokens, near a chunk's length here).
 K1 = 1.2
@@ -52,7 +55,7 @@ MAX_TOKEN_LEN = 64
 
 # A raw token: letters/digits joined by _ . - : / (an identifier, a dotted path, a flag),
 # optionally led by one or two dashes (a command-line option).
-_RAW = re.compile(r"-{0,2}[^\W_][\w]*(?:[.:\-/][\w]+)*|_+[^\W_][\w]*", re.UNICODE)
+_RAW = re.compile(r"-{0,2}[^\W_][\w]*(?:[.:\-/][\w]+)*|_+[^\W_][\w]*(?:[.:\-/][\w]+)*", re.UNICODE)
 _PART = re.compile(r"[^\W_]+", re.UNICODE)
 # camelCase and letter/digit boundaries inside one part: HttpResponse -> Http Response, utf8 stays.
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_A-Za-z]+", re.UNICODE)
@@ -219,9 +222,42 @@ def lexical_text(*, text: str, title: str | None = None, heading_path: Sequence[
     parts.append(text)
     parts.extend(identifiers(meta))
     parts.extend(x for x in extra if x)
-    if key:
+    if key and _is_code(meta):
+        # A source file's title is usually its path already: the path is not counted twice.
+        parts.extend(n for n in code_names(key, meta) if n != title)
+    elif key:
         parts.append(PurePosixPath(key).name)
     return "\n".join(parts)
+
+
+def _is_code(meta: Mapping[str, Any] | None) -> bool:
+    """Whether a chunk is a source file's (the code parser records its language and symbol)."""
+    return bool(meta) and isinstance(meta.get("language"), str) and isinstance(meta.get("symbol"), str)
+
+
+#: Leading folders that hold a package rather than name it (``src/structlog/dev.py`` is ``structlog.dev``).
+_SOURCE_ROOTS = frozenset({"src", "lib", "source", "sources", "pkg"})
+
+
+def code_names(key: str, meta: Mapping[str, Any] | None) -> list[str]:
+    """What a code chunk is called besides its text: its file's path (``src/structlog/dev.py``: the
+    folders say what part of the project it is) and its module-qualified symbol
+    (``structlog.dev.ConsoleRenderer``), so a question naming the module, the folder or the full
+    dotted name finds it (:func:`lexical_text` leaves out the path when it is the chunk's title).  The module is the path without its suffix, a leading source folder or a
+    package's ``__init__``: a guess for Python and JavaScript layouts, not an import path resolved."""
+    path = PurePosixPath(key)
+    out = [key] if path.name == key else [key, path.name]
+    folders = [p for p in path.parent.parts if p not in ("", ".", "/")]
+    if folders and folders[0] in _SOURCE_ROOTS:
+        folders = folders[1:]
+    stem = path.name.split(".", 1)[0]
+    module = ".".join([*folders, *([stem] if stem and stem not in ("__init__", "index", "mod") else [])])
+    symbol = (meta or {}).get("symbol")
+    if module and isinstance(symbol, str) and symbol and not symbol.startswith("<"):
+        out.append(f"{module}.{symbol}")
+    elif module and "." in module:
+        out.append(module)
+    return out
 
 
 def idf_from_hits(tokens: Sequence[str], indices: Sequence[int], answers: Sequence[Sequence[Any]],
@@ -246,5 +282,5 @@ def idf_from_hits(tokens: Sequence[str], indices: Sequence[int], answers: Sequen
 
 
 
-__all__ = ["LEXICAL_VERSION", "STOPWORDS", "SparseVector", "document_vector", "identifiers", "idf_from_hits",
+__all__ = ["LEXICAL_VERSION", "STOPWORDS", "SparseVector", "code_names", "document_vector", "identifiers", "idf_from_hits",
            "lexical_text", "query_vector", "token_index", "tokenize"]
