@@ -314,7 +314,7 @@ def diagnose(snap: Snapshot, q: GoldenQuestion, principal: Principal, packet: An
     early, holding = _text_verdict(q, docs, chunks)
     if early is not None:
         return early
-    keys = {str(c["chunk_id"]): str(c.get("key")) for c in chunks}
+    keys: dict[str, str | None] = {str(c["chunk_id"]): str(c.get("key")) for c in chunks}
     keys.update({e.chunk_id: e.key for e in packet.evidence})
 
     def key_of(cid: str) -> str | None:

@@ -111,7 +111,7 @@ def score_items(items: Sequence[Any], expected_key: str, passage: str | None = N
     on = [it for it in top if on_expected(it, expected_key, page)]
     if passage:
         wanted = norm(passage)
-        exact = any(wanted in norm(str(_get(it, "text") or "")) for it in on)
+        exact: bool | None = any(wanted in norm(str(_get(it, "text") or "")) for it in on)
         held: bool | None = exact or any(holds(passage, it) for it in on)
         any_doc: bool | None = any(wanted in norm(str(_get(it, "text") or "")) for it in top)
     else:

@@ -114,7 +114,8 @@ class GoldenSetStore(_Base):
         cols = (GoldenSetRow.kb, GoldenSetRow.name, GoldenSetRow.last_snapshot_id, GoldenSetRow.last_run_at,
                 GoldenSetRow.last_passed, GoldenSetRow.last_metrics)
         with self.session() as s:
-            return [{"kb": kb, "name": name, "last_snapshot_id": sid, "last_run_at": at.isoformat() if at else None,
+            return [{"kb": kb, "name": name, "last_snapshot_id": sid,
+                     "last_run_at": at.isoformat() if isinstance(at, dt.datetime) else None,
                      "last_passed": passed, "last_metrics": metrics}
                     for kb, name, sid, at, passed, metrics in s.execute(select(*cols).order_by(*cols[:2]))]
 

@@ -232,7 +232,7 @@ def lexical_text(*, text: str, title: str | None = None, heading_path: Sequence[
 
 def _is_code(meta: Mapping[str, Any] | None) -> bool:
     """Whether a chunk is a source file's (the code parser records its language and symbol)."""
-    return bool(meta) and isinstance(meta.get("language"), str) and isinstance(meta.get("symbol"), str)
+    return meta is not None and isinstance(meta.get("language"), str) and isinstance(meta.get("symbol"), str)
 
 
 #: Leading folders that hold a package rather than name it (``src/structlog/dev.py`` is ``structlog.dev``).
