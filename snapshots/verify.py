@@ -15,6 +15,7 @@ from typing import Any
 
 from freshindex.core.errors import VerificationError
 from freshindex.core.payload import PayloadError, PointPayload
+from freshindex.core.scoring import rank_of
 from freshindex.snapshots.builder_base import BuilderBase
 
 
@@ -67,7 +68,8 @@ class Verification(BuilderBase):
         * orphans (full builds and ``snapshots verify``): the ids in the
           collection are exactly the registry's live ids, both ways;
         * canaries: each canary question of the knowledge base finds its
-          expected document in the top results.
+          expected document in the top results (its key, or a key ending in
+          ``/`` + it: the golden sets' rule, :mod:`core.scoring`).
 
         What passing does not prove: that unsampled payload fields of points
         carried over from the parent are right (the parent passed the same
@@ -134,7 +136,9 @@ class Verification(BuilderBase):
         failed = []
         for canary, vector in zip(canaries, vectors, strict=True):
             hits = self.store.search(collection, vector.tolist(), limit=canary.top_k)
-            if not any((p := _read_payload(h.payload)) is not None and p.key == canary.expected_key for h in hits):
+            # Scored as freshindex eval scores a golden question (core.scoring): a canary is a one-question set.
+            items = [{"key": p.key} for h in hits if (p := _read_payload(h.payload)) is not None]
+            if rank_of(items, [canary.expected_key]) is None:
                 failed.append(canary.question)
         checks["canaries"] = {"run": len(canaries), "failed": failed}
         if failed:

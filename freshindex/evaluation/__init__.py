@@ -11,6 +11,16 @@ the benchmarks use.  What this package does not do: index anything, or judge an 
 the line hands it); it imports neither the CLI nor the workers.
 """
 
+from freshindex.core.scoring import (
+    OCR_PASSAGE_MATCH,
+    QuestionScore,
+    holds,
+    key_matches,
+    norm,
+    on_expected,
+    rank_of,
+    score_items,
+)
 from freshindex.evaluation.diagnose import VERDICTS, Diagnosis, diagnose, join_texts
 from freshindex.evaluation.golden import (
     ANSWERS,
@@ -23,16 +33,6 @@ from freshindex.evaluation.golden import (
 )
 from freshindex.evaluation.report import Ablation, QuestionResult, Report
 from freshindex.evaluation.run import ABLATIONS, ablate, evaluate
-from freshindex.evaluation.scoring import (
-    OCR_PASSAGE_MATCH,
-    QuestionScore,
-    holds,
-    key_matches,
-    norm,
-    on_expected,
-    rank_of,
-    score_items,
-)
 
 __all__ = ["ABLATIONS", "ANSWERS", "OCR_PASSAGE_MATCH", "VERDICTS", "Ablation", "Diagnosis", "Expected",
            "GoldenQuestion", "GoldenSet", "QuestionResult", "QuestionScore", "Report", "Thresholds", "ablate",

@@ -32,7 +32,7 @@ Given a question, its packet, the query's :class:`~injection.stages.Trace` and t
 ``ok`` (and for a question that must be refused: ``ok`` when refused, ``not_refused`` when answered).
 
 What it does not do: ask the question (the caller passes the packet and trace) or score it
-(:mod:`evaluation.scoring` does); it does not see a parser's output, only the chunks.
+(:mod:`core.scoring` does); it does not see a parser's output, only the chunks.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freshindex.acl import Principal, query_filter, visible
+from freshindex.core.scoring import QuestionScore, holds, key_matches, norm
 from freshindex.evaluation.golden import GoldenQuestion
-from freshindex.evaluation.scoring import QuestionScore, holds, key_matches, norm
 from freshindex.injection.stages import StageTrace, Trace
 from freshindex.vectorstore.base import FieldMatch, Filter
 

@@ -22,9 +22,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from freshindex.core.scoring import QuestionScore
 from freshindex.evaluation.diagnose import VERDICTS, Diagnosis
 from freshindex.evaluation.golden import GoldenQuestion, Thresholds
-from freshindex.evaluation.scoring import QuestionScore
 
 __all__ = ["Ablation", "QuestionResult", "Report"]
 

@@ -4,7 +4,7 @@
 a benchmark): it asks every question of a :class:`~evaluation.golden.GoldenSet` through the injection client
 of the given services, as the question's principal, on the snapshot it names (``as_of``: a snapshot id or a
 time; else ``snapshot``; else the one the alias serves), with a :class:`~injection.stages.Trace`; scores the
-packet (:mod:`evaluation.scoring`) and diagnoses a miss (:mod:`evaluation.diagnose`).  :func:`ablate` runs the
+packet (:mod:`core.scoring`) and diagnoses a miss (:mod:`evaluation.diagnose`).  :func:`ablate` runs the
 same set once per row of :data:`ABLATIONS` (stages switched off).
 
 The queries are real queries: they go through the client's observer (its metrics on the evaluation's own
@@ -20,10 +20,10 @@ from typing import Any
 
 from freshindex.acl import Principal
 from freshindex.core.errors import ConfigError, NotFoundError
+from freshindex.core.scoring import score_items
 from freshindex.evaluation.diagnose import Diagnosis, Snapshot, diagnose
 from freshindex.evaluation.golden import GoldenQuestion, GoldenSet, Thresholds
 from freshindex.evaluation.report import Ablation, QuestionResult, Report
-from freshindex.evaluation.scoring import score_items
 from freshindex.injection.stages import Trace
 
 __all__ = ["ABLATIONS", "ablate", "evaluate"]

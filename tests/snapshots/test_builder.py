@@ -217,3 +217,23 @@ def test_the_model_is_let_go_before_the_store_is_written_and_loads_again_for_the
     # And a build with nothing staged returns before releasing anything
     events.clear()
     assert builder.build("kb1").status == "unchanged" and events == []
+
+
+def test_a_canary_is_scored_as_a_golden_question_is(svc: Services, tmp_path: Path) -> None:
+    # Given a source whose documents sit in a folder, and a canary naming its document relative to it
+    root = tmp_path / "src"
+    (root / "guides").mkdir(parents=True)
+    _source(svc, root, {"guides/a.md": "# A\n\nalpha text", "guides/b.md": "# B\n\nbeta text"})
+    sync_inline(svc, "s")
+    svc.registry.add_canary("kb1", "beta text", "b.md")
+    (root / "guides" / "c.md").write_text("# C\n\ngamma text")
+    sync_inline(svc, "s", build=False)
+    # When it builds, Then the canary finds guides/b.md (the golden sets' key rule: equal, or ending in /b.md)
+    result = svc.builder.build("kb1")
+    assert result.status == "built" and result.verification["canaries"]["failed"] == [], result
+    # And a canary whose document is nowhere holds the next build
+    svc.registry.add_canary("kb1", "gamma text", "nosuch.md")
+    (root / "guides" / "d.md").write_text("# D\n\ndelta text")
+    sync_inline(svc, "s", build=False)
+    held = svc.builder.build("kb1")
+    assert held.status != "built" and held.verification["canaries"]["failed"] == ["gamma text"], held

@@ -1,7 +1,8 @@
 """The one scorer of a question's evidence: is it on the expected page, does it hold the passage, at what rank.
 
-``freshindex eval`` and the benchmarks (``bench.transfer``, ``bench.versions``) score through these
-functions, so a hit means the same everywhere:
+``freshindex eval``, the canaries that gate a swap (``snapshots.verify``) and the benchmarks
+(``bench.transfer``, ``bench.versions``) score through these functions, so a hit means the same everywhere.
+It lives in ``core`` because both the evaluation part and ``snapshots`` use it:
 
 * an item is ON the expected document when its key is the expected key or ends with ``/`` + it (a key
   given relative to the source's root); with an expected ``page`` (a PDF page), the item's cited page
