@@ -147,12 +147,14 @@ def test_a_key_without_a_known_extension_is_parsed_by_its_media_type(tmp_path: P
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
                                  sync={"parse_ahead": ahead}))
     try:
-        _media_typed_sync(svc, counted)
+        again = _media_typed_sync(svc, counted)
+        assert again.run.status == "succeeded", again.as_dict()
     finally:
         svc.close()
 
 
-def _media_typed_sync(svc: Services, counted: dict[str, list[str]]) -> None:
+def _media_typed_sync(svc: Services, counted: dict[str, list[str]]) -> Any:
+    """Sync the typed source twice, checking each parse; the second sync's report."""
     svc.registry.add_source("typed", kind="typed", location="typed://x", owner="t", kb="default")
     first = sync_inline(svc, "typed")
     docs = svc.registry.documents_for_source("typed")
@@ -170,6 +172,7 @@ def _media_typed_sync(svc: Services, counted: dict[str, list[str]]) -> None:
     counted.clear()
     again = sync_inline(svc, "typed")
     assert counted == {} and again.run.summary["documents"].get("unchanged") == 4
+    return again
 
 
 def test_a_parser_registered_for_a_skipped_format_tries_those_documents_again(
