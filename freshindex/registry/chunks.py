@@ -6,7 +6,7 @@ states.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from sqlalchemy import func, select
 
@@ -70,9 +70,13 @@ class ChunkStore(_Base):
         with self.session() as s:
             return list(s.scalars(select(Chunk.id).where(Chunk.kb == kb, Chunk.state == ChunkState.LIVE).order_by(Chunk.id)))
 
-    def count_live(self, kb: str) -> int:
+    def count_live(self, kb: str, sources: Collection[str] | None = None) -> int:
+        """Live chunks of ``kb`` (only those of ``sources`` when given: one tenant's view)."""
         with self.session() as s:
-            return s.scalar(select(func.count()).where(Chunk.kb == kb, Chunk.state == ChunkState.LIVE)) or 0
+            q = select(func.count()).where(Chunk.kb == kb, Chunk.state == ChunkState.LIVE)
+            if sources is not None:
+                q = q.where(Chunk.source_id.in_(sources))
+            return s.scalar(q) or 0
 
     def chunk_states(self, ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -123,10 +127,12 @@ class ChunkStore(_Base):
                     )
         return out
 
-    def tombstone_backlog(self, kb: str | None = None) -> int:
-        """Tombstones written but not yet applied to a serving snapshot."""
+    def tombstone_backlog(self, kb: str | None = None, sources: Collection[str] | None = None) -> int:
+        """Tombstones written but not yet applied to a serving snapshot (of ``sources`` only when given)."""
         with self.session() as s:
             q = select(func.count()).select_from(Tombstone).where(Tombstone.applied_snapshot_id.is_(None))
             if kb:
                 q = q.where(Tombstone.kb == kb)
+            if sources is not None:
+                q = q.join(Changeset, Changeset.id == Tombstone.changeset_id).where(Changeset.source_id.in_(sources))
             return s.scalar(q) or 0

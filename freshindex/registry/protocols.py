@@ -14,7 +14,7 @@ method is its own transaction), nor anything about speed.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -193,7 +193,7 @@ class ChunkReader(Protocol):
 
     def live_chunk_ids_for_kb(self, kb: str) -> list[str]: ...
 
-    def count_live(self, kb: str) -> int: ...
+    def count_live(self, kb: str, sources: Collection[str] | None = None) -> int: ...
 
     def chunk_states(self, ids: Sequence[str]) -> dict[str, str]: ...
 
@@ -201,7 +201,7 @@ class ChunkReader(Protocol):
 
     def chunk_status(self, ids: Sequence[str]) -> dict[str, ChunkStatus]: ...
 
-    def tombstone_backlog(self, kb: str | None = None) -> int: ...
+    def tombstone_backlog(self, kb: str | None = None, sources: Collection[str] | None = None) -> int: ...
 
 
 class VectorCache(VectorCacheLike, Protocol):

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, or_, select
 
-from freshindex.core.enums import SUCCESSFUL_RUNS, ChangesetStatus, ChunkState, DocumentState, SnapshotStatus
+from freshindex.core.enums import SUCCESSFUL_RUNS, ChangesetStatus, DocumentState, SnapshotStatus
 from freshindex.registry.base import _Base
-from freshindex.registry.schema import Changeset, Chunk, Document, Snapshot, Source, SyncRun, Tombstone
+from freshindex.registry.schema import Changeset, Document, Snapshot, Source, SyncRun
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -25,8 +25,8 @@ class HealthStore(_Base):
     if TYPE_CHECKING:  # the other parts it reads, composed beside this one in Registry (registry/store.py)
         def active_snapshot(self, kb: str) -> SnapshotInfo | None: ...
         def held_deletions(self, kb: str) -> dict[str, int]: ...
-        def tombstone_backlog(self, kb: str | None = None) -> int: ...
-        def count_live(self, kb: str) -> int: ...
+        def tombstone_backlog(self, kb: str | None = None, sources: Collection[str] | None = None) -> int: ...
+        def count_live(self, kb: str, sources: Collection[str] | None = None) -> int: ...
         def stale_sources(self, kb: str, now: dt.datetime | None = None) -> dict[str, SourceFreshness]: ...
 
     def health(self, kb: str, sources: Collection[str] | None = None) -> dict[str, Any]:
@@ -70,15 +70,7 @@ class HealthStore(_Base):
                                                                               Snapshot.status == SnapshotStatus.FAILED)):
                 check: str = (verification or {}).get("failed_check") or "error"
                 held[check] = held.get(check, 0) + 1
-            if sources is not None:
-                backlog = s.scalar(
-                    select(func.count()).select_from(Tombstone).join(Changeset, Changeset.id == Tombstone.changeset_id)
-                    .where(Tombstone.kb == kb, Tombstone.applied_snapshot_id.is_(None), Changeset.source_id.in_(sources))
-                ) or 0
-                live = s.scalar(select(func.count()).where(Chunk.kb == kb, Chunk.state == ChunkState.LIVE,
-                                                           Chunk.source_id.in_(sources))) or 0
-        if sources is None:
-            backlog, live = self.tombstone_backlog(kb), self.count_live(kb)
+        backlog, live = self.tombstone_backlog(kb, sources), self.count_live(kb, sources)
         active = self.active_snapshot(kb)
         mine = (lambda sid: sid in sources) if sources is not None else (lambda _sid: True)
         return {
