@@ -306,13 +306,20 @@ def _registry_stages(registry: Any, progress: _Progress) -> Callable[[Any], None
     ``building`` once the run's documents are done and its build is pending
     (queued or writing, verification included: a worker records no
     verifying phase), ``swapping`` once the newest version of the kb is
-    verified.  What it does not show: ``verifying`` and ``calibrating``
-    apart from ``building`` (the inline sync shows them).
+    verified.  A build that began and ended between two polls is shown as
+    ``building`` when the run is first seen built, so a built run always
+    shows its build.  What it does not show: ``verifying`` and
+    ``calibrating`` apart from ``building`` (the inline sync shows them).
     """
     from freshindex.core.enums import RunStatus, SnapshotStatus
 
     def observe(run: Any) -> None:
-        if run.status == RunStatus.RUNNING or run.build_status != BuildStatus.PENDING:
+        if run.status == RunStatus.RUNNING:
+            return
+        if run.build_status == BuildStatus.BUILT and progress.current is None:
+            progress.stage("building")  # the whole build fell between two polls: shown once, as it ends
+            return
+        if run.build_status != BuildStatus.PENDING:
             return
         newest = next(iter(registry.list_snapshots(run.kb)), None)
         verified = newest is not None and newest.status == SnapshotStatus.VERIFIED

@@ -149,6 +149,25 @@ def test_a_distributed_sync_shows_the_stages_the_registry_records(monkeypatch: p
     assert [json.loads(line)["stage"] for line in err.getvalue().splitlines()] == ["building", "swapping", "done"]
 
 
+def test_a_build_that_ends_between_two_polls_is_still_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The follower first sees the run already built (the build fell between polls): it shows building, then done;
+    a run that built nothing shows no stage."""
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    registry = SimpleNamespace(list_snapshots=lambda kb: [])
+    clock = iter(float(t) for t in range(10))
+    with sync_commands._Progress("sync s", json_lines=True, source="s", clock=lambda: next(clock)) as progress:
+        observe = sync_commands._registry_stages(registry, progress)
+        observe(SimpleNamespace(status="running", build_status=None, kb="default"))
+        observe(SimpleNamespace(status="succeeded", build_status="built", kb="default"))
+    assert [json.loads(line)["stage"] for line in err.getvalue().splitlines()] == ["building", "done"]
+    err.truncate(0), err.seek(0)
+    with sync_commands._Progress("sync s", json_lines=True, source="s", clock=lambda: 0.0) as progress:
+        sync_commands._registry_stages(registry, progress)(
+            SimpleNamespace(status="succeeded", build_status="unchanged", kb="default"))
+    assert err.getvalue() == ""
+
+
 @pytest.mark.services
 @pytest.mark.slow
 def test_a_distributed_sync_followed_from_the_cli_shows_its_build(tmp_path: Path, source: Path, pg_url: str,
