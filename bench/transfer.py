@@ -18,7 +18,7 @@ Corpora (each indexed WHOLE, no page limit), with their golden sets under ``benc
     only then).  A page id is a path in the repository.
 ``cmake_docs`` (an update corpus, golden set written blind)
     The CMake HTML reference, Debian ``cmake-doc`` 3.18.4 indexed as a folder, then 3.25.1 written over it
-    and synced again.  Its golden set is read from ``/work/briefs/corpora/`` while it waits there.
+    and synced again.
 
 Who wrote each golden set is reported (``questions_by``: ``bench/goldens/<name>/WRITERS.md``'s first paragraph).
 After an update, ``stale_served`` counts the top-5 items whose document the update deleted or moved, or whose
@@ -211,18 +211,9 @@ def materialise(corpus: Corpus) -> float:
     return time.perf_counter() - t0
 
 
-#: Where a golden set waits before the lead copies it into ``bench/goldens/<name>/questions.jsonl``.
-WAITING = Path("/work/briefs/corpora")
-
-
 def load_questions(corpus: Corpus) -> list[dict[str, Any]]:
-    """The corpus's golden set: ``bench/goldens/<name>/questions.jsonl``, else the copy waiting in :data:`WAITING`."""
-    questions = corpus.module.load_questions()
-    waiting = WAITING / f"{corpus.name}.questions.jsonl"
-    if not questions and waiting.is_file():
-        print(f"[{corpus.name}] golden set read from {waiting} (not yet in bench/goldens)", flush=True)
-        questions = corpus.module.load_questions(waiting)
-    return questions
+    """The corpus's golden set: ``bench/goldens/<name>/questions.jsonl`` (nothing outside the project is read)."""
+    return list(corpus.module.load_questions())
 
 
 def verified_questions(corpus: Corpus) -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:

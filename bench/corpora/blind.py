@@ -2,8 +2,7 @@
 
 A golden set for a corpus with two releases (a repository's old and new work tree, a manual's old and new
 folder) is written by someone who never sees freshindex; these are the rules their questions must pass,
-the same ones ``/work/briefs/corpora/verify.py`` (a copy of this file with the corpora's folders added)
-runs for them:
+the same ones the writers run themselves (a copy of this file with the corpora's folders added):
 
 * a page's text: an HTML page's text content inside its ``role="main"`` element (the whole body when the
   page has none; scripts, styles, the head and Sphinx's ``headerlink`` anchors left out; block elements
