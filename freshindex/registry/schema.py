@@ -98,6 +98,19 @@ class Source(Base):
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
+class SourceState(Base):
+    """A source's connector state (:mod:`registry.source_state`): what its last successful run left, and
+    what its open run recorded, promoted when that run succeeds (a listing cursor, a crawl's validators)."""
+
+    __tablename__ = "source_state"
+
+    source_id: Mapped[str] = mapped_column(ForeignKey("sources.id", ondelete="CASCADE"), primary_key=True)
+    state: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    pending: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    pending_run: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
 class Document(Base):
     __tablename__ = "documents"
     __table_args__ = (

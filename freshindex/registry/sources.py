@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from freshindex.core.enums import SUCCESSFUL_RUNS, ChunkState, RunStatus
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.core.ids import validate_kb_name, validate_source_id
 from freshindex.registry.base import _Base, _doc_record, _source_info
 from freshindex.registry.records import DocumentRecord, SourceInfo
-from freshindex.registry.schema import Chunk, Document, Snapshot, Source, SyncRun, utcnow
+from freshindex.registry.schema import Chunk, Document, Snapshot, Source, SourceState, SyncRun, utcnow
 
 
 class SourcesStore(_Base):
@@ -47,6 +47,8 @@ class SourcesStore(_Base):
             if existing is not None and existing.kb != kb:
                 raise ConfigError(f"source {source_id!r} belongs to knowledge base {existing.kb!r}; it cannot move")
             row = existing or Source(id=source_id)
+            if existing is not None:  # a replaced source's connector state (a cursor) means nothing any more
+                s.execute(delete(SourceState).where(SourceState.source_id == source_id))
             row.kind, row.location, row.owner, row.kb = kind, location, owner, kb
             row.options = dict(options or {})
             rules = [dict(r) for r in acl_rules] if acl_rules else None

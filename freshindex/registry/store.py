@@ -1,6 +1,6 @@
 """The registry: every read and write of the system of record.
 
-:class:`Registry` composes one store per concern (sources, runs, staging,
+:class:`Registry` composes one store per concern (sources, their connector state, runs, staging,
 chunks, vector cache, snapshots, archive, audit, refusals, locks, health signals, API keys,
 freshness, twins, golden sets),
 each a mixin over :class:`registry.base._Base`, so one object still serves
@@ -31,6 +31,7 @@ from freshindex.registry.refusals import RefusalStore
 from freshindex.registry.runs import RunClaim, RunsStore
 from freshindex.registry.signals import HealthStore
 from freshindex.registry.snapshots import SnapshotStore
+from freshindex.registry.source_state import SourceStateStore
 from freshindex.registry.sources import SourcesStore
 from freshindex.registry.staging import TRANSIENT_REASONS, StagingStore
 from freshindex.registry.twins import TwinStore
@@ -39,6 +40,7 @@ from freshindex.registry.webhooks import WebhookStore
 
 class Registry(
     SourcesStore,
+    SourceStateStore,
     RunsStore,
     AttemptsStore,
     DocumentAclStore,
