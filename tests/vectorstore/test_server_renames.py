@@ -32,12 +32,13 @@ from freshindex.core.errors import NotFoundError, StoreError
 from freshindex.core.naming import Naming
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.vectorstore import PointRecord, open_store
+from freshindex.testing import VectorStoreContract
+from freshindex.vectorstore import PointRecord, VectorStore, open_store
 from freshindex.vectorstore.qdrant import QdrantStore
 from freshindex.workers.runner import sync_inline
 
-# The contract suite and the store-independent blue/green tests, collected again here
-# with this module's ``store`` and ``build_strategy`` fixtures (renames on, local mode).
+# The store-independent blue/green tests, collected again here with this module's
+# ``build_strategy`` fixture (renames on, local mode); the contract suite is subclassed below.
 from tests.snapshots.test_bluegreen import (  # noqa: F401
     _assert_exact,
     _kb,
@@ -50,14 +51,6 @@ from tests.snapshots.test_bluegreen import (  # noqa: F401
     test_the_third_build_recycles_the_standby_and_replays_only_the_change,
 )
 from tests.snapshots.test_crash_and_concurrency import kill_builder_at
-from tests.vectorstore.test_contract import (  # noqa: F401
-    test_alias_swaps_atomically_and_reports_the_previous_target,
-    test_clone_is_independent_of_its_source,
-    test_drop_removes_a_collection_and_dropping_twice_is_harmless,
-    test_export_then_import_reproduces_the_collection,
-    test_search_ranks_the_nearest_first_and_filters_inside_the_query,
-    test_upsert_count_retrieve_and_delete,
-)
 
 DIM = 4
 LOCK_TTL = 2.0
@@ -110,10 +103,22 @@ def rs(kind: str, tmp_path: Path) -> Iterator[QdrantStore]:
         s.close()
 
 
-@pytest.fixture
-def store(rs: QdrantStore) -> QdrantStore:
-    """The contract suite's fixture: its collection names are plain (not version) names."""
-    return rs
+class TestRenamingStoreContract(VectorStoreContract):
+    """The vector store contract on the renaming store, in local mode (plain, not version, names)."""
+
+    def make_store(self, tmp_path: Path, prefix: str) -> QdrantStore:
+        return _open("local", tmp_path / "q", prefix)
+
+    def drop_leftovers(self, store: VectorStore, prefix: str) -> None:
+        assert isinstance(store, QdrantStore)
+        _cleanup(store, prefix)
+
+
+class TestRenamingServerStoreContract(TestRenamingStoreContract):
+    """The same on a Qdrant server (QDRANT_URL; skipped without it)."""
+
+    def make_store(self, tmp_path: Path, prefix: str) -> QdrantStore:
+        return _open("server", tmp_path / "q", prefix)
 
 
 def _points(n: int, start: int = 0) -> list[PointRecord]:
