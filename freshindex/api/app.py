@@ -1,7 +1,7 @@
 """FastAPI application factory.
 
 ``create_app(services)`` takes the process's services: anything with the
-attributes of :class:`ApiServices` (in a process, the composition root
+attributes of :class:`api.services.ApiServices` (in a process, the composition root
 :class:`freshindex.services.Services`; nothing is read from the environment
 here, and nothing of the workers is imported, so the HTTP process never
 loads the parsers or Celery).  Endpoints:
@@ -56,46 +56,25 @@ answers in :mod:`api.error_handlers`. ``create_app`` composes them.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from fastapi import FastAPI, Request, Security
 
-from freshindex.api import error_handlers, routes_kbs, routes_probes, routes_query, routes_webhooks, schema
+from freshindex.api import (
+    error_handlers,
+    routes_kbs,
+    routes_probes,
+    routes_query,
+    routes_sources,
+    routes_webhooks,
+    schema,
+)
 from freshindex.api.auth import Authenticator, AuthError, Identity
 from freshindex.api.known_kbs import KnownKbs, kb_check
 from freshindex.api.limits import RateLimits, RequestLimits
-
-if TYPE_CHECKING:
-    from freshindex.core.naming import Naming
-    from freshindex.health.metrics import Metrics
-    from freshindex.injection import InjectionClient
-    from freshindex.registry import Registry
-    from freshindex.settings import Settings
-    from freshindex.vectorstore import VectorStore
+from freshindex.api.services import ApiServices
 
 log = logging.getLogger("freshindex.api")
-
-
-class ApiServices(Protocol):
-    """What the HTTP app uses; building each on first use is the caller's choice."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def registry(self) -> Registry: ...
-
-    @property
-    def store(self) -> VectorStore: ...
-
-    @property
-    def naming(self) -> Naming: ...
-
-    @property
-    def metrics(self) -> Metrics: ...
-
-    @property
-    def client(self) -> InjectionClient: ...
 
 
 def create_app(services: ApiServices) -> FastAPI:
@@ -125,7 +104,7 @@ def create_app(services: ApiServices) -> FastAPI:
         return identity
 
     error_handlers.install(app, services)
-    from freshindex.api import routes_sources  # operator controls: authorize + auth.admin_group (api/routes_sources.py)
+    # operator controls: authorize + auth.admin_group (api/routes_sources.py)
     app.include_router(routes_sources.router(services, authorize))
     # Webhooks carry their own per-source signatures, not the query API's credentials.
     app.include_router(routes_webhooks.router(routes_webhooks.WebhookIntake(settings.webhooks, services)))

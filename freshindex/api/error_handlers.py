@@ -17,10 +17,11 @@ from fastapi.responses import JSONResponse
 
 from freshindex.api.auth import AuthError
 from freshindex.api.limits import BodyTooLarge, RateLimited, too_large_body
+from freshindex.api.services import ApiServices
 from freshindex.core.errors import FreshIndexError, NotFoundError, RetryableError
 
 
-def install(app: FastAPI, services: Any) -> None:
+def install(app: FastAPI, services: ApiServices) -> None:
     """Add the handlers to ``app``; ``services.metrics`` is reached only when a rate limit answers."""
 
     @app.exception_handler(BodyTooLarge)

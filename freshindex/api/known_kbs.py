@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from freshindex.api.services import ApiServices
 from freshindex.core.errors import NotFoundError
 
 
@@ -42,7 +43,7 @@ class KnownKbs:
             return kb in self._names
 
 
-def kb_check(services: Any, known: KnownKbs) -> Callable[[str, str], str]:
+def kb_check(services: ApiServices, known: KnownKbs) -> Callable[[str, str], str]:
     """``require_kb(kb, endpoint)``: ``kb`` when ``known`` has it, else count ``endpoint`` and raise NotFoundError (404)."""
 
     def require_kb(kb: str, endpoint: str) -> str:

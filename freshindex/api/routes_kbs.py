@@ -37,6 +37,7 @@ from fastapi import APIRouter, Depends
 from freshindex.api import schema
 from freshindex.api.auth import Identity
 from freshindex.api.known_kbs import KnownKbs
+from freshindex.api.services import ApiServices
 from freshindex.core.errors import NotFoundError
 
 #: Health fields a build computes over the whole knowledge base: withheld from a tenant on a shared one.
@@ -45,7 +46,7 @@ KB_WIDE_HEALTH = ("snapshots_by_status", "held_builds_by_check")
 KB_WIDE_SNAPSHOT = ("point_count", "upserts", "deletes", "failure_reason")
 
 
-def router(services: Any, authorize: Callable[..., Identity], known: KnownKbs,
+def router(services: ApiServices, authorize: Callable[..., Identity], known: KnownKbs,
            require_kb: Callable[[str, str], str]) -> APIRouter:
     """The knowledge-base routes; ``authorize`` is the app's credential check, ``require_kb`` its kb check."""
     api = APIRouter()

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import Any
 
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from freshindex.api import schema
+from freshindex.api.services import ApiServices
 from freshindex.core.errors import FreshIndexError
 
 log = logging.getLogger("freshindex.api")
 
 
-def router(services: Any) -> APIRouter:
+def router(services: ApiServices) -> APIRouter:
     """The probe routes over ``services`` (registry, store, naming, metrics: each reached per request)."""
     api = APIRouter()
 

@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 
 from freshindex.api import routes_webhooks, schema
 from freshindex.api.auth import Authenticator, AuthError, Identity, narrow
+from freshindex.api.services import ApiServices
 
 
 class QueryRequest(BaseModel):
@@ -45,7 +46,7 @@ class QueryRequest(BaseModel):
         return value
 
 
-def router(services: Any, authorize: Callable[..., Identity], authenticator: Authenticator,
+def router(services: ApiServices, authorize: Callable[..., Identity], authenticator: Authenticator,
            require_kb: Callable[[str, str], str]) -> APIRouter:
     """The query routes; ``authorize`` is the app's credential check, ``require_kb`` its knowledge-base check."""
     api = APIRouter()

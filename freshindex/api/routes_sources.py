@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from freshindex.api import schema
 from freshindex.api.auth import Identity
+from freshindex.api.services import ApiServices
 from freshindex.registry.reports import sync_runs
 
 
@@ -34,7 +35,7 @@ class PolicyRequest(BaseModel):
     hard_expiry_s: int | None = Field(default=None, gt=0)
 
 
-def router(services: Any, authorize: Callable[..., Identity]) -> APIRouter:
+def router(services: ApiServices, authorize: Callable[..., Identity]) -> APIRouter:
     """The ``/v1/sources`` routes; ``authorize`` is the app's credential check."""
     admin_group = services.settings.auth.admin_group
 

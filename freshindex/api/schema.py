@@ -1,5 +1,5 @@
 """The HTTP API's typed surface: a pydantic model for every request and answer, the security schemes,
-and the OpenAPI document they make (``freshindex api openapi``, committed as ``docs/openapi.json``).
+that make the OpenAPI document (built in :mod:`api.openapi`, which imports the app; this module does not).
 
 The routes keep building their answers as they did (``packet.as_dict()``,
 ``registry.health(kb)``, ...); these models document them (``responses=`` on
@@ -337,22 +337,4 @@ class WebhookRejected(_Body):
     detail: str
 
 
-def openapi_document() -> dict[str, Any]:
-    """The app's OpenAPI document, built from default settings (the document depends on none of them)."""
-    from freshindex.api.app import create_app
-    from freshindex.settings import Settings
-
-    return create_app(_SpecOnly(Settings.model_validate({}))).openapi()
-
-
-class _SpecOnly:
-    """Services for building the app only: settings, and nothing else may be reached."""
-
-    def __init__(self, settings: Any) -> None:
-        self.settings = settings
-
-    def __getattr__(self, name: str) -> Any:
-        raise RuntimeError(f"building the OpenAPI document must not reach services.{name}")
-
-
-__all__ = ["API_KEY", "JWT", "openapi_document"]
+__all__ = ["API_KEY", "JWT"]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
+from freshindex.api.services import ApiServices
 from freshindex.core.errors import NotFoundError, RetryableError
 from freshindex.registry.webhooks import DuplicateDelivery
 
@@ -162,7 +163,7 @@ def sqs_client(settings: Any) -> Any:
                         aws_access_key_id=secret(s3.access_key_id), aws_secret_access_key=secret(s3.secret_access_key))
 
 
-def start_poller(services: Any) -> SqsPoller | None:
+def start_poller(services: ApiServices) -> SqsPoller | None:
     """Start the poller in a thread when ``webhooks.sqs_queue_url`` is set (``serve``); None otherwise."""
     wh = services.settings.webhooks
     if not wh.sqs_queue_url:

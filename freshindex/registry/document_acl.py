@@ -3,7 +3,8 @@
 A document's effective ACL (tokens, tenant, sensitivity; resolved by
 :mod:`acl.resolution`, which the registry does not import: it takes any object
 shaped like :class:`acl.model.DocumentAcl`) is stored on its row with a
-fingerprint.  When the fingerprint changes, ``acl_version`` moves to
+fingerprint (:mod:`registry.acl_fields`, shared with staging).  When the
+fingerprint changes, ``acl_version`` moves to
 ``max(old + 1, source.acl_version)``: monotonic and never reused, so a point
 whose payload carries an older version is known to be behind and the query
 path can deny it before any rebuild.
@@ -21,36 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentState
 from freshindex.core.errors import NotFoundError
+from freshindex.registry.acl_fields import ACL_INVALID, AclLike, apply_acl
 from freshindex.registry.base import _batches, _source_info
 from freshindex.registry.records import SourceInfo
 from freshindex.registry.schema import Changeset, Chunk, Document, Source, utcnow
 from freshindex.registry.staging import StagingStore
-
-#: The error reason recorded against a document whose ACL source could not be read or parsed.
-ACL_INVALID = "acl_invalid"
-
-
-class AclLike(Protocol):
-    """What the registry needs of a resolved ACL (``acl.model.DocumentAcl`` is one)."""
-
-    # read-only: a frozen dataclass (DocumentAcl) provides them
-    @property
-    def tokens(self) -> tuple[str, ...]: ...
-    @property
-    def tenant(self) -> str: ...
-    @property
-    def sensitivity(self) -> str: ...
-    @property
-    def origin(self) -> str: ...
-
-    def fingerprint(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -61,24 +44,6 @@ class AclApplied:
     retagged_chunks: int = 0  # live chunks staged for a re-tag
     changeset_id: int | None = None
     withheld: tuple[str, ...] = ()  # denied until the next sync re-resolves them
-
-
-def apply_acl(doc: Document, acl: AclLike, *, floor: int) -> bool:
-    """Store ``acl`` on ``doc`` if its fingerprint changed; True when ``acl_version`` moved.
-
-    A document never resolved before (``acl`` null, as after the upgrade to
-    this schema) counts as changed: what its points carry is not known, so
-    they are re-tagged once.
-    """
-    fingerprint = acl.fingerprint()
-    if doc.error_reason == ACL_INVALID:
-        doc.error_reason = doc.error_detail = None
-    if doc.acl_fingerprint == fingerprint and doc.acl is not None:  # a cleared fingerprint never matches
-        return False
-    doc.acl, doc.tenant, doc.sensitivity = list(acl.tokens), acl.tenant, str(acl.sensitivity)
-    doc.acl_fingerprint, doc.acl_origin = fingerprint, acl.origin[:16]
-    doc.acl_version = max((doc.acl_version or 0) + 1, floor)
-    return True
 
 
 def _acls_current(s: Session, acls: Mapping[str, AclLike]) -> bool:

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKind, DocumentState, TombstoneReason
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import ChunkDraft
+from freshindex.registry.acl_fields import apply_acl
 from freshindex.registry.base import _Base, _batches
 from freshindex.registry.freshness import apply_provenance
 from freshindex.registry.records import DocumentOutcome, SourceInfo
@@ -172,8 +173,6 @@ class StagingStore(_Base):
             doc.updated_at, doc.deleted_at = now, None
             acl_moved = False
             if acl is not None:
-                from freshindex.registry.document_acl import apply_acl
-
                 floor = s.scalar(select(Source.acl_version).where(Source.id == source.id)) or 1
                 acl_moved = apply_acl(doc, acl, floor=floor)
             s.flush()

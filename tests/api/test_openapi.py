@@ -10,7 +10,7 @@ import json
 
 from click.testing import CliRunner
 
-from freshindex.api.schema import openapi_document
+from freshindex.api.openapi import openapi_document
 from freshindex.cli import cli
 from tests.conftest import ROOT
 
