@@ -70,8 +70,8 @@ def _pct(values: list[float], q: float) -> float:
 def run(rounds: int, docs: int, embedding: str) -> dict:
     import uvicorn
 
-    from freshindex import sync_commands
     from freshindex.api.app import create_app as create_http_app
+    from freshindex.cli import sync as sync_commands
     from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.app import create_app

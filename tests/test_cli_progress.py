@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from freshindex import sync_commands
+from freshindex.cli import sync as sync_commands
 from tests.conftest import ROOT, distributed_env, worker_process
 
 

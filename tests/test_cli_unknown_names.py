@@ -204,7 +204,7 @@ def test_every_command_that_takes_a_name_is_in_the_table() -> None:
 def test_every_json_option_reports_failures_as_json() -> None:
     """Every ``--json`` is the shared option, whose flag makes a failure a JSON object (freshindex/cli.py)."""
     from freshindex.cli import cli
-    from freshindex.cli_support import json_option
+    from freshindex.cli.support import json_option
 
     @json_option
     def probe(as_json: bool) -> None: ...

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from freshindex.cli import cli
-from freshindex.cli_support import failure
+from freshindex.cli.support import failure
 from freshindex.eval_schedule import evaluate_due
 from freshindex.health.metrics import Metrics
 from freshindex.services import Services

@@ -19,8 +19,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from freshindex.acl import Principal
-from freshindex.acl_commands import update_source
 from freshindex.api.app import create_app
+from freshindex.cli.acl import update_source
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline

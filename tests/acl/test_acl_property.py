@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from freshindex.acl import Principal
 from freshindex.acl.principal import allows
-from freshindex.acl_commands import update_source
 from freshindex.api.app import create_app
+from freshindex.cli.acl import update_source
 from freshindex.core.errors import NotFoundError
 from freshindex.services import Services
 from freshindex.settings import load_settings

@@ -18,12 +18,12 @@ import pytest
 
 from freshindex.api.app import create_app
 from freshindex.api.routes_webhooks import Rejected, WebhookIntake, delivery_digest, sign_generic, sign_github
+from freshindex.cli.sync import start_dispatcher
 from freshindex.health.metrics import Metrics
 from freshindex.registry import Registry
 from freshindex.registry.webhooks import DeliveryRequest, DuplicateDelivery, ReplayedBody, TicketJoin
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.sync_commands import start_dispatcher
 from tests.api.served import WebhookServer as Server
 from tests.api.served import app_in_thread
 

@@ -28,10 +28,10 @@ from freshindex.api.routes_webhooks import (
     sign_github,
 )
 from freshindex.cli import cli
+from freshindex.cli.sync import start_dispatcher
 from freshindex.registry import Registry
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.sync_commands import start_dispatcher
 from tests.api.served import WebhookServer as Server
 from tests.api.served import app_in_thread
 

@@ -144,8 +144,8 @@ def test_s3_notifications_through_sqs_drive_the_syncs(s3_server: str, tmp_path: 
 
     import boto3
 
-    from freshindex import sync_commands
     from freshindex.api.sqs import SqsPoller, sqs_client
+    from freshindex.cli import sync as sync_commands
 
     creds = {"endpoint_url": s3_server, "region_name": "us-east-1", "aws_access_key_id": "k",
              "aws_secret_access_key": "s"}

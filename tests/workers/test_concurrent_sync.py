@@ -106,7 +106,7 @@ def test_two_inline_syncs_at_once_embed_each_document_once(sample_kb: Path, tmp_
     worker, joiner = sorted(reports, key=lambda r: r["joined"])
     assert joiner["run_id"] == worker["run_id"] and joiner["status"] == "succeeded"
     assert joiner["build"]["status"] == "built" and joiner["active_snapshot"] == "default-v1"
-    from freshindex.sync_commands import sync_text
+    from freshindex.cli.sync import sync_text
 
     assert f"joined run {worker['run_id']} started by another sync" in sync_text(joiner)
     text = subprocess.run([sys.executable, "-m", "freshindex", "sync", "docs"], cwd=ROOT, env=env,

@@ -17,8 +17,8 @@ import pymupdf
 import pytest
 from click.testing import CliRunner
 
-from freshindex import ocr_commands
 from freshindex.cli import cli
+from freshindex.cli import ocr as ocr_commands
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
 from freshindex.services import Services

@@ -27,10 +27,10 @@ import pytest
 from bench.git_history import commit_release, fetch_sdist, git
 from freshindex.api.app import create_app
 from freshindex.api.routes_webhooks import ref_matches, sign_github
+from freshindex.cli.sync import start_dispatcher
 from freshindex.core.errors import ConfigError, SourceError
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.sync_commands import start_dispatcher
 from freshindex.workers.connectors.git import GitConnector, check_location, parse_name_status, redact
 from freshindex.workers.runner import sync_inline
 from tests.api.served import app_in_thread

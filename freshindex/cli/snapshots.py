@@ -3,9 +3,9 @@ restore) and ``freshindex canaries``: the collection versions of each knowledge 
 build must answer before its swap.
 
 Registered into the ``freshindex`` group by :func:`register` (one line in
-``freshindex/cli.py``; ``snapshots held|history`` come from
-:mod:`freshindex.report_commands`).  Reaches only ``ctx.obj`` (``.settings``,
-``.services``) and imports nothing from ``freshindex.cli``.
+``freshindex/cli/__init__.py``; ``snapshots held|history`` come from
+:mod:`freshindex.cli.reports`).  Reaches only ``ctx.obj`` (``.settings``,
+``.services``) and imports nothing from the package ``__init__``.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 
 import click
 
-from freshindex import display
-from freshindex.cli_support import actor, json_option, require
+from freshindex.cli import display
+from freshindex.cli.display import emit as _emit
+from freshindex.cli.support import actor, json_option, require
 from freshindex.core.enums import BuildStatus, DocumentState
 from freshindex.core.errors import NotFoundError
 from freshindex.core.exit_codes import ExitCode
-from freshindex.display import emit as _emit
 
 log = logging.getLogger("freshindex.cli")
 

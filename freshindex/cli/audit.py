@@ -1,7 +1,7 @@
 """``freshindex audit``: read the access audit trail (alias moves: ``snapshots history``).
 
 Registered into the ``freshindex`` click group by :func:`register` (one line
-at the end of ``freshindex/cli.py``). ``audit denials`` lists what the query
+at the end of ``freshindex/cli/__init__.py``). ``audit denials`` lists what the query
 path denied after the vector query (:mod:`acl.access`): a caller never sees
 that something was denied, so this is where an operator finds out who tried
 to read what, and which ACL version said no.  ``audit refusals`` groups the
@@ -21,9 +21,9 @@ from typing import Any
 import click
 
 from freshindex.acl.access import Verdict
-from freshindex.cli_support import json_option, require
+from freshindex.cli.display import escaped
+from freshindex.cli.support import json_option, require
 from freshindex.core.clock import as_utc
-from freshindex.display import escaped
 
 _SINCE = re.compile(r"^(\d+)([smhd])$")
 

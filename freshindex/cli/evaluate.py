@@ -1,7 +1,7 @@
 """``freshindex eval``: a knowledge base's golden set asked through the query line, with the stage that lost each miss.
 
-Registered into the ``freshindex`` group by :func:`register` (one line in ``freshindex/cli.py``); reaches only
-``ctx.obj`` (``.settings``, ``.services``) and imports nothing from ``freshindex.cli``.  Exit 0 when every
+Registered into the ``freshindex`` group by :func:`register` (one line in ``freshindex/cli/__init__.py``); reaches only
+``ctx.obj`` (``.settings``, ``.services``) and imports nothing from the package ``__init__``.  Exit 0 when every
 threshold holds (the set's header, overridden by the options), 1 when one does not, 2 for a malformed set.
 What it does not do: index, or change a setting of the knowledge base (``--stages`` switches stages off for
 its own queries only).
@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from freshindex.cli_support import ConfigProblem, json_option, require
+from freshindex.cli.support import ConfigProblem, json_option, require
 from freshindex.core.exit_codes import ExitCode
 
 _RATIO = click.FloatRange(0.0, 1.0)

@@ -1,8 +1,8 @@
 """``freshindex query`` and ``freshindex check-citations``: an operator's question, and the check of a finished answer.
 
 Registered into the ``freshindex`` group by :func:`register` (one line in
-``freshindex/cli.py``); reaches only ``ctx.obj`` (``.settings``,
-``.services``) and imports nothing from ``freshindex.cli``.
+``freshindex/cli/__init__.py``); reaches only ``ctx.obj`` (``.settings``,
+``.services``) and imports nothing from the package ``__init__``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 import click
 
-from freshindex import display
-from freshindex.cli_support import json_option, require
+from freshindex.cli import display
+from freshindex.cli.display import emit as _emit
+from freshindex.cli.support import json_option, require
 from freshindex.core.exit_codes import ExitCode
-from freshindex.display import emit as _emit
 
 
 @click.command()

@@ -1,12 +1,12 @@
 """``freshindex sources add|list|confirm-deletions|show|pause|resume|remove|runs|policy|sweep|kinds``, ``sqs-poll``.
 
 Registered into the ``freshindex`` group by :func:`register` (called at the
-end of ``freshindex/cli.py``; other modules add ``update`` and ``lag``);
+end of ``freshindex/cli/__init__.py``; other modules add ``update`` and ``lag``);
 triggering a sync is ``freshindex sync SOURCE`` (or ``POST
 /v1/sources/SOURCE/sync``).  Each command is one registry call (most in
 :mod:`registry.freshness`), takes ``--json``, and needs no SQL.  Like
-:mod:`freshindex.report_commands` it reaches only ``ctx.obj`` (``.settings``,
-``.services``) and imports nothing from ``freshindex.cli``.
+:mod:`freshindex.cli.reports` it reaches only ``ctx.obj`` (``.settings``,
+``.services``) and imports nothing from the package ``__init__``.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 
 import click
 
-from freshindex import acl_commands
-from freshindex.cli_support import actor, json_option, require
+from freshindex.cli import acl as acl_cli
+from freshindex.cli.display import emit as _emit
+from freshindex.cli.support import actor, json_option, require
 from freshindex.core.enums import RunStatus
 from freshindex.core.errors import ConfigError
-from freshindex.display import emit as _emit
 
 log = logging.getLogger("freshindex.cli")
 
@@ -280,16 +280,16 @@ def sources_add(state: Any, source_id: str, kind: str, location: str, owner: str
         except ConfigError as exc:
             raise click.BadParameter(str(exc), param_hint=f"--{flag}") from exc
     location = check_location(kind, location, opts)
-    groups = acl_commands.split_tokens(acl, None) or []
-    rules = acl_commands.parse_rules(acl_rules)
-    acl_commands.check_tenant(tenant)
+    groups = acl_cli.split_tokens(acl, None) or []
+    rules = acl_cli.parse_rules(acl_rules)
+    acl_cli.check_tenant(tenant)
     src = state.services.registry.add_source(
         source_id, kind=kind, location=location, owner=owner, kb=kb or state.settings.default_kb, options=opts,
         acl=groups, poll_interval_s=poll, replace=replace, tenant=tenant, sensitivity=sensitivity_,
         acl_rules=rules or None,
     )
-    if replace:  # permissions may have moved: recompute what the registry can now (freshindex/acl_commands.py)
-        acl_commands.recompute_documents(state.services.registry, source_id)
+    if replace:  # permissions may have moved: recompute what the registry can now (freshindex/cli/acl.py)
+        acl_cli.recompute_documents(state.services.registry, source_id)
     _emit(_source_dict(src), as_json, lambda d: f"source {d['id']} ({d['kind']} {d['location']}) -> kb {d['kb']}")
 
 

@@ -1,14 +1,14 @@
 """Registry reports for the runbooks (runs, documents, errors, changesets, kbs, locks, ...) and the worker/beat probe.
 
 Registered into the ``freshindex`` click group by :func:`register` (called at
-the end of ``freshindex/cli.py``). Everything here is read-only except
+the end of ``freshindex/cli/__init__.py``). Everything here is read-only except
 ``documents reprocess``, which clears stored etags so the next sync compares
 documents with their source again. The reports come from
 :mod:`registry.reports`; this module only parses options and formats output.
 
 Every command takes ``--json``; without it a short table is printed. The
 commands reach ``ctx.obj`` (the CLI's state: ``.settings``, ``.services``)
-and import nothing from ``freshindex.cli``, so this module can be imported
+and import nothing from the package ``__init__``, so this module can be imported
 on its own.
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 
 import click
 
-from freshindex.cli_support import json_option, require
-from freshindex.display import emit as _emit
-from freshindex.display import table as _table
+from freshindex.cli.display import emit as _emit
+from freshindex.cli.display import table as _table
+from freshindex.cli.support import json_option, require
 
 _STATES = click.Choice(["active", "deleted", "error", "skipped"])
 _RUN_STATUSES = click.Choice(["running", "succeeded", "partial", "failed", "held"])

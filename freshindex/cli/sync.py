@@ -10,7 +10,7 @@ paths are recorded but the sync lists the whole source: the etag diff makes
 an unchanged document cost one comparison.
 
 Registered into the ``freshindex`` group by :func:`register` (one line in
-``freshindex/cli.py``); imports nothing from ``freshindex.cli``.
+``freshindex/cli/__init__.py``); imports nothing from the package ``__init__``.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from freshindex import display, ocr_commands
-from freshindex.cli_support import json_option, require
+from freshindex.cli import display, ocr
+from freshindex.cli.display import escaped
+from freshindex.cli.support import json_option, require
 from freshindex.core.enums import BuildStatus
 from freshindex.core.errors import FreshIndexError
-from freshindex.display import escaped
 
-progress_log = logging.getLogger("freshindex.progress")  # INFO when stderr is not a terminal (freshindex/cli.py)
+progress_log = logging.getLogger("freshindex.progress")  # INFO when stderr is not a terminal (freshindex/cli/__init__.py)
 
 if TYPE_CHECKING:  # the API needs the server extra; the CLI module must import without it
     from freshindex.api.dispatcher import Dispatcher, RunSync
@@ -135,11 +135,11 @@ def sync(state: Any, source_id: str | None, all_sources: bool, inline: bool, no_
             else:
                 with _build_stages(svc.builder, progress):
                     report = sync_inline(svc, sid, progress=progress, build=not no_build)
-        # Scanned pages read in this run and those under the floor (freshindex/ocr_commands.py).
-        floor = ocr_commands.source_floor(svc.registry.get_source(sid), state.settings.sources.ocr_page_floor)
-        reports.append({**report.as_dict(), "ocr": ocr_commands.sync_counts(svc.registry, report.run, floor)})
+        # Scanned pages read in this run and those under the floor (freshindex/cli/ocr.py).
+        floor = ocr.source_floor(svc.registry.get_source(sid), state.settings.sources.ocr_page_floor)
+        reports.append({**report.as_dict(), "ocr": ocr.sync_counts(svc.registry, report.run, floor)})
         if not as_json:
-            ocr_line = ocr_commands.sync_line(display.escaped(reports[-1]["ocr"]))
+            ocr_line = ocr.sync_line(display.escaped(reports[-1]["ocr"]))
             click.echo(sync_text(display.escaped(reports[-1])) + (f"\n{ocr_line}" if ocr_line else ""))
         codes.append(report.exit_code)
     if as_json:

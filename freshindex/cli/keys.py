@@ -1,14 +1,14 @@
 """``freshindex keys``: issue, list and revoke the API keys of the query API.
 
 Registered into the ``freshindex`` click group by :func:`register` (one line
-at the end of ``freshindex/cli.py``). A key is bound to a principal (id,
+at the end of ``freshindex/cli/__init__.py``). A key is bound to a principal (id,
 groups, tenant) when it is created; the request that presents it can narrow
 those groups, never widen them (``api.auth``). The full key is printed once,
 by ``keys create``; the registry keeps only its hash, so a lost key is
 revoked and replaced, not recovered. ``keys list`` never prints a secret.
 
-Like :mod:`freshindex.report_commands`, this reaches ``ctx.obj`` (the CLI's
-state) and imports nothing from ``freshindex.cli``.
+Like :mod:`freshindex.cli.reports`, this reaches ``ctx.obj`` (the CLI's
+state) and imports nothing from the package ``__init__``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
-from freshindex.cli_support import json_option
-from freshindex.display import printable, table
+from freshindex.cli.display import printable, table
+from freshindex.cli.support import json_option
 
 
 @click.group("keys")

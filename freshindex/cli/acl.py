@@ -18,8 +18,8 @@ import click
 
 from freshindex.acl.model import AclError, normalise_acl, sensitivity, split_names, validate_group
 from freshindex.acl.resolution import AclResolver, AclRule, SourceAcl
-from freshindex.cli_support import json_option, require
-from freshindex.display import escaped
+from freshindex.cli.display import escaped
+from freshindex.cli.support import json_option, require
 
 #: Origins the registry can recompute without reading the source.
 STATIC_ORIGINS = (None, "source", "rule")

@@ -1,8 +1,8 @@
 """``freshindex config show|reference`` and ``freshindex db upgrade``: the effective settings and the schema.
 
 Registered into the ``freshindex`` group by :func:`register` (one line in
-``freshindex/cli.py``); reaches only ``ctx.obj`` (``.settings``) and imports
-nothing from ``freshindex.cli``.
+``freshindex/cli/__init__.py``); reaches only ``ctx.obj`` (``.settings``) and imports
+nothing from the package ``__init__``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from freshindex.cli_support import ConfigProblem, json_option
-from freshindex.display import emit as _emit
+from freshindex.cli.display import emit as _emit
+from freshindex.cli.support import ConfigProblem, json_option
 
 
 @click.group()

@@ -1,7 +1,7 @@
 """``freshindex ocr report``: how well the scanned pages a knowledge base serves were read.
 
 Registered into the ``freshindex`` click group by :func:`register` (one line
-at the end of ``freshindex/cli.py``).  It reads the live chunks of a
+at the end of ``freshindex/cli/__init__.py``).  It reads the live chunks of a
 knowledge base from the registry (no parsing, no OCR) and lists, per
 document and scanned page, the page's OCR confidence and the numbers,
 amounts and commands tesseract was unsure of; a page under the floor is a
@@ -9,8 +9,8 @@ warning that names it.  What it does not show: pages of a document that
 produced no chunk, and OCR'd pages beyond ``sources.max_ocr_pages`` (those
 were never read; the parse records them as skipped).
 
-Like :mod:`freshindex.report_commands`, this reaches ``ctx.obj`` (the CLI's
-state) and imports nothing from ``freshindex.cli``.
+Like :mod:`freshindex.cli.reports`, this reaches ``ctx.obj`` (the CLI's
+state) and imports nothing from the package ``__init__``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 import click
 
-from freshindex.cli_support import json_option, require
-from freshindex.display import escaped
+from freshindex.cli.display import escaped
+from freshindex.cli.support import json_option, require
 
 _BATCH = 500
 

@@ -3,8 +3,8 @@
 Each checks its dependencies before it starts (broker, registry, store, an
 unsafe bind) and imports its server libraries (Celery, uvicorn, FastAPI, MCP)
 only when it runs, so ``freshindex --help`` stays light.  Registered into the
-``freshindex`` group by :func:`register` (one line in ``freshindex/cli.py``);
-imports nothing from ``freshindex.cli``.
+``freshindex`` group by :func:`register` (one line in ``freshindex/cli/__init__.py``);
+imports nothing from the package ``__init__``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
-from freshindex import sync_commands
-from freshindex.cli_support import ConfigProblem
+from freshindex.cli import sync
+from freshindex.cli.support import ConfigProblem
 from freshindex.core.errors import FreshIndexError
 
 log = logging.getLogger("freshindex.cli")
@@ -112,7 +112,7 @@ def serve(state: Any, host: str | None, port: int | None, insecure: bool) -> Non
     svc = state.services
     svc.check()
     app = create_app(svc)
-    dispatcher = sync_commands.start_dispatcher(svc)  # webhook tickets -> syncs
+    dispatcher = sync.start_dispatcher(svc)  # webhook tickets -> syncs
     from freshindex.api.sqs import start_poller
 
     sqs = start_poller(svc)  # S3 notifications from webhooks.sqs_queue_url -> tickets (None when unset)
@@ -134,7 +134,7 @@ def api_group() -> None:
 @api_group.command("openapi")
 def api_openapi() -> None:
     """Print the OpenAPI document of `freshindex serve` (docs/openapi.json is this output)."""
-    from freshindex.api.schema import openapi_document
+    from freshindex.api.openapi import openapi_document
 
     click.echo(json.dumps(openapi_document(), indent=2, sort_keys=True, ensure_ascii=False))
 

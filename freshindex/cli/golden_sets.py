@@ -5,7 +5,7 @@ the evaluator's own parser first; ``list`` shows each set's newest result; ``sho
 ``remove`` forgets a set;
 ``run`` asks the due sets now (``--force``: every set) as the scheduled evaluation does
 (:mod:`freshindex.eval_schedule`).  Registered into the ``freshindex`` group by :func:`register` (one line
-in ``freshindex/cli.py``); reaches only ``ctx.obj`` and imports nothing from ``freshindex.cli``.
+in ``freshindex/cli/__init__.py``); reaches only ``ctx.obj`` and imports nothing from the package ``__init__``.
 What it does not do: evaluate at registration (the next swap or beat tick does, or ``run``), or change
 ``freshindex eval``, which asks a file without registering it.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from freshindex.cli_support import json_option, require
+from freshindex.cli.support import json_option, require
 from freshindex.core.exit_codes import ExitCode
 
 _RATIO = click.FloatRange(0.0, 1.0)

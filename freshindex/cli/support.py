@@ -1,8 +1,8 @@
 """What the command modules share: the ``--json`` option, the check of the names a command is given, and how a
 failure is reported (one line on standard error; under ``--json`` also one JSON object on standard output).
 
-The command modules (``freshindex/*_commands.py``) import this, never
-:mod:`freshindex.cli`, so each can be imported on its own.  What it does not
+The command modules (``freshindex/cli/*.py``) import this, never
+the package ``__init__`` (:mod:`freshindex.cli`), so each can be imported on its own.  What it does not
 do: report as JSON a failure found before the command line was read (an
 unknown option, a bad configuration file): those stay one line on standard
 error, with nothing on standard output.
@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from freshindex import display
+from freshindex.cli import display
 from freshindex.core.errors import ConfigError, FreshIndexError, NotFoundError
 from freshindex.core.exit_codes import ExitCode
 

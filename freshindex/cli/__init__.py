@@ -18,25 +18,24 @@ from typing import Any
 
 import click
 
-from freshindex import (
-    __version__,
-    acl_commands,
-    audit_commands,
-    config_commands,
+from freshindex import __version__, logs
+from freshindex.cli import (
+    acl,
+    audit,
+    config,
     display,
-    eval_commands,
-    eval_schedule_commands,
-    keys_commands,
-    logs,
-    ocr_commands,
-    query_commands,
-    report_commands,
-    service_commands,
-    snapshot_commands,
-    source_commands,
-    sync_commands,
+    evaluate,
+    golden_sets,
+    keys,
+    ocr,
+    query,
+    reports,
+    serve,
+    snapshots,
+    sources,
+    sync,
 )
-from freshindex.cli_support import JSON_REQUESTED, ConfigProblem, echo_json_error, failure
+from freshindex.cli.support import JSON_REQUESTED, ConfigProblem, echo_json_error, failure
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.settings import Settings, load_settings
 
@@ -149,18 +148,18 @@ def main() -> None:
 
 # Each group lives in its own module, which imports nothing from this one; ``sources`` and ``snapshots``
 # come first because later modules add commands to them.
-config_commands.register(cli)  # config show/reference, db upgrade (freshindex/config_commands.py)
-source_commands.register(cli)  # sources add/list/show/pause/.../kinds, sqs-poll (freshindex/source_commands.py)
-snapshot_commands.register(cli)  # snapshots list/build/.../restore, canaries (freshindex/snapshot_commands.py)
-sync_commands.register(cli)  # sync, syncs show (freshindex/sync_commands.py)
-query_commands.register(cli)  # query, check-citations (freshindex/query_commands.py)
-eval_commands.register(cli)  # eval GOLDEN (freshindex/eval_commands.py)
-eval_schedule_commands.register(cli)  # golden-sets register/list/remove/run (freshindex/eval_schedule_commands.py)
-service_commands.register(cli)  # worker, beat, serve, mcp, api openapi (freshindex/service_commands.py)
-report_commands.register(cli)  # errors, runs, documents, kbs, locks, probe, ... (freshindex/report_commands.py)
-keys_commands.register(cli)  # keys create/list/revoke (freshindex/keys_commands.py)
-acl_commands.register(cli)  # sources update (freshindex/acl_commands.py)
-audit_commands.register(cli)  # audit denials (freshindex/audit_commands.py)
-ocr_commands.register(cli)  # ocr report (freshindex/ocr_commands.py)
+config.register(cli)  # config show/reference, db upgrade (freshindex/cli/config.py)
+sources.register(cli)  # sources add/list/show/pause/.../kinds, sqs-poll (freshindex/cli/sources.py)
+snapshots.register(cli)  # snapshots list/build/.../restore, canaries (freshindex/cli/snapshots.py)
+sync.register(cli)  # sync, syncs show (freshindex/cli/sync.py)
+query.register(cli)  # query, check-citations (freshindex/cli/query.py)
+evaluate.register(cli)  # eval GOLDEN (freshindex/cli/evaluate.py)
+golden_sets.register(cli)  # golden-sets register/list/remove/run (freshindex/cli/golden_sets.py)
+serve.register(cli)  # worker, beat, serve, mcp, api openapi (freshindex/cli/serve.py)
+reports.register(cli)  # errors, runs, documents, kbs, locks, probe, ... (freshindex/cli/reports.py)
+keys.register(cli)  # keys create/list/revoke (freshindex/cli/keys.py)
+acl.register(cli)  # sources update (freshindex/cli/acl.py)
+audit.register(cli)  # audit denials (freshindex/cli/audit.py)
+ocr.register(cli)  # ocr report (freshindex/cli/ocr.py)
 
 __all__ = ["NotFoundError", "cli", "main"]
