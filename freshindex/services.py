@@ -141,8 +141,18 @@ class Services:
         return Chunker(max_tokens=src.chunk_tokens, overlap_tokens=src.chunk_overlap_tokens,
                        max_chunks=src.max_chunks_per_document, max_document_tokens=src.max_tokens_per_document,
                        # sized by the model's own tokenizer, within its input limit (no model loaded for this)
-                       count_tokens=getattr(self.embedder, "count_tokens", None),
+                       count_tokens=self._token_counter(),
                        max_input_tokens=getattr(self.embedder, "max_input_tokens", 256))
+
+    def _token_counter(self) -> Any:
+        """The chunker's token counter: the embedder's.  The bundled model and the hashing stand-in both count
+        with MiniLM's tokenizer (:func:`models.tokens.minilm_count`), named here as the module function so
+        the chunker pickles into the parse processes (``pipeline.processes``, workers/steps/pool.py)."""
+        if self.settings.embedding.provider in ("onnx", "hashing"):
+            from freshindex.models.tokens import minilm_count
+
+            return minilm_count
+        return getattr(self.embedder, "count_tokens", None)
 
     @functools.cached_property
     def pipeline(self) -> PipelineContext:
@@ -305,6 +315,7 @@ class Services:
         """
         from freshindex.workers.connectors import ConnectorEnv, build_connector
 
+        from freshindex.registry.source_state import SourceStateView
         # The registry's own entries in the options (the cursor, a deletion confirmation) change between
         # syncs; they do not make another connector.
         options = {k: v for k, v in (source.options or {}).items() if k not in ("sync_cursor", "confirmed_deletions")}
@@ -314,7 +325,8 @@ class Services:
             if conn is None:
                 env = ConnectorEnv(sources=self.settings.sources,
                                    data_dir=(self.settings.data_dir / "sources" / source.id).resolve(),
-                                   cursor=_RegistryCursor(self.registry, source.id))
+                                   cursor=_RegistryCursor(self.registry, source.id),
+                                   state=SourceStateView(self.registry, source.id))
                 conn = build_connector(source, source.kind, env)
                 self._connectors[key] = conn
             return conn

@@ -27,6 +27,7 @@ from freshindex.core.types import ObjectRef
 from freshindex.registry import TRANSIENT_REASONS, DocumentRecord, SourceInfo
 from freshindex.workers import pipeline
 from freshindex.workers.connectors import Connector, for_run
+from freshindex.workers.connectors.listing import CURSOR_KEY, listing_of
 from freshindex.workers.connectors.retry import fetch_with_retry
 from freshindex.workers.document_acl import acl_resolver
 from freshindex.workers.parsing import Parsers
@@ -73,6 +74,10 @@ class Listing:
     docs: list[ObjectRef]  # the listed objects the patterns keep
     #: ``connector`` as this run planned it (:func:`workers.connectors.for_run`): what the plan fetches through.
     reader: Connector
+    #: False: a partial listing (:class:`workers.connectors.listing.SourceListing`): ``refs`` are what changed,
+    #: and only ``deleted`` is gone; what it does not mention stays as it is.
+    complete: bool = True
+    deleted: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -104,12 +109,13 @@ def _needs_processing(known: DocumentRecord | None, ref: ObjectRef, version: str
     return known.etag is None or known.etag != ref.etag
 
 
-def deletion_hold(*, deleting: int, live: int, listed: int, max_share: float, min_held: int) -> str | None:
+def deletion_hold(*, deleting: int, live: int, listed: int | None, max_share: float, min_held: int) -> str | None:
     """Why deleting ``deleting`` of a source's ``live`` documents must wait, or None.
 
-    An empty listing (a prefix emptied, a bucket re-created, a mount gone)
+    An empty complete listing (a prefix emptied, a bucket re-created, a mount gone)
     looks exactly like "every document was deleted", so it is always held
-    when the source has a live document.  Otherwise deleting more than
+    when the source has a live document; ``listed`` None is a partial listing,
+    whose emptiness only says nothing changed.  Otherwise deleting more than
     ``max_share`` of the live documents is held, but only from ``min_held``
     deletions on: a small source losing one of two documents (or renaming
     its only one) is ordinary.
@@ -148,7 +154,7 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
     # when called (a test patches it to stand for an upgrade).
     diff = diff_listing(ctx, source_id, listing,
                         version=lambda ref: pipeline.document_version(ctx.parsers, ref.key, ref.media_type))
-    held = guard_deletions(ctx, source_id, run_id, diff, listed=len(listing.docs))
+    held = guard_deletions(ctx, source_id, run_id, diff, listed=len(listing.docs) if listing.complete else None)
     record_plan(ctx, source, run_id, changeset_id, listing, diff)
     deleted = apply_deletions(ctx, source, run_id, changeset_id, listing, diff, held)
     ctx.observer.run_planned(source_id, run_id, {
@@ -158,13 +164,20 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
 
 
 def list_source(ctx: PipelineContext, source: SourceInfo, run_id: int) -> Listing:
-    """List the source; a listing that fails closes the run as ``failed`` and raises."""
+    """List the source; a listing that fails closes the run as ``failed`` and raises.
+
+    A listing's cursor becomes the run's pending source state, promoted when the run succeeds
+    (:mod:`workers.connectors.listing`).
+    """
     source_id = source.id
     try:
         connector = ctx.connector_for(source)
+        listed = listing_of(connector.list())
         # Sidecars are ACL, never documents (the connectors skip them; this is the backstop).
-        refs = [r for r in connector.list() if not is_sidecar(r.key)]
+        refs = [r for r in listed.refs if not is_sidecar(r.key)]
         source_acl = SourceAcl.of(source)
+        if listed.cursor is not None:
+            ctx.registry.set_pending_state(source_id, {CURSOR_KEY: listed.cursor}, run_id=run_id)
     except Exception as exc:
         # Any listing failure (not only SourceError: a bug, a bad location)
         # must close the run, or the source looks busy until its lease ends.
@@ -175,7 +188,7 @@ def list_source(ctx: PipelineContext, source: SourceInfo, run_id: int) -> Listin
     # The source's --include/--exclude patterns, applied here for every connector kind (workers/selection.py).
     excluded = _excluded(Selection.of(source.options), refs)
     return Listing(connector, source_acl, refs, excluded, [r for r in refs if r.key not in excluded],
-                   for_run(connector, run_id))
+                   for_run(connector, run_id), listed.is_complete, listed.deleted)
 
 
 def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *,
@@ -184,16 +197,22 @@ def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *,
 
     ``version(ref)`` is the version the document would record now (:func:`workers.pipeline.document_version`):
     a document that recorded another (its parser's or the chunker's changed) is processed again.
+    A partial listing deletes only the keys it reports deleted, and tries again the documents an earlier
+    run failed on for a passing reason (its cursor moved on past them).
     """
     known = ctx.registry.documents_for_source(source_id)
     refs, docs, excluded = listing.refs, listing.docs, listing.excluded
     listed = {ref.key for ref in docs}
     planned = tuple(PlannedDocument(r.key, r.etag, r.size, r.media_type) for r in docs
                     if _needs_processing(known.get(r.key), r, version(r)))
+    if not listing.complete:
+        planned += tuple(PlannedDocument(doc.key, doc.etag, doc.size) for key, doc in sorted(known.items())
+                         if key not in listed and key not in listing.deleted and doc.state == DocumentState.ERROR
+                         and doc.error_reason in TRANSIENT_REASONS)
     planned_keys = {d.key for d in planned}
     # Under a folder the connector could not read (listed as one unreadable entry), nothing is gone.
     unlisted = tuple(getattr(listing.connector, "unlisted_prefixes", ()))
-    gone = [doc for key, doc in known.items() if key not in listed
+    gone = [doc for key, doc in known.items() if key not in listed and (listing.complete or key in listing.deleted)
             and doc.state in (DocumentState.ACTIVE, DocumentState.ERROR, DocumentState.SKIPPED)
             and not (doc.state == DocumentState.SKIPPED and key in excluded)  # excluded before: still a skip
             and not (unlisted and key.startswith(unlisted))]
@@ -216,7 +235,8 @@ def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *,
                  deleting=sum(1 for doc in gone if doc.state == DocumentState.ACTIVE))
 
 
-def guard_deletions(ctx: PipelineContext, source_id: str, run_id: int, diff: SourceDiff, *, listed: int) -> str | None:
+def guard_deletions(ctx: PipelineContext, source_id: str, run_id: int, diff: SourceDiff, *,
+                    listed: int | None) -> str | None:
     """Why this run's deletions wait for a person (:func:`deletion_hold`), or None.
 
     A confirmation (`freshindex sources confirm-deletions`) is taken here, used or not.

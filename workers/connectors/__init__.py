@@ -19,10 +19,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from freshindex.core.errors import DocumentError
 from freshindex.core.types import ObjectRef
+from freshindex.workers.connectors.listing import SourceListing, last_cursor, listing_of
 from freshindex.workers.connectors.registry import (
     ConnectorEnv,
     ConnectorOption,
     ConnectorSpec,
+    StateStore,
     build_connector,
     kinds,
     register,
@@ -35,7 +37,10 @@ from freshindex.workers.connectors.registry import (
 class Connector(Protocol):
     """What every source kind offers: a listing and the bytes of one listed key."""
 
-    def list(self) -> Iterator[ObjectRef]: ...
+    def list(self) -> Iterator[ObjectRef] | SourceListing:
+        """Every object (an iterator of refs), or a :class:`SourceListing`: complete, or partial (what
+        changed since its cursor, and the deletions it knows of; :mod:`workers.connectors.listing`)."""
+        ...
 
     def fetch(self, key: str) -> bytes: ...
 
@@ -105,5 +110,5 @@ def check_key(key: str) -> str:
 
 
 __all__ = ["AclTags", "ChunkMeta", "Connector", "ConnectorEnv", "ConnectorOption", "ConnectorSpec", "RunScoped",
-           "Sidecars", "UnlistedPrefixes", "build_connector", "check_key", "for_run", "kinds", "register", "spec_for",
-           "unregister"]
+           "Sidecars", "SourceListing", "StateStore", "UnlistedPrefixes", "build_connector", "check_key", "for_run", "kinds",
+           "last_cursor", "listing_of", "register", "spec_for", "unregister"]

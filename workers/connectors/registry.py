@@ -72,14 +72,34 @@ class CursorStore(Protocol):
         ...
 
 
+class StateStore(Protocol):
+    """A source's connector state in the registry (``registry.source_state``): a listing cursor, a crawl's
+    page validators.
+
+    ``get`` is what the last successful (or partial) run left; ``set_pending`` records, merged into what the
+    open run recorded before, what this listing leaves (a key set to None is removed), promoted when the run
+    succeeds and dropped when it fails, is held or is killed.
+    """
+
+    def get(self) -> dict[str, Any]: ...
+
+    def set_pending(self, value: dict[str, Any]) -> None: ...
+
+    def planned(self, run_id: int) -> dict[str, Any] | None:
+        """What run ``run_id`` recorded with :meth:`set_pending`, while it is the pending one; else None."""
+        ...
+
+
 @dataclass(frozen=True)
 class ConnectorEnv:
-    """What a factory may use besides the source: settings, a folder of its own, its cursor."""
+    """What a factory may use besides the source: settings, a folder of its own, its cursor and state."""
 
     sources: SourcesSettings
     #: A folder the connector may keep files in (a git clone), created by the factory when needed.
     data_dir: Path
     cursor: CursorStore | None = None
+    #: State kept between listings, promoted with the run (:mod:`workers.connectors.listing`).
+    state: StateStore | None = None
 
     @property
     def max_bytes(self) -> int:
@@ -179,5 +199,5 @@ def build_connector(source: SourceLike, kind: str, env: ConnectorEnv) -> Connect
     return spec_for(kind).build(source, env)
 
 
-__all__ = ["BUILTIN", "ConnectorEnv", "ConnectorOption", "ConnectorSpec", "CursorStore", "SourceLike",
+__all__ = ["BUILTIN", "ConnectorEnv", "ConnectorOption", "ConnectorSpec", "CursorStore", "SourceLike", "StateStore",
            "build_connector", "kinds", "register", "spec_for", "unregister"]
