@@ -141,18 +141,8 @@ class Services:
         return Chunker(max_tokens=src.chunk_tokens, overlap_tokens=src.chunk_overlap_tokens,
                        max_chunks=src.max_chunks_per_document, max_document_tokens=src.max_tokens_per_document,
                        # sized by the model's own tokenizer, within its input limit (no model loaded for this)
-                       count_tokens=self._token_counter(),
+                       count_tokens=getattr(self.embedder, "count_tokens", None),
                        max_input_tokens=getattr(self.embedder, "max_input_tokens", 256))
-
-    def _token_counter(self) -> Any:
-        """The chunker's token counter: the embedder's.  The bundled model and the hashing stand-in both count
-        with MiniLM's tokenizer (:func:`models.tokens.minilm_count`), named here as the module function so
-        the chunker pickles into the parse processes (``pipeline.processes``, workers/steps/pool.py)."""
-        if self.settings.embedding.provider in ("onnx", "hashing"):
-            from freshindex.models.tokens import minilm_count
-
-            return minilm_count
-        return getattr(self.embedder, "count_tokens", None)
 
     @functools.cached_property
     def pipeline(self) -> PipelineContext:
@@ -313,9 +303,9 @@ class Services:
         Built by the factory its kind registered (:mod:`workers.connectors.registry`); its
         own files (a git clone) live under ``data_dir/sources/<source id>``.
         """
+        from freshindex.registry.source_state import SourceStateView
         from freshindex.workers.connectors import ConnectorEnv, build_connector
 
-        from freshindex.registry.source_state import SourceStateView
         # The registry's own entries in the options (the cursor, a deletion confirmation) change between
         # syncs; they do not make another connector.
         options = {k: v for k, v in (source.options or {}).items() if k not in ("sync_cursor", "confirmed_deletions")}
