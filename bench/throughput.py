@@ -1,44 +1,47 @@
-"""Throughput on a whole public manual: what freshindex costs beyond reading the pages, and with a model.
+"""Throughput on a whole public manual: freshindex beside CocoIndex and a LangChain pipeline, one window.
 
 The corpus (``--corpus``) is Debian's ``postgresql-doc-15`` ``15.18-0+deb12u1``
 (full build, 1,167 pages) then ``15.20-0+deb12u1`` (the release update, 1,169),
-every HTML page of both (``bench.realcorpus.postgres_trees``), or
-``python-django-doc`` ``3:3.2.25-0+deb12u3`` then ``deb12u7`` (689 pages,
-``--corpus django``); ``--limit-pages`` keeps fewer, for a try.  Every side runs in its own child process, one after the other, so
-each has a peak RSS of its own (``os.wait4``); all in one invocation, so the
-machine's load is the same for all of them (the load averages are recorded).
+every HTML page of both (``bench.realcorpus.postgres_trees``, fetched once by
+``apt-get download`` into ``~/.cache/freshindex-bench``), or
+``python-django-doc`` (689 pages, ``--corpus django``); ``--pages N`` keeps N
+pages present in both releases, for a quick run.  Every run is a child process
+of its own, one after the other, so each has its own peak RSS (``os.wait4``);
+all in one invocation, so the machine's load is alike for all (the load
+averages at the start and end and before each run are recorded: the machine is
+shared, and wall times move with its load).
 
-* ``naive-parse``: the naive pipeline's parse and split alone
-  (``bench.realcorpus.naive_text`` + ``split_recursive``: BeautifulSoup's
-  ``get_text``, LangChain's recursive splitter), no model, no store: the
-  least any pipeline that reads these pages pays.
-* ``hashing``: freshindex's full build with ``embedding.provider=hashing``
-  (no model): everything else it does (parse into blocks, chunk by type,
-  registry, vector cache, store, lexical vectors, build, verify, the
-  refusal calibration, swap), through ``bench.remote_embed.build``.
-* ``naive`` and ``fresh``: ``bench.realcorpus``'s two sides with the bundled
-  ONNX MiniLM (``--child naive`` / ``--child fresh``): full build, one no-op
-  re-sync, then the update to the new release.
-* ``remote-fresh`` and ``remote-naive``: both against one local
-  OpenAI-compatible server (``bench.embed_server``, started by
-  ``bench.remote_embed.start_server``) serving the same model.  freshindex
-  uses ``embedding.provider=openai``; the naive side sends its chunks in
-  requests of :data:`NAIVE_REMOTE_BATCH` texts to the same server, one
-  request at a time, through its ``/embed`` route with ``truncate`` on (the
-  OpenAI route refuses a text over the model's limit; the naive in-process
-  side cuts those silently too).
+Systems (``--systems``, comma-separated; default ``freshindex,cocoindex,langchain``),
+each a full build of the old release then the update to the new one:
 
-Figures (goals in :data:`GOALS`):
+* ``freshindex``: ``Services`` + ``sync_inline`` (the embedded default: SQLite
+  registry, Qdrant Edge) with the bundled ONNX MiniLM int8 (``model``) and
+  with ``embedding.provider=hashing`` (``hashing``); after the update, untimed,
+  the model embeds the chunks whose text really changed (the model floor of the
+  update).  ``bench.throughput --child fresh``.
+* ``cocoindex``: CocoIndex 1.0 (``bench.peers.cocoindex_side``): BeautifulSoup
+  text, CocoIndex's recursive splitter, memoised per file and per chunk, a
+  batching custom function calling the same two freshindex embedders, rows in
+  the local PostgreSQL.
+* ``langchain``: LangChain's own ``index()`` (``bench.peers.langchain_side``):
+  BeautifulSoup text, ``RecursiveCharacterTextSplitter``, an in-memory record
+  manager and vector store, ``cleanup="full"``, an ``Embeddings`` over the same
+  two freshindex embedders.
+* ``naive`` (not by default): ``bench.realcorpus``'s naive side, the earlier
+  LangChain stand-in (one text per model run through a plain onnxruntime
+  session, a dict doing what ``index(cleanup="incremental")`` does), model only.
+* ``parse`` (not by default): the naive parse and split alone, no model.
 
-* ``overhead_ratio``: hashing full build wall / naive parse+split wall;
-* ``full_build_ratio``: fresh full build wall / naive full build wall;
-* ``update_ratio``: fresh update wall / naive update wall;
-* ``peak_rss_mb``: the ``fresh`` child's peak RSS (model, full build, update);
-* ``remote_full_build_ratio``: remote-fresh wall / remote-naive wall.
+Figures (:data:`GOALS`, each with its direction): freshindex wall over
+CocoIndex wall (full and update, with the model and with the hashing
+embedder), cores used by freshindex's hashing full build (CPU seconds over
+wall), the update's wall over the model floor, the peak RSS of freshindex's
+model and hashing runs, freshindex wall over the LangChain pipeline's.
 
-    python -m bench.throughput [--corpus postgres|django] [--limit-pages 0] [--skip remote] [--name throughput]
+    python -m bench.throughput [--pages N] [--systems freshindex,cocoindex,langchain] [--name throughput]
 
-Writes bench/results/<name>.json and .md.
+Writes bench/results/<name>.json and .md.  It does not install the peers: CocoIndex and asyncpg come with the
+``bench`` extra (``pip install -e .[server,bench]``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -56,20 +60,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.realcorpus import ROOT, django_trees, materialise, naive_text, postgres_trees, split_recursive
+from bench.realcorpus import CACHE, ROOT, django_trees, materialise, naive_text, postgres_trees, split_recursive
 from bench.report import table, write
 
-GOALS = {"overhead_ratio": 2.0, "full_build_ratio": 1.0, "update_ratio": 0.4, "peak_rss_mb": 600.0,
-         "remote_full_build_ratio": 1.0}
+#: figure -> (direction, goal): "<=" a ceiling, ">=" a floor.
+GOALS: dict[str, tuple[str, float]] = {
+    "cocoindex_full_ratio": ("<=", 0.9),
+    "cocoindex_update_ratio": ("<=", 0.8),
+    "cocoindex_hashing_full_ratio": ("<=", 1.0),
+    "cocoindex_hashing_update_ratio": ("<=", 0.8),
+    "cores_used_hashing_full": (">=", 1.7),
+    "update_over_model_floor": ("<=", 1.5),
+    "peak_rss_mb": ("<=", 450.0),
+    "peak_rss_mb_hashing": ("<=", 250.0),
+    "langchain_full_ratio": ("<=", 1.0),
+    "langchain_update_ratio": ("<=", 0.4),
+}
 #: The manuals: (old, new) page maps of two releases.
 CORPORA: dict[str, Callable[[int], tuple[dict[str, Path], dict[str, Path]]]] = {
     "postgres": postgres_trees, "django": django_trees}
-#: Texts per request of the naive side against the embedding server.
-NAIVE_REMOTE_BATCH = 32
-SIDES = ("naive-parse", "hashing", "naive", "fresh", "remote-fresh", "remote-naive")
+SYSTEMS = ("freshindex", "cocoindex", "langchain", "naive", "parse")
+DEFAULT_SYSTEMS = "freshindex,cocoindex,langchain"
+#: Runs in this order: each hashing pair, then each model pair side by side, so each pair meets a like load.
+RUNS = (("parse", "none"), ("freshindex", "hashing"), ("cocoindex", "hashing"), ("langchain", "hashing"),
+        ("freshindex", "model"), ("cocoindex", "model"), ("langchain", "model"), ("naive", "model"))
+#: CocoIndex's own state (LMDB) lives in the bench cache.
+COCOINDEX_STATE = CACHE / "cocoindex"
 
 
-# -- the sides (each runs in a child process) ------------------------------------------
+# -- the naive parse (no model) ----------------------------------------------------------
 
 def naive_chunks(root: Path) -> list[str]:
     """The naive pipeline's chunks of every file under ``root``, in path order."""
@@ -85,203 +104,255 @@ def run_naive_parse(pages: Path) -> dict[str, Any]:
     return {"wall_s": round(time.perf_counter() - started, 3), "chunks": len(chunks)}
 
 
-def run_naive_remote(pages: Path, port: int, batch: int = NAIVE_REMOTE_BATCH) -> dict[str, Any]:
-    """Parse, split and embed every chunk through the server, ``batch`` texts a request, one at a time."""
-    import httpx
+# -- freshindex: full build then the update ------------------------------------------------
 
-    started = time.perf_counter()
-    chunks = naive_chunks(pages)
-    vectors = 0
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
-        for i in range(0, len(chunks), batch):
-            resp = client.post("/embed", json={"inputs": chunks[i : i + batch], "truncate": True})
-            resp.raise_for_status()
-            vectors += len(resp.json())
-    if vectors != len(chunks):
-        raise RuntimeError(f"{vectors} vectors for {len(chunks)} chunks")
-    return {"wall_s": round(time.perf_counter() - started, 3), "chunks": len(chunks), "requests":
-            -(-len(chunks) // batch)}
+def _cpu_s() -> float:
+    """CPU seconds of this process (every thread) and of its waited-for children."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def run_freshindex(pages: Path, work: Path, embedding: dict[str, Any]) -> dict[str, Any]:
-    """One full sync and build from an empty data dir (``bench.remote_embed.build``)."""
-    from bench.remote_embed import build
+def _live_texts(svc: Any, kb: str, batch: int = 500) -> list[tuple[str, str]]:
+    """(embedded text, chunk text) of every live chunk of ``kb``."""
+    from freshindex.core.types import embed_text
 
-    out = build(str(embedding["provider"]), pages, work, embedding)
-    out["wall_s"] = out.pop("seconds")
+    ids = svc.registry.live_chunk_ids_for_kb(kb)
+    out = []
+    for i in range(0, len(ids), batch):
+        out += [(embed_text(r.heading_path, r.text, title=r.title), r.text)
+                for r in svc.registry.chunk_rows(ids[i : i + batch])]
     return out
+
+
+def run_fresh(old: Path, new: Path, work: Path, provider: str) -> dict[str, Any]:
+    """Full build of ``old`` through Services + sync_inline, then the update to ``new``; for the model,
+    the floor of the update: the model's time for the chunks whose text really changed (untimed)."""
+    from bench.realcorpus import _tree
+    from freshindex.services import Services
+    from freshindex.settings import load_settings
+    from freshindex.workers.runner import sync_inline
+
+    source = work / "source"
+    materialise(_tree(old), source)
+    svc = Services(load_settings(data_dir=work / "data", sync={"max_deletion_share": 1.0},
+                                 embedding={"provider": provider}))
+    svc.registry.add_source("bench", kind="folder", location=str(source), owner="bench", kb="bench")
+    svc.embedder.embed(["warm up the model"])  # load time is not build time, on either side
+    model = svc.embedder.model_id
+
+    def sync() -> dict[str, Any]:
+        embed0, cpu0 = svc.metrics.value("freshindex_embed_seconds_total", model=model), _cpu_s()
+        started = time.perf_counter()
+        report = sync_inline(svc, "bench")
+        wall = time.perf_counter() - started
+        cpu = _cpu_s() - cpu0
+        s = report.run.summary
+        out = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 2), "cores_used": round(cpu / wall, 3),
+               "embed_s": round(svc.metrics.value("freshindex_embed_seconds_total", model=model) - embed0, 3),
+               "embedded": s.get("chunks_embedded", 0), "reused": s.get("chunks_reused", 0),
+               "build": str(report.build_status), "errors": len(report.errors),
+               "points": report.snapshot.point_count if report.snapshot else None}
+        print(f"freshindex[{provider}]: {json.dumps(out)}", file=sys.stderr, flush=True)
+        return out
+
+    full = sync()
+    before = {text for _, text in _live_texts(svc, "bench")}
+    materialise(_tree(new), source)
+    update = sync()
+    changed = sorted({emb for emb, text in _live_texts(svc, "bench") if text not in before})
+    started = time.perf_counter()
+    svc.embedder.embed(changed)
+    floor = {"chunks": len(changed), "model_s": round(time.perf_counter() - started, 3)}
+    svc.close()
+    return {"full": full, "update": update, "floor": floor, "provider": provider}
 
 
 # -- the driver -------------------------------------------------------------------------
 
-def _run_child(args: list[str], out: Path) -> dict[str, Any]:
-    """Run ``python -m <args>`` as a child; its JSON result plus peak RSS and CPU time (``os.wait4``)."""
+def _run_child(cmd: list[str], out: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``python -m <cmd>`` as a child; its JSON result plus peak RSS and CPU time (``os.wait4``)."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", *cmd], cwd=ROOT, env={**os.environ, **(env or {})})
     _, status, usage = os.wait4(proc.pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
-        raise RuntimeError(f"{' '.join(args[:3])}: exit code {code}")
-    data = json.loads(out.read_text())
+        raise RuntimeError(f"{' '.join(cmd[:3])}: exit code {code}")
+    data: dict[str, Any] = json.loads(out.read_text())
     data["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # Linux: KiB
     data["process_s"] = round(time.perf_counter() - started, 1)
-    data["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
+    data["process_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
     return data
 
 
-def _own_child(kind: str, pages: Path, work: Path, port: int) -> Callable[[], dict[str, Any]]:
-    out = work / f"{kind}.json"
-    return lambda: _run_child(["bench.throughput", "--child", kind, "--pages", str(pages), "--work", str(work),
-                               "--port", str(port), "--out", str(out)], out)
+def child_command(system: str, embedder: str, old: Path, new: Path, work: Path,
+                  ) -> tuple[list[str], Path, dict[str, str]]:
+    """The child process of one run: module and arguments, where it writes its JSON, extra environment."""
+    out = work / f"{system}-{embedder}.json"
+    if system == "cocoindex":
+        return (["bench.peers.cocoindex_side", "--old", str(old), "--new", str(new), "--work",
+                 str(COCOINDEX_STATE / embedder), "--embedder", embedder, "--out", str(out)], out,
+                {"COCOINDEX_DISABLE_USAGE_TRACKING": "1"})
+    if system == "langchain":
+        return (["bench.peers.langchain_side", "--old", str(old), "--new", str(new), "--embedder", embedder,
+                 "--out", str(out)], out, {})
+    if system == "naive":
+        return (["bench.realcorpus", "--child", "naive", "--old", str(old), "--new", str(new), "--work",
+                 str(work / "naive"), "--out", str(out), "--noop-repeat", "1"], out, {})
+    kind = "parse" if system == "parse" else "fresh"
+    return (["bench.throughput", "--child", kind, "--embedder", embedder, "--old", str(old), "--new", str(new),
+             "--work", str(work / f"{system}-{embedder}"), "--out", str(out)], out, {})
 
 
-def _realcorpus_child(side: str, old: Path, new: Path, work: Path) -> Callable[[], dict[str, Any]]:
-    out = work / f"{side}.json"
-    return lambda: _run_child(["bench.realcorpus", "--child", side, "--variant", "fresh", "--old", str(old),
-                               "--new", str(new), "--work", str(work / side), "--out", str(out),
-                               "--noop-repeat", "1"], out)
+def measure(old: Path, new: Path, work: Path, systems: set[str],
+            done: Callable[[dict[str, Any], list[str]], None] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Every run of ``systems`` in :data:`RUNS` order; a run that fails is reported and the others still run.
+    ``done`` is called after each, so a window cut short leaves its figures."""
+    runs: dict[str, Any] = {}
+    failed: list[str] = []
+    for system, embedder in RUNS:
+        if system not in systems:
+            continue
+        name = f"{system}-{embedder}"
+        load = os.getloadavg()
+        try:
+            runs[name] = _run_child(*child_command(system, embedder, old, new, work))
+        except (RuntimeError, OSError, ValueError) as exc:
+            failed.append(f"{name}: {exc}")
+            print(f"{name} failed: {exc}", file=sys.stderr)
+            continue
+        runs[name]["load_before"] = [round(x, 2) for x in load]
+        print(f"{name}: {json.dumps(runs[name], default=str)[:400]}", file=sys.stderr, flush=True)
+        if done is not None:
+            done(runs, failed)
+    return runs, failed
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
 
-def figures(sides: dict[str, dict[str, Any]]) -> dict[str, float | None]:
-    """The goal figures from the sides that ran (None where a side is missing)."""
-    def wall(side: str, phase: str | None = None) -> float | None:
-        d = sides.get(side)
-        if d is None:
-            return None
-        return d[phase]["wall_s"] if phase else d["wall_s"]
+def figures(runs: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """The goal figures from the runs that ran (None where a run is missing)."""
+    def wall(run: str, phase: str) -> float | None:
+        d = runs.get(run)
+        return d[phase]["wall_s"] if d is not None else None
 
-    fresh = sides.get("fresh")
+    fm, fh = runs.get("freshindex-model"), runs.get("freshindex-hashing")
+    floor = fm["floor"]["model_s"] if fm else None
     return {
-        "overhead_ratio": _ratio(wall("hashing"), wall("naive-parse")),
-        "full_build_ratio": _ratio(wall("fresh", "full"), wall("naive", "full")),
-        "update_ratio": _ratio(wall("fresh", "update"), wall("naive", "update")),
-        "peak_rss_mb": fresh["peak_rss_mb"] if fresh else None,
-        "remote_full_build_ratio": _ratio(wall("remote-fresh"), wall("remote-naive")),
+        "cocoindex_full_ratio": _ratio(wall("freshindex-model", "full"), wall("cocoindex-model", "full")),
+        "cocoindex_update_ratio": _ratio(wall("freshindex-model", "update"), wall("cocoindex-model", "update")),
+        "cocoindex_hashing_full_ratio": _ratio(wall("freshindex-hashing", "full"), wall("cocoindex-hashing", "full")),
+        "cocoindex_hashing_update_ratio": _ratio(wall("freshindex-hashing", "update"),
+                                                 wall("cocoindex-hashing", "update")),
+        "cores_used_hashing_full": fh["full"]["cores_used"] if fh else None,
+        "update_over_model_floor": _ratio(wall("freshindex-model", "update"), floor),
+        "peak_rss_mb": fm["peak_rss_mb"] if fm else None,
+        "peak_rss_mb_hashing": fh["peak_rss_mb"] if fh else None,
+        "langchain_full_ratio": _ratio(wall("freshindex-model", "full"), wall("langchain-model", "full")),
+        "langchain_update_ratio": _ratio(wall("freshindex-model", "update"), wall("langchain-model", "update")),
     }
+
+
+def verdicts(values: dict[str, float | None]) -> dict[str, dict[str, Any]]:
+    """Each figure with its goal and whether this run met it ("not measured" where its runs did not run)."""
+    out = {}
+    for name, (direction, goal) in GOALS.items():
+        value = values.get(name)
+        ok = None if value is None else (value <= goal if direction == "<=" else value >= goal)
+        out[name] = {"value": value, "goal": f"{direction} {goal:g}",
+                     "result": "not measured" if ok is None else ("pass" if ok else "FAIL")}
+    return out
 
 
 def goal_rows(values: dict[str, float | None]) -> list[list[Any]]:
-    return [[name, "-" if values.get(name) is None else values[name], f"<= {goal}",
-             "not measured" if values.get(name) is None else ("met" if values[name] <= goal else "MISSED")]  # type: ignore[operator]
-            for name, goal in GOALS.items()]
-
-
-def measure(old: Path, new: Path, work: Path, skip: set[str], port: int,
-            done: Callable[[dict[str, Any], list[str]], None] | None = None) -> tuple[dict[str, Any], list[str]]:
-    """Run every side not in ``skip``; a side that fails is reported and the others still run.
-
-    ``done`` is called with the sides so far after each one, so a run cut short leaves its figures."""
-    from bench.remote_embed import start_server
-
-    runs: dict[str, Callable[[], dict[str, Any]]] = {
-        "naive-parse": _own_child("naive-parse", old, work, port),
-        "hashing": _own_child("hashing", old, work, port),
-        "naive": _realcorpus_child("naive", old, new, work),
-        "fresh": _realcorpus_child("fresh", old, new, work),
-        "remote-fresh": _own_child("remote-fresh", old, work, port),
-        "remote-naive": _own_child("remote-naive", old, work, port),
-    }
-    sides: dict[str, Any] = {}
-    failed: list[str] = []
-    server = None
-    try:
-        for side in SIDES:
-            if side in skip or (side.startswith("remote") and "remote" in skip):
-                continue
-            if side.startswith("remote") and server is None:
-                server = start_server(port)
-            load = os.getloadavg()
-            try:
-                sides[side] = runs[side]()
-            except RuntimeError as exc:
-                failed.append(f"{side}: {exc}")
-                print(f"{side} failed: {exc}", file=sys.stderr)
-                continue
-            sides[side]["load_before"] = [round(x, 2) for x in load]
-            print(f"{side}: {json.dumps(sides[side], default=str)[:300]}", file=sys.stderr, flush=True)
-            if done is not None:
-                done(sides, failed)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
-    return sides, failed
+    return [[name, "-" if v["value"] is None else v["value"], v["goal"], v["result"]]
+            for name, v in verdicts(values).items()]
 
 
 def _child_main(args: argparse.Namespace) -> None:
-    from bench.remote_embed import remote_settings
-
     args.work.mkdir(parents=True, exist_ok=True)
-    if args.child == "naive-parse":
-        data = run_naive_parse(args.pages)
-    elif args.child == "remote-naive":
-        data = run_naive_remote(args.pages, args.port)
-    elif args.child == "hashing":
-        data = run_freshindex(args.pages, args.work, {"provider": "hashing"})
+    if args.child == "parse":
+        data = run_naive_parse(args.old)
     else:
-        data = run_freshindex(args.pages, args.work, remote_settings(args.port))
+        data = run_fresh(args.old, args.new, args.work, "onnx" if args.embedder == "model" else "hashing")
     args.out.write_text(json.dumps(data, default=str))
 
 
-def _side_rows(sides: dict[str, Any]) -> list[list[Any]]:
+def _run_rows(runs: dict[str, Any]) -> list[list[Any]]:
     rows = []
-    for side, d in sides.items():
-        if "full" in d:  # a bench.realcorpus side
-            rows.append([side, d["full"]["wall_s"], d["full"].get("embedded", "-"), d["noop"]["wall_s"],
-                         d["update"]["wall_s"], d["update"]["embedded"], d["peak_rss_mb"], d["cpu_s"],
+    for name, d in runs.items():
+        if "full" not in d:  # the parse alone
+            rows.append([name, d["wall_s"], d["chunks"], "-", "-", "-", d["peak_rss_mb"], d["process_cpu_s"],
                          " ".join(map(str, d["load_before"]))])
-        else:
-            rows.append([side, d["wall_s"], d.get("embedded") or d.get("chunks", "-"), "-", "-", "-",
-                         d["peak_rss_mb"], d["cpu_s"], " ".join(map(str, d["load_before"]))])
+            continue
+        full, update = d["full"], d["update"]
+        rows.append([name, full["wall_s"], full["embedded"], full.get("cpu_s", "-"), update["wall_s"],
+                     update["embedded"], d["peak_rss_mb"], d["process_cpu_s"], " ".join(map(str, d["load_before"]))])
     return rows
 
 
-def report(meta: dict[str, Any], sides: dict[str, Any], failed: list[str]) -> tuple[dict[str, Any], list[str]]:
-    values = figures(sides)
-    lines = ["# Throughput on a whole manual: freshindex against a naive pipeline", "",
-             f"`{meta['command']}` on {meta['cores']} cores ({meta['machine']}), Python {meta['python']}; "
-             f"{meta.get('corpus', 'django')} manual, {meta['pages']} pages (old release), {meta['pages_new']} (new). Load before: {meta['load_before']}; "
-             f"after: {meta['load_after']}.",
-             "Each side in its own child process, one after the other. The machine is shared: wall times move with "
-             "the load (the 1/5/15-minute load averages before each side are in the last column), CPU seconds "
-             "less so.", ""]
-    lines += table(["side", "full build s", "embedded / chunks", "no-op s", "update s", "update embedded",
-                    "peak RSS MB", "CPU s", "load before"], list("lrrrrrrrl"), _side_rows(sides))
+def report(meta: dict[str, Any], runs: dict[str, Any], failed: list[str]) -> tuple[dict[str, Any], list[str]]:
+    values = figures(runs)
+    lines = ["# Throughput on a whole manual: freshindex beside CocoIndex and a LangChain pipeline", "",
+             f"`{meta['command']}` on {meta['cores']} cores ({meta['machine']}), Python {meta['python']}, "
+             f"CocoIndex {meta.get('cocoindex') or '-'}; {meta['corpus']} manual, {meta['pages']} pages (old "
+             f"release), {meta['pages_new']} (new).",
+             f"The machine is shared with other engineers' tests: load average at the start "
+             f"{meta['load_avg_start']}, at the end {meta['load_avg_end']} (1/5/15 min; before each run in the last "
+             "column). Wall times move with the load; each pair compared (freshindex beside CocoIndex, with the same "
+             "embedder) ran back to back.", ""]
+    lines += table(["run", "full build s", "full embedded / chunks", "full CPU s", "update s", "update embedded",
+                    "peak RSS MB", "process CPU s", "load before"], list("lrrrrrrrl"), _run_rows(runs))
+    fm = runs.get("freshindex-model")
+    if fm:
+        lines += ["", f"Model floor of the update: {fm['floor']['chunks']} chunks with really changed text "
+                  f"(freshindex's chunking), {fm['floor']['model_s']} s in the model."]
     lines += ["", "Goals (this run):", ""]
-    lines += table(["figure", "value", "goal", ""], list("lrll"), goal_rows(values))
+    lines += table(["figure", "value", "goal", "result"], list("lrll"), goal_rows(values))
     if failed:
-        lines += ["", "Sides that failed: " + "; ".join(failed)]
-    lines += ["", "naive-parse: BeautifulSoup get_text + the recursive splitter, no model. hashing: freshindex's full "
-              "build with embedding.provider=hashing (no model). naive / fresh: the bundled ONNX MiniLM in process "
-              "(bench.realcorpus's sides; full, one no-op, the u3 -> u7 update). remote-*: one local "
-              f"OpenAI-compatible server (bench.embed_server) for both; the naive side sends {NAIVE_REMOTE_BATCH} "
-              "texts a request to its /embed route with truncate on."]
-    return {"meta": meta, "sides": sides, "failed": failed, "figures": values, "goals": GOALS}, lines
+        lines += ["", "Runs that failed: " + "; ".join(failed)]
+    lines += ["", "freshindex: Services + sync_inline (SQLite registry, Qdrant Edge); model = the bundled ONNX MiniLM "
+              "int8, hashing = embedding.provider=hashing. cocoindex: bench.peers.cocoindex_side (BeautifulSoup "
+              "text, CocoIndex's RecursiveSplitter at 1,000 bytes, memoised files and chunks, a batching custom "
+              "function calling the same freshindex embedder, rows in PostgreSQL 15 with bytea vectors: no "
+              "pgvector there). langchain: bench.peers.langchain_side, LangChain's own index() "
+              "(BeautifulSoup text, RecursiveCharacterTextSplitter at 1,000 characters, InMemoryRecordManager and "
+              "InMemoryVectorStore, cleanup='full', 100 documents a batch) with an Embeddings over the same "
+              "freshindex embedder. naive: bench.realcorpus's LangChain stand-in, one text per model run. Peak RSS of each run's own process (os.wait4); 'full CPU s' and the cores used "
+              "are measured inside the run around the full build."]
+    data = {"meta": meta, "load_avg_start": meta["load_avg_start"], "load_avg_end": meta["load_avg_end"],
+            "runs": runs, "failed": failed, "figures": values, "goals": verdicts(values),
+            "chunks_embedded": {name: {"full": d["full"]["embedded"], "update": d["update"]["embedded"]}
+                                for name, d in runs.items() if "full" in d}}
+    return data, lines
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", choices=tuple(CORPORA), default="postgres",
                         help="postgres: PostgreSQL 15's manual, 1,167 pages (the default); django: Django 3.2's, 689")
-    parser.add_argument("--limit-pages", type=int, default=0, help="pages of the manual (0: all of them)")
-    parser.add_argument("--skip", action="append", default=[], choices=(*SIDES, "remote"),
-                        help="leave a side out (repeatable; remote: both remote sides)")
-    parser.add_argument("--port", type=int, default=8089)
+    parser.add_argument("--pages", "--limit-pages", dest="pages", type=int, default=0,
+                        help="pages of the manual present in both releases (0: every page of each)")
+    parser.add_argument("--systems", default=DEFAULT_SYSTEMS,
+                        help=f"comma-separated, of {', '.join(SYSTEMS)} (default: {DEFAULT_SYSTEMS})")
     parser.add_argument("--name", default="throughput", help="results file name")
-    parser.add_argument("--child", choices=("naive-parse", "hashing", "remote-fresh", "remote-naive"),
-                        help=argparse.SUPPRESS)
-    parser.add_argument("--pages", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--child", choices=("parse", "fresh"), help=argparse.SUPPRESS)
+    parser.add_argument("--embedder", choices=("model", "hashing", "none"), help=argparse.SUPPRESS)
+    for hidden in ("--old", "--new", "--work", "--out"):
+        parser.add_argument(hidden, type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> None:
+    args = _parser().parse_args()
     if args.child:
         _child_main(args)
         return
-    old_tree, new_tree = CORPORA[args.corpus](args.limit_pages)
+    systems = {s.strip() for s in args.systems.split(",") if s.strip()}
+    if unknown := systems - set(SYSTEMS):
+        raise SystemExit(f"unknown systems: {', '.join(sorted(unknown))} (known: {', '.join(SYSTEMS)})")
+    old_tree, new_tree = CORPORA[args.corpus](args.pages)
     work = Path(tempfile.mkdtemp(prefix="fi-throughput-"))
     try:
         old, new = work / "old", work / "new"
@@ -289,24 +360,37 @@ def main() -> None:
         materialise(new_tree, new)
         meta = {"command": ("python -m bench.throughput " + " ".join(sys.argv[1:])).strip(),
                 "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "cores": os.cpu_count(),
-                "python": platform.python_version(), "corpus": args.corpus, "pages": len(old_tree),
-                "pages_new": len(new_tree),
-                "load_before": _load(), "load_after": None}
+                "python": platform.python_version(), "cocoindex": _version("cocoindex"), "corpus": args.corpus,
+                "pages": len(old_tree), "pages_new": len(new_tree), "systems": sorted(systems),
+                "load_avg_start": _load(), "uptime_start": _uptime(), "load_avg_end": None, "uptime_end": None}
 
-        def done(sides: dict[str, Any], failed: list[str]) -> None:
-            meta["load_after"] = _load()
-            write(args.name, *report(meta, sides, failed))
+        def done(runs: dict[str, Any], failed: list[str]) -> None:
+            meta["load_avg_end"], meta["uptime_end"] = _load(), _uptime()
+            write(args.name, *report(meta, runs, failed))
 
-        measure(old, new, work, set(args.skip), args.port, done)
+        measure(old, new, work, systems, done)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _load() -> str:
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _uptime() -> str:
     try:
         return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _version(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
 
 
 if __name__ == "__main__":
