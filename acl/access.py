@@ -119,7 +119,24 @@ class DenialRecord:
                 "detail": self.detail}
 
 
-def decide(principal: Principal, payload: Mapping[str, Any], status: DocumentStatus | None,
+@dataclass(frozen=True)
+class PointAcl:
+    """What a hit's point says that :func:`decide` reads: the ACL version it was written under, and its key.
+
+    Built from the point's payload with :meth:`of`; a payload without an ACL
+    version (or with one that is not a number) was written before versions
+    existed: version 0, older than any the registry holds.
+    """
+
+    acl_version: int = 0
+    key: str = ""
+
+    @classmethod
+    def of(cls, payload: Mapping[str, Any]) -> PointAcl:
+        return cls(acl_version=_int(payload.get("acl_version")), key=str(payload.get("key") or ""))
+
+
+def decide(principal: Principal, point: PointAcl, status: DocumentStatus | None,
            recheck: SensitiveRecheck | None = None) -> Verdict:
     """The verdict for one hit (see the module docstring for the order)."""
     if status is None:
@@ -129,10 +146,9 @@ def decide(principal: Principal, payload: Mapping[str, Any], status: DocumentSta
     if status.tenant != principal.tenant:
         return Verdict.TENANT
     if not allows(principal, status.acl, status.tenant):
-        written = _int(payload.get("acl_version"))
-        return Verdict.ACL_VERSION if written < status.acl_version else Verdict.ACL
+        return Verdict.ACL_VERSION if point.acl_version < status.acl_version else Verdict.ACL
     if recheck is not None and is_sensitive(status.sensitivity):
-        answer = recheck.allows(principal, source_id=status.source_id, key=str(payload.get("key") or ""),
+        answer = recheck.allows(principal, source_id=status.source_id, key=point.key,
                                 document_id=status.document_id)
         if answer is None:
             return Verdict.RECHECK_UNAVAILABLE
@@ -233,5 +249,5 @@ def denial_records(kb: str, principal: Principal, denied: Sequence[tuple[str, Ve
     ]
 
 
-__all__ = ["CachedRecheck", "DenialRecord", "DocumentStatus", "PermissionServiceLike",
+__all__ = ["CachedRecheck", "DenialRecord", "DocumentStatus", "PermissionServiceLike", "PointAcl",
            "SensitiveRecheck", "ServiceRecheck", "Verdict", "decide", "denial_records"]

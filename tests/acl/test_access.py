@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from freshindex.acl import Principal, query_filter, visible
-from freshindex.acl.access import CachedRecheck, Verdict, decide, denial_records
+from freshindex.acl.access import CachedRecheck, PointAcl, Verdict, decide, denial_records
 
 
 @dataclass(frozen=True)
@@ -28,28 +28,28 @@ HANA = Principal.of("hana", ["hr"])
 
 def test_the_order_orphan_then_tombstone_then_tenant_then_acl() -> None:
     payload = {"acl": ["public"], "tenant": "default", "acl_version": 1}
-    assert decide(ANON, payload, None) is Verdict.ORPHAN
-    assert decide(ANON, payload, Status(tombstoned=True, tenant="acme")) is Verdict.TOMBSTONED
-    assert decide(ANON, payload, Status(tenant="acme")) is Verdict.TENANT
-    assert decide(ANON, payload, Status()) is Verdict.SERVABLE
+    assert decide(ANON, PointAcl.of(payload), None) is Verdict.ORPHAN
+    assert decide(ANON, PointAcl.of(payload), Status(tombstoned=True, tenant="acme")) is Verdict.TOMBSTONED
+    assert decide(ANON, PointAcl.of(payload), Status(tenant="acme")) is Verdict.TENANT
+    assert decide(ANON, PointAcl.of(payload), Status()) is Verdict.SERVABLE
 
 
 def test_a_point_written_under_an_older_acl_is_decided_by_the_registry() -> None:
     # The point still says public (acl_version 1); the registry narrowed the document to hr (version 2).
     stale_point = {"acl": ["public"], "tenant": "default", "acl_version": 1}
     narrowed = Status(acl=("hr",), acl_version=2)
-    assert decide(ANON, stale_point, narrowed) is Verdict.ACL_VERSION
-    assert decide(HANA, stale_point, narrowed) is Verdict.SERVABLE
+    assert decide(ANON, PointAcl.of(stale_point), narrowed) is Verdict.ACL_VERSION
+    assert decide(HANA, PointAcl.of(stale_point), narrowed) is Verdict.SERVABLE
     # The same registry row against a point already re-tagged: a plain ACL denial.
-    assert decide(ANON, {"acl": ["hr"], "tenant": "default", "acl_version": 2}, narrowed) is Verdict.ACL
+    assert decide(ANON, PointAcl.of({"acl": ["hr"], "tenant": "default", "acl_version": 2}), narrowed) is Verdict.ACL
     # A rollback's point from long ago cannot bring the old ACL back either.
-    assert decide(ANON, {"acl": ["public"], "tenant": "default"}, narrowed) is Verdict.ACL_VERSION
+    assert decide(ANON, PointAcl.of({"acl": ["public"], "tenant": "default"}), narrowed) is Verdict.ACL_VERSION
 
 
 def test_user_tokens_and_groups_never_mix() -> None:
     row, point = Status(acl=("user:hana",)), {"acl": ["user:hana"], "tenant": "default", "acl_version": 1}
-    assert decide(HANA, point, row) is Verdict.SERVABLE
-    assert decide(Principal.of("bob", ["hr"]), point, row) is Verdict.ACL
+    assert decide(HANA, PointAcl.of(point), row) is Verdict.SERVABLE
+    assert decide(Principal.of("bob", ["hr"]), PointAcl.of(point), row) is Verdict.ACL
     # A group spelled like a user token is not a group at all: it cannot claim a user's documents.
     assert "user:hana" not in Principal.of("bob", ["user:hana"]).readable
     assert "user:anonymous" not in ANON.readable
@@ -68,10 +68,10 @@ class Service:
                                                  (None, Verdict.RECHECK_UNAVAILABLE)])
 def test_a_sensitive_document_is_rechecked_and_fails_closed(answer: bool | None, verdict: Verdict) -> None:
     row = Status(acl=("hr",), sensitivity="confidential")
-    assert decide(HANA, {"key": "pay.md"}, row, Service(answer)) is verdict
+    assert decide(HANA, PointAcl(key="pay.md"), row, Service(answer)) is verdict
     # An internal document is not rechecked: the registry row is the ACL source's answer.
     service = Service(False)
-    assert decide(HANA, {}, Status(acl=("hr",)), service) is Verdict.SERVABLE and service.calls == 0
+    assert decide(HANA, PointAcl(), Status(acl=("hr",)), service) is Verdict.SERVABLE and service.calls == 0
 
 
 def test_which_levels_are_rechecked_is_the_model_s_rule() -> None:
@@ -79,7 +79,7 @@ def test_which_levels_are_rechecked_is_the_model_s_rule() -> None:
     for level, calls in (("restricted", 1), ("no-such-level", 1), ("public", 0)):
         service = Service(False)
         expected = Verdict.RECHECK if calls else Verdict.SERVABLE
-        assert decide(HANA, {}, Status(acl=("hr",), sensitivity=level), service) is expected
+        assert decide(HANA, PointAcl(), Status(acl=("hr",), sensitivity=level), service) is expected
         assert service.calls == calls
 
 
@@ -113,3 +113,10 @@ def test_denial_records_carry_principal_document_reason_and_version() -> None:
                              "chunk_id": "c1", "reason": "acl_version", "policy_version": 7, "detail": ""}
     assert {str(v) for v in Verdict if v.denial} == {"acl_version", "acl", "tenant", "recheck",
                                                       "recheck_unavailable"}
+
+
+def test_a_point_s_acl_fields_are_read_from_its_payload_once() -> None:
+    # A payload written before ACL versions (or with a broken one) is version 0: older than any registry row.
+    assert PointAcl.of({"acl_version": "3", "key": "a.md"}) == PointAcl(acl_version=3, key="a.md")
+    assert PointAcl.of({"acl_version": "three", "key": None}) == PointAcl(acl_version=0, key="")
+    assert decide(ANON, PointAcl.of({"acl_version": "three"}), Status(acl=("hr",), acl_version=1)) is Verdict.ACL_VERSION

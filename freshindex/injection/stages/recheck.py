@@ -15,7 +15,7 @@ without it a caller could be served what it may not read.
 from __future__ import annotations
 
 from freshindex.acl import visible
-from freshindex.acl.access import Verdict, decide
+from freshindex.acl.access import PointAcl, Verdict, decide
 from freshindex.injection.stages.base import StageSpec, StageTrace
 from freshindex.injection.stages.question import QuestionState
 
@@ -32,7 +32,7 @@ def run(state: QuestionState, rec: StageTrace | None) -> QuestionState:
             continue
         if state.statuses is not None:
             status = state.statuses.get(h.id)
-            verdict = decide(state.principal, h.payload, status, deps.sensitive)
+            verdict = decide(state.principal, PointAcl.of(h.payload), status, deps.sensitive)
             if verdict is not Verdict.SERVABLE:
                 state.verdicts[h.id] = str(verdict)
                 if verdict.denial:
