@@ -28,9 +28,13 @@ A page the previous listing saw is fetched with a conditional GET
 (``If-None-Match``, ``If-Modified-Since``); a ``304`` costs no body and keeps
 its change marker (:attr:`ObjectRef.etag`: the ``ETag``, else the
 ``Last-Modified`` date, else a hash of the body), so nothing is parsed or
-embedded.  What a listing saw is kept in ``crawl-state.json`` in the source's
-folder; without it every page is fetched in full and the markers still spare
-the unchanged ones.
+embedded.  What a listing saw is the run's pending source state (key
+``web_pages``, :mod:`registry.source_state`), promoted when the run succeeds:
+a failed or killed run's validators are never used, and every worker reads
+the same ones.  A source without it (upgraded from a version that kept
+``crawl-state.json`` in the source's folder) reads that file once; nothing
+writes it any more.  Without either every page is fetched in full and the
+markers still spare the unchanged ones.
 
 A document's key is the URL its page was served from after redirects (``/``
 at the end gets option ``directory_index``, ``index.html``); its listing
@@ -83,7 +87,14 @@ from freshindex.acl.model import is_sidecar
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
 from freshindex.workers.connectors import ChunkMeta, Connector, RunScoped, UnlistedPrefixes
-from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, CursorStore, SourceLike
+from freshindex.workers.connectors.registry import (
+    ConnectorEnv,
+    ConnectorOption,
+    ConnectorSpec,
+    CursorStore,
+    SourceLike,
+    StateStore,
+)
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.connectors.web_links import (
     HTML_TYPES,
@@ -98,8 +109,9 @@ from freshindex.workers.connectors.web_links import (
     normalise_path,
     page_key_error,
     page_links,
+    pages_from,
+    pages_record,
     read_page,
-    save_state,
     sitemap_urls,
 )
 from freshindex.workers.connectors.web_options import (
@@ -112,6 +124,8 @@ from freshindex.workers.connectors.web_options import (
 
 log = logging.getLogger("freshindex.connectors.web")
 
+#: The source state's key holding what the last successful listing saw (:func:`web_links.pages_record`).
+STATE_KEY = "web_pages"
 #: Crawls whose tables (errors, redirects; bodies of the newest only) a connector keeps for their runs' tasks.
 CRAWLS_KEPT = 2
 #: ``list`` is a method of the connector (the protocol's name): annotations inside the class use these.
@@ -168,7 +182,7 @@ class WebConnector:
     def __init__(self, location: str, *, options: WebOptions | None = None, state_dir: Path | None = None,
                  retry: RetryPolicy | None = None, client: httpx.Client | None = None,
                  sleep: Callable[[float], None] = time.sleep, cursor: CursorStore | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, state: StateStore | None = None) -> None:
         self.location = check_start_url(location)
         self.options = options or WebOptions()
         start = urlsplit(self.location)
@@ -184,13 +198,15 @@ class WebConnector:
         except ValueError as exc:
             raise ConfigError(f"web source: prefix {prefix!r} is refused: {exc}") from exc
         self.root = urlunsplit((*self.origin, self.prefix, "", ""))
-        self.state_path = state_dir / "crawl-state.json" if state_dir is not None else None
+        #: Where an older version kept what a listing saw: read once, when the source state has none.
+        self.legacy_state_path = state_dir / "crawl-state.json" if state_dir is not None else None
         self.retry = retry or RetryPolicy()
-        self._sleep, self._clock, self._cursor = sleep, clock, cursor
+        self._sleep, self._clock, self._cursor, self._state = sleep, clock, cursor, state
         self._http = SiteClient(self.options, client=client, sleep=sleep)
         self._client = self._http.client
         self._lock = threading.Lock()
-        self._pages: dict[str, PageState] = load_state(self.state_path, self.location)
+        #: What the previous listing saw (without a state store: this connector's own last listing).
+        self._pages: dict[str, PageState] = {}
         self._crawls: dict[str, _CrawlTable] = {}
         self._robots: RobotsRules | None = None
         self._deadline_at: float | None = None
@@ -248,6 +264,7 @@ class WebConnector:
         report = CrawlReport()
         self.unlisted_prefixes = frozenset()
         self._deadline_at = self._clock() + self.options.crawl_deadline_s
+        self._pages = self._previous_pages()
         try:
             self._robots = self._read_robots(report)
             outcomes = self._walk(self._starts(report), report)
@@ -264,14 +281,25 @@ class WebConnector:
             log.warning("crawl cut short", extra={"event": "crawl_truncated", "location": self.location,
                                                   "bound": report.truncated, "pages": report.pages})
         self._pages = seen
-        save_state(self.state_path, self.location, seen)
         self._keep(table)
+        if self._state is not None:  # promoted with the run: the next listing's validators
+            self._state.set_pending({STATE_KEY: pages_record(self.location, seen)})
         if self._cursor is not None:
             self._cursor.set_pending({"crawl": table.id})  # the run's document tasks read this crawl or GET afresh
         report.seconds = time.perf_counter() - started
         self.last_crawl, self.unlisted_reason = report, report.truncated
         log.info("crawl listed", extra={"event": "crawl_listed", "location": self.location, **report.as_dict()})
         yield from (refs[k] for k in sorted(refs))
+
+    def _previous_pages(self) -> dict[str, PageState]:
+        """What the last successful listing saw: the source state's; when it has none, an old
+        ``crawl-state.json`` (an upgrade); without a state store, this connector's last listing."""
+        if self._state is None:
+            return self._pages
+        recorded = self._state.get().get(STATE_KEY)
+        if isinstance(recorded, dict):
+            return pages_from(recorded, self.location)
+        return load_state(self.legacy_state_path, self.location)
 
     def _count(self, report: CrawlReport) -> None:
         with self._lock:
@@ -555,7 +583,7 @@ class WebConnector:
 
 def _build(source: SourceLike, env: ConnectorEnv) -> WebConnector:
     options = WebOptions.of(env.sources.web, source.options, max_file_bytes=env.max_bytes)
-    return WebConnector(source.location, options=options, state_dir=env.data_dir, cursor=env.cursor)
+    return WebConnector(source.location, options=options, state_dir=env.data_dir, cursor=env.cursor, state=env.state)
 
 
 def _check_location(location: str, options: Mapping[str, Any]) -> str:

@@ -23,7 +23,8 @@ Functions over bytes and strings (no network):
   :func:`page_key_error` the rule by which a page may be a document at a key
   without an ``.html`` name (its server said HTML: parsed by media type).
 * :class:`PageState` is what a listing saw of one URL, kept between listings
-  in ``crawl-state.json`` (:func:`load_state`, :func:`save_state`), and
+  in the source state (:func:`pages_record`, :func:`pages_from`; an old
+  ``crawl-state.json`` is read once by :func:`load_state`), and
   :class:`CrawlReport` what one listing did.
 * :class:`RobotsRules` is a robots.txt compiled once for one user agent
   (RFC 9309: the longest matching rule wins, ``Allow`` on a tie, ``*`` and a
@@ -41,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
 import string
 import time
@@ -65,7 +65,7 @@ SKIP_SUFFIXES = frozenset(
 
 log = logging.getLogger("freshindex.connectors.web")
 
-#: Version of ``crawl-state.json``; another version is ignored (a full crawl).  3: pages keep their media type.
+#: Version of a recorded crawl state; another version is ignored (a full crawl).  3: pages keep their media type.
 STATE_VERSION = 3
 #: The media types a crawl reads as pages (the HTML parser's), and the names that make a URL a page by itself.
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -426,27 +426,34 @@ def canonical_key(page: PageState, holders: Mapping[str, PageState],
         f"nor has the same content; the two pages conflict ({own}, {claim}), {claim} keeps its own content"))
 
 
+def pages_from(raw: Mapping[str, Any], location: str) -> dict[str, PageState]:
+    """The pages a recorded crawl state holds (:func:`pages_record`); empty (a full crawl) when it is of
+    another version or location, or malformed."""
+    try:
+        if raw.get("version") != STATE_VERSION or raw.get("location") != location:
+            return {}
+        return {url: PageState(**page) for url, page in raw.get("pages", {}).items()}
+    except (AttributeError, TypeError) as exc:
+        log.warning("crawl state unreadable, crawling in full", extra={"event": "crawl_state_unreadable",
+                                                                      "location": location, "error": str(exc)})
+        return {}
+
+
+def pages_record(location: str, pages: Mapping[str, PageState]) -> dict[str, Any]:
+    """``pages`` as the JSON object the source state keeps for the next listing."""
+    return {"version": STATE_VERSION, "location": location,
+            "pages": {u: p.as_dict() for u, p in sorted(pages.items())}}
+
+
 def load_state(path: Path | None, location: str) -> dict[str, PageState]:
-    """The pages the last listing of ``location`` saw; empty (a full crawl) when unknown or unreadable."""
+    """The pages an old ``crawl-state.json`` holds (read once on upgrade; nothing writes it any more); empty
+    when there is none or it cannot be read."""
     if path is None or not path.is_file():
         return {}
     try:
         raw = json.loads(path.read_text())
-        if raw.get("version") != STATE_VERSION or raw.get("location") != location:
-            return {}
-        return {url: PageState(**page) for url, page in raw.get("pages", {}).items()}
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         log.warning("crawl state unreadable, crawling in full", extra={"event": "crawl_state_unreadable",
                                                                       "path": str(path), "error": str(exc)})
         return {}
-
-
-def save_state(path: Path | None, location: str, pages: Mapping[str, PageState]) -> None:
-    """Write ``pages`` for the next listing (replaced whole, atomically); nothing without a ``path``."""
-    if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"version": STATE_VERSION, "location": location,
-                               "pages": {u: p.as_dict() for u, p in sorted(pages.items())}}))
-    os.replace(tmp, path)
+    return pages_from(raw, location) if isinstance(raw, dict) else {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,15 +52,32 @@ def site(tmp_path: Path) -> Iterator[DocSite]:
         yield served
 
 
-def _connector(site: DocSite, state: Path | None = None) -> WebConnector:
+class _State:
+    """A source state whose every listing's run succeeds (what the registry keeps, promoted at once)."""
+
+    def __init__(self) -> None:
+        self.value: dict[str, Any] = {}
+
+    def get(self) -> dict[str, Any]:
+        return dict(self.value)
+
+    def set_pending(self, value: dict[str, Any]) -> None:
+        self.value.update(value)
+
+    def planned(self, run_id: int) -> dict[str, Any] | None:
+        return None
+
+
+def _connector(site: DocSite, state: _State | None = None) -> WebConnector:
     return WebConnector(f"{site.base}/docs/index.html", options=WebOptions.of(None, OPTIONS), retry=NO_WAIT,
-                        state_dir=state)
+                        state=state)
 
 
 def test_a_page_without_an_html_name_is_listed_with_its_media_type(site: DocSite, tmp_path: Path) -> None:
     b = site.base
     # When the site is listed
-    conn = _connector(site, tmp_path / "state")
+    state = _State()
+    conn = _connector(site, state)
     refs = {r.key: r for r in conn.list()}
     # Then the pretty URLs are documents under their own URLs, typed by their Content-Type
     assert {k: r.media_type for k, r in refs.items()} == {
@@ -74,7 +92,7 @@ def test_a_page_without_an_html_name_is_listed_with_its_media_type(site: DocSite
     assert refused.value.reason == DocumentError.UNSUPPORTED
 
     # When it is listed again from the crawl state, the folder page answering 304
-    again = {r.key: r for r in _connector(site, tmp_path / "state").list()}
+    again = {r.key: r for r in _connector(site, state).list()}
     asked = [h for p, h in site.requests if p == "/docs/guide/install/"]
     assert len(asked) == 2 and asked[1].get("if-none-match")  # a conditional GET: no body this time
     # Then it keeps its media type (kept in the crawl state) and its change marker
