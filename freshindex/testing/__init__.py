@@ -40,15 +40,22 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from freshindex.testing.connectors import ConnectorContract, MemoryCursor
+    from freshindex.testing.embedders import EmbedderContract
+    from freshindex.testing.parsers import ParserContract
+    from freshindex.testing.registry import RegistryContract
     from freshindex.testing.vectorstores import VectorStoreContract
 
 _HOMES = {
     "ConnectorContract": "connectors",
     "MemoryCursor": "connectors",
+    "EmbedderContract": "embedders",
+    "ParserContract": "parsers",
+    "RegistryContract": "registry",
     "VectorStoreContract": "vectorstores",
 }
 
-__all__ = ["ConnectorContract", "MemoryCursor", "VectorStoreContract"]
+__all__ = ["ConnectorContract", "EmbedderContract", "MemoryCursor", "ParserContract", "RegistryContract",
+           "VectorStoreContract"]
 
 
 def __getattr__(name: str) -> Any:
