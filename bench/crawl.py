@@ -58,7 +58,7 @@ def main() -> None:
     crawls, syncs, crawl_rows, sync_rows = [], [], [], []
     opts = {"rate_limit": args.rate, "concurrency": str(args.concurrency)}
     with tempfile.TemporaryDirectory() as tmp, serve(site):
-        conn = WebConnector(f"{site.base}/3/index.html", state_dir=Path(tmp) / "crawl",
+        conn = WebConnector(f"{site.base}/3/index.html",
                             options=WebOptions.of(None, {**opts, "max_pages": str(args.max_pages)}))
         for name in ("first", "second"):
             site.requests.clear()

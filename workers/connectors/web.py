@@ -77,7 +77,6 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -89,7 +88,6 @@ from freshindex.core.types import ObjectRef
 from freshindex.workers.connectors import ChunkMeta, Connector, RunScoped, UnlistedPrefixes
 from freshindex.workers.connectors.registry import (
     ConnectorEnv,
-    ConnectorOption,
     ConnectorSpec,
     CursorStore,
     SourceLike,
@@ -99,11 +97,12 @@ from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.connectors.web_links import (
     HTML_TYPES,
     SKIP_SUFFIXES,
+    STATE_KEY,
     CrawlReport,
     PageState,
     RobotsRules,
+    UpgradedState,
     canonical_key,
-    load_state,
     media_type_of,
     normalise,
     normalise_path,
@@ -115,6 +114,7 @@ from freshindex.workers.connectors.web_links import (
     sitemap_urls,
 )
 from freshindex.workers.connectors.web_options import (
+    OPTIONS_HELP,
     SiteClient,
     WebOptions,
     check_start_url,
@@ -124,8 +124,6 @@ from freshindex.workers.connectors.web_options import (
 
 log = logging.getLogger("freshindex.connectors.web")
 
-#: The source state's key holding what the last successful listing saw (:func:`web_links.pages_record`).
-STATE_KEY = "web_pages"
 #: Crawls whose tables (errors, redirects; bodies of the newest only) a connector keeps for their runs' tasks.
 CRAWLS_KEPT = 2
 #: ``list`` is a method of the connector (the protocol's name): annotations inside the class use these.
@@ -179,10 +177,10 @@ class _RunView:
 class WebConnector:
     """A documentation site below a start URL (or the pages of a sitemap), crawled politely."""
 
-    def __init__(self, location: str, *, options: WebOptions | None = None, state_dir: Path | None = None,
+    def __init__(self, location: str, *, options: WebOptions | None = None, state: StateStore | None = None,
                  retry: RetryPolicy | None = None, client: httpx.Client | None = None,
                  sleep: Callable[[float], None] = time.sleep, cursor: CursorStore | None = None,
-                 clock: Callable[[], float] = time.monotonic, state: StateStore | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.location = check_start_url(location)
         self.options = options or WebOptions()
         start = urlsplit(self.location)
@@ -198,8 +196,6 @@ class WebConnector:
         except ValueError as exc:
             raise ConfigError(f"web source: prefix {prefix!r} is refused: {exc}") from exc
         self.root = urlunsplit((*self.origin, self.prefix, "", ""))
-        #: Where an older version kept what a listing saw: read once, when the source state has none.
-        self.legacy_state_path = state_dir / "crawl-state.json" if state_dir is not None else None
         self.retry = retry or RetryPolicy()
         self._sleep, self._clock, self._cursor, self._state = sleep, clock, cursor, state
         self._http = SiteClient(self.options, client=client, sleep=sleep)
@@ -292,14 +288,10 @@ class WebConnector:
         yield from (refs[k] for k in sorted(refs))
 
     def _previous_pages(self) -> dict[str, PageState]:
-        """What the last successful listing saw: the source state's; when it has none, an old
-        ``crawl-state.json`` (an upgrade); without a state store, this connector's last listing."""
+        """What the last successful listing saw (the source state's); without a store, this connector's last."""
         if self._state is None:
             return self._pages
-        recorded = self._state.get().get(STATE_KEY)
-        if isinstance(recorded, dict):
-            return pages_from(recorded, self.location)
-        return load_state(self.legacy_state_path, self.location)
+        return pages_from(self._state.get().get(STATE_KEY) or {}, self.location)
 
     def _count(self, report: CrawlReport) -> None:
         with self._lock:
@@ -577,13 +569,12 @@ class WebConnector:
     def close(self) -> None:
         self._http.close()
 
-    # -- state ---------------------------------------------------------
-
 
 
 def _build(source: SourceLike, env: ConnectorEnv) -> WebConnector:
     options = WebOptions.of(env.sources.web, source.options, max_file_bytes=env.max_bytes)
-    return WebConnector(source.location, options=options, state_dir=env.data_dir, cursor=env.cursor, state=env.state)
+    state = UpgradedState(env.state, env.data_dir / "crawl-state.json", source.location) if env.state else None
+    return WebConnector(source.location, options=options, state=state, cursor=env.cursor)
 
 
 def _check_location(location: str, options: Mapping[str, Any]) -> str:
@@ -599,24 +590,7 @@ SPEC = ConnectorSpec(
     source_uri=lambda _location, key: key,
     location_help="a start URL (https://docs.example.com/en/stable/) or a sitemap (.../sitemap.xml)",
     check_location=_check_location,
-    options=(
-        ConnectorOption("prefix", "path prefix pages must start with (default: the start URL's folder)"),
-        ConnectorOption("sitemap", "true: the location is a sitemap (default: when it ends in .xml)"),
-        ConnectorOption("max_pages", "pages per crawl (default: sources.web.max_pages)"),
-        ConnectorOption("max_depth", "links followed from the start (default: sources.web.max_depth)"),
-        ConnectorOption("max_total_bytes", "bytes downloaded per crawl (default: sources.web.max_total_bytes)"),
-        ConnectorOption("max_page_bytes", "bytes of one page (default: sources.web.max_page_bytes)"),
-        ConnectorOption("concurrency", "requests in flight (default: sources.web.concurrency)"),
-        ConnectorOption("rate_limit", "requests per host, e.g. 2/second (default: sources.web.rate_limit)"),
-        ConnectorOption("timeout_s", "seconds per wait on the network (default: sources.web.timeout_s)"),
-        ConnectorOption("request_deadline_s", "wall-clock seconds per request, body included "
-                        "(default: sources.web.request_deadline_s)"),
-        ConnectorOption("crawl_deadline_s", "wall-clock seconds per crawl (default: sources.web.crawl_deadline_s)"),
-        ConnectorOption("page_links_cpu_s", "CPU seconds reading one page's links "
-                        "(default: sources.web.page_links_cpu_s)"),
-        ConnectorOption("user_agent", "User-Agent and robots.txt agent (default: sources.web.user_agent)"),
-        ConnectorOption("directory_index", "name appended to a URL ending in / (default index.html; empty: none)"),
-    ),
+    options=OPTIONS_HELP,
     hooks=(UnlistedPrefixes, ChunkMeta, RunScoped),
 )
 

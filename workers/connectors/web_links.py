@@ -49,12 +49,15 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 from lxml import etree
 
 from freshindex.core.errors import DocumentError, SourceError
+
+if TYPE_CHECKING:
+    from freshindex.workers.connectors.registry import StateStore
 
 #: Linked files that are not pages: never requested.
 SKIP_SUFFIXES = frozenset(
@@ -443,6 +446,30 @@ def pages_record(location: str, pages: Mapping[str, PageState]) -> dict[str, Any
     """``pages`` as the JSON object the source state keeps for the next listing."""
     return {"version": STATE_VERSION, "location": location,
             "pages": {u: p.as_dict() for u, p in sorted(pages.items())}}
+
+
+#: The source state's key holding what the last successful listing saw (:func:`pages_record`).
+STATE_KEY = "web_pages"
+
+
+class UpgradedState:
+    """A source state (:class:`workers.connectors.registry.StateStore`) that, while it holds no crawl yet,
+    answers with the one an older version left in ``crawl-state.json`` (an upgrade: read, never written)."""
+
+    def __init__(self, store: StateStore, legacy: Path, location: str) -> None:
+        self.store, self.legacy, self.location = store, legacy, location
+
+    def get(self) -> dict[str, Any]:
+        state = self.store.get()
+        if STATE_KEY not in state and (pages := load_state(self.legacy, self.location)):
+            state = {**state, STATE_KEY: pages_record(self.location, pages)}
+        return state
+
+    def set_pending(self, value: dict[str, Any]) -> None:
+        self.store.set_pending(value)
+
+    def planned(self, run_id: int) -> dict[str, Any] | None:
+        return self.store.planned(run_id)
 
 
 def load_state(path: Path | None, location: str) -> dict[str, PageState]:

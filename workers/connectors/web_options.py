@@ -33,6 +33,7 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
+from freshindex.workers.connectors.registry import ConnectorOption
 from freshindex.workers.connectors.web_links import normalise, resolve
 
 log = logging.getLogger("freshindex.connectors.web")
@@ -325,3 +326,24 @@ def raise_for_status(resp: httpx.Response, url: str) -> None:
         raise DocumentError(DocumentError.UNREADABLE, f"GET {url} answered {code} (access denied)")
     if code != 200:
         raise DocumentError(DocumentError.UNREADABLE, f"GET {url} answered {code}")
+
+
+#: The options a web source takes (``freshindex sources kinds``).
+OPTIONS_HELP: tuple[ConnectorOption, ...] = (
+    ConnectorOption("prefix", "path prefix pages must start with (default: the start URL's folder)"),
+    ConnectorOption("sitemap", "true: the location is a sitemap (default: when it ends in .xml)"),
+    ConnectorOption("max_pages", "pages per crawl (default: sources.web.max_pages)"),
+    ConnectorOption("max_depth", "links followed from the start (default: sources.web.max_depth)"),
+    ConnectorOption("max_total_bytes", "bytes downloaded per crawl (default: sources.web.max_total_bytes)"),
+    ConnectorOption("max_page_bytes", "bytes of one page (default: sources.web.max_page_bytes)"),
+    ConnectorOption("concurrency", "requests in flight (default: sources.web.concurrency)"),
+    ConnectorOption("rate_limit", "requests per host, e.g. 2/second (default: sources.web.rate_limit)"),
+    ConnectorOption("timeout_s", "seconds per wait on the network (default: sources.web.timeout_s)"),
+    ConnectorOption("request_deadline_s", "wall-clock seconds per request, body included "
+                    "(default: sources.web.request_deadline_s)"),
+    ConnectorOption("crawl_deadline_s", "wall-clock seconds per crawl (default: sources.web.crawl_deadline_s)"),
+    ConnectorOption("page_links_cpu_s", "CPU seconds reading one page's links "
+                    "(default: sources.web.page_links_cpu_s)"),
+    ConnectorOption("user_agent", "User-Agent and robots.txt agent (default: sources.web.user_agent)"),
+    ConnectorOption("directory_index", "name appended to a URL ending in / (default index.html; empty: none)"),
+)

@@ -23,8 +23,8 @@ from bench.docsite import DocSite, serve
 from freshindex.registry import Registry
 from freshindex.registry.source_state import SourceStateView
 from freshindex.workers.connectors.retry import RetryPolicy
-from freshindex.workers.connectors.web import STATE_KEY, WebConnector
-from freshindex.workers.connectors.web_links import pages_record
+from freshindex.workers.connectors.web import WebConnector
+from freshindex.workers.connectors.web_links import STATE_KEY, UpgradedState, pages_record
 from freshindex.workers.connectors.web_options import WebOptions
 
 NO_WAIT = RetryPolicy(retries=1, backoff_s=0.0, backoff_max_s=0.0)
@@ -49,8 +49,9 @@ def _list(site: DocSite, registry: Registry, state_dir: Path, *, error: str | No
     """One run of the source: a fresh connector (another process) lists it; returns what install.html was
     asked with (the conditional GET's headers)."""
     run, _ = registry.start_sync_run("site", "test")
-    conn = WebConnector(f"{site.base}/docs/index.html", options=WebOptions.of(None, OPTIONS), retry=NO_WAIT,
-                        state_dir=state_dir, state=SourceStateView(registry, "site"))
+    location = f"{site.base}/docs/index.html"
+    state = UpgradedState(SourceStateView(registry, "site"), state_dir / "crawl-state.json", location)
+    conn = WebConnector(location, options=WebOptions.of(None, OPTIONS), retry=NO_WAIT, state=state)
     site.requests.clear()
     try:
         list(conn.list())
