@@ -141,12 +141,23 @@ class Services:
         return Chunker(max_tokens=src.chunk_tokens, overlap_tokens=src.chunk_overlap_tokens,
                        max_chunks=src.max_chunks_per_document, max_document_tokens=src.max_tokens_per_document,
                        # sized by the model's own tokenizer, within its input limit (no model loaded for this)
-                       count_tokens=getattr(self.embedder, "count_tokens", None),
+                       count_tokens=self._token_counter(),
                        max_input_tokens=getattr(self.embedder, "max_input_tokens", 256))
+
+    def _token_counter(self) -> Any:
+        """The chunker's token counter: the embedder's.  The bundled model and the hashing stand-in both count
+        with MiniLM's tokenizer (:func:`models.tokens.minilm_count`), named here as the module function so
+        the chunker pickles into the parse processes (``pipeline.processes``, workers/steps/pool.py)."""
+        if self.settings.embedding.provider in ("onnx", "hashing"):
+            from freshindex.models.tokens import minilm_count
+
+            return minilm_count
+        return getattr(self.embedder, "count_tokens", None)
 
     @functools.cached_property
     def pipeline(self) -> PipelineContext:
         from freshindex.workers.pipeline import PipelineContext
+        from freshindex.workers.steps import transforms_named
 
         return PipelineContext(
             registry=self.registry, embedder=self.embedder, connector_for=self.connector_for, parsers=self.parsers,
@@ -154,6 +165,7 @@ class Services:
             observer=self.sync_observer,
             sync=self.settings.sync, acl_service=self.acl_service,
             stage_payload_max_bytes=self.settings.broker.stage_payload_max_bytes,
+            transforms=transforms_named(self.settings.pipeline.steps),
         )
 
     @functools.cached_property

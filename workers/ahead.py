@@ -1,7 +1,8 @@
 """Work on the next documents in threads while the sync loop processes this one (:class:`ParseAhead`).
 
 An in-process sync (:func:`workers.runner.sync_inline`) hands each next
-document to a thread that fetches, parses and chunks it, and, with
+document to a thread that fetches it and runs the line's steps on it
+(:class:`workers.steps.DocumentLine`: parse, the transforms, chunk), and, with
 ``embed=True``, embeds the chunks the document did not have and the vector
 cache lacks.  :func:`workers.pipeline._process_document` takes that work
 when the bytes it decides on hash the same, and does the work itself
@@ -38,14 +39,15 @@ from freshindex.core.errors import DocumentError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import ChunkDraft, ParsedDocument
 from freshindex.workers.connectors import check_key, for_run
-from freshindex.workers.versions import document_version
+from freshindex.workers.steps import Drafted, Raw
+from freshindex.workers.steps.pool import LinePool, PoolBroken, PoolMismatch
 
 if TYPE_CHECKING:
     import numpy as np
 
     from freshindex.workers.connectors import Connector
-    from freshindex.workers.parsing import Parsers
     from freshindex.workers.pipeline import PipelineContext
+    from freshindex.workers.steps import DocumentLine
 
 
 @dataclass
@@ -70,20 +72,31 @@ class ParseAhead:
     """Fetch, parse and chunk (and with ``embed``, embed) documents in threads, ahead of the loop.
 
     Bytes whose raw hash is the indexed one, or whose shape hash is (only the
-    navigation changed), are not parsed ahead (they cost a touch).  At most :attr:`HELD` documents are held ahead; the oldest is
+    navigation changed), are not parsed ahead (they cost a touch).  At most :attr:`held` documents are held ahead; the oldest is
     dropped first.
+
+    With ``pool`` (:class:`workers.steps.pool.LinePool`), the line's steps
+    run in its processes: the loop then keeps :attr:`depth` documents ahead,
+    one per process, so every core parses.  A document whose process died
+    comes back unparsed (the loop parses it again: alone, and charged, if it
+    kills a process by itself).  :meth:`discard` and :meth:`abandon` close
+    the pool.
 
     When the loop stops early (Ctrl-C, an error), :meth:`abandon` lets the
     threads go without waiting for them (one may be waiting out a remote
     model's ``Retry-After``) and closes the attempts they opened.
     """
 
-    HELD = 2
+    HELD = 2  #: held ahead when working in threads only (:attr:`held`)
 
-    def __init__(self, *, embed: bool = False) -> None:
+    def __init__(self, *, embed: bool = False, pool: LinePool | None = None) -> None:
         self.embed = embed
+        self.pool = pool
+        #: Documents the loop keeps submitted ahead of the one it processes: one per process of the pool.
+        self.depth = pool.processes if pool is not None else self.HELD - 1
+        self.held = self.depth + 1
         self._pending: dict[str, tuple[threading.Thread, list[Prepared], str]] = {}
-        self._sources: dict[str, tuple[Connector, Parsers]] = {}  # read once a run: the loop's own reads decide
+        self._sources: dict[str, tuple[Connector, DocumentLine]] = {}  # read once a run: the loop's own reads decide
         self._ctx: PipelineContext | None = None
         self._lock = threading.Lock()
         self._opened: set[str] = set()  # documents whose attempt a thread opened and nobody has taken or closed
@@ -95,13 +108,13 @@ class ParseAhead:
         own attempt (the poison-pill counter, :func:`workers.pipeline.begin_attempt`), which the loop adopts or
         :meth:`discard` closes."""
         self._ctx = ctx
-        while len(self._pending) >= self.HELD:
+        while len(self._pending) >= self.held:
             self._drop(self._pending.pop(next(iter(self._pending))))
         try:
             if source_id not in self._sources:
                 source = ctx.registry.get_source(source_id)
-                self._sources[source_id] = (ctx.connector_for(source), ctx.parsers.for_source(source.options))
-            connector, parsers = self._sources[source_id]
+                self._sources[source_id] = (ctx.connector_for(source), ctx.line.for_source(source.options))
+            connector, line = self._sources[source_id]
         except Exception:  # best effort: the document is then processed without help
             return
         doc_id = document_id(source_id, key)
@@ -116,8 +129,8 @@ class ParseAhead:
                         return
                     out.attempt_open = True
                 known = ctx.registry.get_document(doc_id)
-                # Indexed by the parser that reads it now (its version): else parsed again (the loop decides).
-                version = document_version(parsers.version_for(key, media_type))
+                # Indexed by the line that reads it now (its version): else parsed again (the loop decides).
+                version = line.version_for(key, media_type)
                 indexed = known if known is not None and known.parser_version == version else None
                 check_key(key)
                 data = for_run(connector, run_id).fetch(key)  # at the revision the run planned
@@ -126,11 +139,13 @@ class ParseAhead:
                 out.data, out.digest = data, content_hash(data)
                 if indexed is not None and out.digest == indexed.content_hash:
                     return
-                if indexed is not None and indexed.shape_hash and parsers.shape(data, key, media_type) == indexed.shape_hash:
+                if indexed is not None and indexed.shape_hash and line.parsers.shape(data, key, media_type) == indexed.shape_hash:
                     out.shape = indexed.shape_hash  # changed only where the parser does not read (navigation)
                     return
-                out.parsed = parsers.parse(data, key, media_type)
-                out.chunks = ctx.chunker.chunk(doc_id, out.parsed)
+                drafted = self._draft(line, doc_id, Raw(data, key, media_type))  # the line's steps: parse .. chunk
+                if drafted is None:
+                    return  # its process died: the loop parses it again, alone (workers/pipeline.py)
+                out.parsed, out.chunks, out.error = drafted.parsed, drafted.chunks, drafted.error
                 if self.embed and out.chunks:
                     out.vectors, out.embed_seconds = embed_new(ctx, doc_id if known is not None else None, out.chunks)
             except DocumentError as exc:
@@ -143,6 +158,17 @@ class ParseAhead:
         thread = threading.Thread(target=work, name="freshindex-parse-ahead", daemon=True)
         self._pending[key] = (thread, box, doc_id)
         thread.start()
+
+    def _draft(self, line: DocumentLine, doc_id: str, raw: Raw) -> Drafted | None:
+        """The line's steps on ``raw``: in this thread, or in the pool (None when a process of it died)."""
+        if self.pool is None:
+            return line.draft(doc_id, raw)
+        try:
+            return self.pool.draft(line, doc_id, raw)
+        except PoolBroken:
+            return None
+        except PoolMismatch:  # the workers would not parse as this process does: here, then
+            return line.draft(doc_id, raw)
 
     def take(self, key: str) -> Prepared | None:
         """What was prepared for ``key`` (waiting for it), or None.  The loop owns an attempt it opened."""
@@ -169,6 +195,8 @@ class ParseAhead:
             self._pending.clear()
         for doc_id in opened:
             self._close(doc_id)
+        if self.pool is not None:
+            self.pool.close(wait=False)
 
     def _open_attempt(self, ctx: PipelineContext, doc_id: str, etag: str | None, run_id: int) -> bool:
         with self._lock:
@@ -187,6 +215,8 @@ class ParseAhead:
         """Wait for every thread; close the attempts of the documents the loop did not take."""
         while self._pending:
             self._drop(self._pending.pop(next(iter(self._pending))))
+        if self.pool is not None:
+            self.pool.close()
 
     def _join(self, entry: tuple[threading.Thread, list[Prepared], str]) -> Prepared | None:
         """Wait for an entry's thread; its attempt is then no longer :meth:`abandon`'s to close."""

@@ -49,6 +49,8 @@ from freshindex.workers.handoff import EmbedPayload, Stage, StageHandoff
 from freshindex.workers.parsing import OcrDeferred, Parsers
 from freshindex.workers.parsing.registry import spec_named
 from freshindex.workers.provenance import provenance
+from freshindex.workers.steps import DocumentLine, Raw, Transform
+from freshindex.workers.steps.pool import PoolBroken, PoolMismatch
 from freshindex.workers.versions import PIPELINE_VERSION, rechunk_reason
 from freshindex.workers.versions import document_version as _version_of
 
@@ -75,6 +77,13 @@ class PipelineContext:
     #: Set by :func:`workers.runner.sync_inline`: the next documents fetched, parsed, chunked and embedded
     #: in threads while this one is processed (:mod:`workers.ahead`); None elsewhere (a Celery task).
     ahead: ParseAhead | None = None
+    #: The transform steps turned on (``pipeline.steps``, :data:`workers.steps.TRANSFORMS`), between parse and chunk.
+    transforms: tuple[Transform, ...] = ()
+
+    @property
+    def line(self) -> DocumentLine:
+        """The declared steps from bytes to chunks (:mod:`workers.steps`): parse, the transforms, chunk."""
+        return DocumentLine(self.parsers, self.chunker, self.transforms)
 
     @property
     def fetch_policy(self) -> RetryPolicy:
@@ -83,9 +92,16 @@ class PipelineContext:
 
 
 def document_version(parsers: Parsers, key: str, media_type: str | None = None) -> str:
-    """The version a document at ``key`` records when processed now (:func:`workers.versions.document_version`):
-    its parser's and :data:`PIPELINE_VERSION` (read here at each call).  One recorded differs: process it again."""
+    """The version a document at ``key`` records when processed now by a line without transforms
+    (:func:`workers.versions.document_version`): its parser's and :data:`PIPELINE_VERSION` (read here at each
+    call).  One recorded differs: process it again.  With a context, :func:`version_now` counts its transforms."""
     return _version_of(parsers.version_for(key, media_type), PIPELINE_VERSION)
+
+
+def version_now(ctx: PipelineContext, key: str, media_type: str | None = None) -> str:
+    """The version a document at ``key`` records when processed now by ``ctx``'s line: its parser's, the
+    chunker's and each transform's turned on (:attr:`workers.steps.DocumentLine.pipeline_version`)."""
+    return _version_of(ctx.parsers.version_for(key, media_type), PIPELINE_VERSION + ctx.line.transforms_version)
 
 
 def process_document(
@@ -160,7 +176,7 @@ def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_i
     ctx.registry.record_failure(run_id, source_id=source_id, document_id=doc_id, key=key,
                                 reason=DocumentError.WORKER_CRASHED, detail=detail, etag=etag, size=size,
                                 changeset_id=changeset_id,
-                                parser_version=document_version(ctx.parsers, key, media_type))
+                                parser_version=version_now(ctx, key, media_type))
     _end_attempt(ctx, doc_id, outcome=True)
     ctx.observer.document_abandoned(source_id, key, detail)
     return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.FAILED,
@@ -205,12 +221,12 @@ class _Job:
     raw_digest: str | None = None  # the fetched bytes' hash: what a later sync matches a move by
     stage: Stage = Stage.ALL
     media_type: str | None = None  # the listing's, for a key without an extension a parser reads
-    #: The version the document records when processed now (:func:`document_version`); "" until asked.
+    #: The version the document records when processed now (:func:`version_now`); "" until asked.
     version: str = ""
 
     def version_now(self, ctx: PipelineContext) -> str:
         if not self.version:
-            self.version = document_version(ctx.parsers, self.key, self.media_type)
+            self.version = version_now(ctx, self.key, self.media_type)
         return self.version
 
 
@@ -313,6 +329,11 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
     if (same := _touch_if_same_shape(ctx, job, fetched)) is not None:
         return same
     ready, source = fetched.ready, job.source
+    if ready is None or (ready.parsed is None and ready.error is None):
+        drafted = _draft_in_pool(ctx, job, fetched.data)  # None: no pool, parsed below in this process
+        if isinstance(drafted, DocumentOutcome):
+            return drafted  # its parse killed a process too often: recorded as worker_crashed
+        ready = drafted if drafted is not None else ready
     if ready is not None and ready.parsed is None and ready.error is not None:
         raise ready.error  # parsing failed ahead: the same failure, recorded here
     # (a ready result holds a parse, its error (raised above), or a shape hash the index no longer has)
@@ -341,7 +362,7 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
         return mirrored
     if ready is not None and ready.error is not None:
         raise ready.error  # chunking failed ahead (too_large): the same failure, recorded here
-    chunks = ready.chunks if ready is not None and ready.parsed is not None else ctx.chunker.chunk(job.doc_id, parsed)
+    chunks = ready.chunks if ready is not None and ready.parsed is not None else ctx.line.chunk(job.doc_id, parsed)
     return _diff_chunks(ctx, job, fetched, digest, parsed, chunks)
 
 
@@ -356,13 +377,47 @@ def _touch_if_same_shape(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> 
     return _touch_if_unchanged(ctx, job, fetched, known.content_hash, shape) if shape == known.shape_hash else None
 
 
-def _parse(ctx: PipelineContext, job: _Job, data: bytes) -> ParsedDocument:
-    """Parse; in the parse stage a PDF page that needs OCR hands the document on to the ocr stage."""
-    parsers = ctx.parsers.for_source(job.source.options)
-    if job.stage is not Stage.PARSE:
-        return parsers.parse(data, job.key, job.media_type)
+def _draft_in_pool(ctx: PipelineContext, job: _Job, data: bytes) -> Prepared | DocumentOutcome | None:
+    """The line's steps on the document in the working-ahead pool's processes (:mod:`workers.steps.pool`),
+    None without a pool.
+
+    A process that died with the document in the shared pool may have died
+    of another document: the document is parsed again in a process of its
+    own, and each death there is one crash of its own, counted by the
+    poison-pill rule (:func:`begin_attempt`, on the attempt this loop holds
+    open) until ``sync.document_crash_retries`` records it as
+    ``worker_crashed``; the sync goes on.
+    """
+    pool = ctx.ahead.pool if ctx.ahead is not None else None
+    if pool is None or job.stage is not Stage.ALL:
+        return None
+    line, raw = ctx.line.for_source(job.source.options), Raw(data, job.key, job.media_type)
     try:
-        return parsers.deferring_ocr().parse(data, job.key, job.media_type)
+        drafted = pool.draft(line, job.doc_id, raw)
+    except PoolBroken:
+        drafted = None
+    except PoolMismatch:
+        return None  # the workers would not parse as this process does: parsed here
+    while drafted is None:
+        try:
+            drafted = pool.draft_alone(line, job.doc_id, raw)
+        except PoolBroken:
+            poisoned = begin_attempt(ctx, job.run_id, job.changeset_id, job.source_id, job.key, job.etag, job.size,
+                                     job.media_type)
+            if poisoned is not None:
+                return poisoned
+    return Prepared(data=data, parsed=drafted.parsed, chunks=drafted.chunks, error=drafted.error)
+
+
+def _parse(ctx: PipelineContext, job: _Job, data: bytes) -> ParsedDocument:
+    """Parse and transform (the line's steps before chunk); in the parse stage a PDF page that needs OCR
+    hands the document on to the ocr stage."""
+    line = ctx.line.for_source(job.source.options)
+    raw = Raw(data, job.key, job.media_type)
+    if job.stage is not Stage.PARSE:
+        return line.parse(raw)
+    try:
+        return line.deferring_ocr().parse(raw)
     except OcrDeferred as exc:
         raise StageHandoff(Stage.OCR) from exc
 
@@ -477,7 +532,7 @@ def _parsed_version(ctx: PipelineContext, job: _Job, parsed: ParsedDocument) -> 
     version = parsed.parser_version
     if not version and (spec := spec_named(parsed.parser)) is not None:
         version = spec.version
-    return _version_of(version, PIPELINE_VERSION) if version else job.version_now(ctx)
+    return _version_of(version, PIPELINE_VERSION + ctx.line.transforms_version) if version else job.version_now(ctx)
 
 
 def finish_sync(ctx: PipelineContext, run_id: int) -> tuple[SyncRunInfo, bool]:

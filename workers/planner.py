@@ -30,10 +30,10 @@ from freshindex.workers.connectors import Connector, for_run
 from freshindex.workers.connectors.listing import CURSOR_KEY, listing_of
 from freshindex.workers.connectors.retry import fetch_with_retry
 from freshindex.workers.document_acl import acl_resolver
-from freshindex.workers.parsing import Parsers
 from freshindex.workers.pipeline import PipelineContext
 from freshindex.workers.selection import Selection
 from freshindex.workers.similarity import Lines, match_moves, similarity
+from freshindex.workers.steps import DocumentLine, Raw
 
 log = logging.getLogger("freshindex.pipeline")
 
@@ -150,10 +150,10 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
     run_id, changeset_id = claim.run_id, claim.changeset_id or 0
     ctx.observer.run_started(source_id, run_id)
     listing = list_source(ctx, source, run_id)
-    # Each document's version: its parser's (the registry's) and the pipeline's, read from its module
-    # when called (a test patches it to stand for an upgrade).
+    # Each document's version: its parser's (the registry's) and the line's (chunker, transforms), read from
+    # their modules when called (a test patches one to stand for an upgrade).
     diff = diff_listing(ctx, source_id, listing,
-                        version=lambda ref: pipeline.document_version(ctx.parsers, ref.key, ref.media_type))
+                        version=lambda ref: pipeline.version_now(ctx, ref.key, ref.media_type))
     held = guard_deletions(ctx, source_id, run_id, diff, listed=len(listing.docs) if listing.complete else None)
     record_plan(ctx, source, run_id, changeset_id, listing, diff)
     deleted = apply_deletions(ctx, source, run_id, changeset_id, listing, diff, held)
@@ -195,7 +195,7 @@ def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *,
                  version: Callable[[ObjectRef], str]) -> SourceDiff:
     """Diff the listing against the registry: what to process, what moved, what vanished, what is skipped.
 
-    ``version(ref)`` is the version the document would record now (:func:`workers.pipeline.document_version`):
+    ``version(ref)`` is the version the document would record now (:func:`workers.pipeline.version_now`):
     a document that recorded another (its parser's or the chunker's changed) is processed again.
     A partial listing deletes only the keys it reports deleted, and tries again the documents an earlier
     run failed on for a passing reason (its cursor moved on past them).
@@ -415,7 +415,7 @@ class _MoveReads:
         self.ctx, self.connector, self.source_id, self.known = ctx, connector, source_id, known
         self._lines: dict[str, Lines | None] = {}
         self._old: dict[str, Lines | None] = {}
-        self._parsers: Parsers | None = None
+        self._line: DocumentLine | None = None
 
     def data(self, ref: ObjectRef) -> bytes | None:
         """The candidate's bytes through the run's reader, or None (over the size limit, or unreadable)."""
@@ -437,11 +437,11 @@ class _MoveReads:
             self._lines[ref.key] = None
             if (data := self.data(ref)) is not None:
                 try:
-                    if self._parsers is None:
+                    if self._line is None:  # the document line's steps (workers/steps), transforms included
                         options = self.ctx.registry.get_source(self.source_id).options
-                        self._parsers = self.ctx.parsers.for_source(options).deferring_ocr()
-                    parsed = self._parsers.parse(data, ref.key, getattr(ref, "media_type", None))  # a bare web key
-                    chunks = self.ctx.chunker.chunk(document_id(self.source_id, ref.key), parsed)
+                        self._line = self.ctx.line.for_source(options).deferring_ocr()
+                    parsed = self._line.parse(Raw(data, ref.key, getattr(ref, "media_type", None)))  # a bare web key
+                    chunks = self._line.chunk(document_id(self.source_id, ref.key), parsed)
                     self._lines[ref.key] = Lines.of(c.text for c in chunks)
                 except Exception as exc:  # unparsable, too large, needs OCR: compared with nothing
                     log.info("move candidate not parsed", extra={"event": "move_candidate_unparsed",

@@ -28,6 +28,7 @@ from freshindex.schedules.reaper import Heartbeat
 from freshindex.snapshots import BuildResult
 from freshindex.workers import pipeline, planner
 from freshindex.workers.ports import RunnerServices
+from freshindex.workers.steps.pool import LinePool, portable, usable_cores
 
 log = logging.getLogger("freshindex.runner")
 
@@ -158,14 +159,18 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
     with Heartbeat(svc.registry, plan.run_id, svc.settings.sync.heartbeat_interval_s):
         stale = None
         # The next documents are fetched, parsed, chunked and embedded in threads while this one is staged
-        # (workers/ahead.py), so the model works while this loop writes the registry.
-        ahead = pipeline.ParseAhead(embed=True) if svc.settings.sync.parse_ahead and total > 1 else None
+        # (workers/ahead.py), so the model works while this loop writes the registry; with a pool of
+        # processes (pipeline.processes) one document ahead per process, so parsing uses every core.
+        ahead = _working_ahead(svc, ctx, total)
         ctx = dataclasses.replace(ctx, ahead=ahead) if ahead is not None else ctx
+        queued = 1  # the next document to hand ahead (the first is the loop's own)
         try:
             for n, doc in enumerate(plan.documents, start=1):
-                if ahead is not None and n < total:
-                    ahead.submit(ctx, source_id, plan.documents[n].key, run_id=plan.run_id,
-                                 etag=plan.documents[n].etag, media_type=plan.documents[n].media_type)
+                while ahead is not None and queued < min(total, n + ahead.depth):
+                    nxt = plan.documents[queued]
+                    ahead.submit(ctx, source_id, nxt.key, run_id=plan.run_id, etag=nxt.etag,
+                                 media_type=nxt.media_type)
+                    queued += 1
                 outcome = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, source_id, doc.key,
                                                     doc.etag, doc.size, media_type=doc.media_type)
                 if outcome.outcome == DocumentOutcomeKind.STALE:
@@ -198,6 +203,23 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
         skipped=tuple(svc.registry.document_skips(run_id=plan.run_id)),
         seconds=time.perf_counter() - started,
     )
+
+
+def _working_ahead(svc: RunnerServices, ctx: pipeline.PipelineContext, total: int) -> pipeline.ParseAhead | None:
+    """The working-ahead threads of an inline sync (``sync.parse_ahead``), with a pool of
+    ``pipeline.processes`` processes (0: the usable cores) that runs the document line when it is more than
+    one and the line pickles (:func:`workers.steps.pool.portable`); else threads only, as with 1."""
+    if not svc.settings.sync.parse_ahead or total <= 1:
+        return None
+    processes = svc.settings.pipeline.processes or usable_cores()
+    pool = None
+    if processes > 1:
+        if portable(ctx.line):
+            pool = LinePool(min(processes, total - 1))
+        else:
+            log.info("document line parsed in threads: it does not pickle into processes (a chunker counting "
+                     "with the embedder's own tokenizer)", extra={"event": "parse_pool_off"})
+    return pipeline.ParseAhead(embed=True, pool=pool)
 
 
 def _follow_joined(svc: RunnerServices, run_id: int, *, progress: Progress | None, poll: float) -> SyncRunInfo | None:

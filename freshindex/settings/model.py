@@ -28,7 +28,7 @@ from pydantic_settings import (
 from freshindex.core.errors import ConfigError
 from freshindex.settings.sections.context import ContextSettings, QueryBudgetSettings
 from freshindex.settings.sections.ingest import EmbeddingSettings, SourcesSettings, WebSettings
-from freshindex.settings.sections.pipeline import BrokerSettings, ScheduleSettings, SyncSettings
+from freshindex.settings.sections.pipeline import BrokerSettings, DocumentLineSettings, ScheduleSettings, SyncSettings
 from freshindex.settings.sections.service import (
     JWT_ALGORITHMS,
     AclSettings,
@@ -57,6 +57,7 @@ __all__ = [
     "AuthSettings",
     "BrokerSettings",
     "ContextSettings",
+    "DocumentLineSettings",
     "EmbeddingSettings",
     "QdrantClusterSettings",
     "QueryBudgetSettings",
@@ -108,6 +109,7 @@ class Settings(BaseSettings):
     registry: RegistrySettings = RegistrySettings()
     broker: BrokerSettings = BrokerSettings()
     sync: SyncSettings = SyncSettings()
+    pipeline: DocumentLineSettings = DocumentLineSettings()
     vector_store: VectorStoreSettings = VectorStoreSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     sources: SourcesSettings = SourcesSettings()

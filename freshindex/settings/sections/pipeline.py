@@ -57,6 +57,26 @@ class BrokerSettings(BaseModel):
     )
 
 
+class DocumentLineSettings(BaseModel):
+    """The document line's steps between parse and chunk (workers/steps/), and where parsing runs."""
+
+    steps: list[str] = Field(
+        default_factory=list,
+        description="optional transform steps run between parse and chunk, by name (known: redact_pii, which "
+        "replaces e-mail addresses and phone numbers with [email] and [phone]); they run in the order "
+        "workers/steps/ declares them. A step's name and version are part of every document's version, so "
+        "turning one on or off re-processes every document on its next sync",
+    )
+    processes: int = Field(
+        default=0, ge=0,
+        description="processes an in-process sync (`freshindex sync` without a broker) parses and chunks in, "
+        "one document ahead of the loop in each, so parsing uses every core (workers/steps/pool.py); 0 = the "
+        "cores this process may use; 1 = threads only, as before. Needs sync.parse_ahead, and a token counter "
+        "that pickles (the bundled model's and the hashing stand-in's do; sentence-transformers and remote "
+        "models parse in threads)",
+    )
+
+
 class SyncSettings(BaseModel):
     """How runs are guarded, fenced and recovered."""
 
