@@ -34,6 +34,7 @@ from freshindex.acl.model import FOLDER_SIDECAR, is_sidecar
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
 from freshindex.workers.connectors import Sidecars, UnlistedPrefixes
+from freshindex.workers.connectors.options import SourceOptions
 from freshindex.workers.connectors.registry import ConnectorSpec
 
 
@@ -195,4 +196,5 @@ SPEC = ConnectorSpec(
     location_help="a folder path",
     check_location=_check_location,
     hooks=(Sidecars, UnlistedPrefixes),
+    options_model=SourceOptions,  # nothing of its own
 )

@@ -58,6 +58,7 @@ from freshindex.core import flock
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
 from freshindex.workers.connectors import ChunkMeta, RunScoped, Sidecars
+from freshindex.workers.connectors.options import SourceOptions
 from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, CursorStore, SourceLike
 
 #: Characters of the commit a citation shows.
@@ -383,6 +384,14 @@ def _build(source: SourceLike, env: ConnectorEnv) -> GitConnector:
                         username=opts.get("username"), timeout_s=env.sources.git_timeout_s)
 
 
+class GitOptions(SourceOptions):
+    """A git source's options."""
+
+    ref: str | None = None
+    token_file: str | None = None
+    username: str | None = None
+
+
 SPEC = ConnectorSpec(
     kind="git",
     build=_build,
@@ -393,6 +402,7 @@ SPEC = ConnectorSpec(
              ConnectorOption("token_file", "file holding an access token (default: settings sources.git_token_file)"),
              ConnectorOption("username", "user name sent with the token (default x-access-token; GitLab: oauth2)")),
     hooks=(Sidecars, ChunkMeta, RunScoped),
+    options_model=GitOptions,
 )
 
 __all__ = ["SHORT", "SPEC", "TRANSPORTS", "GitConnector", "GitRevision", "Tree", "check_location",

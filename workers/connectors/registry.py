@@ -14,8 +14,9 @@ The built-in modules are imported on first use, never at import of this
 module, so the CLI and ``serve`` do not load boto3 to list the kinds.
 
 What it does not do: check that a connector keeps its protocol at run time
-(the contract tests do, ``tests/workers/connectors``), nor validate options a
-kind does not declare (parsers and ACL sources read the same option map).
+(the contract tests do, ``tests/workers/connectors``); options are checked
+by the kind's ``options_model`` (:mod:`workers.connectors.options`) when a
+source is registered, not at each sync.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from freshindex.core.errors import ConfigError
+from freshindex.workers.connectors.options import check_options
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from freshindex.settings.model import SourcesSettings
     from freshindex.workers.connectors import Connector
 
@@ -126,7 +130,11 @@ class ConnectorSpec:
     :class:`~core.errors.ConfigError`.  ``hooks`` lists the optional
     protocols (:class:`~workers.connectors.AclTags`,
     :class:`~workers.connectors.Sidecars`, ...) its connectors implement, so
-    a contract test can hold the connector to them.
+    a contract test can hold the connector to them.  ``options_model`` (a
+    :class:`~workers.connectors.options.SourceOptions` subclass) is what its
+    sources' options must read as: :meth:`validate` refuses any other key or
+    an ill-typed value; None (a kind registered without one) checks only the
+    required options.
     """
 
     kind: str
@@ -136,9 +144,13 @@ class ConnectorSpec:
     check_location: Callable[[str, Mapping[str, Any]], str] | None = None
     options: tuple[ConnectorOption, ...] = ()
     hooks: tuple[type, ...] = field(default=())
+    options_model: type[BaseModel] | None = None
 
     def validate(self, location: str, options: Mapping[str, Any]) -> str:
-        """The location to store for a new source of this kind; missing required options are an error."""
+        """The location to store for a new source of this kind; missing, unknown (when the kind declares an
+        ``options_model``) or ill-typed options are an error."""
+        if self.options_model is not None:
+            check_options(self.kind, self.options_model, options)
         missing = [o.name for o in self.options if o.required and not options.get(o.name)]
         if missing:
             raise ConfigError(f"a {self.kind} source needs the option(s) {', '.join(missing)} (--option key=value)")

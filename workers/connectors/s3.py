@@ -26,6 +26,7 @@ from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
 from freshindex.settings.s3 import s3_client, s3_client_from
 from freshindex.workers.connectors import AclTags, Sidecars
+from freshindex.workers.connectors.options import SourceOptions
 from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, SourceLike
 
 #: Error codes that concern one object, not the endpoint or the bucket.
@@ -127,6 +128,13 @@ def _check_location(location: str, _options: Mapping[str, Any]) -> str:
     return location
 
 
+class S3Options(SourceOptions):
+    """An S3 source's options."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+
+
 SPEC = ConnectorSpec(
     kind="s3",
     build=_build,
@@ -136,6 +144,7 @@ SPEC = ConnectorSpec(
     options=(ConnectorOption("endpoint_url", "S3 endpoint (MinIO, a local S3); default: settings sources.s3"),
              ConnectorOption("region", "the bucket's region")),
     hooks=(AclTags, Sidecars),
+    options_model=S3Options,
 )
 
 __all__ = ["SPEC", "S3Connector", "parse_location", "s3_client", "s3_client_from"]

@@ -117,6 +117,7 @@ from freshindex.workers.connectors.web_options import (
     OPTIONS_HELP,
     SiteClient,
     WebOptions,
+    WebSourceOptions,
     check_start_url,
     raise_for_status,
     request_deadline,
@@ -592,6 +593,7 @@ SPEC = ConnectorSpec(
     check_location=_check_location,
     options=OPTIONS_HELP,
     hooks=(UnlistedPrefixes, ChunkMeta, RunScoped),
+    options_model=WebSourceOptions,
 )
 
 

@@ -33,6 +33,7 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
+from freshindex.workers.connectors.options import SourceOptions
 from freshindex.workers.connectors.registry import ConnectorOption
 from freshindex.workers.connectors.web_links import normalise, resolve
 
@@ -326,6 +327,25 @@ def raise_for_status(resp: httpx.Response, url: str) -> None:
         raise DocumentError(DocumentError.UNREADABLE, f"GET {url} answered {code} (access denied)")
     if code != 200:
         raise DocumentError(DocumentError.UNREADABLE, f"GET {url} answered {code}")
+
+
+class WebSourceOptions(SourceOptions):
+    """A web source's options, as types (their ranges are :meth:`WebOptions.of`'s)."""
+
+    prefix: str | None = None
+    sitemap: bool | None = None
+    max_pages: int | None = None
+    max_depth: int | None = None
+    max_total_bytes: int | None = None
+    max_page_bytes: int | None = None
+    concurrency: int | None = None
+    rate_limit: str | None = None
+    timeout_s: float | None = None
+    request_deadline_s: float | None = None
+    crawl_deadline_s: float | None = None
+    page_links_cpu_s: float | None = None
+    user_agent: str | None = None
+    directory_index: str | None = None
 
 
 #: The options a web source takes (``freshindex sources kinds``).
