@@ -1,8 +1,10 @@
 """Source connectors: list object refs, fetch bytes.
 
-A connector never decides what changed; it reports what is there (keys with
-etags and sizes) and hands over bytes.  Keys are checked by :func:`check_key`
-before anything is fetched, whatever the connector.
+A connector reports what is there (keys with etags and sizes), or, with a
+cursor, what changed and what it knows was deleted (a partial
+:class:`SourceListing`), and hands over bytes; the planner decides what to
+process.  Keys are checked by :func:`check_key` before anything is fetched,
+whatever the connector.
 
 Which connector a source gets is decided by its kind through the registry
 (:mod:`workers.connectors.registry`): one :class:`ConnectorSpec` per kind.
