@@ -242,19 +242,13 @@ class Services:
 
     @functools.cached_property
     def client(self) -> InjectionClient:
-        from freshindex.injection import InjectionClient
-        from freshindex.injection.budget import ContextPolicy
+        from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
 
-        return InjectionClient(self.store, self.embedder, naming=self.naming, recheck=self.registry.chunk_status,
-                               sensitive=self.sensitive_recheck, stale_sources=self._stale_sources,
-                               policy=ContextPolicy.from_mapping(self.settings.context.model_dump()),
-                               refusal=self.refusal_policy,
-                               calibration=self.registry.snapshot_calibration, observer=ServiceObserver(self),
-                               snapshot_facts=self._snapshot_facts,
-                               sources=self._kb_sources, max_stale_s=self.settings.context.max_stale_s,
-                               min_score=self.settings.context.min_score,
-                               lexical_rerank=self.settings.context.lexical_rerank,
-                               planning=self.settings.context.query_planning)
+        hooks = QueryHooks(naming=self.naming, recheck=self.registry.chunk_status, sensitive=self.sensitive_recheck,
+                           stale_sources=self._stale_sources, calibration=self.registry.snapshot_calibration,
+                           observer=ServiceObserver(self), snapshot_facts=self._snapshot_facts, sources=self._kb_sources)
+        return InjectionClient(self.store, self.embedder,
+                               QueryTuning.of(self.settings.context, refusal=self.refusal_policy), hooks)
 
     def _kb_sources(self, kb: str) -> Any:
         """``registry.list_sources(kb)`` (ids, owners, ACLs) for an insufficient-evidence packet.

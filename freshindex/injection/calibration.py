@@ -57,7 +57,7 @@ from freshindex.acl.principal import USER_PREFIX
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
-from freshindex.injection.client import InjectionClient
+from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
 from freshindex.injection.refusal import FUNCTION_WORDS, RefusalPolicy, Signals, question_terms
 from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
@@ -300,8 +300,9 @@ def _asker(store: VectorStore, embedder: Embedder, collection: str, policy: Refu
     whatever the bias).
     """
     batched = _Batched(embedder)
-    client = InjectionClient(_Pinned(store, collection), batched, naming=naming, min_score=min_score,
-                             refusal=replace(policy, enabled=False))
+    client = InjectionClient(_Pinned(store, collection), batched,
+                             QueryTuning(min_score=min_score, refusal=replace(policy, enabled=False)),
+                             QueryHooks(naming=naming))
 
     def ask(questions: Asked) -> list[Signals | None]:
         batched.prepare([question for question, _p in questions])

@@ -101,6 +101,56 @@ class SnapshotFacts:
     revisions: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, kw_only=True)
+class QueryTuning:
+    """How an :class:`InjectionClient` answers: thresholds and policies (the ``context`` settings' values).
+
+    ``min_score``: the dense floor; ``policy``: the packet's budget and quotas (None: the defaults);
+    ``tokenizer``: counts the budget (None: the policy's); ``reranker``: the caller's reranker(s), after the
+    coverage reranker when ``lexical_rerank``; ``refusal``: the refusal policy (None: the shipped one);
+    ``max_stale_s``: evidence of a source unverified for longer is rejected (None: served labelled);
+    ``planning``: the question's exact identifiers are also searched lexically alone.
+    """
+
+    min_score: float = _DEFAULTS.min_score
+    policy: ContextPolicy | None = None
+    tokenizer: Tokenizer | None = None
+    reranker: Reranker | Sequence[Reranker] | None = None
+    refusal: RefusalPolicy | None = None
+    lexical_rerank: bool = _DEFAULTS.lexical_rerank
+    max_stale_s: float | None = _DEFAULTS.max_stale_s
+    planning: bool = _DEFAULTS.query_planning
+
+    @classmethod
+    def of(cls, context: ContextSettings, *, refusal: RefusalPolicy | None = None) -> QueryTuning:
+        """The tuning the ``context`` settings section states (its policy included)."""
+        return cls(min_score=context.min_score, policy=ContextPolicy.from_mapping(context.model_dump()),
+                   refusal=refusal, lexical_rerank=context.lexical_rerank, max_stale_s=context.max_stale_s,
+                   planning=context.query_planning)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryHooks:
+    """What an :class:`InjectionClient` asks of the rest of the service, each optional (None: not checked).
+
+    ``naming``: alias and collection names; ``recheck``: the registry's current row of each hit
+    (:func:`acl.access.decide`); ``sensitive``: the recheck at the ACL source; ``stale_sources``: the kb's
+    stale sources; ``calibration``: a snapshot's refusal calibration; ``snapshot_facts``: a snapshot's model
+    and revisions; ``sources``: the kb's source records, for an insufficient-evidence report; ``observer``:
+    hears every stage, denial and packet; ``clock``: now (UTC), injectable for tests.
+    """
+
+    naming: Naming = field(default_factory=Naming)
+    recheck: Recheck | None = None
+    sensitive: SensitiveRecheck | None = None
+    stale_sources: StaleSources | None = None
+    calibration: Callable[[str], Mapping[str, Any] | None] | None = None
+    snapshot_facts: Callable[[str], SnapshotFacts | None] | None = None
+    sources: SourceDirectory | None = None
+    observer: QueryObserver | None = None
+    clock: Callable[[], dt.datetime] | None = None
+
+
 @dataclass(frozen=True)
 class _Asked:
     """One :meth:`InjectionClient.retrieve` call's arguments."""
@@ -120,56 +170,36 @@ MAX_NEXT_ACTIONS = 5
 
 
 class InjectionClient:
-    def __init__(
-        self,
-        store: VectorStore,
-        embedder: Embedder,
-        *,
-        naming: Naming = Naming(),
-        recheck: Recheck | None = None,
-        sensitive: SensitiveRecheck | None = None,
-        stale_sources: StaleSources | None = None,
-        min_score: float = _DEFAULTS.min_score,
-        policy: ContextPolicy | None = None,
-        tokenizer: Tokenizer | None = None,
-        reranker: Reranker | Sequence[Reranker] | None = None,
-        refusal: RefusalPolicy | None = None,
-        calibration: Callable[[str], Mapping[str, Any] | None] | None = None,
-        snapshot_facts: Callable[[str], SnapshotFacts | None] | None = None,
-        lexical_rerank: bool = _DEFAULTS.lexical_rerank,
-        sources: SourceDirectory | None = None,
-        max_stale_s: float | None = _DEFAULTS.max_stale_s,
-        observer: QueryObserver | None = None,
-        clock: Callable[[], dt.datetime] | None = None,
-        planning: bool = _DEFAULTS.query_planning,
-    ) -> None:
-        self.store, self.embedder, self.naming = store, embedder, naming
-        self.recheck, self.sensitive = recheck, sensitive
+    def __init__(self, store: VectorStore, embedder: Embedder, tuning: QueryTuning | None = None,
+                 hooks: QueryHooks | None = None) -> None:
+        tuning, hooks = tuning or QueryTuning(), hooks or QueryHooks()
+        self.store, self.embedder, self.naming = store, embedder, hooks.naming
+        self.recheck, self.sensitive = hooks.recheck, hooks.sensitive
         # every per-query measurement and the denial audit (injection.observer), on every path
-        self.observer = Observers(observer)
-        self.stale_sources = stale_sources
-        self.min_score = min_score
-        self.policy = policy or ContextPolicy()
+        self.observer = Observers(hooks.observer)
+        self.stale_sources = hooks.stale_sources
+        self.min_score = tuning.min_score
+        self.policy = tuning.policy or ContextPolicy()
         # The rerank stage's chain: the coverage reranker (lexical_rerank), then the caller's reranker(s).
-        self.tokenizer, self.reranker = tokenizer, reranker
-        self.rerankers = rerankers_of(reranker)
+        self.tokenizer, self.reranker = tuning.tokenizer, tuning.reranker
+        self.rerankers = rerankers_of(tuning.reranker)
         # Stages of the line switched off (context.disabled_stages, carried by the policy); checked here.
         self.disabled = disabled_of(self.policy.disabled_stages)
-        self.refusal = refusal or RefusalPolicy()
+        self.refusal = tuning.refusal or RefusalPolicy()
         # snapshot id -> its refusal calibration (injection.calibration), read once per snapshot; None: shipped bias
-        self.calibration = calibration
+        self.calibration = hooks.calibration
         self._calibrated: dict[str, tuple[float, RefusalPolicy]] = {}
         # snapshot id -> its embedding model and its sources' revisions (None: unknown, not checked)
-        self.snapshot_facts = snapshot_facts
+        self.snapshot_facts = hooks.snapshot_facts
         self._facts: dict[str, SnapshotFacts] = {}
-        self.lexical_rerank = lexical_rerank
+        self.lexical_rerank = tuning.lexical_rerank
         # The insufficient-evidence packet's report: the kb's sources (who owns what), a staleness policy
         # (evidence of a source unverified for longer than max_stale_s is rejected, not served labelled;
         # None: served labelled).
-        self.sources, self.max_stale_s = sources, max_stale_s
-        self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
+        self.sources, self.max_stale_s = hooks.sources, tuning.max_stale_s
+        self.clock = hooks.clock or (lambda: dt.datetime.now(dt.UTC))
         # Query planning (injection.planning): the question's exact identifiers also searched lexically alone.
-        self.planning = planning
+        self.planning = tuning.planning
         # collection -> point count, for the weight of absent terms (a count that lags a little shifts it little)
         self._points: dict[str, int] = {}
 
@@ -245,9 +275,8 @@ class InjectionClient:
         question, kb, principal, deterministic = asked.question, asked.kb, asked.principal, asked.deterministic
         state = self._ask(question, kb, principal, asked.limit, timer, trace)
         if state.target is None:
-            return self._refuse(question, kb, None, RefusalReason.NO_SNAPSHOT,
-                                "the knowledge base has no snapshot yet",
-                                tally=Tally(), principal=principal, deterministic=deterministic)
+            return self._refuse(asked, None, RefusalReason.NO_SNAPSHOT, "the knowledge base has no snapshot yet",
+                                tally=Tally())
         snapshot_id, got = state.target[1], state.got
         tally = got.tally
         tally.searched = subquery_report(state.plan, state.searched, got.readable_ids)
@@ -256,8 +285,8 @@ class InjectionClient:
         if not got.readable_ids:
             self.observer.empty_recall(kb)
         if state.refused is not None:
-            return self._refuse(question, kb, snapshot_id, state.refused[0], state.refused[1], got.dropped,
-                                state.board.evidence, tally=tally, principal=principal, deterministic=deterministic)
+            return self._refuse(asked, snapshot_id, state.refused[0], state.refused[1], tally=tally,
+                                dropped=got.dropped, sig=state.board.evidence)
         packet = compose(question, kb, snapshot_id, got.candidates, policy=self.policy, query_type=asked.query_type,
                          tokenizer=self.tokenizer, reranker=self._rerankers(state), numbers=asked.numbers,
                          deterministic=deterministic, kb_version=snapshot_id, dropped=got.dropped, limit=asked.limit,
@@ -395,15 +424,15 @@ class InjectionClient:
     def _decided(self, kb: str, reason: RefusalReason | None, sig: Signals | None) -> None:
         self.observer.decided(kb, reason, sig)
 
-    def _refuse(self, question: str, kb: str, snapshot_id: str | None, reason: RefusalReason, why: str,
-                dropped: dict[str, int] | None = None, sig: Signals | None = None, *, tally: Tally,
-                principal: Principal, deterministic: bool = False) -> ContextPacket:
+    def _refuse(self, asked: _Asked, snapshot_id: str | None, reason: RefusalReason, why: str, *, tally: Tally,
+                dropped: dict[str, int] | None = None, sig: Signals | None = None) -> ContextPacket:
+        kb = asked.kb
         self._decided(kb, reason, sig)
-        report = self._report(kb, snapshot_id, principal, tally, reason)
+        report = self._report(kb, snapshot_id, asked.principal, tally, reason)
         self._count_insufficient(kb, tally, reason)
         text = f"insufficient evidence ({reason}): {why}"
-        rendered = insufficient_context(kb, snapshot_id, reason=text, search=report, deterministic=deterministic)
-        return ContextPacket(question, kb, snapshot_id, (), True, text, rendered, _public(dropped or {}),
+        rendered = insufficient_context(kb, snapshot_id, reason=text, search=report, deterministic=asked.deterministic)
+        return ContextPacket(asked.question, kb, snapshot_id, (), True, text, rendered, _public(dropped or {}),
                              withheld=dict(dropped or {}), search=report)
 
     def _count_insufficient(self, kb: str, tally: Tally, reason: RefusalReason) -> None:
@@ -460,5 +489,6 @@ def _public(dropped: Mapping[str, int]) -> dict[str, int]:
 
 
 #: The evidence types live in :mod:`injection.types` (importable by the thin HTTP client); re-exported here.
-__all__ = ["PUBLIC_DROPS", "ContextPacket", "Evidence", "InjectionClient", "QueryObserver", "Recheck", "Verdict",
+__all__ = ["PUBLIC_DROPS", "ContextPacket", "Evidence", "InjectionClient", "QueryHooks", "QueryObserver", "QueryTuning",
+           "Recheck", "SnapshotFacts", "Verdict",
            "render_context"]
