@@ -150,7 +150,7 @@ def _queries(n_queries: int, vecs: np.ndarray, seed: int) -> list[tuple[list[flo
 
 
 def run_size(n: int, n_queries: int, work: Path, *, optimize: bool = False) -> dict[str, Any]:
-    from freshindex.injection.client import InjectionClient
+    from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
 
     vecs, texts, payloads = _corpus(n)
     root = work / f"n{n}{'-optimised' if optimize else ''}"
@@ -187,7 +187,8 @@ def run_size(n: int, n_queries: int, work: Path, *, optimize: bool = False) -> d
     # the synthetic questions are pseudo-words, which the calibrated refusal rightly turns down.
     from freshindex.injection.refusal import RefusalPolicy
 
-    client = InjectionClient(store, embedder, naming=naming, min_score=0.0, refusal=RefusalPolicy(enabled=False))
+    client = InjectionClient(store, embedder, QueryTuning(min_score=0.0, refusal=RefusalPolicy(enabled=False)),
+                             QueryHooks(naming=naming))
     stages = _StageClock(store, client_module())
 
     def retrieve_render(q: list[float], t: str) -> Any:
@@ -212,12 +213,12 @@ def end_to_end(store: EdgeStore, naming: Naming, queries: list[tuple[list[float]
     """The whole query as a caller has it: the question embedded by the real model, query planning on (its
     lexical sub-query is a second engine search), the coverage reranker on, compose and render.  Refusal off
     so that every question is composed (the pseudo-word questions would be refused, a shorter path)."""
-    from freshindex.injection.client import InjectionClient
+    from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
     from freshindex.injection.refusal import RefusalPolicy
     from freshindex.models.onnx import OnnxMiniLM
 
-    client = InjectionClient(store, OnnxMiniLM(batch_size=1), naming=naming, min_score=0.0, planning=True,
-                             lexical_rerank=True, refusal=RefusalPolicy(enabled=False))
+    tuning = QueryTuning(min_score=0.0, planning=True, lexical_rerank=True, refusal=RefusalPolicy(enabled=False))
+    client = InjectionClient(store, OnnxMiniLM(batch_size=1), tuning, QueryHooks(naming=naming))
     who = Principal.of("ana", ["g7"])
     client.retrieve(queries[0][1], kb="bench", principal=who, limit=5)  # loads the model
     samples = []

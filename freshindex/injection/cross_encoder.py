@@ -2,10 +2,10 @@
 
 The line's ``rerank`` stage runs a chain (:data:`injection.stages.STAGES`):
 the coverage reranker first (``context.lexical_rerank``), then whatever an
-application passes as ``InjectionClient(reranker=...)``.  Adding a model is
+application passes as ``QueryTuning(reranker=...)``.  Adding a model is
 this module and one argument::
 
-    client = InjectionClient(store, embedder, reranker=cross_encoder_reranker(model))
+    client = InjectionClient(store, embedder, QueryTuning(reranker=cross_encoder_reranker(model)))
 
 ``model`` is anything with ``score_pairs(pairs) -> scores`` (a
 sentence-transformers ``CrossEncoder.predict`` wrapped, a remote scoring

@@ -7,8 +7,8 @@ that has another shape is adapted.  :class:`CrossEncoderScorer` loads a
 model name, as :mod:`models.sentence_transformers` does) on the CPU and
 scores pairs with ``predict`` in batches of ``batch_size``::
 
-    client = InjectionClient(store, embedder,
-                             reranker=cross_encoder_reranker(CrossEncoderScorer("/models/ms-marco-MiniLM-L6-v2")))
+    client = InjectionClient(store, embedder, QueryTuning(
+        reranker=cross_encoder_reranker(CrossEncoderScorer("/models/ms-marco-MiniLM-L6-v2"))))
 
 What it does not do: download a model (sentence-transformers may, for a
 hub name that is not a local path: pass a path), cap the text length it is

@@ -22,7 +22,7 @@ import pytest
 
 from freshindex.acl import Principal
 from freshindex.health.metrics import MAX_SOURCE_LABELS, Metrics
-from freshindex.injection.client import InjectionClient
+from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
 from freshindex.injection.types import ContextPacket
 from freshindex.services import ServiceObserver, Services
 from freshindex.settings import load_settings
@@ -105,10 +105,10 @@ def test_an_answered_packet_reports_its_search_without_next_actions(world: Servi
     assert packet.search.sources == ("docs",)  # the sources of what it read
 
 
-def _client(svc: Services, **kwargs: Any) -> InjectionClient:
+def _client(svc: Services, tuning: QueryTuning | None = None, **hooks: Any) -> InjectionClient:
     base: dict[str, Any] = dict(naming=svc.naming, recheck=svc.registry.chunk_status, sources=svc.registry.list_sources,
                                 observer=ServiceObserver(svc))
-    return InjectionClient(svc.store, svc.embedder, **{**base, **kwargs})
+    return InjectionClient(svc.store, svc.embedder, tuning, QueryHooks(**{**base, **hooks}))
 
 
 def test_expired_evidence_is_rejected_by_reason_and_its_source_named_to_refresh(world: Services) -> None:
@@ -130,11 +130,11 @@ def test_evidence_stale_beyond_the_policy_is_rejected_and_its_source_named(world
     stale = {"docs": SimpleNamespace(last_verified_at=now - dt.timedelta(days=3), stale_reason="unverified")}
     question = "When are releases cut from the main branch?"
     # Within the policy it is served, labelled stale
-    lenient = _client(world, stale_sources=lambda _kb: stale, max_stale_s=7 * 86400, clock=lambda: now)
+    lenient = _client(world, QueryTuning(max_stale_s=7 * 86400), stale_sources=lambda _kb: stale, clock=lambda: now)
     served = lenient.retrieve(question, kb="default")
     assert not served.insufficient and all(e.stale for e in served.evidence if e.source_id == "docs")
     # Beyond it, rejected by reason, and the next action is to refresh that source
-    strict = _client(world, stale_sources=lambda _kb: stale, max_stale_s=86400, clock=lambda: now)
+    strict = _client(world, QueryTuning(max_stale_s=86400), stale_sources=lambda _kb: stale, clock=lambda: now)
     packet = strict.retrieve(question, kb="default")
     assert packet.insufficient and packet.search is not None
     assert packet.search.rejected.get("stale", 0) >= 1 and packet.dropped.get("stale") == packet.search.rejected["stale"]

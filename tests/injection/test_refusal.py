@@ -21,7 +21,7 @@ from freshindex.core.payload import PointPayload
 from freshindex.health.metrics import Metrics
 from freshindex.injection.assemble import Candidate, assemble, coverage_reranker
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
-from freshindex.injection.client import InjectionClient
+from freshindex.injection.client import InjectionClient, QueryHooks
 from freshindex.injection.observer import QueryObserver
 from freshindex.injection.refusal import (
     RefusalPolicy,
@@ -193,7 +193,7 @@ def _client(tmp_path: Path, decisions: list, metrics: Metrics | None = None) -> 
             if metrics is not None and reason is not None:
                 metrics.refusals.labels(str(reason)).inc()
 
-    return InjectionClient(store, _Embedder(), naming=naming, observer=Sink())
+    return InjectionClient(store, _Embedder(), hooks=QueryHooks(naming=naming, observer=Sink()))
 
 
 def test_the_client_refuses_an_absent_identifier_and_says_why(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from freshindex.core.errors import ConfigError
 from freshindex.core.payload import PointPayload
 from freshindex.injection.assemble import Candidate, assemble, coverage_reranker
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
-from freshindex.injection.client import InjectionClient
+from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
 from freshindex.injection.context import LineOptions, compose
 from freshindex.injection.cross_encoder import cross_encoder_reranker
 from freshindex.injection.refusal import RefusalPolicy
@@ -216,15 +216,15 @@ def test_a_required_stage_in_the_setting_fails_the_client(tmp_path: Path) -> Non
     svc = _world(tmp_path)
     try:
         with pytest.raises(ConfigError, match="recheck"):
-            InjectionClient(svc.store, svc.embedder, policy=ContextPolicy(disabled_stages=frozenset({"recheck"})))
+            InjectionClient(svc.store, svc.embedder, QueryTuning(policy=ContextPolicy(disabled_stages=frozenset({"recheck"}))))
     finally:
         svc.close()
 
 
 def test_the_clients_reranker_chains_after_the_coverage_reranker(world: Services) -> None:
     model = StubCrossEncoder()
-    client = InjectionClient(world.store, world.embedder, naming=world.naming, min_score=0.0,
-                             refusal=RefusalPolicy(enabled=False), reranker=cross_encoder_reranker(model))
+    tuning = QueryTuning(min_score=0.0, refusal=RefusalPolicy(enabled=False), reranker=cross_encoder_reranker(model))
+    client = InjectionClient(world.store, world.embedder, tuning, QueryHooks(naming=world.naming))
     trace = Trace()
     packet = client.retrieve(Q, kb="default", trace=trace)
     assert trace.stage("rerank").notes["rerankers"] == 2  # type: ignore[union-attr]
