@@ -50,6 +50,15 @@ decided per token, because the question's tokens are not alike:
   words outside that vocabulary (``cublas``, ``emscripten``, ``duckdb``) or
   as identifiers.  It still counts through BM25.
 
+A key term is in the evidence also when the evidence spells it another way
+(:func:`held`): the same word stem (``caching`` and ``cache``, ``emitting``
+and ``emit``: the Snowball English stemmer), an abbreviation (``bool`` for
+``boolean``: one a prefix of the other, the shorter at least four letters
+and half the longer), a word written as two (``runtime``, ``run time``), or
+an identifier split at other separators (``add_log_level``,
+``addLogLevel``).  Real questions are worded by readers, and one word spelt
+otherwise than the evidence spells it must not refuse a question alone.
+
 One signal decides alone: a question naming an identifier (a compound as
 above, not a hyphenated word or a version) that no rechecked candidate holds
 in any form (whole, a namespace suffix such as ``path.walk`` of
@@ -97,14 +106,16 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+import snowballstemmer
+
 from freshindex.injection.budget import WordPieceCounter
 from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats
 
 __all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "absent_idf", "decide",
-           "evidence_tokens", "is_name", "known", "name_forms", "ocr_close", "ordinary_words", "question_terms",
-           "signals"]
+           "evidence_tokens", "held", "is_name", "known", "name_forms", "ocr_close", "ordinary_words", "question_terms",
+           "signals", "stem"]
 
 
 class RefusalReason(StrEnum):
@@ -116,6 +127,10 @@ class RefusalReason(StrEnum):
     WEAK_MATCH = "weak_match"  # the calibrated score says no, though the key terms occur
     BUDGET = "budget_too_small"  # the query type's token budget cannot hold even the block's frame
 
+
+#: Bumped when the signals of the same evidence change (a calibration fitted on other signals is not this one's).
+#: 2: a key term spelt otherwise in the evidence (:func:`held`) is in it.
+SIGNALS_VERSION = 2
 
 #: What the refusal needs from a store: the engine's IDF per token present for the caller.
 TermStats = LexicalStats
@@ -169,7 +184,7 @@ class RefusalPolicy:
         """
         return {"coverage_weight": self.coverage_weight, "lexical_weight": self.lexical_weight,
                 "dense_weight": self.dense_weight, "depth": self.depth, "key_term_rarity": self.key_term_rarity,
-                "ordinary_words": float(self.ordinary_words)}
+                "ordinary_words": float(self.ordinary_words), "signals_version": float(SIGNALS_VERSION)}
 
     def calibrated(self, calibration: Mapping[str, Any] | None) -> RefusalPolicy:
         """This policy with a snapshot's calibrated bias (:mod:`injection.calibration`); unchanged without one.
@@ -214,6 +229,7 @@ class Signals:
     weights: Mapping[str, float] | None = None  # token -> IDF weight used
     key_terms: tuple[str, ...] = ()  # the terms whose absence costs coverage (module docstring)
     unknown: tuple[str, ...] = ()  # identifiers the question names that no permitted point holds
+    wording: tuple[str, ...] = ()  # plain words of general English (ordinary_words): a reader's wording, not names
 
     def as_dict(self) -> dict[str, Any]:
         return {"coverage": round(self.coverage, 4), "lexical": round(self.lexical, 4), "dense": round(self.dense, 4),
@@ -264,16 +280,27 @@ def question_terms(question: str) -> tuple[tuple[str, ...], dict[str, tuple[str,
     parts the tokenizer also emitted for it (``dbm.sqlite3`` -> ``dbm``,
     ``sqlite3``); an upper-case plural name (``DATABASES``) counts as one too.
     """
+    question = _uncontracted(question)
     compounds, _alone = _compounds(question)
     terms = tuple(t for t in dict.fromkeys(lexical.tokenize(question)) if t not in FUNCTION_WORDS)
     return terms, compounds
+
+
+#: A contraction's tail ("I'm", "what's", "don't", "we'll"): a reader's wording, not a term (the tokenizer splits
+#: at the apostrophe and would make ``m`` or ``s`` a term no evidence holds).
+_CONTRACTION = re.compile(r"(?<=[^\W\d_])(?:n['\u2019]t|['\u2019](?:s|m|t|d|ll|re|ve))\b", re.IGNORECASE)
+
+
+def _uncontracted(question: str) -> str:
+    """``question`` without its contractions' tails ("I'm on Windows" -> "I on Windows")."""
+    return _CONTRACTION.sub("", question)
 
 
 def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
     """(compound whole -> its parts, the tokens of ``question`` that occur outside any compound)."""
     compounds: dict[str, tuple[str, ...]] = {}
     alone: set[str] = set()
-    for piece in question.split():
+    for piece in _uncontracted(question).split():
         toks = lexical.tokenize(piece)
         # tokenize emits a compound whole first, then its parts, each part a piece of the whole
         if len(toks) > 1 and all(p in toks[0] and p != toks[0] for p in toks[1:]):
@@ -346,12 +373,14 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, idf: Mapping
     # missing key term costs its share of the question, a missing common word nothing, and one missing
     # rare plain word among others does not zero the coverage by itself.
     whole = sum(w for t, w in weights.items() if t not in parts)
-    missing = tuple(sorted((t for t in key_terms if t not in have), key=lambda t: (-weights[t], t)))
+    missing = tuple(sorted((t for t in key_terms if t not in have and not held(t, have)),
+                           key=lambda t: (-weights[t], t)))
     coverage = 1.0 - sum(weights[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
     unknown = tuple(t for t in missing if t in compounds and is_name(t) and not known(t, seen))
+    wording = tuple(t for t in terms if t in ordinary and t not in compounds and t not in parts)
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
-                   weights=weights, key_terms=key_terms, unknown=unknown)
+                   weights=weights, key_terms=key_terms, unknown=unknown, wording=wording)
 
 
 @functools.lru_cache(maxsize=1)
@@ -427,7 +456,7 @@ def known(token: str, seen: set[str]) -> bool:
     (denied and absent look the same).  A name in the collection reaches the
     candidates through its lexical side, which matches it whole.
     """
-    return any(f in seen or _inside(f, seen) for f in name_forms(token))
+    return any(f in seen or _inside(f, seen) for f in name_forms(token)) or held(token, seen)
 
 
 #: Namespace separators: ``process_cpu_count`` is a name inside ``os.process_cpu_count``; ``cpu_count`` is not
@@ -445,6 +474,54 @@ def _inside(token: str, tokens: set[str]) -> bool:
                 return True
             start = other.find(token, start + 1)
     return False
+
+
+#: Separators of an identifier's parts: ``add_log_level``, ``add-log-level``, ``add.log.level`` fold to one form.
+_JOINERS = re.compile(r"[._\-:/]+")
+#: An abbreviation is at least this long (``bool``) and at least half the word it abbreviates.
+_ABBREVIATION = 4
+
+
+@functools.lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    return snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(token: str) -> str:
+    """The Snowball English stem of a plain word (``caching`` -> ``cach``); any other token as it is."""
+    return str(_stemmer().stemWord(token)) if token.isalpha() else token
+
+
+@functools.lru_cache(maxsize=4096)
+def _variants(tokens: frozenset[str]) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
+    """(stems of the plain words, identifiers with their separators removed, the plain words by length)."""
+    words = [t for t in tokens if t.isalpha()]
+    return (frozenset(stem(t) for t in words), frozenset(_JOINERS.sub("", t) for t in tokens if _JOINERS.search(t)),
+            tuple(sorted((t for t in words if len(t) >= _ABBREVIATION), key=len)))
+
+
+def held(term: str, tokens: AbstractSet[str]) -> bool:
+    """Whether ``tokens`` (one evidence's, or several's) hold ``term`` spelt another way (the module docstring).
+
+    A plain word: the same stem, an abbreviation either way, or two words of the evidence that make it up.
+    An identifier: its parts joined by other separators, or by none (``addloglevel``), or inside a longer
+    dotted name (``get_logger`` in ``structlog.get_logger``).  ``term`` itself
+    in ``tokens`` is not asked here (the caller looks that up first).
+    """
+    frozen = tokens if isinstance(tokens, frozenset) else frozenset(tokens)
+    stems, joined, words = _variants(frozen)
+    if not term.isalpha():
+        bare = _JOINERS.sub("", term)
+        return (bare != term and (bare in frozen or bare in joined)) or _inside(term, frozen)
+    if stem(term) in stems or term in joined:
+        return True
+    for w in words:
+        short, long_ = (w, term) if len(w) < len(term) else (term, w)
+        if len(short) >= _ABBREVIATION and 2 * len(short) >= len(long_) and short != long_ \
+                and long_.startswith(short):
+            return True
+    return any(term[:i] in frozen and term[i:] in frozen for i in range(3, len(term) - 2))
 
 
 def decide(policy: RefusalPolicy, s: Signals) -> tuple[RefusalReason, str] | None:
