@@ -638,7 +638,9 @@ def pseudo_questions(svc: Any, kb: str) -> dict[str, Any]:
     return {"snapshot_id": active.id, "sampled": asked.sampled,
             "calibration": (active.verification or {}).get("calibration"),
             "answerable": [signal_list(x) for x in asked.answerable],
-            "perturbed": [signal_list(x) for x in asked.perturbed]}
+            "perturbed": [signal_list(x) for x in asked.perturbed],
+            "answerable_kinds": asked.answerable_kinds, "perturbed_kinds": asked.perturbed_kinds,
+            "surveyed": asked.surveyed}
 
 
 def recalibrate_if_stale(svc: Any, kb: str) -> dict[str, Any] | None:
