@@ -18,7 +18,7 @@ engine.  Vectors are 16-dimensional unit rows drawn from a fixed seed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,12 @@ def points(n: int, seed: int = 0) -> list[PointRecord]:
         out.append(PointRecord(str(uuid.UUID(int=seed * 100000 + i + 1)), v.tolist(),
                                {"i": i, "acl": ["eng"] if i % 3 == 0 else ["public"], "doc": f"d{i % 4}"}))
     return out
+
+
+def vector(point: PointRecord) -> Sequence[float]:
+    """``point``'s vector (retrieved ``with_vectors``, or made by :func:`points`)."""
+    assert point.vector is not None, f"{point.id} came back without its vector"
+    return point.vector
 
 
 class VectorStoreContract:
@@ -81,7 +87,7 @@ class VectorStoreContract:
         got = store.retrieve(c, [pts[3].id, str(uuid.uuid4())], with_vectors=True)
         assert [g.id for g in got] == [pts[3].id]
         assert got[0].payload["i"] == 3
-        assert np.allclose(got[0].vector, pts[3].vector, atol=1e-5)
+        assert np.allclose(vector(got[0]), vector(pts[3]), atol=1e-5)
         store.delete(c, [p.id for p in pts[:5]])
         assert store.count(c) == 45
         assert set(store.iter_ids(c, batch=7)) == {p.id for p in pts[5:]}
@@ -91,10 +97,10 @@ class VectorStoreContract:
         store.create_collection(c, DIM)
         pts = points(60, seed=1)
         store.upsert(c, pts)
-        hits = store.search(c, pts[7].vector, limit=3, exact=True)
+        hits = store.search(c, vector(pts[7]), limit=3, exact=True)
         assert hits[0].id == pts[7].id and hits[0].score == pytest.approx(1.0, abs=1e-4)
         flt = Filter(must=(FieldMatch("acl", ("eng",)),), must_not=(FieldMatch("doc", ("d0",)),))
-        filtered = store.search(c, pts[7].vector, limit=60, flt=flt)
+        filtered = store.search(c, vector(pts[7]), limit=60, flt=flt)
         expected = {p.id for p in pts if flt.matches(p.payload)}
         assert {h.id for h in filtered} == expected
 
@@ -141,7 +147,7 @@ class VectorStoreContract:
         store.export_collection(a, tmp_path / "export.bin")
         store.import_collection(b, tmp_path / "export.bin")
         assert store.count(b) == 40
-        q = pts[11].vector
+        q = vector(pts[11])
         assert [h.id for h in store.search(a, q, limit=5, exact=True)] == \
             [h.id for h in store.search(b, q, limit=5, exact=True)]
         assert store.retrieve(b, [pts[2].id])[0].payload == pts[2].payload
@@ -149,4 +155,4 @@ class VectorStoreContract:
             store.import_collection(b, tmp_path / "export.bin")
 
 
-__all__ = ["DIM", "VectorStoreContract", "points"]
+__all__ = ["DIM", "VectorStoreContract", "points", "vector"]
