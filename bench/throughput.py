@@ -47,6 +47,7 @@ Writes bench/results/<name>.json and .md.  It does not install the peers: CocoIn
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -56,7 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,16 +113,16 @@ def _cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _live_texts(svc: Any, kb: str, batch: int = 500) -> list[tuple[str, str]]:
-    """(embedded text, chunk text) of every live chunk of ``kb``."""
+def _live_chunks(svc: Any, kb: str, batch: int = 500) -> Iterator[tuple[str, bytes]]:
+    """(embedded text, digest of the chunk text) of every live chunk of ``kb``, a batch of rows at a time:
+    what the bench keeps of a release is digests, so that it adds little to the run's peak memory."""
     from freshindex.core.types import embed_text
 
     ids = svc.registry.live_chunk_ids_for_kb(kb)
-    out = []
     for i in range(0, len(ids), batch):
-        out += [(embed_text(r.heading_path, r.text, title=r.title), r.text)
-                for r in svc.registry.chunk_rows(ids[i : i + batch])]
-    return out
+        for r in svc.registry.chunk_rows(ids[i : i + batch]):
+            digest = hashlib.blake2b(r.text.encode(), digest_size=16).digest()
+            yield embed_text(r.heading_path, r.text, title=r.title), digest
 
 
 def run_fresh(old: Path, new: Path, work: Path, provider: str) -> dict[str, Any]:
@@ -156,15 +157,16 @@ def run_fresh(old: Path, new: Path, work: Path, provider: str) -> dict[str, Any]
         return out
 
     full = sync()
-    before = {text for _, text in _live_texts(svc, "bench")}
+    before = {digest for _, digest in _live_chunks(svc, "bench")}
     materialise(_tree(new), source)
     update = sync()
-    changed = sorted({emb for emb, text in _live_texts(svc, "bench") if text not in before})
+    peak_sync = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # before the analysis
+    changed = sorted({emb for emb, digest in _live_chunks(svc, "bench") if digest not in before})
     started = time.perf_counter()
     svc.embedder.embed(changed)
     floor = {"chunks": len(changed), "model_s": round(time.perf_counter() - started, 3)}
     svc.close()
-    return {"full": full, "update": update, "floor": floor, "provider": provider}
+    return {"full": full, "update": update, "floor": floor, "provider": provider, "peak_rss_mb_sync": peak_sync}
 
 
 # -- the driver -------------------------------------------------------------------------
@@ -308,6 +310,10 @@ def report(meta: dict[str, Any], runs: dict[str, Any], failed: list[str]) -> tup
     if fm:
         lines += ["", f"Model floor of the update: {fm['floor']['chunks']} chunks with really changed text "
                   f"(freshindex's chunking), {fm['floor']['model_s']} s in the model."]
+    peaks = [f"{name} {d['peak_rss_mb_sync']} MB" for name, d in runs.items() if "peak_rss_mb_sync" in d]
+    if peaks:
+        lines += ["", "freshindex's peak RSS up to the end of its update, before the bench's own analysis (read "
+                  "inside the run): " + ", ".join(peaks) + "."]
     lines += ["", "Goals (this run):", ""]
     lines += table(["figure", "value", "goal", "result"], list("lrll"), goal_rows(values))
     if failed:

@@ -55,6 +55,7 @@ def test_the_freshindex_run_builds_then_updates_only_what_changed(tmp_path: Path
     # And the update embedded the changed page's new chunks only, the floor being exactly those chunks
     assert update["build"] == "built" and 1 <= update["embedded"] < full["embedded"]
     assert out["floor"]["chunks"] == 1 and out["floor"]["model_s"] >= 0
+    assert out["peak_rss_mb_sync"] > 0
 
 
 def test_the_langchain_runner_indexes_through_langchains_own_index(tmp_path: Path) -> None:
