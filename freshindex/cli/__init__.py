@@ -35,54 +35,11 @@ from freshindex.cli import (
     sources,
     sync,
 )
+from freshindex.cli.context import CREATES_STATE, CliState
 from freshindex.cli.support import JSON_REQUESTED, ConfigProblem, echo_json_error, failure
 from freshindex.core.errors import ConfigError, NotFoundError
-from freshindex.settings import Settings, load_settings
 
 progress_log = logging.getLogger("freshindex.progress")
-
-
-#: Commands that may create the data dir and the registry; every other command reads what exists and
-#: fails (exit 2, naming where it looked) when the data dir or registry is missing.
-CREATES_STATE = frozenset({"sources add", "sync", "serve", "worker", "beat", "db upgrade", "snapshots restore",
-                           "keys create", "sqs-poll"})
-
-
-def _command_path() -> str:
-    """``sources add`` for ``freshindex sources add ...`` (the running command, without the program name)."""
-    ctx, names = click.get_current_context(silent=True), []
-    while ctx is not None:
-        names.append(ctx.info_name or "")
-        ctx = ctx.parent
-    return " ".join(reversed(names[:-1]))
-
-
-class _State:
-    def __init__(self, config: str | None, verbose: int, strict: bool = False) -> None:
-        self.config = config
-        self.verbose = verbose
-        self.strict = strict
-        self._settings: Settings | None = None
-        self._services: Any = None
-
-    @property
-    def settings(self) -> Settings:
-        if self._settings is None:
-            self._settings = load_settings(self.config, strict=True if self.strict else None,
-                                           on_unknown=lambda m: click.echo(f"warning: {m}", err=True))
-        return self._settings
-
-    @property
-    def services(self) -> Any:
-        if self._services is None:
-            from freshindex.services import Services
-
-            self._services = Services(self.settings, create_storage=_command_path() in CREATES_STATE)
-        return self._services
-
-    def close(self) -> None:
-        if self._services is not None:
-            self._services.close()
 
 
 class _Group(click.Group):
@@ -111,7 +68,7 @@ class _Group(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, verbose: int, strict: bool) -> None:
     """freshindex: keep a RAG knowledge base correct, fresh and cited."""
-    state = _State(config, verbose, strict)
+    state = CliState(config, verbose, strict)
     ctx.obj = state
     ctx.call_on_close(state.close)
     try:
@@ -162,4 +119,4 @@ acl.register(cli)  # sources update (freshindex/cli/acl.py)
 audit.register(cli)  # audit denials (freshindex/cli/audit.py)
 ocr.register(cli)  # ocr report (freshindex/cli/ocr.py)
 
-__all__ = ["NotFoundError", "cli", "main"]
+__all__ = ["CREATES_STATE", "CliState", "NotFoundError", "cli", "main"]

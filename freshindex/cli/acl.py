@@ -18,6 +18,7 @@ import click
 
 from freshindex.acl.model import AclError, normalise_acl, sensitivity, split_names, validate_group
 from freshindex.acl.resolution import AclResolver, AclRule, SourceAcl
+from freshindex.cli.context import CliState
 from freshindex.cli.display import escaped
 from freshindex.cli.support import json_option, require
 
@@ -129,7 +130,7 @@ def register(cli: click.Group) -> None:
                   type=click.Choice(["public", "internal", "confidential", "restricted"]))
     @json_option
     @click.pass_obj
-    def sources_update(state: Any, source_id: str, groups: str | None, users: str | None, rules: tuple[str, ...],
+    def sources_update(state: CliState, source_id: str, groups: str | None, users: str | None, rules: tuple[str, ...],
                        clear_rules: bool, tenant: str | None, sensitivity_: str | None, as_json: bool) -> None:
         """Change who may read SOURCE_ID, without re-embedding; takes effect on the next query."""
         import json

@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from freshindex.acl.access import Verdict
+from freshindex.cli.context import CliState
 from freshindex.cli.display import escaped
 from freshindex.cli.support import json_option, require
 from freshindex.core.clock import as_utc
@@ -57,7 +58,7 @@ def audit() -> None:
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
 @json_option
 @click.pass_obj
-def audit_denials(state: Any, kb: str | None, principal: str | None, reason: str | None, since: str | None,
+def audit_denials(state: CliState, kb: str | None, principal: str | None, reason: str | None, since: str | None,
                   limit: int, as_json: bool) -> None:
     """Hits the query path denied: when, who, which document and chunk, why, under which ACL version."""
     require(state, kb=kb)
@@ -84,7 +85,7 @@ _SCAN = 50_000
               help="Groups shown of each kind (key terms, sources).")
 @json_option
 @click.pass_obj
-def audit_refusals(state: Any, kb: str, since: str, limit: int, as_json: bool) -> None:
+def audit_refusals(state: CliState, kb: str, since: str, limit: int, as_json: bool) -> None:
     """Insufficient-evidence answers by key term (missing from the evidence first) and by source searched."""
     from freshindex.registry.refusals import refusal_topics
 

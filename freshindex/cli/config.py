@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from freshindex.cli.context import CliState
 from freshindex.cli.display import emit as _emit
 from freshindex.cli.support import ConfigProblem, json_option
 
@@ -24,7 +25,7 @@ def config() -> None:
 @config.command("show")
 @json_option
 @click.pass_obj
-def config_show(state: Any, as_json: bool) -> None:
+def config_show(state: CliState, as_json: bool) -> None:
     """Print the effective configuration, secrets redacted."""
     data = state.settings.redacted()
 
@@ -67,7 +68,7 @@ def db() -> None:
 @db.command("upgrade")
 @json_option
 @click.pass_obj
-def db_upgrade(state: Any, as_json: bool) -> None:
+def db_upgrade(state: CliState, as_json: bool) -> None:
     """Upgrade the registry schema to this version's head."""
     from freshindex.registry import db as registry_db
     from freshindex.settings import redact_url

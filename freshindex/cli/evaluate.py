@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from freshindex.cli.context import CliState
 from freshindex.cli.support import ConfigProblem, json_option, require
 from freshindex.core.exit_codes import ExitCode
 
@@ -53,7 +54,7 @@ def _write_report(path: Path, report: Any, table: Any = None) -> None:
 @click.option("--min-pass", type=_RATIO, default=None, help="Gate: share of questions passing at least this.")
 @json_option
 @click.pass_obj
-def eval_command(state: Any, golden: Path, kb: str | None, snapshot: str | None, limit: int, stages: bool,
+def eval_command(state: CliState, golden: Path, kb: str | None, snapshot: str | None, limit: int, stages: bool,
                  report_path: Path | None, as_json: bool, **gates: float | None) -> None:
     """Ask every question of GOLDEN (JSONL, docs/eval.md) on a knowledge base; say where each miss was lost."""
     from freshindex.evaluation import Thresholds, ablate, evaluate, load_golden

@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from freshindex.cli.context import CliState
 from freshindex.cli.support import json_option, require
 from freshindex.core.exit_codes import ExitCode
 
@@ -57,7 +58,7 @@ def golden_sets() -> None:
 @click.option("--min-pass", type=_RATIO, default=None, help="Gate: share of questions passing at least this.")
 @json_option
 @click.pass_obj
-def golden_register(state: Any, kb: str, golden: Path, name: str | None, top_k: int, as_json: bool,
+def golden_register(state: CliState, kb: str, golden: Path, name: str | None, top_k: int, as_json: bool,
                     **gates: float | None) -> None:
     """Register GOLDEN (JSONL, docs/eval.md) for KB, or replace the set of that name (it is then due again)."""
     from freshindex.evaluation import Thresholds, parse_golden
@@ -76,7 +77,7 @@ def golden_register(state: Any, kb: str, golden: Path, name: str | None, top_k: 
 @click.option("--kb", default=None)
 @json_option
 @click.pass_obj
-def golden_list(state: Any, kb: str | None, as_json: bool) -> None:
+def golden_list(state: CliState, kb: str | None, as_json: bool) -> None:
     """Registered sets and each one's newest result."""
     require(state, kb=kb)
     rows = [g.as_dict() for g in state.services.registry.list_golden_sets(kb)]
@@ -88,7 +89,7 @@ def golden_list(state: Any, kb: str | None, as_json: bool) -> None:
 @click.argument("name")
 @json_option
 @click.pass_obj
-def golden_show(state: Any, kb: str, name: str, as_json: bool) -> None:
+def golden_show(state: CliState, kb: str, name: str, as_json: bool) -> None:
     """Print golden set NAME of KB as registered (JSONL), e.g. to ask it with ``freshindex eval`` on a snapshot."""
     require(state, kb=kb)
     found = [g for g in state.services.registry.list_golden_sets(kb) if g.name == name]
@@ -107,7 +108,7 @@ def golden_show(state: Any, kb: str, name: str, as_json: bool) -> None:
 @click.argument("name")
 @json_option
 @click.pass_obj
-def golden_remove(state: Any, kb: str, name: str, as_json: bool) -> None:
+def golden_remove(state: CliState, kb: str, name: str, as_json: bool) -> None:
     """Forget golden set NAME of KB (its gauges go at the next scrape of serve)."""
     require(state, kb=kb)
     state.services.registry.remove_golden_set(kb, name)
@@ -120,7 +121,7 @@ def golden_remove(state: Any, kb: str, name: str, as_json: bool) -> None:
                                             "snapshot.")
 @json_option
 @click.pass_obj
-def golden_run(state: Any, kb: str | None, force: bool, as_json: bool) -> None:
+def golden_run(state: CliState, kb: str | None, force: bool, as_json: bool) -> None:
     """Ask the due sets now, in this process, and record them as the scheduled evaluation does; exit 1 when
     one did not pass."""
     require(state, kb=kb)

@@ -14,10 +14,10 @@ state) and imports nothing from the package ``__init__``.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
 
+from freshindex.cli.context import CliState
 from freshindex.cli.display import printable, table
 from freshindex.cli.support import json_option
 
@@ -34,7 +34,7 @@ def keys() -> None:
 @click.option("--description", default=None, help="What the key is for (shown by `keys list`).")
 @json_option
 @click.pass_obj
-def keys_create(state: Any, principal: str, groups: tuple[str, ...], tenant: str | None, description: str | None,
+def keys_create(state: CliState, principal: str, groups: tuple[str, ...], tenant: str | None, description: str | None,
                 as_json: bool) -> None:
     """Issue a key for PRINCIPAL; the key is printed once and cannot be shown again."""
     new = state.services.registry.create_api_key(principal, groups, tenant=tenant, description=description)
@@ -50,7 +50,7 @@ def keys_create(state: Any, principal: str, groups: tuple[str, ...], tenant: str
 @click.option("--active", is_flag=True, help="Leave revoked keys out.")
 @json_option
 @click.pass_obj
-def keys_list(state: Any, active: bool, as_json: bool) -> None:
+def keys_list(state: CliState, active: bool, as_json: bool) -> None:
     """Every key: id, principal, groups, tenant, created, last used, revoked (never the secret)."""
     rows = [k.as_dict() for k in state.services.registry.list_api_keys(include_revoked=not active)]
     if as_json:
@@ -64,13 +64,14 @@ def keys_list(state: Any, active: bool, as_json: bool) -> None:
 @click.argument("key_id")
 @json_option
 @click.pass_obj
-def keys_revoke(state: Any, key_id: str, as_json: bool) -> None:
+def keys_revoke(state: CliState, key_id: str, as_json: bool) -> None:
     """Revoke KEY_ID: the next request that presents it is refused (401)."""
     info = state.services.registry.revoke_api_key(key_id)
     if as_json:
         click.echo(json.dumps(info.as_dict(), indent=2, ensure_ascii=False))
     else:
-        click.echo(f"revoked {info.key_id} ({printable(info.principal)}) at {info.revoked_at.isoformat()}")
+        when = info.revoked_at.isoformat() if info.revoked_at else "now"  # the registry sets it on revoke
+        click.echo(f"revoked {info.key_id} ({printable(info.principal)}) at {when}")
 
 
 def register(cli: click.Group) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from freshindex.cli.context import CliState
 from freshindex.cli.display import escaped
 from freshindex.cli.support import json_option, require
 
@@ -100,7 +101,7 @@ def source_floor(source: Any, default: float) -> float:
               help="Confidence (0-1) under which a page is a warning (default: sources.ocr_page_floor).")
 @json_option
 @click.pass_obj
-def ocr_report(state: Any, kb: str, floor: float | None, as_json: bool) -> None:
+def ocr_report(state: CliState, kb: str, floor: float | None, as_json: bool) -> None:
     """Per scanned page: OCR confidence, the unsure numbers/amounts/commands, and pages under the floor."""
     require(state, kb=kb)
     svc = state.services

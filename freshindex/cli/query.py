@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from freshindex.cli import display
+from freshindex.cli.context import CliState
 from freshindex.cli.display import emit as _emit
 from freshindex.cli.support import json_option, require
 from freshindex.core.exit_codes import ExitCode
@@ -27,7 +28,7 @@ from freshindex.core.exit_codes import ExitCode
 @click.option("--limit", default=5, show_default=True, type=click.IntRange(1, 50))
 @json_option
 @click.pass_obj
-def query(state: Any, question: str, kb: str | None, principal: str, groups: tuple[str, ...], tenant: str | None,
+def query(state: CliState, question: str, kb: str | None, principal: str, groups: tuple[str, ...], tenant: str | None,
           limit: int, as_json: bool) -> None:
     """Answer QUESTION as a principal (an operator's tool: the HTTP API takes identity from credentials)."""
     from freshindex.acl import Principal

@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from freshindex.cli.context import CliState
 from freshindex.cli.display import emit as _emit
 from freshindex.cli.display import table as _table
 from freshindex.cli.support import json_option, require
@@ -28,7 +29,7 @@ _RUN_STATUSES = click.Choice(["running", "succeeded", "partial", "failed", "held
 _CHANGESET_STATUSES = ("open", "staged", "applied", "rolled_back")
 
 
-def _registry(state: Any) -> Any:
+def _registry(state: CliState) -> Any:
     return state.services.registry
 
 
@@ -45,7 +46,7 @@ def _registry(state: Any) -> Any:
 @click.option("--max-age", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Seconds since the last touch beyond which the process counts as dead.")
 @click.pass_obj
-def probe(state: Any, role: str, path: Path | None, max_age: float) -> None:
+def probe(state: CliState, role: str, path: Path | None, max_age: float) -> None:
     """Exit 0 when the worker's (or beat's) heartbeat file is fresh, 1 otherwise.
 
     For Kubernetes exec probes: cheap (reads one file's mtime, opens no
@@ -84,7 +85,7 @@ _RUN_COLUMNS = ("id", "source", "trigger", "status", "started_at", "finished_at"
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @json_option
 @click.pass_obj
-def runs_list(state: Any, source: str | None, kb: str | None, status: str | None, limit: int, as_json: bool) -> None:
+def runs_list(state: CliState, source: str | None, kb: str | None, status: str | None, limit: int, as_json: bool) -> None:
     """Newest runs first; running ones with running_for_s and docs_done (a frozen docs_done: lost tasks)."""
     from freshindex.registry import reports
 
@@ -97,7 +98,7 @@ def runs_list(state: Any, source: str | None, kb: str | None, status: str | None
 @click.argument("run_id", type=int)
 @json_option
 @click.pass_obj
-def runs_show(state: Any, run_id: int, as_json: bool) -> None:
+def runs_show(state: CliState, run_id: int, as_json: bool) -> None:
     """One run: status, progress, per-outcome document counts, build, errors, heartbeat."""
     from freshindex.registry import reports
 
@@ -113,7 +114,7 @@ def runs_show(state: Any, run_id: int, as_json: bool) -> None:
 @click.option("--kb", default=None)
 @json_option
 @click.pass_obj
-def sources_lag(state: Any, kb: str | None, as_json: bool) -> None:
+def sources_lag(state: CliState, kb: str | None, as_json: bool) -> None:
     """Seconds since each source's last successful sync, with enabled and poll_interval_s (never synced first)."""
     from freshindex.registry import reports
 
@@ -145,7 +146,7 @@ _DOC_COLUMNS = ("source", "key", "state", "version", "chunk_count", "error_reaso
 @click.option("--limit", type=click.IntRange(1, 100000), default=100, show_default=True)
 @json_option
 @click.pass_obj
-def documents_list(state: Any, kb: str | None, source: str | None, key: str | None, doc_state: str | None,
+def documents_list(state: CliState, kb: str | None, source: str | None, key: str | None, doc_state: str | None,
                    reason: str | None, skipped: bool, limit: int, as_json: bool) -> None:
     """Documents by knowledge base, source, key, state and error (or skip) reason."""
     from freshindex.registry import reports
@@ -164,7 +165,7 @@ def documents_list(state: Any, kb: str | None, source: str | None, key: str | No
 @click.option("--source", default=None)
 @json_option
 @click.pass_obj
-def documents_errors(state: Any, kb: str | None, source: str | None, as_json: bool) -> None:
+def documents_errors(state: CliState, kb: str | None, source: str | None, as_json: bool) -> None:
     """Documents currently in error, counted per source, reason and state (what the metric counts)."""
     from freshindex.registry import reports
 
@@ -180,7 +181,7 @@ def documents_errors(state: Any, kb: str | None, source: str | None, as_json: bo
               help="Look back this many seconds.")
 @json_option
 @click.pass_obj
-def documents_failures(state: Any, source: str | None, since_s: float, as_json: bool) -> None:
+def documents_failures(state: CliState, source: str | None, since_s: float, as_json: bool) -> None:
     """Failed document results of recent runs, counted per source, run and reason."""
     from freshindex.registry import reports
 
@@ -197,7 +198,7 @@ def documents_failures(state: Any, source: str | None, since_s: float, as_json: 
 @click.option("--dry-run", is_flag=True, help="Only list the documents that would be re-read.")
 @json_option
 @click.pass_obj
-def documents_reprocess(state: Any, source_id: str, reason: str | None, keys: tuple[str, ...], dry_run: bool,
+def documents_reprocess(state: CliState, source_id: str, reason: str | None, keys: tuple[str, ...], dry_run: bool,
                         as_json: bool) -> None:
     """Make the next sync of SOURCE_ID fetch and parse the selected documents again, unchanged or not.
 
@@ -232,7 +233,7 @@ def changesets() -> None:
 @click.option("--key", default=None, help="Count only the entries of the document with this key.")
 @json_option
 @click.pass_obj
-def changesets_list(state: Any, kb: str | None, statuses: tuple[str, ...], key: str | None, as_json: bool) -> None:
+def changesets_list(state: CliState, kb: str | None, statuses: tuple[str, ...], key: str | None, as_json: bool) -> None:
     """Changesets with their upsert and delete (chunk) counts, oldest first."""
     from freshindex.registry import reports
 
@@ -251,7 +252,7 @@ def tombstones() -> None:
 @click.option("--kb", default=None)
 @json_option
 @click.pass_obj
-def tombstones_pending(state: Any, kb: str | None, as_json: bool) -> None:
+def tombstones_pending(state: CliState, kb: str | None, as_json: bool) -> None:
     """Unapplied tombstones per changeset, its status and reason, oldest first (the tombstone backlog)."""
     from freshindex.registry import reports
 
@@ -269,7 +270,7 @@ def tombstones_pending(state: Any, kb: str | None, as_json: bool) -> None:
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @json_option
 @click.pass_obj
-def snapshots_held(state: Any, kb: str | None, limit: int, as_json: bool) -> None:
+def snapshots_held(state: CliState, kb: str | None, limit: int, as_json: bool) -> None:
     """Held (failed) builds: counts per kb and failed check, and the newest ones with their numbers."""
     from freshindex.registry import reports
 
@@ -289,7 +290,7 @@ def snapshots_held(state: Any, kb: str | None, limit: int, as_json: bool) -> Non
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @json_option
 @click.pass_obj
-def snapshots_history(state: Any, kb: str | None, limit: int, as_json: bool) -> None:
+def snapshots_history(state: CliState, kb: str | None, limit: int, as_json: bool) -> None:
     """Alias moves of a knowledge base, newest first: from, to, actor and reason."""
     kb = kb or state.settings.default_kb
     require(state, kb=kb)
@@ -308,7 +309,7 @@ def kbs() -> None:
 @kbs.command("list")
 @json_option
 @click.pass_obj
-def kbs_list(state: Any, as_json: bool) -> None:
+def kbs_list(state: CliState, as_json: bool) -> None:
     """Every knowledge base with its sources and its number of snapshots (sources with no snapshot, and
     snapshots whose sources are gone, both show)."""
     from freshindex.registry import reports
@@ -322,7 +323,7 @@ def kbs_list(state: Any, as_json: bool) -> None:
 @click.argument("kb", required=False)
 @json_option
 @click.pass_obj
-def kbs_health(state: Any, kb: str | None, as_json: bool) -> None:
+def kbs_health(state: CliState, kb: str | None, as_json: bool) -> None:
     """The registry's signals for KB (live_chunks, tombstone_backlog, pending_changesets, ...); same as
     GET /v1/kbs/KB/health."""
     kb = kb or state.settings.default_kb
@@ -340,7 +341,7 @@ def locks() -> None:
 @click.option("--name", default=None, help="One lease, e.g. build:KB.")
 @json_option
 @click.pass_obj
-def locks_list(state: Any, name: str | None, as_json: bool) -> None:
+def locks_list(state: CliState, name: str | None, as_json: bool) -> None:
     """Leases with owner, fencing token, expiry and whether they are held now."""
     from freshindex.registry import reports
 
@@ -354,7 +355,7 @@ def locks_list(state: Any, name: str | None, as_json: bool) -> None:
 @click.option("--run", "run_id", type=int, default=None, help="One sync run.")
 @json_option
 @click.pass_obj
-def errors(state: Any, source_id: str | None, run_id: int | None, as_json: bool) -> None:
+def errors(state: CliState, source_id: str | None, run_id: int | None, as_json: bool) -> None:
     """Per-document errors recorded by syncs (newest runs first)."""
     require(state, source=source_id, run=run_id)
     rows = state.services.registry.document_errors(run_id=run_id, source_id=source_id)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 import click
 
 from freshindex.cli import sync
+from freshindex.cli.context import CliState
 from freshindex.cli.support import ConfigProblem
 from freshindex.core.errors import FreshIndexError
 
@@ -30,7 +30,7 @@ log = logging.getLogger("freshindex.cli")
 @click.option("--pool", default="prefork", show_default=True, type=click.Choice(["prefork", "solo", "threads"]))
 @click.option("--hostname", default=None, help="Worker node name (default: freshindex@<host>).")
 @click.pass_obj
-def worker(state: Any, queues: str, concurrency: int, pool: str, hostname: str | None) -> None:
+def worker(state: CliState, queues: str, concurrency: int, pool: str, hostname: str | None) -> None:
     """Start a Celery worker (needs a broker URL). Checks its dependencies first."""
     import os
 
@@ -80,7 +80,7 @@ def worker(state: Any, queues: str, concurrency: int, pool: str, hostname: str |
 
 @click.command()
 @click.pass_obj
-def beat(state: Any) -> None:
+def beat(state: CliState) -> None:
     """Start Celery beat with freshindex's schedule (source polls)."""
     from freshindex.celery import build_app
     from freshindex.storage import check_data_dir
@@ -98,7 +98,7 @@ def beat(state: Any) -> None:
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback host with auth.mode=none (every caller "
               "anonymous); same as auth.allow_insecure.")
 @click.pass_obj
-def serve(state: Any, host: str | None, port: int | None, insecure: bool) -> None:
+def serve(state: CliState, host: str | None, port: int | None, insecure: bool) -> None:
     """Serve health, metrics and the query API over HTTP."""
     from freshindex.api.auth import insecure_bind_problem
 
@@ -150,7 +150,7 @@ def api_openapi() -> None:
 @click.option("--port", default=8765, show_default=True, type=int, help="--http: port to bind.")
 @click.option("--kb", default=None, help="The tools' default knowledge base (default: settings default_kb).")
 @click.pass_obj
-def mcp_command(state: Any, url: str | None, token_file: str | None, over_http: bool, host: str, port: int,
+def mcp_command(state: CliState, url: str | None, token_file: str | None, over_http: bool, host: str, port: int,
                 kb: str | None) -> None:
     """Serve search_knowledge and check_citations to MCP clients (needs freshindex[mcp]).
 

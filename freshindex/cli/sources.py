@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from freshindex.cli import acl as acl_cli
+from freshindex.cli.context import CliState
 from freshindex.cli.display import emit as _emit
 from freshindex.cli.support import actor, json_option, require
 from freshindex.core.enums import RunStatus
@@ -93,7 +94,7 @@ def _fail(exc: Exception) -> click.ClickException:
 @click.argument("source_id")
 @json_option
 @click.pass_obj
-def sources_show(state: Any, source_id: str, as_json: bool) -> None:
+def sources_show(state: CliState, source_id: str, as_json: bool) -> None:
     """SOURCE_ID's freshness policy and state (paused, stale, last verified, last error) and its patterns."""
     require(state, source=source_id)
     data = state.services.registry.source_freshness(source_id=source_id)[0].as_dict()
@@ -102,7 +103,7 @@ def sources_show(state: Any, source_id: str, as_json: bool) -> None:
     _emit(data, as_json, _fresh_text)
 
 
-def _set_paused(state: Any, source_id: str, paused: bool, as_json: bool) -> None:
+def _set_paused(state: CliState, source_id: str, paused: bool, as_json: bool) -> None:
     require(state, source=source_id)
     try:
         data = state.services.registry.set_source_paused(source_id, paused).as_dict()
@@ -115,7 +116,7 @@ def _set_paused(state: Any, source_id: str, paused: bool, as_json: bool) -> None
 @click.argument("source_id")
 @json_option
 @click.pass_obj
-def sources_pause(state: Any, source_id: str, as_json: bool) -> None:
+def sources_pause(state: CliState, source_id: str, as_json: bool) -> None:
     """Stop scheduled polls of SOURCE_ID; its webhook events wait (queued) until it is resumed.
 
     It keeps serving what it has; `freshindex sync SOURCE_ID` still runs it on request.
@@ -127,7 +128,7 @@ def sources_pause(state: Any, source_id: str, as_json: bool) -> None:
 @click.argument("source_id")
 @json_option
 @click.pass_obj
-def sources_resume(state: Any, source_id: str, as_json: bool) -> None:
+def sources_resume(state: CliState, source_id: str, as_json: bool) -> None:
     """Resume polls and webhook syncs of SOURCE_ID."""
     _set_paused(state, source_id, False, as_json)
 
@@ -137,7 +138,7 @@ def sources_resume(state: Any, source_id: str, as_json: bool) -> None:
 @click.option("--yes", is_flag=True, help="Confirm: withdraw every document of the source.")
 @json_option
 @click.pass_obj
-def sources_remove(state: Any, source_id: str, yes: bool, as_json: bool) -> None:
+def sources_remove(state: CliState, source_id: str, yes: bool, as_json: bool) -> None:
     """Withdraw every document of SOURCE_ID at once and retire it (the next build drops its points)."""
     if not yes:
         raise click.UsageError("removing a source withdraws all of its documents: add --yes")
@@ -156,7 +157,7 @@ def sources_remove(state: Any, source_id: str, yes: bool, as_json: bool) -> None
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @json_option
 @click.pass_obj
-def sources_runs(state: Any, source_id: str, limit: int, as_json: bool) -> None:
+def sources_runs(state: CliState, source_id: str, limit: int, as_json: bool) -> None:
     """SOURCE_ID's sync runs, newest first, with their sync lag when visible."""
     from freshindex.registry.reports import sync_runs
 
@@ -180,7 +181,7 @@ _SECONDS = click.IntRange(min=0)
               help="Withdraw its documents after this many seconds without a successful listing (0 clears).")
 @json_option
 @click.pass_obj
-def sources_policy(state: Any, source_id: str, poll: int | None, stale_after: int | None, hard_expiry: int | None,
+def sources_policy(state: CliState, source_id: str, poll: int | None, stale_after: int | None, hard_expiry: int | None,
                    as_json: bool) -> None:
     """Set SOURCE_ID's freshness policy (what is not given stays as it is)."""
     given = {k: (v or None) for k, v in (("poll_interval_s", poll), ("stale_after_s", stale_after),
@@ -196,7 +197,7 @@ def sources_policy(state: Any, source_id: str, poll: int | None, stale_after: in
 @click.command("sweep")
 @json_option
 @click.pass_obj
-def sources_sweep(state: Any, as_json: bool) -> None:
+def sources_sweep(state: CliState, as_json: bool) -> None:
     """Run the freshness sweep now (beat runs it every schedules.sweep_interval_s)."""
     from freshindex.schedules.sweep import sweep
 
@@ -210,7 +211,7 @@ def sources_sweep(state: Any, as_json: bool) -> None:
 @click.option("--once", is_flag=True, help="One receive, print what it did, exit.")
 @json_option
 @click.pass_obj
-def sqs_poll(state: Any, once: bool, as_json: bool) -> None:
+def sqs_poll(state: CliState, once: bool, as_json: bool) -> None:
     """Read S3 event notifications from webhooks.sqs_queue_url and queue the syncs they ask for.
 
     `freshindex serve` does this itself when the queue is set; the tickets are started by serve's dispatcher.
@@ -260,7 +261,7 @@ def sources() -> None:
               help="Keys matching this gitignore-style pattern are skipped (repeatable), e.g. 'search*.html'.")
 @json_option
 @click.pass_obj
-def sources_add(state: Any, source_id: str, kind: str, location: str, owner: str, kb: str | None, acl: str,
+def sources_add(state: CliState, source_id: str, kind: str, location: str, owner: str, kb: str | None, acl: str,
                 poll: int | None, options: tuple[str, ...], replace: bool, tenant: str, sensitivity_: str,
                 acl_rules: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
                 as_json: bool) -> None:
@@ -296,7 +297,7 @@ def sources_add(state: Any, source_id: str, kind: str, location: str, owner: str
 @sources.command("list")
 @json_option
 @click.pass_obj
-def sources_list(state: Any, as_json: bool) -> None:
+def sources_list(state: CliState, as_json: bool) -> None:
     """List registered sources."""
     data = [_source_dict(s) for s in state.services.registry.list_sources()]
 
@@ -316,7 +317,7 @@ def sources_list(state: Any, as_json: bool) -> None:
               help="Allow up to this many deletions (default: what the latest held sync would delete).")
 @json_option
 @click.pass_obj
-def sources_confirm_deletions(state: Any, source_id: str, count: int | None, as_json: bool) -> None:
+def sources_confirm_deletions(state: CliState, source_id: str, count: int | None, as_json: bool) -> None:
     """Let the next sync of SOURCE_ID apply the deletions the guard held (one shot).
 
     The next sync deletes what its listing no longer has, if that is at most

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from freshindex.cli import display
+from freshindex.cli.context import CliState
 from freshindex.core.errors import ConfigError, FreshIndexError, NotFoundError
 from freshindex.core.exit_codes import ExitCode
 
@@ -39,6 +40,9 @@ class ConfigProblem(OneLineError):
 def _record_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
     if value:
         ctx.meta[JSON_REQUESTED] = True
+        state = ctx.find_object(CliState)
+        if state is not None:
+            state.json = True
     return value
 
 
@@ -63,7 +67,7 @@ class UnknownName(NotFoundError, OneLineError):
         OneLineError.__init__(self, f"no {kind} {shown} (see `freshindex {hint}`)")
 
 
-def require(state: Any, *, source: str | None = None, kb: str | None = None, snapshot: str | None = None,
+def require(state: CliState, *, source: str | None = None, kb: str | None = None, snapshot: str | None = None,
             run: int | None = None) -> None:
     """Raise :class:`UnknownName` (exit 1) for the first given name the registry does not know; None is not checked.
 

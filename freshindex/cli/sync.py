@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from freshindex.cli import display, ocr
+from freshindex.cli.context import CliState
 from freshindex.cli.display import escaped
 from freshindex.cli.support import json_option, require
 from freshindex.core.enums import BuildStatus
@@ -83,7 +84,7 @@ def syncs() -> None:
 @click.argument("ticket_id", type=int)
 @json_option
 @click.pass_obj
-def syncs_show(state: Any, ticket_id: int, as_json: bool) -> None:
+def syncs_show(state: CliState, ticket_id: int, as_json: bool) -> None:
     """The state of TICKET_ID: queued, running (run N), coalesced into run N, done or failed."""
     from freshindex.api.dispatcher import ticket_state
 
@@ -105,7 +106,7 @@ def syncs_show(state: Any, ticket_id: int, as_json: bool) -> None:
 @click.option("--no-build", is_flag=True, help="Stage changes without building a snapshot (inline only).")
 @json_option
 @click.pass_obj
-def sync(state: Any, source_id: str | None, all_sources: bool, inline: bool, no_build: bool,
+def sync(state: CliState, source_id: str | None, all_sources: bool, inline: bool, no_build: bool,
          as_json: bool) -> None:
     """Sync SOURCE_ID (or --all): detect changes, re-embed only what changed, swap in a new snapshot."""
     from freshindex.workers.runner import sync_distributed, sync_inline
