@@ -1,5 +1,7 @@
 """Operations on built snapshots: verify, swap, rollback, prune, archive, restore.
 
+Each answers a typed record (:mod:`snapshots.records`; ``to_dict()`` for JSON).
+
 Everything that moves an alias or changes what the registry says is live
 runs under the knowledge base's writer lock, like a build.
 """
@@ -27,6 +29,15 @@ from freshindex.registry.protocols import SnapshotOpsRegistry
 from freshindex.snapshots.archive import ArchiveTarget
 from freshindex.snapshots.builder import Builder
 from freshindex.snapshots.lineage import tree_path
+from freshindex.snapshots.records import (
+    Archived,
+    Reconciliation,
+    Restored,
+    SnapshotView,
+    StrandedRow,
+    Swap,
+    Verification,
+)
 from freshindex.vectorstore.base import VectorStore
 
 log = logging.getLogger("freshindex.snapshots")
@@ -55,15 +66,13 @@ class SnapshotOps:
 
     # -- inspection -------------------------------------------------------------
 
-    def show(self, snapshot_id: str) -> dict[str, Any]:
+    def show(self, snapshot_id: str) -> SnapshotView:
         snap = self.registry.get_snapshot(snapshot_id)
-        data = snap.as_dict(full=True)
-        data["serving"] = self.store.get_alias(self.naming.alias(snap.kb)) == snap.collection
-        data["collection_exists"] = snap.collection in self.store.list_collections()
-        data["alias_history"] = self.registry.alias_events(snap.kb, limit=10)
-        return data
+        return SnapshotView(snap, serving=self.store.get_alias(self.naming.alias(snap.kb)) == snap.collection,
+                            collection_exists=snap.collection in self.store.list_collections(),
+                            alias_history=self.registry.alias_events(snap.kb, limit=10))
 
-    def verify(self, snapshot_id: str) -> dict[str, Any]:
+    def verify(self, snapshot_id: str) -> Verification:
         """Re-run the checks on a built snapshot.  The active snapshot gets the
         full comparison with the registry (counts, orphans both ways, a payload
         sample, canaries) and ``stranded_pending``: no document may have
@@ -82,11 +91,11 @@ class SnapshotOps:
                 checks["stranded_pending"] = len(stranded)
                 if stranded:
                     self.builder.observer.verification_failed(snap.kb, "stranded_pending")
-                    return {"snapshot_id": snapshot_id, "ok": False, "check": "stranded_pending",
-                            "reason": f"{len(stranded)} documents have pending chunks no build will apply "
-                                      f"(e.g. {[d['key'] for d in stranded[:3]]}); run `freshindex snapshots "
-                                      "reconcile`",
-                            "details": {**checks, "documents": [_stranded_row(d) for d in stranded]}}
+                    return Verification(snapshot_id, ok=False, check="stranded_pending",
+                                        reason=f"{len(stranded)} documents have pending chunks no build will apply "
+                                               f"(e.g. {[d['key'] for d in stranded[:3]]}); run `freshindex "
+                                               "snapshots reconcile`",
+                                        details=checks, stranded=[StrandedRow.of(d) for d in stranded])
             else:
                 count = self.store.count(snap.collection)
                 checks = {"point_count": count, "expected_count": snap.point_count}
@@ -96,11 +105,11 @@ class SnapshotOps:
         except VerificationError as exc:
             check = getattr(exc, "check", "count")
             self.builder.observer.verification_failed(snap.kb, check)
-            return {"snapshot_id": snapshot_id, "ok": False, "check": check, "reason": str(exc),
-                    "details": getattr(exc, "checks", {})}
-        return {"snapshot_id": snapshot_id, "ok": True, "checks": checks}
+            return Verification(snapshot_id, ok=False, check=check, reason=str(exc),
+                                details=getattr(exc, "checks", {}))
+        return Verification(snapshot_id, ok=True, checks=checks)
 
-    def reconcile(self, kb: str, *, repair: bool = True) -> dict[str, Any]:
+    def reconcile(self, kb: str, *, repair: bool = True) -> Reconciliation:
         """Find (and with ``repair`` re-stage) documents stranded with pending chunks.
 
         A stranded document lost its served version: a task of a closed run
@@ -111,7 +120,7 @@ class SnapshotOps:
         """
         if not repair:
             found = self.registry.stranded_documents(kb)
-            return {"kb": kb, "stranded": [_stranded_row(d) for d in found], "repaired": 0}
+            return Reconciliation(kb, [StrandedRow.of(d) for d in found], repair=False)
         with self.builder.lock(kb):
             fixed = self.registry.repair_stranded(kb)
         for d in fixed:
@@ -119,12 +128,11 @@ class SnapshotOps:
                                                                "key": d["key"], "source": d["source_id"],
                                                                "chunks": len(d["chunks"]),
                                                                "changeset": d["changeset_id"]})
-        return {"kb": kb, "stranded": [_stranded_row(d) for d in fixed], "repaired": len(fixed),
-                "next": "build (or sync) to serve them" if fixed else None}
+        return Reconciliation(kb, [StrandedRow.of(d) for d in fixed], repaired=len(fixed))
 
     # -- moving the alias -----------------------------------------------------------
 
-    def swap(self, kb: str, target_id: str, *, actor: str, reason: str) -> dict[str, Any]:
+    def swap(self, kb: str, target_id: str, *, actor: str, reason: str) -> Swap:
         """Serve ``target_id`` (a retained snapshot of ``kb``), forward or back.
 
         The registry is realigned to the target: chunks the changesets
@@ -139,7 +147,7 @@ class SnapshotOps:
                 raise ConfigError(f"{target_id} belongs to knowledge base {target.kb}, not {kb}")
             active = self.registry.active_snapshot(kb)
             if active is not None and active.id == target.id:
-                return {"kb": kb, "status": "unchanged", "snapshot_id": target.id}
+                return Swap(kb, "unchanged", target.id)
             if target.status not in SERVING or target.collection not in self.store.list_collections():
                 raise ConfigError(f"{target_id} is {target.status} and its collection is gone; restore it from "
                                   "its archive instead")
@@ -162,10 +170,9 @@ class SnapshotOps:
             )
             self.builder.observer.swapped(kb)
             self.builder.observer.alias_moved(kb, target.id, previous, actor, reason)
-            return {"kb": kb, "status": "swapped", "snapshot_id": target.id,
-                    "previous_id": active.id if active else None, "direction": "back" if backwards else "forward",
-                    "chunks_realigned": len(touched), "chunks_withheld": withheld, "documents_to_recheck": "next sync",
-                    "swap_ms": round(swap_ms, 3)}
+            return Swap(kb, "swapped", target.id, previous_id=active.id if active else None,
+                        direction="back" if backwards else "forward", chunks_realigned=len(touched),
+                        chunks_withheld=withheld, swap_ms=round(swap_ms, 3))
 
     def _difference(self, kb: str, active: SnapshotInfo | None,
                     target: SnapshotInfo) -> tuple[list[int], list[int], set[str]]:
@@ -190,7 +197,7 @@ class SnapshotOps:
         reapplied = sorted({c for s in sides[1] for c in s.changeset_ids})
         return reverted, reapplied, self.registry.changeset_chunk_ids(reverted + reapplied)
 
-    def rollback(self, kb: str, *, to: str | None = None, actor: str, reason: str) -> dict[str, Any]:
+    def rollback(self, kb: str, *, to: str | None = None, actor: str, reason: str) -> Swap:
         """Serve the previous snapshot (or ``to``).
 
         Reaches every retained version by an alias swap (no copy); with
@@ -215,7 +222,7 @@ class SnapshotOps:
 
     # -- archives -----------------------------------------------------------------------
 
-    def archive(self, snapshot_id: str) -> dict[str, Any]:
+    def archive(self, snapshot_id: str) -> Archived:
         snap = self.registry.get_snapshot(snapshot_id)
         if snap.status not in SERVING:
             raise ConfigError(f"{snapshot_id} is {snap.status}; only built snapshots can be archived")
@@ -246,10 +253,9 @@ class SnapshotOps:
             target.put(work / "outer.json", f"{snap.kb}/{snapshot_id}.manifest.json")
         self.registry.set_archive(snapshot_id, uri, digest)
         log.info("snapshot archived", extra={"event": "snapshot_archived", "snapshot": snapshot_id, "uri": uri})
-        return {"snapshot_id": snapshot_id, "uri": uri, "sha256": digest, "bytes": manifest["archive"]["bytes"],
-                "points": len(ids)}
+        return Archived(snapshot_id, uri=uri, sha256=digest, bytes=manifest["archive"]["bytes"], points=len(ids))
 
-    def restore(self, snapshot_id: str, *, actor: str) -> dict[str, Any]:
+    def restore(self, snapshot_id: str, *, actor: str) -> Restored:
         """Bring an archived snapshot back and serve it (into a registry that
         does not know its knowledge base: a fresh data directory)."""
         kb = self.naming.kb_of_collection(self.naming.collection(snapshot_id))
@@ -294,7 +300,7 @@ class SnapshotOps:
                 self.store.release(snap.collection)
                 self.store.swap_alias(self.naming.alias(kb), snap.collection)
                 self.registry.set_snapshot_active(snap.id, actor=actor, reason=f"restored from {target.uri}")
-        return {"snapshot_id": snapshot_id, "kb": kb, "points": count, "sha256": digest, "status": "active"}
+        return Restored(snapshot_id, kb=kb, points=count, sha256=digest)
 
     def _refill_vector_cache(self, snap: SnapshotInfo) -> None:
         """The restored points carry their vectors: put them back in the cache so
@@ -307,10 +313,3 @@ class SnapshotOps:
                 for p in points if p.vector is not None and p.payload.get("content_hash")
             })
 
-
-def _stranded_row(d: dict[str, Any]) -> dict[str, Any]:
-    row = {"source": d["source_id"], "key": d["key"], "document_id": d["document_id"],
-           "pending_chunks": len(d["chunks"])}
-    if "changeset_id" in d:
-        row["changeset_id"] = d["changeset_id"]
-    return row
