@@ -6,7 +6,9 @@ its cursor (``SourceListing.partial``), when one key is deleted and another
 changed, then only the reported deletion is tombstoned and the document the
 listing does not mention stays; the cursor moves only when the run
 succeeds, and a run killed after listing (then closed as failed) is listed
-again from the previous cursor by the next sync.
+again from the previous cursor by the next sync.  A document that failed
+for a passing reason in a partial run (whose cursor moved past it) is tried
+again by the next sync although its listing does not name it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from freshindex.workers.runner import sync_inline
 
 #: The journal: (op, key, text) in order; a cursor is how many entries were listed.
 JOURNAL: list[tuple[str, str, str]] = []
+#: Keys whose fetch fails for now (a passing reason: unreadable).
+FAILING: set[str] = set()
 
 
 class JournalConnector:
@@ -62,6 +66,8 @@ class JournalConnector:
                                      deleted=[k for k in touched if k not in files], cursor={"seq": end})
 
     def fetch(self, key: str) -> bytes:
+        if key in FAILING:
+            raise DocumentError(DocumentError.UNREADABLE, f"{key} cannot be read just now")
         files = self._files(len(JOURNAL))
         if key not in files:
             raise DocumentError(DocumentError.VANISHED, f"{key} is gone")
@@ -91,6 +97,7 @@ def svc(tmp_path: Path) -> Iterator[Services]:
         unregister("journal")
         JOURNAL.clear()
         BUILT.clear()
+        FAILING.clear()
 
 
 def _states(svc: Services) -> dict[str, str]:
@@ -128,6 +135,22 @@ def test_a_partial_listing_tombstones_only_its_deletions_and_its_cursor_moves_wi
     assert third.run.status == "succeeded", third.errors
     assert _states(svc)["c.md"] == DocumentState.DELETED and _states(svc)["a.md"] == DocumentState.ACTIVE
     assert svc.registry.source_state("j") == {"listing": {"seq": 6}}
+
+
+def test_a_document_failed_for_a_passing_reason_is_tried_again_after_the_cursor_moved_past_it(svc: Services) -> None:
+    # Given a first sync, then d.md added while it cannot be read: the run is partial, its cursor promoted
+    assert sync_inline(svc, "j").run.status == "succeeded"
+    JOURNAL.extend([("put", "d.md", "# D\n\nDelta pages describe the fourth service.\n"),
+                    ("put", "e.md", "# E\n\nEpsilon pages describe the fifth service.\n")])
+    FAILING.add("d.md")
+    failed = sync_inline(svc, "j")
+    assert failed.run.status == "partial" and _states(svc)["d.md"] == DocumentState.ERROR
+    assert svc.registry.source_state("j") == {"listing": {"seq": 5}}
+    # When it can be read again and the next (partial) listing names nothing, Then d.md is tried again
+    FAILING.clear()
+    again = sync_inline(svc, "j")
+    assert BUILT[-1].asked[-1] == {"seq": 5} and again.run.status == "succeeded", again.errors
+    assert set(_states(svc).values()) == {DocumentState.ACTIVE}
 
 
 def test_an_empty_partial_listing_is_nothing_changed_not_an_emptied_source() -> None:
