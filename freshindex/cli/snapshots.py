@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from freshindex.cli import display
+from freshindex.cli.context import CliState
 from freshindex.cli.display import emit as _emit
 from freshindex.cli.support import actor, json_option, require
 from freshindex.core.enums import BuildStatus, DocumentState
@@ -36,7 +37,7 @@ def snapshots() -> None:
 @click.option("--kb", default=None)
 @json_option
 @click.pass_obj
-def snapshots_list(state: Any, kb: str | None, as_json: bool) -> None:
+def snapshots_list(state: CliState, kb: str | None, as_json: bool) -> None:
     """List snapshots, newest first."""
     require(state, kb=kb)
     data = [s.as_dict() for s in state.services.registry.list_snapshots(kb)]
@@ -58,7 +59,7 @@ def snapshots_list(state: Any, kb: str | None, as_json: bool) -> None:
 @click.option("--full", is_flag=True, help="Rewrite every point (reuses cached vectors).")
 @json_option
 @click.pass_obj
-def snapshots_build(state: Any, kb: str | None, full: bool, as_json: bool) -> None:
+def snapshots_build(state: CliState, kb: str | None, full: bool, as_json: bool) -> None:
     """Build a snapshot of KB from staged changes now."""
     kb = kb or state.settings.default_kb
     require(state, kb=kb)  # a build never creates a knowledge base: `sources add --kb` does
@@ -72,7 +73,7 @@ def snapshots_build(state: Any, kb: str | None, full: bool, as_json: bool) -> No
         sys.exit(ExitCode.VERIFICATION_HELD)
 
 
-def _snapshot_or_active(state: Any, snapshot_id: str | None, kb: str | None) -> str:
+def _snapshot_or_active(state: CliState, snapshot_id: str | None, kb: str | None) -> str:
     if snapshot_id is not None:
         require(state, snapshot=snapshot_id)
         return snapshot_id
@@ -88,7 +89,7 @@ def _snapshot_or_active(state: Any, snapshot_id: str | None, kb: str | None) -> 
 @click.argument("snapshot_id")
 @json_option
 @click.pass_obj
-def snapshots_show(state: Any, snapshot_id: str, as_json: bool) -> None:
+def snapshots_show(state: CliState, snapshot_id: str, as_json: bool) -> None:
     """The manifest of SNAPSHOT_ID, whether it serves, and recent alias moves."""
     require(state, snapshot=snapshot_id)
     data = state.services.snapshots.show(snapshot_id).to_dict()
@@ -129,7 +130,7 @@ def _calibration_line(c: dict[str, Any] | None) -> str:
 @click.option("--kb", default=None, help="Calibrate the active snapshot of KB (default kb).")
 @json_option
 @click.pass_obj
-def snapshots_calibrate(state: Any, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
+def snapshots_calibrate(state: CliState, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
     """Compute and keep the refusal calibration of a built snapshot (one built before calibration existed)."""
     snap = state.services.registry.get_snapshot(_snapshot_or_active(state, snapshot_id, kb))
     data = state.services.calibrate_refusal(snap.collection, snap.id)
@@ -142,7 +143,7 @@ def snapshots_calibrate(state: Any, snapshot_id: str | None, kb: str | None, as_
 @click.option("--kb", default=None, help="Verify the active snapshot of KB (default kb).")
 @json_option
 @click.pass_obj
-def snapshots_verify(state: Any, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
+def snapshots_verify(state: CliState, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
     """Check a built snapshot against the registry (exit 3 when a check fails)."""
     data = state.services.snapshots.verify(_snapshot_or_active(state, snapshot_id, kb)).to_dict()
     _emit(data, as_json, lambda d: f"{d['snapshot_id']}: " + ("ok" if d["ok"] else f"FAILED {d['check']}: {d['reason']}"))
@@ -155,7 +156,7 @@ def snapshots_verify(state: Any, snapshot_id: str | None, kb: str | None, as_jso
 @click.option("--dry-run", is_flag=True, help="Only list stranded documents (exit 3 if there are any).")
 @json_option
 @click.pass_obj
-def snapshots_reconcile(state: Any, kb: str | None, dry_run: bool, as_json: bool) -> None:
+def snapshots_reconcile(state: CliState, kb: str | None, dry_run: bool, as_json: bool) -> None:
     """Find documents whose new chunks no build will apply, and re-stage them.
 
     Such a document stopped being findable (a late task of a closed sync run
@@ -185,7 +186,7 @@ def snapshots_reconcile(state: Any, kb: str | None, dry_run: bool, as_json: bool
 @click.option("--reason", required=True, help="Why (recorded with the swap).")
 @json_option
 @click.pass_obj
-def snapshots_swap(state: Any, snapshot_id: str, reason: str, as_json: bool) -> None:
+def snapshots_swap(state: CliState, snapshot_id: str, reason: str, as_json: bool) -> None:
     """Serve SNAPSHOT_ID (a retained version, older or newer than the active one)."""
     require(state, snapshot=snapshot_id)
     kb = state.services.registry.get_snapshot(snapshot_id).kb
@@ -199,7 +200,7 @@ def snapshots_swap(state: Any, snapshot_id: str, reason: str, as_json: bool) -> 
 @click.option("--reason", default="rollback", show_default=True)
 @json_option
 @click.pass_obj
-def snapshots_rollback(state: Any, kb: str | None, to: str | None, reason: str, as_json: bool) -> None:
+def snapshots_rollback(state: CliState, kb: str | None, to: str | None, reason: str, as_json: bool) -> None:
     """Serve the previous snapshot (or --to ID). Documents it touched are re-checked on the next sync."""
     require(state, snapshot=to)
     kb = kb or (state.services.registry.get_snapshot(to).kb if to else state.settings.default_kb)
@@ -219,7 +220,7 @@ def _swap_text(d: dict[str, Any]) -> str:
 @click.option("--kb", default=None)
 @json_option
 @click.pass_obj
-def snapshots_prune(state: Any, kb: str | None, as_json: bool) -> None:
+def snapshots_prune(state: CliState, kb: str | None, as_json: bool) -> None:
     """Drop versions beyond the retention (never the active one or its parent)."""
     kb = kb or state.settings.default_kb
     require(state, kb=kb)
@@ -233,7 +234,7 @@ def snapshots_prune(state: Any, kb: str | None, as_json: bool) -> None:
 @click.option("--kb", default=None, help="Archive the active snapshot of KB.")
 @json_option
 @click.pass_obj
-def snapshots_archive(state: Any, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
+def snapshots_archive(state: CliState, snapshot_id: str | None, kb: str | None, as_json: bool) -> None:
     """Archive a snapshot (collection, registry rows, manifest, sha256) to the archive location."""
     data = state.services.snapshots.archive(_snapshot_or_active(state, snapshot_id, kb)).to_dict()
     _emit(data, as_json, lambda d: f"{d['snapshot_id']} -> {d['uri']} ({d['bytes']} bytes, sha256 {d['sha256']})")
@@ -243,7 +244,7 @@ def snapshots_archive(state: Any, snapshot_id: str | None, kb: str | None, as_js
 @click.argument("snapshot_id")
 @json_option
 @click.pass_obj
-def snapshots_restore(state: Any, snapshot_id: str, as_json: bool) -> None:
+def snapshots_restore(state: CliState, snapshot_id: str, as_json: bool) -> None:
     """Restore SNAPSHOT_ID from the archive location and serve it (into a fresh data directory)."""
     data = state.services.snapshots.restore(snapshot_id, actor=actor()).to_dict()
     _emit(data, as_json, lambda d: f"{d['snapshot_id']} restored: {d['points']} points, serving {d['kb']}")
@@ -263,7 +264,7 @@ def canaries() -> None:
               help="Register it although no indexed document of the kb has that key (it then holds every build).")
 @json_option
 @click.pass_obj
-def canaries_add(state: Any, question: str, expected: str, kb: str | None, top_k: int, force: bool,
+def canaries_add(state: CliState, question: str, expected: str, kb: str | None, top_k: int, force: bool,
                  as_json: bool) -> None:
     """Add QUESTION, whose top results must include the document with source key --expect.
 
@@ -293,7 +294,7 @@ def canaries_add(state: Any, question: str, expected: str, kb: str | None, top_k
 @click.option("--kb", default=None)
 @json_option
 @click.pass_obj
-def canaries_list(state: Any, kb: str | None, as_json: bool) -> None:
+def canaries_list(state: CliState, kb: str | None, as_json: bool) -> None:
     require(state, kb=kb)
     rows = [{"id": c.id, "kb": c.kb, "question": c.question, "expected_key": c.expected_key, "top_k": c.top_k}
             for c in state.services.registry.list_canaries(kb)]
@@ -304,7 +305,7 @@ def canaries_list(state: Any, kb: str | None, as_json: bool) -> None:
 @canaries.command("remove")
 @click.argument("canary_id", type=int)
 @click.pass_obj
-def canaries_remove(state: Any, canary_id: int) -> None:
+def canaries_remove(state: CliState, canary_id: int) -> None:
     state.services.registry.remove_canary(canary_id)
     click.echo(f"removed canary {canary_id}")
 
