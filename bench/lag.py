@@ -71,7 +71,7 @@ def run(rounds: int, docs: int, embedding: str) -> dict:
     import uvicorn
 
     from freshindex.api.app import create_app as create_http_app
-    from freshindex.cli import sync as sync_commands
+    from freshindex.dispatch import start_dispatcher
     from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.app import create_app
@@ -94,7 +94,7 @@ def run(rounds: int, docs: int, embedding: str) -> dict:
         with worker_process(env, work / "worker.log", "lag", "-c", "1"):
             svc.registry.add_source("docs", kind="folder", location=str(kb), owner="bench", kb="default")
             sync_distributed(svc, app, "docs", timeout=600)
-            dispatcher = sync_commands.start_dispatcher(svc)
+            dispatcher = start_dispatcher(svc)
             port = free_port()
             server = uvicorn.Server(uvicorn.Config(create_http_app(svc), host="127.0.0.1", port=port,
                                                    log_level="warning", access_log=False))

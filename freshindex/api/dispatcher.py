@@ -3,7 +3,7 @@
 :mod:`api.routes_webhooks` records verified deliveries and joins each source's
 queued ticket; :class:`Dispatcher` (run by ``freshindex serve``) claims the
 tickets once they are due and runs each one's sync through a callable the
-composition root gives it (``freshindex.cli.sync.webhook_runner``:
+composition root gives it (``freshindex.dispatch.webhook_runner``:
 inline or Celery), so this module imports nothing of the workers.
 """
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import click
 
-from freshindex.cli import sync
 from freshindex.cli.context import CliState
 from freshindex.cli.support import ConfigProblem
 from freshindex.core.errors import FreshIndexError
+from freshindex.dispatch import start_dispatcher
 
 log = logging.getLogger("freshindex.cli")
 
@@ -112,7 +112,7 @@ def serve(state: CliState, host: str | None, port: int | None, insecure: bool) -
     svc = state.services
     svc.check()
     app = create_app(svc)
-    dispatcher = sync.start_dispatcher(svc)  # webhook tickets -> syncs
+    dispatcher = start_dispatcher(svc)  # webhook tickets -> syncs
     from freshindex.api.sqs import start_poller
 
     sqs = start_poller(svc)  # S3 notifications from webhooks.sqs_queue_url -> tickets (None when unset)

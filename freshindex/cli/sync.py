@@ -1,13 +1,8 @@
-"""``freshindex sync`` and its report; webhook sync tickets (``syncs``) and how ``serve`` runs their syncs.
+"""``freshindex sync`` and its report, with progress; ``freshindex syncs show`` (a webhook sync ticket's state).
 
-:func:`webhook_runner` is the composition-root half of :class:`api.dispatcher.Dispatcher`
-(the API part may not import the workers or Celery): embedded, a ticket's
-sync runs inline in a thread of ``serve`` (the one process that holds the
-embedded vector store); distributed, ``sync_source`` is enqueued through the
-Celery app of :func:`freshindex.celery.build_app` and followed in the
-registry.  Either way the run's trigger is ``webhook:<ticket>``.  A ticket's
-paths are recorded but the sync lists the whole source: the etag diff makes
-an unchanged document cost one comparison.
+What it does not do: run a webhook ticket's sync (``serve``'s dispatcher and
+its runner are composition-root code, :mod:`freshindex.dispatch`) or check the
+broker itself (:func:`freshindex.dispatch.check_broker`).
 
 Registered into the ``freshindex`` group by :func:`register` (one line in
 ``freshindex/cli/__init__.py``); imports nothing from the package ``__init__``.
@@ -21,7 +16,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -30,49 +25,9 @@ from freshindex.cli.context import CliState
 from freshindex.cli.display import escaped
 from freshindex.cli.support import json_option, require
 from freshindex.core.enums import BuildStatus
-from freshindex.core.errors import FreshIndexError
+from freshindex.dispatch import check_broker
 
 progress_log = logging.getLogger("freshindex.progress")  # INFO when stderr is not a terminal (freshindex/cli/__init__.py)
-
-if TYPE_CHECKING:  # the API needs the server extra; the CLI module must import without it
-    from freshindex.api.dispatcher import Dispatcher, RunSync
-
-
-def webhook_runner(svc: Any) -> RunSync:
-    """(source id, ticket id) -> (run id, joined) for ``svc``'s mode; Celery is imported only when distributed."""
-    settings = svc.settings
-    if settings.distributed:
-        app_box: list[Any] = []
-
-        def run_distributed(source_id: str, ticket_id: int) -> tuple[int, bool]:
-            from freshindex.celery import build_app
-            from freshindex.workers.runner import sync_distributed
-
-            if not app_box:
-                app_box.append(build_app(settings))
-            report = sync_distributed(svc, app_box[0], source_id, trigger=f"webhook:{ticket_id}",
-                                      timeout=settings.broker.sync_timeout)
-            return report.run.id, report.joined
-
-        return run_distributed
-
-    def run_inline(source_id: str, ticket_id: int) -> tuple[int, bool]:
-        from freshindex.workers.runner import sync_inline
-
-        report = sync_inline(svc, source_id, trigger=f"webhook:{ticket_id}")
-        return report.run.id, report.joined
-
-    return run_inline
-
-
-def start_dispatcher(svc: Any, run_sync: RunSync | None = None) -> Dispatcher:
-    """Start the webhook dispatcher of ``serve`` (stop it with ``.stop()``)."""
-    from freshindex.api.dispatcher import Dispatcher
-
-    wh = svc.settings.webhooks
-    stuck = max(svc.settings.broker.sync_timeout, svc.settings.sync.run_lease_s) + 60.0
-    return Dispatcher(svc.registry, run_sync or webhook_runner(svc), svc.metrics, debounce_s=wh.debounce_s,
-                      replay_window_s=wh.replay_window_s, stuck_after_s=stuck).start()
 
 
 @click.group()
@@ -125,7 +80,7 @@ def sync(state: CliState, source_id: str | None, all_sources: bool, inline: bool
         from freshindex.celery import build_app
 
         app = build_app(state.settings)
-        check_broker(app)
+        check_broker(app)  # a few seconds, one line, when the broker is down (freshindex/dispatch.py)
     reports: list[dict[str, Any]] = []
     codes: list[int] = []
     for sid in ids:
@@ -149,38 +104,6 @@ def sync(state: CliState, source_id: str | None, all_sources: bool, inline: bool
     code = max(codes)
     if code:
         sys.exit(code)
-
-
-#: Seconds `sync` gives the broker (and a Redis result backend) to answer before it gives up.
-BROKER_CHECK_S = 3.0
-
-
-def check_broker(app: Any, timeout: float = BROKER_CHECK_S) -> None:
-    """Connect once to the broker and to a Redis result backend, within ``timeout`` each, or raise.
-
-    Without it a sync with the broker down spends about 20 s in Celery's
-    reconnection retries (twenty log lines) before it fails; this fails in a
-    few seconds with one line.  What it does not do: keep a later publish or
-    result read from retrying if the broker goes down mid-sync.
-    """
-    from kombu import Connection
-
-    from freshindex.settings import redact_url
-
-    targets = [("broker", str(app.conf.broker_url), "broker.url (FRESHINDEX_BROKER__URL)")]
-    backend = str(app.conf.result_backend or "")
-    if backend.startswith(("redis://", "rediss://")) and backend != targets[0][1]:
-        targets.append(("result backend", backend, "broker.result_backend (FRESHINDEX_BROKER__RESULT_BACKEND)"))
-    for what, url, setting in targets:
-        try:
-            with Connection(url, connect_timeout=timeout) as conn:
-                # kombu takes float seconds; celery-types' stub says int
-                conn.ensure_connection(max_retries=1, interval_start=0.2,  # type: ignore[arg-type]
-                                       interval_step=0, timeout=timeout)  # type: ignore[arg-type]
-        except Exception as exc:
-            reason = " ".join(str(exc).split()) or type(exc).__name__
-            raise FreshIndexError(f"{what} {redact_url(url)} is unreachable ({reason}); start it or fix "
-                                  f"{setting}, or run `freshindex sync --inline`") from exc
 
 
 #: Builder phases (``snapshots.builder``'s ``on_phase``) that start a stage a person waits through after the
@@ -402,4 +325,4 @@ def register(cli: click.Group) -> None:
     cli.add_command(syncs)
 
 
-__all__ = ["BROKER_CHECK_S", "check_broker", "register", "start_dispatcher", "sync_text", "webhook_runner"]
+__all__ = ["register", "sync_text"]

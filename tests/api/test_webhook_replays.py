@@ -18,7 +18,7 @@ import pytest
 
 from freshindex.api.app import create_app
 from freshindex.api.routes_webhooks import Rejected, WebhookIntake, delivery_digest, sign_generic, sign_github
-from freshindex.cli.sync import start_dispatcher
+from freshindex.dispatch import start_dispatcher
 from freshindex.health.metrics import Metrics
 from freshindex.registry import Registry
 from freshindex.registry.webhooks import DeliveryRequest, DuplicateDelivery, ReplayedBody, TicketJoin

@@ -28,7 +28,7 @@ from freshindex.api.routes_webhooks import (
     sign_github,
 )
 from freshindex.cli import cli
-from freshindex.cli.sync import start_dispatcher
+from freshindex.dispatch import start_dispatcher
 from freshindex.registry import Registry
 from freshindex.services import Services
 from freshindex.settings import load_settings

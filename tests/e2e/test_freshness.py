@@ -145,7 +145,7 @@ def test_s3_notifications_through_sqs_drive_the_syncs(s3_server: str, tmp_path: 
     import boto3
 
     from freshindex.api.sqs import SqsPoller, sqs_client
-    from freshindex.cli import sync as sync_commands
+    from freshindex.dispatch import start_dispatcher
 
     creds = {"endpoint_url": s3_server, "region_name": "us-east-1", "aws_access_key_id": "k",
              "aws_secret_access_key": "s"}
@@ -161,7 +161,7 @@ def test_s3_notifications_through_sqs_drive_the_syncs(s3_server: str, tmp_path: 
         sources={"s3": {"endpoint_url": s3_server, "access_key_id": "k", "secret_access_key": "s"}},
         webhooks={"sqs_queue_url": queue_url, "sqs_wait_s": 1, "debounce_s": 0.2})
     svc = Services(settings)
-    dispatcher = sync_commands.start_dispatcher(svc)
+    dispatcher = start_dispatcher(svc)
     poller = SqsPoller(svc.registry, svc.metrics, queue_url=queue_url, client=sqs_client(settings), wait_s=1)
     question = "What is the parking rule? ibis3"
     try:

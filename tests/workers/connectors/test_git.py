@@ -27,8 +27,8 @@ import pytest
 from bench.git_history import commit_release, fetch_sdist, git
 from freshindex.api.app import create_app
 from freshindex.api.routes_webhooks import ref_matches, sign_github
-from freshindex.cli.sync import start_dispatcher
 from freshindex.core.errors import ConfigError, SourceError
+from freshindex.dispatch import start_dispatcher
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.connectors.git import GitConnector, check_location, parse_name_status, redact
