@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import ROOT
 
 PARTS = ["core", "settings", "models", "registry", "vectorstore", "workers", "snapshots", "acl", "schedules",
-         "injection", "health", "api", "integrations", "evaluation", "freshindex"]
+         "injection", "health", "api", "integrations", "evaluation", "cli", "freshindex"]
 
 #: part -> the parts it may import, directly or through any chain of imports.
 ARROWS: dict[str, frozenset[str]] = {
@@ -44,12 +44,20 @@ ARROWS: dict[str, frozenset[str]] = {
     "integrations": frozenset({"core", "acl", "vectorstore", "injection"}),
     # Golden sets asked through the injection client; the registry and store are read through the services given.
     "evaluation": frozenset({"core", "settings", "models", "acl", "vectorstore", "injection"}),
-    "freshindex": frozenset(PARTS) - {"freshindex"},
+    # The command line (freshindex/cli/): the one part that reads argv and prints; nothing else imports it.
+    "cli": frozenset(PARTS) - {"cli"},
+    # The composition root, the Celery entry point, serve's dispatcher, logging: everything but the CLI.
+    "freshindex": frozenset(PARTS) - {"freshindex", "cli"},
 }
 
 
 def part_of(module: str) -> str:
-    """The part a ``freshindex.<part>...`` module belongs to (``freshindex`` for the CLI package itself)."""
+    """The part a ``freshindex.<part>...`` module belongs to (``freshindex`` for the root modules).
+
+    ``freshindex.__main__`` (``python -m freshindex``) is the CLI's: it only calls :func:`freshindex.cli.main`.
+    """
+    if module == "freshindex.__main__":
+        return "cli"
     names = module.split(".")
     return names[1] if len(names) > 1 and names[1] in PARTS and names[1] != "freshindex" else "freshindex"
 
@@ -205,6 +213,21 @@ def test_a_planted_import_in_a_package_init_is_caught(tmp_path: Path) -> None:
     assert "snapshots" not in bad  # snapshots may import the registry
 
 
+def test_the_cli_lives_in_its_package_and_nothing_else_imports_it(tmp_path: Path) -> None:
+    # Given the real tree, Then every module that imports click (reads a command line) is in freshindex/cli/
+    files = module_files(ROOT)
+    clicking = {m for m, p in files.items() for node in _runtime_nodes(ast.parse(p.read_text()))
+                if isinstance(node, ast.Import | ast.ImportFrom) and "click" in ast.unparse(node).split()[1:2]}
+    assert "freshindex.cli.sync" in clicking and {part_of(m) for m in clicking} == {"cli"}
+    assert not list((ROOT / "freshindex").glob("*_commands.py"))
+    # Given a copy where the composition root reaches into the CLI inside a function, Then that is caught
+    tree = _copy_tree(tmp_path)
+    services = tree / "freshindex" / "services.py"
+    services.write_text(services.read_text() + "\n\ndef _planted():\n    from freshindex.cli import support\n")
+    bad = violations(import_graph(tree), ARROWS)
+    assert any("freshindex.services -> freshindex.cli" in chain for chain in bad["freshindex"])
+
+
 def _documented_arrows() -> dict[str, frozenset[str]]:
     """The ``imports`` column of the parts table in docs/architecture.md (its Parts section)."""
     text = (ROOT / "docs" / "architecture.md").read_text()
@@ -220,7 +243,8 @@ def _documented_arrows() -> dict[str, frozenset[str]]:
             continue
         cell = cells[col]
         names = frozenset(re.findall(r"`(\w+)`", cell))
-        table[name.group(1)] = frozenset(PARTS) - {name.group(1)} if "every part" in cell else names
+        # "every part" or "every part but `x`"
+        table[name.group(1)] = frozenset(PARTS) - {name.group(1)} - names if "every part" in cell else names
     return table
 
 
