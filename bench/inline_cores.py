@@ -68,6 +68,21 @@ def run(pages: dict[str, Path], processes: int, work: Path) -> dict[str, Any]:
             "chunks": s.get("chunks_embedded", 0), "points": report.snapshot.point_count if report.snapshot else None}
 
 
+def pool_start() -> dict[str, float]:
+    """Seconds until a new pool of the usable cores answers (:meth:`LinePool.works`): the first one also
+    starts the forkserver and imports the line's modules in it; the next ones fork from it."""
+    from freshindex.workers.steps.pool import LinePool, usable_cores
+
+    out = {}
+    for name in ("first", "next"):
+        started = time.perf_counter()
+        pool = LinePool(usable_cores())
+        assert pool.works()
+        out[name] = round(time.perf_counter() - started, 3)
+        pool.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=200, help="pages of the manual (0: all 1,167)")
@@ -75,16 +90,20 @@ def main() -> None:
     parser.add_argument("--name", default="inline_cores", help="results file name")
     args = parser.parse_args()
     old, _ = postgres_trees(args.pages)
+    start = pool_start()
+    print("pool start", start, flush=True)
     rows = []
     for value in (int(v) for v in args.processes.split(",")):
         with tempfile.TemporaryDirectory(prefix="fi-cores-") as tmp:
             rows.append(run(old, value, Path(tmp)))
         print(rows[-1], flush=True)
     load = os.getloadavg()
-    data = {"pages": len(old), "cores": len(os.sched_getaffinity(0)), "load_avg_end": load, "runs": rows}
+    data = {"pages": len(old), "cores": len(os.sched_getaffinity(0)), "load_avg_end": load, "pool_start_s": start,
+            "runs": rows}
     md = [f"# Cores used by one inline sync ({len(old)} PostgreSQL manual pages, hashing embedder)", "",
           f"{data['cores']} usable cores; load average at the end {load[0]:.2f}. `pipeline.processes` 0 = the "
-          "usable cores, 1 = threads only.", "",
+          "usable cores, 1 = threads only. A pool answers in "
+          f"{start['first']} s when it starts the forkserver, {start['next']} s after.", "",
           *table(["pipeline.processes", "wall s", "CPU s", "cores used", "points"], ["r", "r", "r", "r", "r"],
                  [[r["processes"], r["wall_s"], r["cpu_s"], r["cores_used"], r["points"]] for r in rows])]
     write(args.name, data, md)

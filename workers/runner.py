@@ -216,6 +216,11 @@ def _working_ahead(svc: RunnerServices, ctx: pipeline.PipelineContext, total: in
     if processes > 1:
         if portable(ctx.line):
             pool = LinePool(min(processes, total - 1))
+            if not pool.works():
+                pool.close(wait=False)
+                pool = None
+                log.warning("document line parsed in threads: its worker processes did not start or read with "
+                            "other parsers", extra={"event": "parse_pool_off"})
         else:
             log.info("document line parsed in threads: it does not pickle into processes (a chunker counting "
                      "with the embedder's own tokenizer)", extra={"event": "parse_pool_off"})

@@ -36,7 +36,7 @@ class SlowParsers(Parsers):
 
     def parse(self, data: bytes, key: str, media_type: str | None = None) -> ParsedDocument:
         started = time.monotonic()
-        time.sleep(0.4)
+        time.sleep(0.2)
         parsed = super().parse(data, key, media_type)
         with open(os.path.join(self.log_dir, f"{os.getpid()}.log"), "a") as out:
             out.write(f"{os.getpid()} {started} {time.monotonic()} {key}\n")
@@ -106,14 +106,14 @@ def test_parses_overlap_in_two_processes_and_change_no_outcome(tmp_path: Path) -
 def test_a_process_that_dies_is_charged_to_its_document_and_the_sync_completes(tmp_path: Path) -> None:
     # Given a folder with one page whose parser exits the process
     root = tmp_path / "src"
-    _tree(root, 4)
+    _tree(root, 2)
     (root / "poison.md").write_text("# Poison\n\nThis page kills its parser.\n")
     svc = _services(tmp_path, "data", root, DeadlyParsers(), processes=2)
     try:
         # When it is synced with two processes
         report = sync_inline(svc, "docs")
-        # Then this process lived, the run completed, the four pages are indexed
-        assert report.run.summary["documents"]["added"] == 4, report.as_dict()
+        # Then this process lived, the run completed, the two pages are indexed
+        assert report.run.summary["documents"]["added"] == 2, report.as_dict()
         # And the poison page was charged its crashes (document_crash_retries=1) and recorded as worker_crashed
         assert [(e.key, e.reason) for e in report.errors] == [("poison.md", "worker_crashed")]
         assert "died 2 times" in report.errors[0].detail
@@ -141,3 +141,25 @@ def test_the_pool_keeps_a_documents_error_and_survives_a_death(tmp_path: Path) -
         assert drafted.error is None and drafted.chunks
     finally:
         pool.close()
+
+
+def test_a_script_without_a_main_guard_syncs_in_threads_and_charges_nobody(tmp_path: Path) -> None:
+    # Given a script that syncs at import (no `if __name__ == "__main__":`), which a worker would run again
+    root = tmp_path / "src"
+    _tree(root, 3)
+    script = tmp_path / "sync_here.py"
+    script.write_text(
+        "from freshindex.services import Services\nfrom freshindex.settings import load_settings\n"
+        "from freshindex.workers.runner import sync_inline\n"
+        f"svc = Services(load_settings(data_dir={str(tmp_path / 'data')!r}, embedding={{'provider': 'hashing'}},"
+        " pipeline={'processes': 2}))\n"
+        f"svc.registry.add_source('docs', kind='folder', location={str(root)!r}, owner='t', kb='kb')\n"
+        "report = sync_inline(svc, 'docs')\n"
+        "print('RESULT', report.run.summary['documents'].get('added'), len(report.errors))\n")
+    # When it runs
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    # Then its pool was given up before any document went in: every page indexed, none charged
+    assert "RESULT 3 0" in done.stdout, done.stdout + done.stderr

@@ -44,7 +44,12 @@ from typing import Any
 
 from freshindex.core.errors import DocumentError
 from freshindex.core.ids import content_hash
+from freshindex.workers.chunking import Chunker
+from freshindex.workers.parsing import Parsers
 from freshindex.workers.steps import DocumentLine, Drafted, Raw
+
+#: Seconds a new pool's first worker may take to start and answer (:meth:`LinePool.works`).
+START_TIMEOUT_S = 60.0
 
 #: Imported once in the forkserver, so every worker starts with the line's code loaded.
 PRELOAD = ["freshindex.workers.steps", "freshindex.workers.parsing", "freshindex.workers.chunking"]
@@ -86,7 +91,10 @@ def usable_cores() -> int:
 
 
 def portable(line: DocumentLine) -> bool:
-    """Whether ``line`` pickles, so it can run in another process."""
+    """Whether ``line`` can run in another process: made of this project's parsers and chunker (a stand-in
+    of another type, a test's double whose calls its caller watches, is run in this process) and pickles."""
+    if not isinstance(line.parsers, Parsers) or not isinstance(line.chunker, Chunker):
+        return False
     try:
         pickle.dumps(line)
     except Exception:
@@ -131,6 +139,18 @@ class LinePool:
     def _new(self, workers: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=workers, mp_context=self._mp, initializer=_quiet_on_ctrl_c)
 
+    def works(self, timeout: float = START_TIMEOUT_S) -> bool:
+        """Whether a worker starts within ``timeout`` seconds and reads as this process does
+        (:func:`fingerprint`): asked once before any document goes in, so a pool that cannot start (a script
+        run without the ``if __name__ == "__main__":`` guard runs itself again in every worker) is given up
+        before it could charge a document."""
+        with self._lock:
+            executor = self._executor
+        try:
+            return bool(executor.submit(fingerprint).result(timeout=timeout) == fingerprint())
+        except Exception:
+            return False
+
     def draft(self, line: DocumentLine, doc_id: str, raw: Raw) -> Drafted:
         """The line's steps on ``raw`` in the shared pool; :class:`PoolBroken` if a worker died meanwhile,
         :class:`PoolMismatch` if the workers would not parse as this process does (:func:`fingerprint`)."""
@@ -164,10 +184,14 @@ class LinePool:
         broken.shutdown(wait=False, cancel_futures=True)
 
     def close(self, *, wait: bool = True) -> None:
-        """Stop the workers; with ``wait`` False, without waiting for the documents in them."""
+        """Stop the workers; with ``wait`` False, kill them without waiting for the documents in them."""
         with self._lock:
             self._closed = True
             executor = self._executor
+        if not wait:
+            # shutdown(wait=False) lets a worker run on; one stuck (or parsing for nobody) is ended here.
+            for process in list((getattr(executor, "_processes", None) or {}).values()):
+                process.kill()
         executor.shutdown(wait=wait, cancel_futures=not wait)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, ClassVar
+from typing import Any
 
 from freshindex.core.types import Block, ParsedDocument
 
@@ -68,9 +68,9 @@ def _block(block: Block) -> Block:
 class RedactPii:
     """The ``redact_pii`` step: e-mail addresses and phone numbers out of a parsed document."""
 
-    name: ClassVar[str] = "redact_pii"
+    name = "redact_pii"
     #: Part of every document's version while the step is on: bump it when what it replaces changes.
-    version: ClassVar[str] = "1"
+    version = "1"
 
     def run(self, doc: ParsedDocument) -> ParsedDocument:
         meta = {k: (v if k.endswith("hash") else _scrub(v)) for k, v in doc.meta.items()}
