@@ -41,7 +41,7 @@ from typing import Any
 from freshindex.core.payload import PointPayload
 from freshindex.injection.budget import ContextPolicy, QueryType
 from freshindex.injection.duplicates import Member, canonical_groups, jaccard, normalised, passed_over, shingles
-from freshindex.injection.refusal import evidence_tokens, held
+from freshindex.injection.refusal import evidence_tokens
 from freshindex.injection.types import Evidence, Mirror
 
 __all__ = ["Assembly", "Candidate", "Reranker", "SessionNumbers", "admit_pool", "assemble", "coverage_reranker",
@@ -105,31 +105,30 @@ class Candidate:
 Reranker = Callable[[str, Sequence[Candidate]], Sequence[float]]
 
 
-def coverage_reranker(weights: Mapping[str, float], *, wording: Sequence[str] = (),
-                      prior: float = 0.2) -> Reranker:
-    """A lexical reranker: the IDF-weighted share of the question's terms each candidate holds.
+def coverage_reranker(weights: Mapping[str, float], *, prior: float = 0.2) -> Reranker:
+    """A lexical reranker: within each document, its chunks ordered by the IDF-weighted share of the question's
+    tokens each holds; the documents keep the places the fusion gave them.
 
-    ``weights`` maps the question's tokens to their IDF; ``wording`` are the
-    ones that are plain words of general English, which count nothing (the
-    client has both from the refusal's signals, :mod:`injection.refusal`,
-    so this costs no query).  Why: fused rank finds the right page, but on long
-    reference pages the chunk holding the answer is often not the page's
-    best-fused one, and the per-document quota then drops it; the chunk that
-    contains the rare terms of the question is the one to keep.  A term
-    counts as held in any spelling the refusal accepts
-    (:func:`injection.refusal.held`: ``cache`` for "caching", ``record`` for
-    ``_record``).  ``prior / (1 + position)`` in the pool's fusion order
-    breaks near-ties (measured on the Django golden set, ``bench.evidence``:
-    passage@5 0.71 -> 0.81 with the prior, 0.79 without).
+    ``weights`` maps the question's tokens to their IDF (the client has them
+    from the engine for the refusal signals, so this costs no query).  Why:
+    fused rank finds the right page, but on long reference pages the chunk
+    holding the answer is often not the page's best-fused one, and the
+    per-document quota then drops it; the chunk that contains the rare terms
+    of the question is the one to keep.  ``prior / (1 + position)`` in the
+    pool's fusion order breaks near-ties (measured on the Django golden set,
+    ``bench.evidence``: passage@5 0.71 -> 0.81 with the prior, 0.79 without).
 
-    The question's plain English words ("never", "happen", "particular")
-    and contraction tails count nothing: they are a reader's wording.  In a
-    code repository or a specialist manual they are rare, so their IDF is
-    high, and counted by it a chunk that happens to use them outranked the
-    fused answer that used other words (the structlog release repository:
-    16 of 68 recalled answers pushed out of the top 5, hit@5 0.868 ->
-    0.809).  The fusion weighs them already (BM25 and the dense score); a
-    question of wording only keeps the fusion order.
+    Only WITHIN a document: a document's chunks take the pool positions its
+    chunks had (its slots), the best-covering in its best slot.  Across
+    documents the presence of the question's words is a worse judge than the
+    fusion, which weighed the same words by frequency and length (BM25) and
+    by meaning (the dense score): reordered across documents, a chunk of
+    another page that happened to use more of the question's words (test
+    files and changelogs naming the identifiers; plain words rare in a code
+    repository, so heavy) pushed recalled answers out of the top 5 (the
+    structlog release repository: 16 of 68, hit@5 0.868 fused, 0.809
+    reranked).  The scores returned are the coverage scores, each capped
+    just below the one ranked before it, so they sort into that order.
 
     The parts of one split unit (an entry or a code block the chunker cut,
     linked by ``prev_id``/``next_id``) rank as that unit: each takes the
@@ -138,22 +137,39 @@ def coverage_reranker(weights: Mapping[str, float], *, wording: Sequence[str] = 
     definition is not outranked by its own continuation (``bench.evidence``
     on the same candidate pools, passage@5: dev unchanged; test 0.81 -> 0.85
     with the c4 chunks, 0.92 -> 0.96 with c5).  What it does not do:
-    understand paraphrase; it reorders, never admits.
+    understand paraphrase, or move a document; it reorders, never admits.
     """
-    counted = {t: w for t, w in weights.items() if t not in set(wording)}
-    total = sum(counted.values())
+    total = sum(weights.values())
 
     def rerank(_question: str, pool: Sequence[Candidate]) -> list[float]:
         best, order = _units(pool)
-        out = []
+        raw = []
         for i, c in enumerate(pool):
             e = c.evidence
             have = evidence_tokens(e.text, e.title, e.heading_path, e.key)
-            cov = sum(w for t, w in counted.items() if t in have or held(t, have)) / total if total > 0 else 0.0
-            out.append(cov + prior / (1 + best[i]) - _READING_ORDER * order[i])
-        return out
+            cov = sum(w for t, w in weights.items() if t in have) / total if total > 0 else 0.0
+            raw.append(cov + prior / (1 + best[i]) - _READING_ORDER * order[i])
+        return _in_slots(pool, raw)
 
     return rerank
+
+
+def _in_slots(pool: Sequence[Candidate], raw: Sequence[float]) -> list[float]:
+    """Scores that order ``pool`` with each document in its own slots, its chunks by ``raw`` (best first)."""
+    slots: dict[str, list[int]] = {}
+    for i, c in enumerate(pool):
+        slots.setdefault(c.document_id, []).append(i)
+    at = [0] * len(pool)  # candidate -> the slot it takes
+    for idx in slots.values():
+        for slot, i in zip(idx, sorted(idx, key=lambda j: (-raw[j], j)), strict=True):
+            at[i] = slot
+    by_slot = sorted(range(len(pool)), key=lambda i: at[i])
+    out = [0.0] * len(pool)
+    last = math.inf
+    for i in by_slot:
+        last = min(raw[i], math.nextafter(last, -math.inf))
+        out[i] = last
+    return out
 
 
 #: What each later part of a unit gives up against its predecessor: a tie-break, far below any coverage step.

@@ -409,8 +409,7 @@ class InjectionClient:
             if state.board.evidence is None:
                 state.board.evidence = self.evidence_signals_of(state)
             if state.board.evidence.weights:
-                chain.append(coverage_reranker(state.board.evidence.weights,
-                                               wording=state.board.evidence.wording))
+                chain.append(coverage_reranker(state.board.evidence.weights))
         return (*chain, *self.rerankers)
 
 

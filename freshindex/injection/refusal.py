@@ -229,7 +229,6 @@ class Signals:
     weights: Mapping[str, float] | None = None  # token -> IDF weight used
     key_terms: tuple[str, ...] = ()  # the terms whose absence costs coverage (module docstring)
     unknown: tuple[str, ...] = ()  # identifiers the question names that no permitted point holds
-    wording: tuple[str, ...] = ()  # plain words of general English (ordinary_words): a reader's wording, not names
 
     def as_dict(self) -> dict[str, Any]:
         return {"coverage": round(self.coverage, 4), "lexical": round(self.lexical, 4), "dense": round(self.dense, 4),
@@ -378,9 +377,8 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, idf: Mapping
     coverage = 1.0 - sum(weights[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
     unknown = tuple(t for t in missing if t in compounds and is_name(t) and not known(t, seen))
-    wording = tuple(t for t in terms if t in ordinary and t not in compounds and t not in parts)
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
-                   weights=weights, key_terms=key_terms, unknown=unknown, wording=wording)
+                   weights=weights, key_terms=key_terms, unknown=unknown)
 
 
 @functools.lru_cache(maxsize=1)

@@ -266,7 +266,9 @@ def test_the_coverage_reranker_lifts_the_chunk_holding_the_rare_terms_past_the_q
     ranked = assemble(q, cands, policy=pol, query_type="fact", reranker=coverage_reranker(weights))
     assert "answer" not in [c.chunk_id for c in plain.ranked]
     assert ranked.ranked[0].chunk_id == "answer"
-    assert ranked.dropped.get("per_document") == 1
+    # and the other page keeps its fused place, second: the page's two other chunks go to the quota
+    assert [c.chunk_id for c in ranked.ranked] == ["answer", "other"]
+    assert ranked.dropped.get("per_document") == 2
 
 
 def test_the_coverage_reranker_breaks_ties_by_fusion_order() -> None:

@@ -1,10 +1,9 @@
-"""The coverage reranker weighs the names a question asks about, not the reader's wording around them.
+"""The coverage reranker orders chunks within a document; the fusion's order of documents stands.
 
-Pure functions on fixed pools: the weights and key terms come from the
-refusal's own :func:`injection.refusal.signals`, as the client passes
-them, with IDF values as a code repository has them (ordinary English
-words rare there, so weighing much).  The same pool shape is asked with
-the answer in prose, in a table and in code.
+Pure functions on fixed pools, the weights as a code repository has them
+(ordinary English words rare there, so weighing more than the name asked
+about).  The same pool shape is asked with the answer in prose, in a table
+and in code.
 """
 
 from __future__ import annotations
@@ -13,14 +12,11 @@ import pytest
 
 from freshindex.injection.assemble import Candidate, assemble, coverage_reranker
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
-from freshindex.injection.refusal import evidence_tokens, question_terms, signals
+from freshindex.injection.refusal import question_terms
 from freshindex.injection.types import Evidence
 
-ABSENT = 9.0
 #: A code repository's IDF: "never" and "happen" are in few chunks there, so they weigh more than the name.
-IDF = {"happen": 6.5, "unbind": 6.0, "key": 1.9, "never": 7.0, "bound": 1.5}
-#: The words of general English among the question's (the refusal's ordinary_words, fixed here).
-ORDINARY = frozenset({"happen", "key", "never", "bound"})
+WEIGHTS = {"happen": 6.5, "unbind": 6.0, "key": 1.9, "never": 7.0, "bound": 1.5}
 QUESTION = "What happens when I unbind a key that was never bound?"
 
 #: The right chunk, per content kind: it holds the name asked about, in its own words.
@@ -30,7 +26,7 @@ ANSWERS = {
     "code": "def unbind(self, *keys: str) -> Self:\n    \"\"\"Raises KeyError for a key not in the context.\"\"\"\n"
             "    bl = self.bind()\n    for key in keys:\n        del bl._context[key]\n    return bl",
 }
-#: Chunks of other documents that use the question's ordinary words and the name in passing.
+#: Chunks of other documents (tests, a changelog, a FAQ) that use more of the question's words.
 WORDING = [
     "It may happen that a logger is never used; unbind is then never called and nothing is bound.",
     "What happens to keys you never bound? The processors never see them; bind and unbind them freely.",
@@ -45,48 +41,33 @@ def _cand(cid: str, doc: str, text: str, fused: float) -> Candidate:
 
 
 def _pool(kind: str) -> list[Candidate]:
-    # Fusion (dense + BM25) put the answer first; the wording chunks follow.
+    # Fusion (dense + BM25) put the answer first; the other pages follow.
     return [_cand("answer", "context", ANSWERS[kind], 0.9),
             *(_cand(f"w{i}", f"page{i}", text, 0.8 - 0.1 * i) for i, text in enumerate(WORDING))]
 
 
-def _reranker(pool: list[Candidate]) -> object:
-    sig = signals(QUESTION, [evidence_tokens(c.text, c.evidence.title, c.evidence.heading_path, c.evidence.key)
-                             for c in pool], idf=IDF, missing_idf=ABSENT, lexical_top=None, dense_top=0.5,
-                  present=set(IDF), ordinary=ORDINARY)
-    assert set(sig.wording) == ORDINARY  # a reader's wording; "unbind" is the name
-    return coverage_reranker(sig.weights, wording=sig.wording)
-
-
 @pytest.mark.parametrize("kind", sorted(ANSWERS))
-def test_the_readers_wording_does_not_push_the_fused_answer_out(kind: str) -> None:
-    # Given a pool whose fused first chunk answers (in prose, a table or code) without the question's
-    # ordinary words, and chunks of other pages that use those words (rare in this corpus, so heavy)
+def test_another_pages_chunk_using_more_of_the_questions_words_does_not_pass_the_fused_answer(kind: str) -> None:
+    # Given a pool whose fused first chunk answers (in prose, a table or code) with few of the question's
+    # words, and chunks of other pages that use more of them
     pool = _pool(kind)
     # When the pool is reranked and one chunk is selected
     policy = ContextPolicy(budgets={QueryType.FACT: QueryBudget(max_tokens=2000, max_chunks=1, per_document=1)})
-    picked = assemble(QUESTION, pool, policy=policy, query_type="fact", reranker=_reranker(pool))
-    # Then the answer keeps its place: every chunk holds the name, and the wording decides nothing
+    picked = assemble(QUESTION, pool, policy=policy, query_type="fact", reranker=coverage_reranker(WEIGHTS))
+    # Then the answer keeps its place: the reranker does not move a document
     assert [c.chunk_id for c in picked.ranked] == ["answer"]
 
 
-def test_a_chunk_holding_the_name_outranks_one_with_only_the_wording() -> None:
-    # Given the answer fused last, below a chunk with all the question's wording but not the name
-    pool = [_cand("wording", "faq", "What happens to a key you never bound? It is never there.", 0.9),
-            _cand("answer", "context", ANSWERS["prose"], 0.5)]
-    scores = _reranker([*pool, _cand("x", "x", "unbind", 0.1)])(QUESTION, pool)
-    # Then the chunk naming what the question asks about comes first
-    assert scores[1] > scores[0]
-
-
-def test_a_key_term_spelt_otherwise_in_a_chunk_counts_for_it() -> None:
-    # Given a question naming _record and the chunks: one writes "record" (not _record), one nothing of it
-    weights = {"_record": 4.4, "field": 4.6}
-    pool = [_cand("none", "a", "Fields are formatted by the renderer.", 0.9),
-            _cand("words", "b", "The record's fields are removed by ExtraAdder.", 0.8)]
-    scores = coverage_reranker(weights)("How do I drop the _record field?", pool)
-    # Then the chunk holding the word of the identifier ranks first
-    assert scores[1] > scores[0]
+def test_within_a_page_the_chunk_holding_the_questions_terms_takes_the_pages_best_slot() -> None:
+    # Given a page whose fused first chunk is its table of contents and whose answer chunk is fused third,
+    # with another page between them
+    pool = [_cand("toc", "context", "Contents: binding, context, threads.", 0.9),
+            _cand("other", "faq", "What happens to keys you never bound?", 0.8),
+            _cand("answer", "context", ANSWERS["prose"], 0.7)]
+    scores = coverage_reranker(WEIGHTS)(QUESTION, pool)
+    order = [pool[i].chunk_id for i in sorted(range(len(pool)), key=lambda i: -scores[i])]
+    # Then the answer takes its page's first slot, the other page keeps its own
+    assert order == ["answer", "other", "toc"]
 
 
 def test_contraction_tails_are_no_terms() -> None:
