@@ -180,21 +180,21 @@ class Services:
 
     @functools.cached_property
     def builder(self) -> Builder:
-        from freshindex.snapshots import Builder
+        from freshindex.snapshots import Builder, BuildOptions
         from freshindex.vectorstore.lexical import LEXICAL_VERSION
         from freshindex.workers.pipeline import PIPELINE_VERSION
 
         snap = self.settings.snapshots
         # A version's lexical vectors are written by the builder from the stored chunk text: a
         # tokenizer change (LEXICAL_VERSION) makes the next build a full one, without a re-embed.
-        return Builder(self.registry, self.store, self.embedder, self.metrics, naming=self.naming,
-                       pipeline_version=f"{PIPELINE_VERSION}.l{LEXICAL_VERSION}", lock_ttl=snap.lock_ttl, lock_wait=snap.lock_wait,
-                       verify_sample=snap.verify_sample, keep_versions=snap.keep_versions,
-                       strategy=snap.strategy, reader_grace=snap.reader_grace, calibrate=self.calibrate_refusal,
-                       # calibration off: never carry a parent's calibrated bias forward
-                       calibration_refit_share=(self.settings.context.refusal_calibration_refit_share
-                                                if self.settings.context.refusal_calibration else -1.0),
-                       calibration_fits=self.refusal_policy.fits, observer=self.sync_observer)
+        return Builder(self.registry, self.store, self.embedder, self.metrics, BuildOptions(
+            naming=self.naming, pipeline_version=f"{PIPELINE_VERSION}.l{LEXICAL_VERSION}", lock_ttl=snap.lock_ttl,
+            lock_wait=snap.lock_wait, verify_sample=snap.verify_sample, keep_versions=snap.keep_versions,
+            strategy=snap.strategy, reader_grace=snap.reader_grace, calibrate=self.calibrate_refusal,
+            # calibration off: never carry a parent's calibrated bias forward
+            calibration_refit_share=(self.settings.context.refusal_calibration_refit_share
+                                     if self.settings.context.refusal_calibration else -1.0),
+            calibration_fits=self.refusal_policy.fits, observer=self.sync_observer))
 
     @functools.cached_property
     def refusal_policy(self) -> RefusalPolicy:

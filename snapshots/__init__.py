@@ -1,7 +1,7 @@
 """Collection versions: build, verify, atomic alias swap, retention."""
 
 from freshindex.core.naming import Naming
-from freshindex.snapshots.builder import Builder, BuildResult, point_payload
+from freshindex.snapshots.builder import Builder, BuildOptions, BuildResult, point_payload
 from freshindex.snapshots.lock import WriterLock
 
-__all__ = ["BuildResult", "Builder", "Naming", "WriterLock", "point_payload"]
+__all__ = ["BuildOptions", "BuildResult", "Builder", "Naming", "WriterLock", "point_payload"]

@@ -79,6 +79,36 @@ class BuildResult:
     verification: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    """How a :class:`Builder` builds (the ``snapshots`` settings' values) and what it calls back.
+
+    ``lock_ttl``/``lock_wait``: the writer lock's lease and how long to wait for it; ``verify_sample``: points
+    compared with the registry before a swap; ``keep_versions``: built versions kept (at least 2);
+    ``pipeline_version``: recorded on each snapshot (a change makes the next build a full one);
+    ``strategy``: ``bluegreen`` or ``copy``; ``reader_grace``: seconds readers of a recycled collection get;
+    ``calibrate``: (collection, snapshot id) -> its refusal calibration, None: not calibrated;
+    ``calibration_refit_share``: the share of changed chunks above which a parent's calibration is refitted
+    (negative: never inherited); ``calibration_fits``: whether a record was fitted for the serving refusal
+    weights; ``on_phase``: hears each phase's name (tests); ``observer``: hears the build's events (None: one
+    writing into the builder's metrics).
+    """
+
+    naming: Naming = field(default_factory=Naming)
+    lock_ttl: float = 120.0
+    lock_wait: float = 0.0
+    verify_sample: int = 64
+    keep_versions: int = 3
+    pipeline_version: str = ""
+    on_phase: PhaseHook | None = None
+    strategy: str = "bluegreen"
+    reader_grace: float = 5.0
+    calibrate: Callable[[str, str], dict[str, Any]] | None = None
+    calibration_refit_share: float = 0.1
+    calibration_fits: Callable[[Any], bool] | None = None
+    observer: SyncObserver | None = None
+
+
 class Builder(BlueGreen, Verification):
     """Builds snapshots of knowledge bases into a :class:`VectorStore`.
 
@@ -86,44 +116,26 @@ class Builder(BlueGreen, Verification):
     recycling comes from :class:`snapshots.bluegreen.BlueGreen`, the checks before
     a swap from :class:`snapshots.verify.Verification`."""
 
-    def __init__(
-        self,
-        registry: BuilderRegistry,
-        store: VectorStore,
-        embedder: Embedder,
-        metrics: Metrics,
-        *,
-        naming: Naming = Naming(),
-        lock_ttl: float = 120.0,
-        lock_wait: float = 0.0,
-        verify_sample: int = 64,
-        keep_versions: int = 3,
-        pipeline_version: str = "",
-        on_phase: PhaseHook | None = None,
-        strategy: str = "bluegreen",
-        reader_grace: float = 5.0,
-        calibrate: Callable[[str, str], dict[str, Any]] | None = None,
-        calibration_refit_share: float = 0.1,
-        calibration_fits: Callable[[Any], bool] | None = None,
-        observer: SyncObserver | None = None,
-    ) -> None:
+    def __init__(self, registry: BuilderRegistry, store: VectorStore, embedder: Embedder, metrics: Metrics,
+                 options: BuildOptions | None = None) -> None:
+        o = options or BuildOptions()
         self.registry, self.store, self.embedder, self.metrics = registry, store, embedder, metrics
         # Hears the build's events (metrics and log lines are written there); by default into ``metrics``.
-        self.observer = observer if observer is not None else MetricsObserver(metrics)
-        self.naming = naming
-        self.lock_ttl, self.lock_wait = lock_ttl, lock_wait
-        self.verify_sample = verify_sample
-        self.keep_versions = max(2, keep_versions)
-        self.pipeline_version = pipeline_version
-        self.on_phase = on_phase
-        if strategy not in ("copy", "bluegreen"):
-            raise ValueError(f"unknown build strategy {strategy!r} (copy or bluegreen)")
-        self.strategy, self.reader_grace = strategy, reader_grace
+        self.observer = o.observer if o.observer is not None else MetricsObserver(metrics)
+        self.naming = o.naming
+        self.lock_ttl, self.lock_wait = o.lock_ttl, o.lock_wait
+        self.verify_sample = o.verify_sample
+        self.keep_versions = max(2, o.keep_versions)
+        self.pipeline_version = o.pipeline_version
+        self.on_phase = o.on_phase
+        if o.strategy not in ("copy", "bluegreen"):
+            raise ValueError(f"unknown build strategy {o.strategy!r} (copy or bluegreen)")
+        self.strategy, self.reader_grace = o.strategy, o.reader_grace
         # (collection, snapshot id) -> the refusal calibration of a verified version (injection.calibration)
-        self.calibrate = calibrate
-        self.calibration_refit_share = calibration_refit_share
+        self.calibrate = o.calibrate
+        self.calibration_refit_share = o.calibration_refit_share
         # whether a calibration record was fitted for the serving refusal weights (RefusalPolicy.fits)
-        self.calibration_fits = calibration_fits
+        self.calibration_fits = o.calibration_fits
 
     def _inherited_calibration(self, active: SnapshotInfo | None, strategy: str,
                                changed: int) -> dict[str, Any] | None:
@@ -432,4 +444,4 @@ def point_payload(row: ChunkRow, snapshot_id: str) -> PointPayload:
     )
 
 
-__all__ = ["BuildResult", "Builder", "PhaseHook", "point_payload"]
+__all__ = ["BuildOptions", "BuildResult", "Builder", "PhaseHook", "point_payload"]

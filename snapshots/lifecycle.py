@@ -36,7 +36,7 @@ from freshindex.snapshots.records import (
     SnapshotView,
     StrandedRow,
     Swap,
-    Verification,
+    VerifyReport,
 )
 from freshindex.vectorstore.base import VectorStore
 
@@ -72,7 +72,7 @@ class SnapshotOps:
                             collection_exists=snap.collection in self.store.list_collections(),
                             alias_history=self.registry.alias_events(snap.kb, limit=10))
 
-    def verify(self, snapshot_id: str) -> Verification:
+    def verify(self, snapshot_id: str) -> VerifyReport:
         """Re-run the checks on a built snapshot.  The active snapshot gets the
         full comparison with the registry (counts, orphans both ways, a payload
         sample, canaries) and ``stranded_pending``: no document may have
@@ -91,7 +91,7 @@ class SnapshotOps:
                 checks["stranded_pending"] = len(stranded)
                 if stranded:
                     self.builder.observer.verification_failed(snap.kb, "stranded_pending")
-                    return Verification(snapshot_id, ok=False, check="stranded_pending",
+                    return VerifyReport(snapshot_id, ok=False, check="stranded_pending",
                                         reason=f"{len(stranded)} documents have pending chunks no build will apply "
                                                f"(e.g. {[d['key'] for d in stranded[:3]]}); run `freshindex "
                                                "snapshots reconcile`",
@@ -105,9 +105,9 @@ class SnapshotOps:
         except VerificationError as exc:
             check = getattr(exc, "check", "count")
             self.builder.observer.verification_failed(snap.kb, check)
-            return Verification(snapshot_id, ok=False, check=check, reason=str(exc),
+            return VerifyReport(snapshot_id, ok=False, check=check, reason=str(exc),
                                 details=getattr(exc, "checks", {}))
-        return Verification(snapshot_id, ok=True, checks=checks)
+        return VerifyReport(snapshot_id, ok=True, checks=checks)
 
     def reconcile(self, kb: str, *, repair: bool = True) -> Reconciliation:
         """Find (and with ``repair`` re-stage) documents stranded with pending chunks.

@@ -70,7 +70,7 @@ class SnapshotView(_Readable):
 
 
 @dataclass(frozen=True)
-class Verification(_Readable):
+class VerifyReport(_Readable):
     """``snapshots verify``: ``ok`` with the ``checks`` made, or the failed ``check``, its ``reason`` and details."""
 
     snapshot_id: str
@@ -160,4 +160,4 @@ class Restored(_Readable):
                 "status": self.status}
 
 
-__all__ = ["Archived", "Reconciliation", "Restored", "SnapshotView", "StrandedRow", "Swap", "Verification"]
+__all__ = ["Archived", "Reconciliation", "Restored", "SnapshotView", "StrandedRow", "Swap", "VerifyReport"]

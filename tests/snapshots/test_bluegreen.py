@@ -25,7 +25,7 @@ import pytest
 from freshindex.core.errors import NotFoundError
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.snapshots import Builder
+from freshindex.snapshots import Builder, BuildOptions
 from freshindex.vectorstore.edge import EdgeStore
 from freshindex.workers.runner import sync_inline
 from tests.snapshots.test_builder import _with
@@ -251,9 +251,9 @@ def test_a_recycled_side_that_fails_verification_is_dropped_and_the_ring_refills
         _write(src, range(rev, rev + 1), rev)
         sync_inline(svc, "s")
     _write(src, range(20, 21), 1)  # a new document: its last point is lost
-    faulty = Builder(svc.registry, DropsPoints(svc.store), svc.embedder, svc.metrics, naming=svc.naming,
-                     strategy="bluegreen", reader_grace=0, keep_versions=2,
-                     pipeline_version=svc.builder.pipeline_version)
+    faulty = Builder(svc.registry, DropsPoints(svc.store), svc.embedder, svc.metrics,
+                     BuildOptions(naming=svc.naming, strategy="bluegreen", reader_grace=0, keep_versions=2,
+                                  pipeline_version=svc.builder.pipeline_version))
     held = sync_inline(_with(svc, builder=faulty), "s")
     assert held.build_status == "failed" and svc.store.get_alias("fi_kb1") == "fi_kb1-v2"
     assert svc.registry.get_snapshot("kb1-v3").strategy == "bluegreen"
@@ -276,9 +276,9 @@ def test_a_store_without_rename_builds_by_copy(tmp_path: Path) -> None:
 
     svc = _svc(tmp_path)
     src = _kb(svc, tmp_path, docs=5)
-    builder = Builder(svc.registry, NoRename(svc.store), svc.embedder, svc.metrics, naming=svc.naming,
-                      strategy="bluegreen", reader_grace=0, keep_versions=2,
-                     pipeline_version=svc.builder.pipeline_version)
+    builder = Builder(svc.registry, NoRename(svc.store), svc.embedder, svc.metrics,
+                      BuildOptions(naming=svc.naming, strategy="bluegreen", reader_grace=0, keep_versions=2,
+                                   pipeline_version=svc.builder.pipeline_version))
     strategies = []
     for rev in range(1, 5):
         _write(src, range(rev, rev + 1), rev)

@@ -10,7 +10,7 @@ import pytest
 from freshindex.core.errors import LockHeldError
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.snapshots import Builder, WriterLock
+from freshindex.snapshots import Builder, BuildOptions, WriterLock
 from freshindex.workers.runner import sync_inline
 from tests.snapshots.conftest import ONE_STRATEGY
 
@@ -56,7 +56,7 @@ def test_a_lost_batch_fails_verification_and_holds_the_swap(svc: Services, tmp_p
     good = sync_inline(svc, "s")
     assert good.snapshot.id == "kb1-v1"
     (root / "c.md").write_text("# C\n\ngamma text")
-    faulty = Builder(svc.registry, DropsPoints(svc.store), svc.embedder, svc.metrics, naming=svc.naming)
+    faulty = Builder(svc.registry, DropsPoints(svc.store), svc.embedder, svc.metrics, BuildOptions(naming=svc.naming))
     held = sync_inline(_with(svc, builder=faulty), "s")
     assert held.build_status == "failed" and held.exit_code == 3
     assert "registry expects" in (held.build_reason or "")
@@ -126,7 +126,7 @@ def test_a_swap_recorded_by_nobody_is_reconciled_by_the_next_build(svc: Services
                 self.registry.activate_snapshot = original
 
     with pytest.raises(KeyboardInterrupt):
-        DiesAfterSwap(svc.registry, svc.store, svc.embedder, svc.metrics, naming=svc.naming).build("kb1")
+        DiesAfterSwap(svc.registry, svc.store, svc.embedder, svc.metrics, BuildOptions(naming=svc.naming)).build("kb1")
     assert svc.store.get_alias("fi_kb1") == "fi_kb1-v2"
     assert svc.registry.get_snapshot("kb1-v2").status == "verified"
     result = svc.builder.build("kb1")
@@ -160,7 +160,7 @@ def test_held_builds_are_exported_from_the_registry(svc: Services, tmp_path: Pat
     sync_inline(svc, "s")
     (root / "b.md").write_text("# B\n\nbeta")
     sync_inline(_with(svc, builder=Builder(svc.registry, DropsPoints(svc.store), svc.embedder, svc.metrics,
-                                           naming=svc.naming)), "s")
+                                           BuildOptions(naming=svc.naming))), "s")
     scraped = Metrics()  # another process: it saw none of the builds
     scraped.add_health_collector(svc.registry.knowledge_bases, svc.registry.health)
     assert scraped.value("freshindex_held_builds_total", kb="kb1", check="count") == 1
@@ -207,7 +207,8 @@ def test_the_model_is_let_go_before_the_store_is_written_and_loads_again_for_the
     svc.registry.add_canary("kb1", "beta text", "b.md")
     (root / "c.md").write_text("# C\n\ngamma text")
     sync_inline(svc, "s", build=False)
-    builder = Builder(svc.registry, RecordsWrites(svc.store, events), embedder, svc.metrics, naming=svc.naming)
+    builder = Builder(svc.registry, RecordsWrites(svc.store, events), embedder, svc.metrics,
+                      BuildOptions(naming=svc.naming))
     # When it builds
     result = builder.build("kb1")
     # Then the model was released before the first write, and the canary's question was embedded after it

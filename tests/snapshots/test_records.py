@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from freshindex.snapshots.records import Reconciliation, StrandedRow, Swap, Verification
+from freshindex.snapshots.records import Reconciliation, StrandedRow, Swap, VerifyReport
 
 
 def test_a_failed_verification_carries_its_stranded_documents_in_its_details() -> None:
     row = StrandedRow.of({"source_id": "docs", "key": "a.md", "document_id": "d1", "chunks": ["c1", "c2"]})
-    failed = Verification("kb-v2", ok=False, check="stranded_pending", reason="1 document", details={"expected": 3},
+    failed = VerifyReport("kb-v2", ok=False, check="stranded_pending", reason="1 document", details={"expected": 3},
                           stranded=[row])
     assert failed.to_dict() == {"snapshot_id": "kb-v2", "ok": False, "check": "stranded_pending", "reason": "1 document",
                                 "details": {"expected": 3, "documents": [{"source": "docs", "key": "a.md",
                                                                           "document_id": "d1", "pending_chunks": 2}]}}
     assert not failed["ok"] and failed["details"]["documents"][0]["key"] == "a.md"
-    assert Verification("kb-v2", ok=True, checks={"expected": 3}).to_dict() == {
+    assert VerifyReport("kb-v2", ok=True, checks={"expected": 3}).to_dict() == {
         "snapshot_id": "kb-v2", "ok": True, "checks": {"expected": 3}}
 
 

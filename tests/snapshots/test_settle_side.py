@@ -21,7 +21,7 @@ import pytest
 
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.snapshots import Builder
+from freshindex.snapshots import Builder, BuildOptions
 from freshindex.vectorstore.edge import EdgeStore
 from freshindex.workers.runner import sync_inline
 from tests.snapshots.test_bluegreen import _assert_exact, _kb, _served, _text, _write
@@ -45,9 +45,9 @@ def _dying_builder(svc: Services, phase: str) -> Builder:
         if name == phase:
             raise _Killed(name)
 
-    return Builder(svc.registry, svc.store, svc.embedder, svc.metrics, naming=svc.naming, keep_versions=2,
-                   strategy="bluegreen", reader_grace=0.0, on_phase=hook,
-                   pipeline_version=svc.builder.pipeline_version)
+    return Builder(svc.registry, svc.store, svc.embedder, svc.metrics,
+                   BuildOptions(naming=svc.naming, keep_versions=2, strategy="bluegreen", reader_grace=0.0,
+                                on_phase=hook, pipeline_version=svc.builder.pipeline_version))
 
 
 def _died_before_the_rename(tmp_path: Path) -> tuple[Services, Path]:
