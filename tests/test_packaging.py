@@ -57,7 +57,8 @@ def test_the_wheel_carries_the_migrations_and_subpackages(wheel: list[str]) -> N
     assert len(versions) == len(on_disk) >= 4
     for sub in ("chunking", "connectors", "embedding", "parsing"):
         assert f"freshindex/workers/{sub}/__init__.py" in names
-    assert "freshindex/cli.py" in names and "freshindex/__main__.py" in names
+    assert "freshindex/cli/__init__.py" in names and "freshindex/cli/context.py" in names
+    assert "freshindex/dispatch.py" in names and "freshindex/__main__.py" in names
 
 
 def test_the_source_checkout_resolves_parts_under_the_namespace() -> None:

@@ -3,7 +3,7 @@
 Every command that a script may read takes ``--json``.  Exit codes (:class:`core.exit_codes.ExitCode`): 0 done
 (a sync with some failed documents is still 0), 1 nothing could be indexed,
 a command failed, or it names a source, kb, snapshot or run the registry
-does not know (``cli_support.require``), 2 bad usage or configuration, 3 a build was held by
+does not know (``cli.support.require``), 2 bad usage or configuration, 3 a build was held by
 verification (the previous snapshot keeps serving), 4 the deletion guard held
 a sync's deletions (``freshindex sources confirm-deletions SOURCE``).  A
 command given ``--json`` that fails writes one JSON error object on standard
@@ -93,7 +93,7 @@ def main() -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:
-        found = failure(exc)  # (exit code, message) of every error reported in one line (cli_support)
+        found = failure(exc)  # (exit code, message) of every error reported in one line (cli/support.py)
         if found is None:
             raise
         if isinstance(exc, click.ClickException):
