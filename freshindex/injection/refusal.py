@@ -56,7 +56,8 @@ and ``emit``: the Snowball English stemmer), an abbreviation (``bool`` for
 ``boolean``: one a prefix of the other, the shorter at least four letters
 and half the longer), a word written as two (``runtime``, ``run time``), or
 an identifier split at other separators (``add_log_level``,
-``addLogLevel``).  Real questions are worded by readers, and one word spelt
+``addLogLevel``; never its words apart: ``sentry`` and ``processor`` are
+not ``SentryProcessor``).  Real questions are worded by readers, and one word spelt
 otherwise than the evidence spells it must not refuse a question alone.
 
 One signal decides alone: a question naming an identifier (a compound as
@@ -129,8 +130,8 @@ class RefusalReason(StrEnum):
 
 
 #: Bumped when the signals of the same evidence change (a calibration fitted on other signals is not this one's).
-#: 2: a key term spelt otherwise in the evidence (:func:`held`) is in it.
-SIGNALS_VERSION = 2
+#: 2: a key term spelt otherwise in the evidence (:func:`held`) is in it; 3: a name's words apart are not it.
+SIGNALS_VERSION = 3
 
 #: What the refusal needs from a store: the engine's IDF per token present for the caller.
 TermStats = LexicalStats
@@ -372,7 +373,7 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, idf: Mapping
     # missing key term costs its share of the question, a missing common word nothing, and one missing
     # rare plain word among others does not zero the coverage by itself.
     whole = sum(w for t, w in weights.items() if t not in parts)
-    missing = tuple(sorted((t for t in key_terms if t not in have and not held(t, have)),
+    missing = tuple(sorted((t for t in key_terms if t not in have and not held(t, have, name=t in compounds)),
                            key=lambda t: (-weights[t], t)))
     coverage = 1.0 - sum(weights[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
@@ -454,7 +455,7 @@ def known(token: str, seen: set[str]) -> bool:
     (denied and absent look the same).  A name in the collection reaches the
     candidates through its lexical side, which matches it whole.
     """
-    return any(f in seen or _inside(f, seen) for f in name_forms(token)) or held(token, seen)
+    return any(f in seen or _inside(f, seen) for f in name_forms(token)) or held(token, seen, name=True)
 
 
 #: Namespace separators: ``process_cpu_count`` is a name inside ``os.process_cpu_count``; ``cpu_count`` is not
@@ -499,19 +500,21 @@ def _variants(tokens: frozenset[str]) -> tuple[frozenset[str], frozenset[str], t
             tuple(sorted((t for t in words if len(t) >= _ABBREVIATION), key=len)))
 
 
-def held(term: str, tokens: AbstractSet[str]) -> bool:
+def held(term: str, tokens: AbstractSet[str], *, name: bool = False) -> bool:
     """Whether ``tokens`` (one evidence's, or several's) hold ``term`` spelt another way (the module docstring).
 
     A plain word: the same stem, an abbreviation either way, or two words of the evidence that make it up.
-    An identifier: its parts joined by other separators, or by none (``addloglevel``), or inside a longer
-    dotted name (``get_logger`` in ``structlog.get_logger``).  ``term`` itself
-    in ``tokens`` is not asked here (the caller looks that up first).
+    A ``name`` (a compound identifier the question names whole: ``add_log_level``, ``SentryProcessor``): only
+    its own parts joined by other separators or by none (``addLogLevel``, ``add.log.level``); its words apart
+    (``sentry`` and ``processor``, ``watch`` of ``--watch``) are not it.  ``term`` itself in ``tokens`` is not
+    asked here (the caller looks that up first).
     """
     frozen = tokens if isinstance(tokens, frozenset) else frozenset(tokens)
     stems, joined, words = _variants(frozen)
-    if not term.isalpha():
-        bare = _JOINERS.sub("", term)
-        return (bare != term and (bare in frozen or bare in joined)) or _inside(term, frozen)
+    if name or not term.isalpha():
+        core = term.strip("._-:/")
+        bare = _JOINERS.sub("", core)
+        return bare in joined or (bare != core and bare in frozen)
     if stem(term) in stems or term in joined:
         return True
     for w in words:
