@@ -208,12 +208,13 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
 def _working_ahead(svc: RunnerServices, ctx: pipeline.PipelineContext, total: int) -> pipeline.ParseAhead | None:
     """The working-ahead threads of an inline sync (``sync.parse_ahead``), with a pool of
     ``pipeline.processes`` processes (0: the usable cores) that runs the document line when it is more than
-    one and the line pickles (:func:`workers.steps.pool.portable`); else threads only, as with 1."""
+    one, the sync plans at least ``pipeline.pool_min_documents`` and the line pickles
+    (:func:`workers.steps.pool.portable`); else threads only, as with 1."""
     if not svc.settings.sync.parse_ahead or total <= 1:
         return None
     processes = svc.settings.pipeline.processes or usable_cores()
     pool = None
-    if processes > 1:
+    if processes > 1 and total >= svc.settings.pipeline.pool_min_documents:
         if portable(ctx.line):
             pool = LinePool(min(processes, total - 1))
             if not pool.works():

@@ -63,7 +63,8 @@ def _tree(root: Path, n: int = 6) -> None:
 
 
 def _services(tmp_path: Path, name: str, root: Path, parsers: Parsers, **pipeline: Any) -> Services:
-    svc = Services(load_settings(data_dir=tmp_path / name, embedding={"provider": "hashing"}, pipeline=pipeline,
+    svc = Services(load_settings(data_dir=tmp_path / name, embedding={"provider": "hashing"},
+                                 pipeline={"pool_min_documents": 1, **pipeline},
                                  sync={"document_crash_retries": 1}))
     svc.__dict__["pipeline"] = dataclasses.replace(svc.pipeline, parsers=parsers)
     svc.registry.add_source("docs", kind="folder", location=str(root), owner="t", kb="kb")
@@ -152,7 +153,7 @@ def test_a_script_without_a_main_guard_syncs_in_threads_and_charges_nobody(tmp_p
         "from freshindex.services import Services\nfrom freshindex.settings import load_settings\n"
         "from freshindex.workers.runner import sync_inline\n"
         f"svc = Services(load_settings(data_dir={str(tmp_path / 'data')!r}, embedding={{'provider': 'hashing'}},"
-        " pipeline={'processes': 2}))\n"
+        " pipeline={'processes': 2, 'pool_min_documents': 1}))\n"
         f"svc.registry.add_source('docs', kind='folder', location={str(root)!r}, owner='t', kb='kb')\n"
         "report = sync_inline(svc, 'docs')\n"
         "print('RESULT', report.run.summary['documents'].get('added'), len(report.errors))\n")

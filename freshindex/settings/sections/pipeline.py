@@ -75,6 +75,12 @@ class DocumentLineSettings(BaseModel):
         "that pickles (the bundled model's and the hashing stand-in's do; sentence-transformers and remote "
         "models parse in threads)",
     )
+    pool_min_documents: int = Field(
+        default=16, ge=1,
+        description="fewest documents a sync must plan to start its pool of processes: a pool's start (about 1.5 s "
+        "for the first in a process, 0.15 s after, plus each worker's imports) costs more than it saves on a few "
+        "small documents, which are parsed in threads as with processes=1",
+    )
 
 
 class SyncSettings(BaseModel):
