@@ -107,7 +107,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-import snowballstemmer
+import snowballstemmer  # type: ignore[import-untyped]  # no stubs, no py.typed
 
 from freshindex.injection.budget import WordPieceCounter
 from freshindex.settings.sections.context import ContextSettings
