@@ -15,7 +15,7 @@ from typing import Any
 
 from freshindex.injection.budget import DEFAULT_BUDGETS, ContextPolicy, QueryBudget, QueryType
 from freshindex.injection.calibration import Calibration, calibrate
-from freshindex.injection.client import InjectionClient
+from freshindex.injection.client import InjectionClient, QueryTuning
 from freshindex.injection.refusal import RefusalPolicy
 from freshindex.settings import ContextSettings
 from freshindex.settings.sections.context import QueryBudgetSettings
@@ -69,11 +69,16 @@ def test_the_calibration_defaults_are_the_calibration_settings() -> None:
 
 
 def test_the_injection_client_defaults_are_the_context_settings() -> None:
-    params = inspect.signature(InjectionClient).parameters
-    assert params["min_score"].default == CONTEXT.min_score
-    assert params["lexical_rerank"].default == CONTEXT.lexical_rerank
-    assert params["max_stale_s"].default == CONTEXT.max_stale_s
-    assert params["planning"].default == CONTEXT.query_planning
+    # The client's tuning record (QueryTuning) defaults to the context settings, and so does one read off them.
+    tuning = QueryTuning()
+    assert tuning.min_score == CONTEXT.min_score
+    assert tuning.lexical_rerank == CONTEXT.lexical_rerank
+    assert tuning.max_stale_s == CONTEXT.max_stale_s
+    assert tuning.planning == CONTEXT.query_planning
+    read = QueryTuning.of(CONTEXT)
+    assert (read.min_score, read.lexical_rerank, read.max_stale_s, read.planning) == (
+        tuning.min_score, tuning.lexical_rerank, tuning.max_stale_s, tuning.planning)
+    assert inspect.signature(InjectionClient).parameters["tuning"].default is None  # None: QueryTuning()
 
 
 def test_the_parse_limits_defaults_are_the_sources_settings() -> None:

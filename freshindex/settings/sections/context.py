@@ -43,9 +43,10 @@ class ContextSettings(BaseModel):
     min_score: float = Field(default=0.25, ge=-1, le=1, description="the dense cosine at least one admitted hit "
                              "must reach; below it the answer is insufficient evidence (no_evidence) whatever the "
                              "lexical side found. The refusal (refusal_*) then decides on the evidence admitted")
-    lexical_rerank: bool = Field(default=True, description="reorder the admitted pool by the IDF-weighted share "
-                                 "of the question's terms each chunk holds (injection.assemble.coverage_reranker), "
-                                 "unless an application passes its own reranker")
+    lexical_rerank: bool = Field(default=True, description="reorder each document's chunks in the admitted pool by "
+                                 "the IDF-weighted share of the question's terms each holds (the fused order of "
+                                 "documents stands; injection.assemble.coverage_reranker); an application's own "
+                                 "rerankers run after it")
     disabled_stages: frozenset[str] = Field(default_factory=frozenset, description="stages of the query line "
                                             "switched off (injection.stages.STAGES), for ablations: filter (the "
                                             "dense score floor and the staleness policy), refuse, rerank (the pool "
