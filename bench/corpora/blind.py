@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -44,7 +45,9 @@ MINIMUMS = ((("prose", "table", "code", "config"), 40), (("unanswerable",), 10),
             (("freshness",), 5))
 PASSAGE_CHARS = (20, 300)
 RUN = 6
-PYMUPDF_PYTHON = "/work/main/.venv/bin/python"
+#: The interpreter that reads a PDF with PyMuPDF when pdftotext is missing: the one running this, unless the
+#: verifier runs under a bare Python (``FRESHINDEX_PYMUPDF_PYTHON``).
+PYMUPDF_PYTHON = os.environ.get("FRESHINDEX_PYMUPDF_PYTHON", sys.executable)
 
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track",
          "wbr"}
@@ -131,7 +134,7 @@ def html_text(raw: str) -> str:
 
 
 def pdf_pages(path: Path) -> list[str]:
-    """Each page's text of a PDF, whitespace collapsed (pdftotext, else PyMuPDF through the project's venv)."""
+    """Each page's text of a PDF, whitespace collapsed (pdftotext, else PyMuPDF in :data:`PYMUPDF_PYTHON`)."""
     if shutil.which("pdftotext"):
         out = subprocess.run(["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True, check=True).stdout
         pages = out.decode("utf-8", "replace").split("\f")
