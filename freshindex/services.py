@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from freshindex.acl.access import DenialRecord
     from freshindex.acl.resolution import PermissionService
     from freshindex.core.types import Embedder
+    from freshindex.core.webhooks import WebhookProviders
     from freshindex.injection import InjectionClient
     from freshindex.injection.client import SnapshotFacts
     from freshindex.injection.refusal import RefusalPolicy, RefusalReason, Signals
@@ -302,6 +303,16 @@ class Services:
             self.metrics.acl_denials_unrecorded.inc(len(denials))
             log.warning("could not record %d denials: %s", len(denials), exc,
                         extra={"event": "denials_unrecorded", "count": len(denials), "detail": str(exc)})
+
+    def webhook_providers(self) -> WebhookProviders:
+        """The webhook providers the registered connector specs declare, and each kind's ref option.
+
+        The HTTP app calls it on its first webhook request (``api.routes_webhooks``), never before: a
+        ``serve`` that takes no webhook imports no connector.
+        """
+        from freshindex.workers.connectors.registry import webhook_providers
+
+        return webhook_providers()
 
     def connector_for(self, source: SourceInfo) -> Connector:
         """The one connector of ``source`` (by id, kind, location and options) in this process.

@@ -56,7 +56,7 @@ answers in :mod:`api.error_handlers`. ``create_app`` composes them.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request, Security
 
@@ -73,6 +73,9 @@ from freshindex.api.auth import Authenticator, AuthError, Identity
 from freshindex.api.known_kbs import KnownKbs, kb_check
 from freshindex.api.limits import RateLimits, RequestLimits
 from freshindex.api.services import ApiServices
+
+if TYPE_CHECKING:
+    from freshindex.core.webhooks import WebhookProviders
 
 log = logging.getLogger("freshindex.api")
 
@@ -107,13 +110,23 @@ def create_app(services: ApiServices) -> FastAPI:
     # operator controls: authorize + auth.admin_group (api/routes_sources.py)
     app.include_router(routes_sources.router(services, authorize))
     # Webhooks carry their own per-source signatures, not the query API's credentials.
-    app.include_router(routes_webhooks.router(routes_webhooks.WebhookIntake(settings.webhooks, services)))
+    # Providers beyond the generic one come from the connector specs, through the services (api reads no
+    # spec), looked up on the first webhook request.
+    app.include_router(routes_webhooks.router(routes_webhooks.WebhookIntake(
+        settings.webhooks, services, providers=lambda: _webhook_providers(services))))
     app.include_router(routes_probes.router(services))
     known = KnownKbs(lambda: services.registry.knowledge_bases())
     require_kb = kb_check(services, known)
     app.include_router(routes_query.router(services, authorize, authenticator, require_kb))
     app.include_router(routes_kbs.router(services, authorize, known, require_kb))
     return app
+
+
+def _webhook_providers(services: ApiServices) -> WebhookProviders | None:
+    """The providers the connector specs declare (``Services.webhook_providers``); None from services
+    without them (a test's stand-in): the generic provider alone."""
+    load = getattr(services, "webhook_providers", None)
+    return load() if callable(load) else None
 
 
 def _limit_requests(app: FastAPI, services: ApiServices) -> None:

@@ -1,21 +1,17 @@
 """Signed webhooks that ask for a sync; :mod:`api.dispatcher` turns their tickets into syncs.
 
-Four endpoints (``/v1/webhooks/{github,gitlab,s3,generic}/{source}``), each
+One endpoint per provider (``/v1/webhooks/{provider}/{source}``), each
 verified with the source's own secret (``webhooks.secrets``, or
 ``webhooks.secrets_file``, followed without a restart: :class:`WebhookSecrets`),
-never with the query API's credentials:
-
-* GitHub: ``X-Hub-Signature-256: sha256=<hmac(secret, raw body)>``,
-  ``X-GitHub-Delivery``, ``X-GitHub-Event`` (``push`` syncs, ``ping`` and
-  other events are answered 200 and enqueue nothing);
-* GitLab: ``X-Gitlab-Token`` (compared in constant time), delivery id from
-  ``X-Gitlab-Event-UUID`` or ``Idempotency-Key``;
-* S3 event notifications posted directly, and generic JSON
-  (``{"paths": [...]}``, no ``paths`` = full listing): ``X-Freshindex-Timestamp``,
-  ``X-Freshindex-Delivery``, ``X-Freshindex-Signature:
-  sha256=<hmac(secret, f"{timestamp}.{raw body}")>``.  (S3 signs nothing
-  itself: something in front of it must sign; polling an SQS queue is not
-  done here.)
+never with the query API's credentials.  The providers are not listed here:
+the connector specs declare them (``ConnectorSpec.webhook_providers``; git:
+``github`` and ``gitlab``, s3: ``s3``, in :mod:`workers.connectors.webhooks`)
+and the composition root hands them in (``Services.webhook_providers``); this
+module adds :data:`GENERIC`, tied to no kind: JSON ``{"paths": [...]}`` (no
+``paths`` = full listing) with ``X-Freshindex-Timestamp``,
+``X-Freshindex-Delivery``, ``X-Freshindex-Signature:
+sha256=<hmac(secret, f"{timestamp}.{raw body}")>``.  A provider that names
+the kinds it takes answers 404 for a source of another kind.
 
 :class:`WebhookIntake` is the decision, a plain function of (provider,
 source, headers, body): it raises :class:`Rejected` with the HTTP status and
@@ -33,8 +29,8 @@ and GitLab.  The same content again, under any id, is answered 409 as a
 duplicate id is, and counted as ``replayed_body`` (a repeated id stays
 ``replayed``).  Both are remembered for ``webhooks.replay_window_s``.
 
-A git source follows one ref (its ``ref`` option): a verified push whose
-payload names another ref (``"ref": "refs/heads/feature"``) is answered 200
+A source whose kind declares a ``ref_option`` follows one ref (git: its
+``ref`` option): a verified push whose payload names another ref (``"ref": "refs/heads/feature"``) is answered 200
 and enqueues nothing; a push to its ref syncs it, which fetches the ref.
 
 What it does not guarantee: that a GitHub/GitLab replay older than
@@ -51,16 +47,12 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import hashlib
-import hmac
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import unquote_plus
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -69,6 +61,22 @@ from starlette.concurrency import run_in_threadpool
 from freshindex.api import schema
 from freshindex.api.webhook_secrets import WebhookSecrets
 from freshindex.core.errors import NotFoundError, RetryableError
+from freshindex.core.webhooks import (
+    REASONS,
+    Rejected,
+    WebhookEvent,
+    WebhookProvider,
+    WebhookProviders,
+    check_timestamp,
+    check_timestamped,
+    delivery_digest,
+    json_body,
+    pushed_ref,
+    ref_matches,
+    sign_generic,
+    sign_github,
+    strings,
+)
 from freshindex.registry.webhooks import (
     DIGEST_PREFIX,
     DeliveryRequest,
@@ -84,19 +92,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshindex.webhooks")
 
-PROVIDERS = ("github", "gitlab", "s3", "generic")
-#: Every rejection reason (a bounded label set: request input never becomes a label).
-REASONS = ("missing_signature", "bad_signature", "replayed", "replayed_body", "stale_timestamp", "unknown_source",
-           "too_large", "malformed")
-
-class Rejected(Exception):
-    """A refused request: ``status`` and ``reason`` (one of :data:`REASONS`) go to the caller and the metric."""
-
-    def __init__(self, status: int, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.reason, self.detail = status, reason, detail
-
-
 @dataclass(frozen=True)
 class Accepted:
     """A taken request: ``ticket_id`` None when the event was verified but asks for no sync (ping)."""
@@ -106,115 +101,32 @@ class Accepted:
     note: str | None = None
 
 
-# -- signatures and payloads (plain functions) ---------------------------------------------
-
-
-def hmac_hex(secret: str, message: bytes) -> str:
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
-
-
-def sign_generic(secret: str, timestamp: str, body: bytes) -> str:
-    """The ``X-Freshindex-Signature`` value for ``body`` sent at ``timestamp`` (unix seconds, as sent)."""
-    return "sha256=" + hmac_hex(secret, timestamp.encode() + b"." + body)
-
-
-def sign_github(secret: str, body: bytes) -> str:
-    """The ``X-Hub-Signature-256`` value GitHub sends for ``body`` (the raw bytes, never a re-serialisation)."""
-    return "sha256=" + hmac_hex(secret, body)
-
-
-def delivery_digest(provider: str, body: bytes, timestamp: str | None = None) -> str:
-    """Hex sha256 of what ``provider``'s signature covers: the same signed content is the same delivery.
-
-    Generic and S3 share one scheme (``timestamp.body``), so a body signed
-    for one is a replay on the other; GitHub and GitLab cover the body alone.
-    """
-    scheme = "hmac-timestamp" if provider in ("generic", "s3") else provider
-    signed = body if timestamp is None else timestamp.encode() + b"." + body
-    return hashlib.sha256(scheme.encode() + b"\n" + signed).hexdigest()
-
-
-def check_signature(expected: str, given: str | None) -> None:
-    if not given:
-        raise Rejected(401, "missing_signature", "signature header missing")
-    if not hmac.compare_digest(expected.encode(), given.strip().encode()):
-        raise Rejected(401, "bad_signature", "signature does not match")
-
-
-def check_timestamp(given: str | None, *, now: float, max_skew_s: float) -> None:
-    try:
-        ts = int((given or "").strip())
-    except ValueError:
-        raise Rejected(401, "missing_signature", "X-Freshindex-Timestamp missing or not unix seconds") from None
-    if abs(now - ts) > max_skew_s:
-        raise Rejected(409, "stale_timestamp", f"timestamp is {now - ts:+.0f} s from now (limit {max_skew_s:.0f})")
-
-
-def _json(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise Rejected(400, "malformed", "body is not JSON") from None
-
-
-def _strings(value: Any, what: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise Rejected(400, "malformed", f"{what} must be a list of non-empty strings")
-    return value
-
-
-def push_paths(body: bytes) -> list[str] | None:
-    """Changed paths of a GitHub or GitLab push: added, modified and removed of every commit.
-
-    None (a full listing) when the payload lists no commits' files (a
-    force-push or a push of more commits than the payload carries).
-    """
-    data = _json(body)
-    if not isinstance(data, dict):
-        raise Rejected(400, "malformed", "push payload must be an object")
-    commits = data.get("commits")
-    if commits is None:
-        return None
-    if not isinstance(commits, list) or not all(isinstance(c, dict) for c in commits):
-        raise Rejected(400, "malformed", "commits must be a list of objects")
-    paths: set[str] = set()
-    for c in commits:
-        for k in ("added", "modified", "removed"):
-            paths.update(_strings(c.get(k, []), f"commits[].{k}"))
-    return sorted(paths) or None
-
-
-def ref_matches(wanted: str, pushed: str) -> bool:
-    """Whether a push to ``pushed`` (a full ref name) moves ``wanted`` (a branch, a tag or a full ref name)."""
-    return pushed in (wanted, f"refs/heads/{wanted}", f"refs/tags/{wanted}")
-
-
-def s3_paths(body: bytes) -> list[str]:
-    """Object keys of an S3 event notification (URL-decoded), for ObjectCreated/ObjectRemoved records."""
-    data = _json(body)
-    records = data.get("Records") if isinstance(data, dict) else None
-    if not isinstance(records, list):
-        raise Rejected(400, "malformed", "an S3 notification has a Records list")
-    keys: set[str] = set()
-    for r in records:
-        try:
-            event, key = r["eventName"], r["s3"]["object"]["key"]
-        except (KeyError, TypeError):
-            raise Rejected(400, "malformed", "each record needs eventName and s3.object.key") from None
-        if not isinstance(event, str) or not isinstance(key, str):
-            raise Rejected(400, "malformed", "eventName and s3.object.key are strings")
-        if event.startswith(("ObjectCreated:", "ObjectRemoved:")):
-            keys.add(unquote_plus(key))  # S3 sends keys form-encoded ("a+b%2Fc" is "a b/c")
-    return sorted(keys)
-
-
 def generic_paths(body: bytes) -> list[str] | None:
-    data = _json(body)
+    data = json_body(body)
     if not isinstance(data, dict):
         raise Rejected(400, "malformed", "body must be a JSON object")
     if data.get("paths") is None:
         return None
-    return sorted(set(_strings(data["paths"], "paths"))) or None
+    return sorted(set(strings(data["paths"], "paths"))) or None
+
+
+@dataclass(frozen=True)
+class GenericEvents:
+    """``{"paths": [...]}`` (no ``paths``: a full listing), signed with a timestamp; for a source of any kind."""
+
+    name: str = "generic"
+    kinds: frozenset[str] | None = None
+
+    def read(self, secret: str, headers: Mapping[str, str], body: bytes, *, now: float,
+             max_skew_s: float) -> WebhookEvent:
+        timestamp, digest = check_timestamped(self.name, secret, headers, body)
+        paths = generic_paths(body)
+        check_timestamp(timestamp, now=now, max_skew_s=max_skew_s)
+        return WebhookEvent(headers.get("x-freshindex-delivery"), digest, paths, pushed_ref(body))
+
+
+#: The provider every intake has, not tied to a source kind; the connector specs declare the others.
+GENERIC = GenericEvents()
 
 
 # -- group commit and the source check ----------------------------------------------------
@@ -364,13 +276,19 @@ class WebhookIntake:
     not in the registry) 404, size 413, signature 401, body 400, timestamp
     409, replay 409.  Every refusal is counted by reason and writes nothing.
     Accepted deliveries of concurrent requests share one registry commit
-    (:class:`DeliveryBatcher`).
+    (:class:`DeliveryBatcher`).  ``providers`` (the composition root's,
+    built from the connector specs, or a callable giving them, called on the
+    first request so a process that takes no webhook loads no connector) are
+    served with :data:`GENERIC`; None: :data:`GENERIC` alone.
     """
 
     def __init__(self, settings: WebhookSettings, services: _IntakeServices, *,
                  clock: Callable[[], float] = time.time, source_ttl_s: float = 5.0,
-                 secrets_clock: Callable[[], float] = time.monotonic) -> None:
+                 secrets_clock: Callable[[], float] = time.monotonic,
+                 providers: Callable[[], WebhookProviders] | WebhookProviders | None = None) -> None:
         self.settings, self._services, self.clock = settings, services, clock
+        self._providers_from = providers
+        self._providers: WebhookProviders | None = None
         self._secrets = WebhookSecrets(settings, clock=secrets_clock)
         self._known = _KnownSources(source_ttl_s)
         self._batcher = DeliveryBatcher(self._write, on_batch=lambda n: self.metrics.webhook_batch_size.observe(n))
@@ -389,6 +307,22 @@ class WebhookIntake:
         now = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
         return list(self.registry.accept_deliveries(batch, now=now, replay_window_s=self.settings.replay_window_s))
 
+    @property
+    def providers(self) -> WebhookProviders:
+        """:data:`GENERIC` and the providers given (loaded on first use)."""
+        if self._providers is None:
+            given = self._providers_from() if callable(self._providers_from) else self._providers_from
+            given = given or WebhookProviders()
+            self._providers = WebhookProviders({GENERIC.name: GENERIC, **given.providers}, given.ref_options)
+        return self._providers
+
+    def provider(self, name: str) -> WebhookProvider:
+        """The provider served at ``/v1/webhooks/{name}/...``, or 404."""
+        found = self.providers.providers.get(name)
+        if found is None:
+            raise Rejected(404, "unknown_source", "no such webhook provider")
+        return found
+
     def secret_for(self, source_id: str) -> str:
         """The source's secret, or 404 when it has none or the registry does not know it (may read the registry)."""
         secret = self._secrets.get(source_id)
@@ -404,23 +338,27 @@ class WebhookIntake:
             self._known.remember(source_id)
         return secret
 
-    def _other_ref(self, source_id: str, body: bytes) -> str | None:
-        """Why a verified push does not concern ``source_id``, or None: a git source follows one ref.
+    def _other_ref(self, provider: WebhookProvider, source_id: str, pushed: str | None) -> str | None:
+        """Why a verified event does not concern ``source_id``, or None.
 
-        A push payload's ``ref`` (``refs/heads/main``, ``refs/tags/v2.0``; GitHub, GitLab, and a generic body
-        that names one) must be the ref the source indexes (its ``ref`` option); a source without one, or a
-        payload without a ref, syncs on any push.
+        A source of a kind the provider does not take is refused (404).  A
+        push's ref (``refs/heads/main``, ``refs/tags/v2.0``; GitHub, GitLab,
+        and a generic body that names one) must be the ref the source follows
+        (the option its kind's ``ref_option`` names, git: ``ref``); a source
+        without one, or a payload without a ref, syncs on any push.
         """
-        data = _json(body)
-        pushed = data.get("ref") if isinstance(data, dict) else None
-        if not isinstance(pushed, str) or not pushed:
+        kinds = provider.kinds
+        if kinds is None and not pushed:
             return None
         try:
             source = self.registry.get_source(source_id)
         except NotFoundError:
             return None  # the ticket join answers 404
-        wanted = str((source.options or {}).get("ref") or "") if source.kind == "git" else ""
-        if not wanted or wanted == "HEAD" or ref_matches(wanted, pushed):
+        if kinds is not None and source.kind not in kinds:
+            raise Rejected(404, "unknown_source", f"no such {provider.name} webhook source")
+        option = self.providers.ref_options.get(source.kind)
+        wanted = str((source.options or {}).get(option) or "") if option and pushed else ""
+        if not pushed or not wanted or wanted == "HEAD" or ref_matches(wanted, pushed):
             return None
         return f"push to {pushed[:200]}: {source_id} follows {wanted}, nothing to sync"
 
@@ -439,53 +377,29 @@ class WebhookIntake:
         except Rejected as exc:
             raise self.reject(exc) from None
         except Exception:  # the registry write failed (503 from the app): nothing was recorded, the sender retries
-            self.metrics.webhook_events.labels(provider if provider in PROVIDERS else "unknown", "failed").inc()
+            label = provider if provider in self.providers.providers else "unknown"
+            self.metrics.webhook_events.labels(label, "failed").inc()
             raise
         self.metrics.webhook_events.labels(provider, "accepted" if outcome.ticket_id else "ignored").inc()
         return outcome
 
     def _receive(self, provider: str, source_id: str, h: Mapping[str, str], body: bytes) -> Accepted:
-        if provider not in PROVIDERS:
-            raise Rejected(404, "unknown_source", "no such webhook provider")
+        handler = self.provider(provider)
         secret = self.secret_for(source_id)
         if len(body) > self.settings.max_body_bytes:
             raise Rejected(413, "too_large", f"body over {self.settings.max_body_bytes} bytes")
-        paths: list[str] | None
-        if provider == "github":
-            check_signature(sign_github(secret, body), h.get("x-hub-signature-256"))
-            event = h.get("x-github-event", "")
-            if event != "push":
-                return Accepted(None, note=f"{event or 'unnamed'} event: nothing to sync")
-            delivery = h.get("x-github-delivery")
-            digest = delivery_digest(provider, body)
-            paths = push_paths(body)
-        elif provider == "gitlab":
-            token = h.get("x-gitlab-token")
-            if not token:
-                raise Rejected(401, "missing_signature", "X-Gitlab-Token missing")
-            if not hmac.compare_digest(secret.encode(), token.encode()):
-                raise Rejected(401, "bad_signature", "token does not match")
-            event = h.get("x-gitlab-event", "")
-            if event not in ("Push Hook", "Tag Push Hook", "System Hook"):
-                return Accepted(None, note=f"{event or 'unnamed'} event: nothing to sync")
-            delivery = h.get("x-gitlab-event-uuid") or h.get("idempotency-key")
-            digest = delivery_digest(provider, body)
-            paths = push_paths(body)
-        else:
-            timestamp = h.get("x-freshindex-timestamp") or ""
-            check_signature(sign_generic(secret, timestamp, body), h.get("x-freshindex-signature"))
-            paths = s3_paths(body) if provider == "s3" else generic_paths(body)
-            check_timestamp(timestamp, now=self.clock(), max_skew_s=self.settings.max_skew_s)
-            delivery = h.get("x-freshindex-delivery")
-            digest = delivery_digest(provider, body, timestamp)
-        if provider != "s3" and (other := self._other_ref(source_id, body)) is not None:
+        event = handler.read(secret, h, body, now=self.clock(), max_skew_s=self.settings.max_skew_s)
+        if event.note is not None:
+            return Accepted(None, note=event.note)
+        if (other := self._other_ref(handler, source_id, event.ref)) is not None:
             return Accepted(None, note=other)
+        delivery, paths, digest = event.delivery, event.paths, event.digest
         if not delivery or len(delivery) > 255:
             raise Rejected(400, "malformed", "a delivery id header (1-255 characters) is required")
         if delivery.startswith(DIGEST_PREFIX):  # that key space holds the digests of signed content
             raise Rejected(400, "malformed", f"a delivery id may not start with {DIGEST_PREFIX!r}")
-        if provider == "s3" and not paths:
-            return Accepted(None, note="no ObjectCreated/ObjectRemoved record: nothing to sync")
+        if event.empty_note is not None and not paths:
+            return Accepted(None, note=event.empty_note)
         try:
             join = self._batcher.submit(DeliveryRequest(source_id, delivery, paths, digest))
         except ReplayedBody:
@@ -535,8 +449,7 @@ def router(intake: WebhookIntake) -> APIRouter:
     async def webhook(provider: str, source_id: str, request: Request) -> JSONResponse:
         try:
             # Before reading the body: an unknown source costs us no bytes.
-            if provider not in PROVIDERS:
-                raise Rejected(404, "unknown_source", "no such webhook provider")
+            intake.provider(provider)
             if not intake.source_checked(source_id):
                 await run_in_threadpool(intake.secret_for, source_id)
             body = await read_capped(request, intake.settings.max_body_bytes)
@@ -556,6 +469,6 @@ def router(intake: WebhookIntake) -> APIRouter:
     return r
 
 
-__all__ = ["PROVIDERS", "REASONS", "Accepted", "DeliveryBatcher", "Rejected", "WebhookIntake", "WebhookSecrets",
-           "delivery_digest",
-           "read_capped", "router", "sign_generic", "sign_github"]
+__all__ = ["GENERIC", "REASONS", "Accepted", "DeliveryBatcher", "GenericEvents", "Rejected", "WebhookIntake",
+           "WebhookSecrets", "check_timestamp", "delivery_digest", "generic_paths", "read_capped", "ref_matches",
+           "router", "sign_generic", "sign_github"]

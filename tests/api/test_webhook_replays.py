@@ -24,6 +24,7 @@ from freshindex.registry import Registry
 from freshindex.registry.webhooks import DeliveryRequest, DuplicateDelivery, ReplayedBody, TicketJoin
 from freshindex.services import Services
 from freshindex.settings import load_settings
+from freshindex.workers.connectors.registry import webhook_providers
 from tests.api.served import WebhookServer as Server
 from tests.api.served import app_in_thread
 
@@ -146,7 +147,9 @@ def _intake(registry: Registry, tmp_path: Path, clock: Clock, window_s: float) -
     settings = load_settings(data_dir=tmp_path, webhooks={"secrets": {"docs": SECRET},
                                                           "replay_window_s": window_s}).webhooks
     metrics = Metrics()
-    return WebhookIntake(settings, type("S", (), {"registry": registry, "metrics": metrics})(), clock=clock), metrics
+    # (github is the git spec's provider: given as the composition root gives it)
+    svc = type("S", (), {"registry": registry, "metrics": metrics})()
+    return WebhookIntake(settings, svc, clock=clock, providers=webhook_providers), metrics
 
 
 def _refused(intake: WebhookIntake, provider: str, headers: dict[str, str], body: bytes) -> str:

@@ -22,8 +22,6 @@ from freshindex.api.routes_webhooks import (
     Rejected,
     WebhookIntake,
     check_timestamp,
-    push_paths,
-    s3_paths,
     sign_generic,
     sign_github,
 )
@@ -32,6 +30,7 @@ from freshindex.dispatch import start_dispatcher
 from freshindex.registry import Registry
 from freshindex.services import Services
 from freshindex.settings import load_settings
+from freshindex.workers.connectors.webhooks import push_paths, s3_paths
 from tests.api.served import WebhookServer as Server
 from tests.api.served import app_in_thread
 

@@ -60,6 +60,7 @@ from freshindex.core.types import ObjectRef
 from freshindex.workers.connectors import ChunkMeta, RunScoped, Sidecars
 from freshindex.workers.connectors.options import SourceOptions
 from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, CursorStore, SourceLike
+from freshindex.workers.connectors.webhooks import GITHUB, GITLAB
 
 #: Characters of the commit a citation shows.
 SHORT = 10
@@ -403,6 +404,8 @@ SPEC = ConnectorSpec(
              ConnectorOption("username", "user name sent with the token (default x-access-token; GitLab: oauth2)")),
     hooks=(Sidecars, ChunkMeta, RunScoped),
     options_model=GitOptions,
+    webhook_providers=(GITHUB, GITLAB),
+    ref_option="ref",
 )
 
 __all__ = ["SHORT", "SPEC", "TRANSPORTS", "GitConnector", "GitRevision", "Tree", "check_location",

@@ -34,6 +34,7 @@ from freshindex.workers.connectors.options import check_options
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from freshindex.core.webhooks import WebhookProvider, WebhookProviders
     from freshindex.settings.model import SourcesSettings
     from freshindex.workers.connectors import Connector
 
@@ -134,7 +135,11 @@ class ConnectorSpec:
     :class:`~workers.connectors.options.SourceOptions` subclass) is what its
     sources' options must read as: :meth:`validate` refuses any other key or
     an ill-typed value; None (a kind registered without one) checks only the
-    required options.
+    required options.  ``webhook_providers`` are the signed webhook endpoints
+    the kind brings (:class:`~core.webhooks.WebhookProvider`, served at
+    ``/v1/webhooks/<name>/<source>``); ``ref_option`` names the option holding
+    the one ref its sources follow (git: ``ref``), so a push to another ref
+    syncs nothing.
     """
 
     kind: str
@@ -145,6 +150,8 @@ class ConnectorSpec:
     options: tuple[ConnectorOption, ...] = ()
     hooks: tuple[type, ...] = field(default=())
     options_model: type[BaseModel] | None = None
+    webhook_providers: tuple[WebhookProvider, ...] = ()
+    ref_option: str | None = None
 
     def validate(self, location: str, options: Mapping[str, Any]) -> str:
         """The location to store for a new source of this kind; missing, unknown (when the kind declares an
@@ -206,10 +213,29 @@ def spec_for(kind: str) -> ConnectorSpec:
     return spec
 
 
+def webhook_providers() -> WebhookProviders:
+    """Every registered kind's webhook providers by name, and each kind's ``ref_option``.
+
+    Two kinds may list the same provider; two different providers under one name are an error.
+    """
+    from freshindex.core.webhooks import WebhookProviders
+
+    providers: dict[str, WebhookProvider] = {}
+    refs: dict[str, str] = {}
+    for kind in kinds():
+        spec = spec_for(kind)
+        for p in spec.webhook_providers:
+            if providers.setdefault(p.name, p) is not p:
+                raise ConfigError(f"webhook provider {p.name!r} is declared twice (kind {kind!r} and another)")
+        if spec.ref_option:
+            refs[kind] = spec.ref_option
+    return WebhookProviders(providers, refs)
+
+
 def build_connector(source: SourceLike, kind: str, env: ConnectorEnv) -> Connector:
     """The connector of ``source`` (of ``kind``), built by its spec's factory."""
     return spec_for(kind).build(source, env)
 
 
 __all__ = ["BUILTIN", "ConnectorEnv", "ConnectorOption", "ConnectorSpec", "CursorStore", "SourceLike", "StateStore",
-           "build_connector", "kinds", "register", "spec_for", "unregister"]
+           "build_connector", "kinds", "register", "spec_for", "unregister", "webhook_providers"]

@@ -28,6 +28,7 @@ from freshindex.settings.s3 import s3_client, s3_client_from
 from freshindex.workers.connectors import AclTags, Sidecars
 from freshindex.workers.connectors.options import SourceOptions
 from freshindex.workers.connectors.registry import ConnectorEnv, ConnectorOption, ConnectorSpec, SourceLike
+from freshindex.workers.connectors.webhooks import S3_EVENTS
 
 #: Error codes that concern one object, not the endpoint or the bucket.
 _VANISHED = frozenset({"NoSuchKey", "404"})
@@ -145,6 +146,7 @@ SPEC = ConnectorSpec(
              ConnectorOption("region", "the bucket's region")),
     hooks=(AclTags, Sidecars),
     options_model=S3Options,
+    webhook_providers=(S3_EVENTS,),
 )
 
 __all__ = ["SPEC", "S3Connector", "parse_location", "s3_client", "s3_client_from"]
