@@ -56,6 +56,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -108,9 +109,13 @@ def run_naive_parse(pages: Path) -> dict[str, Any]:
 # -- freshindex: full build then the update ------------------------------------------------
 
 def _cpu_s() -> float:
-    """CPU seconds of this process (every thread) and of its waited-for children."""
+    """CPU seconds of this process (every thread), of its waited-for children and of the multiprocessing
+    forkserver with the pool workers it reaped (``pipeline.processes``: they are the forkserver's children, so
+    ``RUSAGE_CHILDREN`` alone misses them)."""
+    from bench.inline_cores import _forkserver_cpu_s
+
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime + _forkserver_cpu_s()
 
 
 def _live_chunks(svc: Any, kb: str, batch: int = 500) -> Iterator[tuple[str, bytes]]:
@@ -175,15 +180,62 @@ def _run_child(cmd: list[str], out: Path, env: dict[str, str] | None = None) -> 
     """Run ``python -m <cmd>`` as a child; its JSON result plus peak RSS and CPU time (``os.wait4``)."""
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", *cmd], cwd=ROOT, env={**os.environ, **(env or {})})
+    tree = _TreeSampler(proc.pid)
+    tree.start()
     _, status, usage = os.wait4(proc.pid, 0)
+    tree.stop()
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise RuntimeError(f"{' '.join(cmd[:3])}: exit code {code}")
     data: dict[str, Any] = json.loads(out.read_text())
-    data["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # Linux: KiB
+    # The peak of the whole process tree (the run, a pool's forkserver and workers): PSS summed, so pages the
+    # processes share are counted once; the largest single process's peak RSS beside it.
+    data["peak_rss_mb"] = max(round(usage.ru_maxrss / 1024, 1), tree.peak_pss_mb)
+    data["peak_rss_mb_one_process"] = round(usage.ru_maxrss / 1024, 1)  # Linux: KiB
+    data["peak_tree_processes"] = tree.most_processes
     data["process_s"] = round(time.perf_counter() - started, 1)
-    data["process_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
+    data["process_cpu_s"] = round(max(usage.ru_utime + usage.ru_stime, tree.cpu_s), 1)
     return data
+
+
+class _TreeSampler(threading.Thread):
+    """Samples a process and its descendants every ``interval`` s: the peak of their summed PSS, and the CPU
+    seconds of every process seen (its last reading), so workers orphaned to init are still counted."""
+
+    def __init__(self, pid: int, interval: float = 0.25) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.interval = pid, interval
+        self.peak_pss_mb, self.most_processes = 0.0, 0
+        self._cpu: dict[int, float] = {}
+        self._stopped = threading.Event()
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(self._cpu.values())
+
+    def run(self) -> None:
+        import psutil
+
+        while not self._stopped.wait(self.interval):
+            try:
+                root = psutil.Process(self.pid)
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                return
+            pss = 0
+            for p in procs:
+                try:
+                    pss += p.memory_full_info().pss
+                    t = p.cpu_times()
+                    self._cpu[p.pid] = t.user + t.system
+                except psutil.Error:
+                    continue
+            self.peak_pss_mb = max(self.peak_pss_mb, round(pss / 2**20, 1))
+            self.most_processes = max(self.most_processes, len(procs))
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join(timeout=5)
 
 
 def child_command(system: str, embedder: str, old: Path, new: Path, work: Path,
