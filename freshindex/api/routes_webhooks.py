@@ -285,7 +285,7 @@ class WebhookIntake:
     def __init__(self, settings: WebhookSettings, services: _IntakeServices, *,
                  clock: Callable[[], float] = time.time, source_ttl_s: float = 5.0,
                  secrets_clock: Callable[[], float] = time.monotonic,
-                 providers: Callable[[], WebhookProviders] | WebhookProviders | None = None) -> None:
+                 providers: Callable[[], WebhookProviders | None] | WebhookProviders | None = None) -> None:
         self.settings, self._services, self.clock = settings, services, clock
         self._providers_from = providers
         self._providers: WebhookProviders | None = None
