@@ -23,7 +23,7 @@ import numpy as np
 from bench.report import table, write
 from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
 from freshindex.core.types import ChunkDraft
-from freshindex.registry import DocumentOutcome
+from freshindex.registry import DocumentOutcome, StagedDocument
 from freshindex.services import Services
 from freshindex.settings import load_settings
 
@@ -63,12 +63,12 @@ def stage_docs(svc: Services, docs: range, rev: int, run_id: int, cs_id: int, so
         svc.registry.cache_vectors(emb.model_id, {c.content_hash: vecs[i] for i, c in enumerate(drafts)})
         old = svc.registry.live_chunk_ids(doc)
         new = {c.id for c in drafts}
-        svc.registry.stage_document(
-            run_id, cs_id, source=source, document_id=doc, key=f"doc-{d}.md", etag=str(rev), size=1,
+        svc.registry.stage_document(run_id, cs_id, StagedDocument(
+            source=source, document_id=doc, key=f"doc-{d}.md", etag=str(rev), size=1,
             content_hash=sha256_hex(str(d), str(rev)), title=f"doc {d}", parser="bench", parser_version="bench",
             chunks=drafts, added_ids=new - old, removed_ids=old - new,
             outcome=DocumentOutcome(document_id=doc, key=f"doc-{d}.md", outcome="modified"),
-        )
+        ))
 
 
 def _sync(svc: Services, source, docs: range, rev: int) -> None:

@@ -54,7 +54,7 @@ from freshindex.core.enums import BuildStatus, RunStatus
 from freshindex.core.errors import DocumentError
 from freshindex.core.ids import document_id
 from freshindex.health.metrics import Metrics
-from freshindex.registry import SyncRunInfo
+from freshindex.registry import DocumentFailure, SyncRunInfo
 from freshindex.registry.protocols import ReaperRegistry
 
 log = logging.getLogger("freshindex.reaper")
@@ -203,8 +203,9 @@ def _reap_running(registry: ReaperRegistry, actions: ReapActions, run: SyncRunIn
     registry.record_reap(run.id, "closed")
     for key, _etag, size, _media in missing or ():
         # etag None: the next sync sees the document as changed and retries it.
-        registry.record_failure(run.id, source_id=run.source_id, document_id=document_id(run.source_id, key),
-                                key=key, reason=DocumentError.WORKER_LOST, detail=detail, etag=None, size=size)
+        registry.record_failure(run.id, DocumentFailure(
+            source_id=run.source_id, document_id=document_id(run.source_id, key), key=key,
+            reason=DocumentError.WORKER_LOST, detail=detail, etag=None, size=size))
     _, finished_now = registry.finish_sync_run(run.id, error=detail)
     if finished_now:
         actions.build(run.kb, run.id)  # what the run staged before its worker died

@@ -425,18 +425,12 @@ PARAMETER_ALLOWANCE: dict[str, int] = {
     "freshindex.cli.sources.sources_add": 16,
     # the registry's stores and their protocols (registry/protocols.py, sources.py, snapshots.py, twins.py,
     # freshness.py): one row's columns each; a record per row changes every caller in workers/ and snapshots/
-    "freshindex.registry.protocols.DocumentStaging.record_failure": 11,
-    "freshindex.registry.protocols.DocumentStaging.stage_document": 19,
     "freshindex.registry.protocols.SnapshotRecords.create_snapshot": 11,
     "freshindex.registry.protocols.SourceCatalog.add_source": 12,
     "freshindex.registry.snapshots.SnapshotStore.create_snapshot": 11,
     "freshindex.registry.sources.SourcesStore.add_source": 12,
     "freshindex.registry.twins.TwinStore.stage_mirror": 13,
     "freshindex.registry.freshness.apply_provenance": 9,
-    # staging.py implements registry/protocols.py's DocumentStaging above, whose one caller is workers/pipeline.py:
-    # the record (a StagedDocument) lands with the pipeline's reshaping
-    "freshindex.registry.staging.StagingStore.record_failure": 11,
-    "freshindex.registry.staging.StagingStore.stage_document": 19,
     # injection, left by issue #41 item 7's change: calibration.py and refusal.py are being changed by their owner
     # now; compose and signals have about 30 and 25 callers in tests and bench; the two HTTP clients' constructors
     # are the public SDK (docs/api.md), where grouping the retries into a record is a user-visible change

@@ -35,7 +35,15 @@ from freshindex.core.types import ChunkDraft, Embedder, ParsedDocument
 from freshindex.core.vector_cache import EmbedResult
 from freshindex.health.metrics import Metrics
 from freshindex.health.observer import SyncObserver
-from freshindex.registry import DocumentOutcome, DocumentRecord, Registry, SourceInfo, SyncRunInfo
+from freshindex.registry import (
+    DocumentFailure,
+    DocumentOutcome,
+    DocumentRecord,
+    Registry,
+    SourceInfo,
+    StagedDocument,
+    SyncRunInfo,
+)
 from freshindex.registry.protocols import RunLedger
 from freshindex.settings.model import SyncSettings
 from freshindex.snapshots import BuildResult
@@ -173,10 +181,9 @@ def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_i
         return None
     detail = (f"its worker process died {crashes} times while processing it (limit "
               f"sync.document_crash_retries={limit}); skipped until it changes")
-    ctx.registry.record_failure(run_id, source_id=source_id, document_id=doc_id, key=key,
-                                reason=DocumentError.WORKER_CRASHED, detail=detail, etag=etag, size=size,
-                                changeset_id=changeset_id,
-                                parser_version=version_now(ctx, key, media_type))
+    ctx.registry.record_failure(run_id, DocumentFailure(
+        source_id=source_id, document_id=doc_id, key=key, reason=DocumentError.WORKER_CRASHED, detail=detail,
+        etag=etag, size=size, parser_version=version_now(ctx, key, media_type)), changeset_id=changeset_id)
     _end_attempt(ctx, doc_id, outcome=True)
     ctx.observer.document_abandoned(source_id, key, detail)
     return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.FAILED,
@@ -485,11 +492,10 @@ def _record_document_error(ctx: PipelineContext, job: _Job, exc: DocumentError) 
         ctx.observer.document_skipped(source_id, key, exc.reason, exc.detail)
         return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.SKIPPED,
                                error_reason=exc.reason, error_detail=exc.detail, seconds=seconds)
-    ctx.registry.record_failure(
-        job.run_id, source_id=source_id, document_id=doc_id, key=key, reason=exc.reason, detail=exc.detail,
-        etag=job.etag, size=job.size, seconds=seconds, changeset_id=job.changeset_id,
-        parser_version=job.version_now(ctx),
-    )
+    ctx.registry.record_failure(job.run_id, DocumentFailure(
+        source_id=source_id, document_id=doc_id, key=key, reason=exc.reason, detail=exc.detail,
+        etag=job.etag, size=job.size, seconds=seconds, parser_version=job.version_now(ctx),
+    ), changeset_id=job.changeset_id)
     ctx.observer.document_failed(source_id, key, exc.reason, exc.detail)
     return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.FAILED, error_reason=exc.reason,
                            error_detail=exc.detail, seconds=seconds)
@@ -510,15 +516,15 @@ def _stage(ctx: PipelineContext, job: _Job, known: DocumentRecord | None, acl: D
         chunks_added=len(change.added_ids), chunks_moved=change.moved, tombstones=len(change.removed_ids),
         seconds=time.perf_counter() - job.started, rechunk_reason=reason,
     )
-    ctx.registry.stage_document(
-        job.run_id, job.changeset_id, source=source, document_id=job.doc_id, key=job.key, etag=job.etag,
+    ctx.registry.stage_document(job.run_id, job.changeset_id, StagedDocument(
+        source=source, document_id=job.doc_id, key=job.key, etag=job.etag,
         size=change.size, content_hash=change.digest, title=change.parsed.title, parser=change.parsed.parser,
         parser_version=version, chunks=change.chunks, added_ids=change.added_ids,
         removed_ids=change.removed_ids, outcome=outcome, acl=acl, source_hash=job.raw_digest,
         shape_hash=change.parsed.meta.get("shape_hash"),
         # Validity and provenance (front matter, source URI): the freshness sweep reads them (workers/provenance.py).
         provenance=change.provenance,
-    )
+    ))
     ctx.observer.embedded(ctx.embedder.model_id, result.embedded, result.reused, result.seconds)
     ctx.observer.tombstoned(source.kb, "superseded", len(change.removed_ids))
     ctx.observer.document_staged(job.source_id, job.key, outcome.outcome, {

@@ -24,7 +24,7 @@ from freshindex.core.enums import BuildStatus, DocumentState
 from freshindex.core.errors import ConfigError, DocumentError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import ObjectRef
-from freshindex.registry import TRANSIENT_REASONS, DocumentRecord, SourceInfo
+from freshindex.registry import TRANSIENT_REASONS, DocumentFailure, DocumentRecord, SourceInfo
 from freshindex.workers import pipeline
 from freshindex.workers.connectors import Connector, for_run
 from freshindex.workers.connectors.listing import CURSOR_KEY, listing_of
@@ -486,9 +486,9 @@ def _retag_listed(ctx: PipelineContext, source: SourceInfo, source_acl: SourceAc
             if doc.acl is None or doc.acl_fingerprint != acl.fingerprint() or doc.error_reason in _ACL_REASONS:
                 acls[doc.id] = acl  # only what changed goes to the registry's write transaction
         except AclSourceError as exc:
-            ctx.registry.record_failure(run_id, source_id=source.id, document_id=doc.id, key=ref.key,
-                                        reason=exc.reason, detail=exc.detail, etag=doc.etag, size=doc.size,
-                                        changeset_id=changeset_id)
+            ctx.registry.record_failure(run_id, DocumentFailure(
+                source_id=source.id, document_id=doc.id, key=ref.key, reason=exc.reason, detail=exc.detail,
+                etag=doc.etag, size=doc.size), changeset_id=changeset_id)
             ctx.observer.acl_unresolved(source.id, ref.key, exc.reason, exc.detail)
     if not acls:
         return

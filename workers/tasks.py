@@ -30,7 +30,7 @@ from celery.signals import worker_process_shutdown
 
 from freshindex.core.errors import LockHeldError, PermanentError, RetryableError, StaleTaskError
 from freshindex.core.ids import document_id
-from freshindex.registry import DocumentOutcome
+from freshindex.registry import DocumentFailure, DocumentOutcome
 from freshindex.schedules.gc import collect_tombstones as collect_tombstones_
 from freshindex.schedules.gc import retain_snapshots as retain_snapshots_
 from freshindex.schedules.plan import due_sources
@@ -151,9 +151,9 @@ def _document_task(self: ShellTask, run_id: int, changeset_id: int, source_id: s
     def failed(reason: str, detail: str) -> str:
         # The run must still complete: record the document as failed.
         try:
-            svc.registry.record_failure(run_id, source_id=source_id, document_id=document_id(source_id, key),
-                                        key=key, reason=reason, detail=detail, etag=None, size=size,
-                                        changeset_id=changeset_id)
+            svc.registry.record_failure(run_id, DocumentFailure(
+                source_id=source_id, document_id=document_id(source_id, key), key=key, reason=reason,
+                detail=detail, etag=None, size=size), changeset_id=changeset_id)
         except StaleTaskError as exc:
             pipeline.record_stale(svc.pipeline, "process_document", exc, source=source_id, key=key)
             return "stale"

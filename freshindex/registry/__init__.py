@@ -5,10 +5,12 @@ from freshindex.registry.records import (
     ChunkRow,
     ChunkStatus,
     DocumentErrorInfo,
+    DocumentFailure,
     DocumentOutcome,
     DocumentRecord,
     SnapshotInfo,
     SourceInfo,
+    StagedDocument,
     SyncRunInfo,
 )
 from freshindex.registry.store import TRANSIENT_REASONS, Registry
@@ -19,10 +21,12 @@ __all__ = [
     "ChunkRow",
     "ChunkStatus",
     "DocumentErrorInfo",
+    "DocumentFailure",
     "DocumentOutcome",
     "DocumentRecord",
     "Registry",
     "SnapshotInfo",
     "SourceInfo",
+    "StagedDocument",
     "SyncRunInfo",
 ]

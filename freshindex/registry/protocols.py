@@ -19,17 +19,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from freshindex.core.types import ChunkDraft
 from freshindex.core.vector_cache import VectorCacheLike
 from freshindex.registry.records import (
     CanaryInfo,
     ChunkRow,
     ChunkStatus,
     DocumentErrorInfo,
-    DocumentOutcome,
+    DocumentFailure,
     DocumentRecord,
     SnapshotInfo,
     SourceInfo,
+    StagedDocument,
     SyncRunInfo,
 )
 from freshindex.registry.runs import RunClaim
@@ -138,20 +138,13 @@ class RunLedger(Protocol):
 class DocumentStaging(Protocol):
     """What a document task writes into its run's changeset; every write is fenced."""
 
-    def record_failure(self, run_id: int, *, source_id: str, document_id: str, key: str, reason: str, detail: str,
-                       etag: str | None = None, size: int = 0, seconds: float = 0.0,
-                       changeset_id: int | None = None, parser_version: str | None = None) -> None: ...
+    def record_failure(self, run_id: int, failure: DocumentFailure, *, changeset_id: int | None = None) -> None: ...
 
     def touch_document(self, run_id: int, document_id: str, *, etag: str | None, size: int, seconds: float,
                        changeset_id: int | None = None, acls: tuple[str, Mapping[str, Any]] | None = None,
                        shape_hash: str | None = None) -> None: ...
 
-    def stage_document(self, run_id: int, changeset_id: int, *, source: SourceInfo, document_id: str, key: str,
-                       etag: str | None, size: int, content_hash: str, title: str, parser: str,
-                       parser_version: str, chunks: Sequence[ChunkDraft], added_ids: set[str],
-                       removed_ids: set[str], outcome: DocumentOutcome, acl: Any = None,
-                       source_hash: str | None = None, provenance: Mapping[str, Any] | None = None,
-                       shape_hash: str | None = None) -> None: ...
+    def stage_document(self, run_id: int, changeset_id: int, staged: StagedDocument) -> None: ...
 
     def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = ...,
                        moved_to: str | None = None, skipped: tuple[str, str] | None = None) -> int: ...

@@ -1,12 +1,15 @@
-"""Plain records the registry hands out (detached from any database session)."""
+"""Plain records the registry hands out (detached from any database session), and the two a document task hands in
+(:class:`StagedDocument`, :class:`DocumentFailure`)."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from freshindex.core.enums import BuildStatus, RunStatus
+from freshindex.core.types import ChunkDraft
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,46 @@ class DocumentOutcome:
     error_detail: str | None = None
     seconds: float = 0.0
     rechunk_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class StagedDocument:
+    """One document's new version and its chunk diff, as a document task stages it
+    (:meth:`registry.staging.StagingStore.stage_document`, which says what each field does)."""
+
+    source: SourceInfo
+    document_id: str
+    key: str
+    etag: str | None
+    size: int
+    content_hash: str
+    title: str
+    parser: str
+    parser_version: str
+    chunks: Sequence[ChunkDraft]
+    added_ids: set[str]
+    removed_ids: set[str]
+    outcome: DocumentOutcome
+    acl: Any = None  # an acl.model.DocumentAcl; None keeps the stored one
+    source_hash: str | None = None
+    provenance: Mapping[str, Any] | None = None  # record_provenance's fields
+    shape_hash: str | None = None  # the parser's (documents.shape_hash)
+
+
+@dataclass(frozen=True)
+class DocumentFailure:
+    """A document that could not be indexed, as a document task records it
+    (:meth:`registry.staging.StagingStore.record_failure`)."""
+
+    source_id: str
+    document_id: str
+    key: str
+    reason: str
+    detail: str
+    etag: str | None = None
+    size: int = 0
+    seconds: float = 0.0
+    parser_version: str | None = None  # the pipeline's, that failed on it
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -22,7 +22,7 @@ from freshindex.core.types import ChunkDraft
 from freshindex.registry.acl_fields import apply_acl
 from freshindex.registry.base import _Base, _batches
 from freshindex.registry.freshness import apply_provenance
-from freshindex.registry.records import DocumentOutcome, SourceInfo
+from freshindex.registry.records import DocumentFailure, DocumentOutcome, SourceInfo, StagedDocument
 from freshindex.registry.schema import (
     Changeset,
     ChangesetEntry,
@@ -52,11 +52,7 @@ def _new_chunk_row(draft: ChunkDraft, doc: Document, source: SourceInfo, added_c
 class StagingStore(_Base):
     """Stage document versions, deletions and failures as changeset entries and tombstones."""
 
-    def record_failure(
-        self, run_id: int, *, source_id: str, document_id: str, key: str, reason: str, detail: str,
-        etag: str | None = None, size: int = 0, seconds: float = 0.0, changeset_id: int | None = None,
-        parser_version: str | None = None,
-    ) -> None:
+    def record_failure(self, run_id: int, failure: DocumentFailure, *, changeset_id: int | None = None) -> None:
         """A document could not be indexed.
 
         Its previous chunks (if any) keep serving: a document that turns bad
@@ -65,24 +61,26 @@ class StagingStore(_Base):
         that failed on it, so an unchanged bad file is not retried on every
         sync unless the reason is transient or the pipeline changed.
         """
+        f = failure
         with self.staging_session() as s:
             self._fence(s, run_id, changeset_id)
-            doc = s.get(Document, document_id)
+            doc = s.get(Document, f.document_id)
             if doc is None:
-                doc = Document(id=document_id, source_id=source_id, key=key, state=DocumentState.ERROR, size=size, version=0)
+                doc = Document(id=f.document_id, source_id=f.source_id, key=f.key, state=DocumentState.ERROR,
+                               size=f.size, version=0)
                 s.add(doc)
             if doc.state != DocumentState.ACTIVE:
                 doc.state = DocumentState.ERROR
-                doc.etag = etag
-                doc.parser_version = parser_version
-            doc.error_reason, doc.error_detail, doc.updated_at = reason, detail, utcnow()
+                doc.etag = f.etag
+                doc.parser_version = f.parser_version
+            doc.error_reason, doc.error_detail, doc.updated_at = f.reason, f.detail, utcnow()
             s.flush()
             self._put_result(
                 s,
                 run_id,
                 DocumentOutcome(
-                    document_id=document_id, key=key, outcome=DocumentOutcomeKind.FAILED,
-                    error_reason=reason, error_detail=detail, seconds=seconds,
+                    document_id=f.document_id, key=f.key, outcome=DocumentOutcomeKind.FAILED,
+                    error_reason=f.reason, error_detail=f.detail, seconds=f.seconds,
                 ),
             )
 
@@ -118,29 +116,7 @@ class StagingStore(_Base):
                                           set_={c.name: stmt.excluded[c.name]
                                                 for c in DocumentResult.__table__.columns if not c.primary_key})
 
-    def stage_document(
-        self,
-        run_id: int,
-        changeset_id: int,
-        *,
-        source: SourceInfo,
-        document_id: str,
-        key: str,
-        etag: str | None,
-        size: int,
-        content_hash: str,
-        title: str,
-        parser: str,
-        parser_version: str,
-        chunks: Sequence[ChunkDraft],
-        added_ids: set[str],
-        removed_ids: set[str],
-        outcome: DocumentOutcome,
-        acl: Any = None,
-        source_hash: str | None = None,
-        provenance: Mapping[str, Any] | None = None,
-        shape_hash: str | None = None,  # the parser's (documents.shape_hash)
-    ) -> None:
+    def stage_document(self, run_id: int, changeset_id: int, staged: StagedDocument) -> None:
         """Write one document's new version and its chunk diff, atomically.
 
         Added chunks become ``pending`` rows with an upsert entry; removed
@@ -148,33 +124,35 @@ class StagingStore(_Base):
         entry.  Kept chunks get their ordinal and metadata refreshed, and an
         upsert entry when their citation moved (page, anchor, line numbers) so
         the point's payload follows; their vector comes from the cache.
-        ``acl`` (an ``acl.model.DocumentAcl``; None keeps the stored one) is
+        ``staged.acl`` (an ``acl.model.DocumentAcl``; None keeps the stored one) is
         the document's resolved ACL: when it changes, the kept chunks get an
         upsert entry too (a re-tag, see :mod:`registry.document_acl`).
-        ``provenance``: ``record_provenance``'s fields, in the same transaction.
+        ``staged.provenance``: ``record_provenance``'s fields, in the same transaction.
         """
+        d, source, document_id, chunks = staged, staged.source, staged.document_id, staged.chunks
+        added_ids, removed_ids = staged.added_ids, staged.removed_ids
         now = utcnow()
         with self.staging_session() as s:
             # A closed run's task must not write into a changeset staged without it: its chunks would stay pending.
             self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             if doc is None:
-                doc = Document(id=document_id, source_id=source.id, key=key, version=0, first_seen_at=now)
+                doc = Document(id=document_id, source_id=source.id, key=d.key, version=0, first_seen_at=now)
                 s.add(doc)
             # A swap, rollback or repair cleared the hash: what the served points
             # say (their ACL above all) is not known, so kept chunks are re-tagged.
             points_unknown = doc.content_hash is None and (doc.version or 0) > 0
-            doc.etag, doc.size, doc.content_hash = etag, size, content_hash
-            doc.source_hash, doc.shape_hash = source_hash or doc.source_hash, shape_hash
+            doc.etag, doc.size, doc.content_hash = d.etag, d.size, d.content_hash
+            doc.source_hash, doc.shape_hash = d.source_hash or doc.source_hash, d.shape_hash
             doc.pending_deletion_run = None
             doc.state, doc.error_reason, doc.error_detail = DocumentState.ACTIVE, None, None
-            doc.parser, doc.parser_version, doc.title = parser, parser_version, title
+            doc.parser, doc.parser_version, doc.title = d.parser, d.parser_version, d.title
             doc.version, doc.chunk_count = (doc.version or 0) + 1, len(chunks)
             doc.updated_at, doc.deleted_at = now, None
             acl_moved = False
-            if acl is not None:
+            if d.acl is not None:
                 floor = s.scalar(select(Source.acl_version).where(Source.id == source.id)) or 1
-                acl_moved = apply_acl(doc, acl, floor=floor)
+                acl_moved = apply_acl(doc, d.acl, floor=floor)
             s.flush()
 
             by_id = {c.id: c for c in chunks}
@@ -213,9 +191,9 @@ class StagingStore(_Base):
             self._stage_entries(s, changeset_id, document_id, added_ids | refreshed, "upsert")
             self._tombstone(s, changeset_id, document_id, source.kb, removed_ids, reason=TombstoneReason.SUPERSEDED)
             self._stage_entries(s, changeset_id, document_id, removed_ids, "delete")
-            self._put_result(s, run_id, outcome)
-            if provenance is not None:
-                apply_provenance(s, doc, **provenance)
+            self._put_result(s, run_id, d.outcome)
+            if d.provenance is not None:
+                apply_provenance(s, doc, **d.provenance)
 
     def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = TombstoneReason.DELETED,
                        moved_to: str | None = None, skipped: tuple[str, str] | None = None) -> int:

@@ -33,7 +33,7 @@ from freshindex.core.enums import BuildStatus, DocumentOutcomeKind, DocumentStat
 from freshindex.core.errors import ConfigError, NotFoundError, StaleTaskError
 from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
 from freshindex.core.types import ChunkDraft
-from freshindex.registry import DocumentOutcome, Registry, SourceInfo
+from freshindex.registry import DocumentFailure, DocumentOutcome, Registry, SourceInfo, StagedDocument
 from freshindex.registry import db as registry_db
 
 
@@ -53,11 +53,11 @@ def stage(reg: Registry, run: int, cs: int, source: SourceInfo, key: str, texts:
     drafts = [draft(doc, i, t) for i, t in enumerate(texts)]
     new = {d.id for d in drafts}
     old = reg.live_chunk_ids(doc)
-    reg.stage_document(
-        run, cs, source=source, document_id=doc, key=key, etag="e", size=1, content_hash=sha256_hex(*texts),
+    reg.stage_document(run, cs, StagedDocument(
+        source=source, document_id=doc, key=key, etag="e", size=1, content_hash=sha256_hex(*texts),
         title=key, parser="text", parser_version="v", chunks=drafts, added_ids=new - old, removed_ids=old - new,
         outcome=DocumentOutcome(document_id=doc, key=key, outcome=DocumentOutcomeKind.ADDED, chunks_added=len(new - old)),
-    )
+    ))
     return doc, new
 
 
@@ -198,8 +198,8 @@ class RegistryContract:
         with pytest.raises(StaleTaskError):
             stage(reg, run, cs, source, "late.md", ["late"])
         with pytest.raises(StaleTaskError):
-            reg.record_failure(run, source_id=source.id, document_id="x", key="bad.md", reason="unreadable",
-                               detail="late", changeset_id=cs)
+            reg.record_failure(run, DocumentFailure(source_id=source.id, document_id="x", key="bad.md",
+                                                    reason="unreadable", detail="late"), changeset_id=cs)
         # Then nothing of it reached the registry
         assert set(reg.documents_for_source(source.id)) == {"a.md"}
         assert reg.run_progress(run)[0] == 1

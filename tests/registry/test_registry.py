@@ -11,7 +11,7 @@ from sqlalchemy import inspect
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.core.ids import chunk_point_id, document_id, sha256_hex
 from freshindex.core.types import ChunkDraft
-from freshindex.registry import DocumentOutcome, Registry
+from freshindex.registry import DocumentOutcome, Registry, StagedDocument
 from freshindex.registry import db as registry_db
 from freshindex.registry.schema import Base
 
@@ -27,11 +27,11 @@ def _stage(reg: Registry, run: int, cs: int, source, key: str, texts: list[str],
     drafts = [_draft(doc, i, t) for i, t in enumerate(texts)]
     new = {d.id for d in drafts}
     old = old if old is not None else reg.live_chunk_ids(doc)
-    reg.stage_document(
-        run, cs, source=source, document_id=doc, key=key, etag="e", size=1, content_hash=sha256_hex(*texts),
+    reg.stage_document(run, cs, StagedDocument(
+        source=source, document_id=doc, key=key, etag="e", size=1, content_hash=sha256_hex(*texts),
         title=key, parser="text", parser_version="v", chunks=drafts, added_ids=new - old, removed_ids=old - new,
         outcome=DocumentOutcome(document_id=doc, key=key, outcome="added", chunks_added=len(new - old)),
-    )
+    ))
     return doc, drafts
 
 

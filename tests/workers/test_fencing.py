@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 
 from freshindex.core.errors import StaleTaskError
 from freshindex.core.ids import document_id
-from freshindex.registry import Registry
+from freshindex.registry import DocumentFailure, Registry
 from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, DocumentResult, Snapshot, SyncRun
 from freshindex.services import Services
 from freshindex.settings import load_settings
@@ -146,7 +146,8 @@ def test_every_staging_write_of_a_closed_run_raises_and_writes_nothing(registry:
     with pytest.raises(StaleTaskError, match="succeeded"):
         _stage(registry, run, cs, src, "a.md", ["two"])
     with pytest.raises(StaleTaskError):
-        registry.record_failure(run, source_id="docs", document_id=doc, key="a.md", reason="unreadable", detail="x")
+        registry.record_failure(run, DocumentFailure(source_id="docs", document_id=doc, key="a.md", reason="unreadable",
+                                                     detail="x"))
     with pytest.raises(StaleTaskError):
         registry.touch_document(run, doc, etag="e2", size=1, seconds=0.0)
     with pytest.raises(StaleTaskError):
