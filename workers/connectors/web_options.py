@@ -31,6 +31,7 @@ import httpx
 from limits import RateLimitItem, parse
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
+from pydantic import TypeAdapter, ValidationError
 
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.workers.connectors.options import SourceOptions
@@ -77,8 +78,11 @@ class WebOptions:
                 kw[name] = _int_option(name, value)
             elif name in _FLOATS:
                 kw[name] = _float_option(name, value)
-            elif name == "sitemap":
-                kw[name] = str(value).strip().lower() in ("1", "true", "yes", "on")
+            elif name == "sitemap":  # read as the options model checked it (pydantic: t, y, on, 1, ...)
+                try:
+                    kw[name] = _BOOL.validate_python(value)
+                except ValidationError:
+                    raise ConfigError(f"web source: sitemap must be true or false, got {value!r}") from None
             elif name in ("rate_limit", "user_agent", "prefix", "directory_index"):
                 kw[name] = str(value)
         out = replace(base, **kw)
@@ -103,6 +107,8 @@ class WebOptions:
 
 
 _FLOATS = ("timeout_s", "request_deadline_s", "crawl_deadline_s", "page_links_cpu_s")
+#: How ``sitemap`` reads, the same as :class:`WebSourceOptions` checks it: ``t`` and ``y`` are true in both.
+_BOOL: TypeAdapter[bool] = TypeAdapter(bool)
 
 
 def _int_option(name: str, value: Any) -> int:

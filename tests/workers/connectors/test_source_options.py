@@ -50,3 +50,15 @@ def test_sources_add_refuses_an_unknown_option_and_stores_nothing(tmp_path: Path
         assert registry.list_sources() == []
     finally:
         registry.close()
+
+
+@pytest.mark.parametrize(("given", "read"), [("t", True), ("y", True), ("on", True), ("1", True), ("TRUE", True),
+                                             ("f", False), ("no", False), ("0", False), (True, True)])
+def test_a_web_sitemap_value_the_model_accepts_is_read_the_same_way(given: object, read: bool) -> None:
+    # Given a value of `sitemap` the kind's model accepts, then the crawler reads it as the model did
+    spec_for("web").validate("https://docs.example.com/", {"sitemap": given})
+    from freshindex.workers.connectors.web_options import WebOptions
+
+    assert WebOptions.of(None, {"sitemap": given}).sitemap is read
+    with pytest.raises(ConfigError, match="sitemap must be true or false"):
+        WebOptions.of(None, {"sitemap": "maybe"})
