@@ -492,7 +492,9 @@ def stem(token: str) -> str:
     return str(_stemmer().stemWord(token)) if token.isalpha() else token
 
 
-@functools.lru_cache(maxsize=4096)
+#: Keyed by one query's evidence tokens, which differ from query to query: a few entries serve the calls of one
+#: query (each term asks with the same set); thousands would only hold memory in a long-lived serve (~330 KiB each).
+@functools.lru_cache(maxsize=16)
 def _variants(tokens: frozenset[str]) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
     """(stems of the plain words, identifiers with their separators removed, the plain words by length)."""
     words = [t for t in tokens if t.isalpha()]
