@@ -42,8 +42,8 @@ def embed_document(ctx: pipeline.PipelineContext, run_id: int, changeset_id: int
             return pipeline._record_document_error(ctx, job, exc)
         return pipeline._stage(ctx, job, ctx.registry.get_document(job.doc_id), handed.acl, change)
 
-    return pipeline.process_document(ctx, run_id, changeset_id, source_id, key, etag, size, stage=Stage.EMBED,
-                                     work=work)
+    return pipeline.process_document(ctx, pipeline.DocumentTask(run_id, changeset_id, source_id, key, etag, size),
+                                     stage=Stage.EMBED, work=work)
 
 
 __all__ = ["embed_document"]

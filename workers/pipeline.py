@@ -35,16 +35,9 @@ from freshindex.core.types import ChunkDraft, Embedder, ParsedDocument
 from freshindex.core.vector_cache import EmbedResult
 from freshindex.health.metrics import Metrics
 from freshindex.health.observer import SyncObserver
-from freshindex.registry import (
-    DocumentFailure,
-    DocumentOutcome,
-    DocumentRecord,
-    Registry,
-    SourceInfo,
-    StagedDocument,
-    SyncRunInfo,
-)
+from freshindex.registry import DocumentFailure, DocumentOutcome, DocumentRecord, Registry, SourceInfo
 from freshindex.registry.protocols import RunLedger
+from freshindex.registry.records import StagedDocument, SyncRunInfo
 from freshindex.settings.model import SyncSettings
 from freshindex.snapshots import BuildResult
 from freshindex.workers.ahead import ParseAhead, Prepared
@@ -112,18 +105,27 @@ def version_now(ctx: PipelineContext, key: str, media_type: str | None = None) -
     return _version_of(ctx.parsers.version_for(key, media_type), PIPELINE_VERSION + ctx.line.transforms_version)
 
 
-def process_document(
-    ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int,
-    stage: Stage = Stage.ALL, work: Callable[[], DocumentOutcome] | None = None, media_type: str | None = None,
-) -> DocumentOutcome:
+@dataclass(frozen=True)
+class DocumentTask:
+    """One document task of a run: the run and changeset it writes into, and the document as the plan listed it."""
+
+    run_id: int
+    changeset_id: int
+    source_id: str
+    key: str
+    etag: str | None
+    size: int
+    media_type: str | None = None  # the listing's: picks the parser of a key without an extension one reads
+
+
+def process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = Stage.ALL,
+                     work: Callable[[], DocumentOutcome] | None = None) -> DocumentOutcome:
     """Bring one document's chunks in the registry up to date with the source.
 
     ``stage`` (:mod:`workers.handoff`): :attr:`Stage.ALL` does every step;
     the parse and OCR stages raise :class:`StageHandoff` where the next
     stage runs elsewhere.  ``work`` replaces the steps (the embed stage's),
-    inside the same fence and crash accounting.  ``media_type`` (the
-    listing's :attr:`core.types.ObjectRef.media_type`) picks the parser of a
-    key without an extension one reads.
+    inside the same fence and crash accounting.
 
     A task of a run that no longer takes writes (finished, or adopted by a
     later run after its worker died or while it waited for a retry) changes
@@ -132,6 +134,7 @@ def process_document(
     redelivery usually costs no embedding; the check that decides is the one
     inside the staging transaction (:class:`core.errors.StaleTaskError`).
     """
+    run_id, changeset_id, source_id, key = task.run_id, task.changeset_id, task.source_id, task.key
     doc_id = document_id(source_id, key)
     try:
         why = ctx.registry.run_refusal(run_id, changeset_id)
@@ -139,12 +142,12 @@ def process_document(
             raise StaleTaskError(run_id, changeset_id, why)
         ready = ctx.ahead.take(key) if ctx.ahead is not None else None
         if ready is None or not ready.attempt_open:  # else the thread that worked ahead opened it: adopted
-            poisoned = begin_attempt(ctx, run_id, changeset_id, source_id, key, etag, size, media_type)
+            poisoned = begin_attempt(ctx, run_id, changeset_id, source_id, key, task.etag, task.size,
+                                     task.media_type)
             if poisoned is not None:
                 return poisoned
         try:
-            outcome = work() if work is not None else _process_document(ctx, run_id, changeset_id, source_id,
-                                                                         key, etag, size, stage, ready, media_type)
+            outcome = work() if work is not None else _process_document(ctx, task, stage, ready)
         except BaseException:
             _end_attempt(ctx, doc_id, outcome=False)  # alive: a retry or a recorded error, not a crash
             raise
@@ -266,10 +269,8 @@ class _Change:
     provenance: dict[str, Any]  # keyword arguments of Registry.record_provenance
 
 
-def _process_document(
-    ctx: PipelineContext, run_id: int, changeset_id: int, source_id: str, key: str, etag: str | None, size: int,
-    stage: Stage = Stage.ALL, ready: Prepared | None = None, media_type: str | None = None,
-) -> DocumentOutcome:
+def _process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = Stage.ALL,
+                      ready: Prepared | None = None) -> DocumentOutcome:
     """The work of :func:`process_document` once the run was seen open: fetch (or take what was
     fetched ahead, ``ready``), decide, stage.
 
@@ -278,8 +279,10 @@ def _process_document(
     (registry, source unreachable) propagate so the task shell can retry.
     """
     started = time.perf_counter()
-    job = _Job(run_id, changeset_id, source_id, key, etag, size, started, ctx.registry.get_source(source_id),
-               document_id(source_id, key), stage=stage, media_type=media_type)
+    t = task
+    job = _Job(t.run_id, t.changeset_id, t.source_id, t.key, t.etag, t.size, started,
+               ctx.registry.get_source(t.source_id), document_id(t.source_id, t.key), stage=stage,
+               media_type=t.media_type)
     try:
         fetched = _fetch(ctx, job, ready)
         decided = _decide(ctx, job, fetched)

@@ -171,8 +171,8 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
                     ahead.submit(ctx, source_id, nxt.key, run_id=plan.run_id, etag=nxt.etag,
                                  media_type=nxt.media_type)
                     queued += 1
-                outcome = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, source_id, doc.key,
-                                                    doc.etag, doc.size, media_type=doc.media_type)
+                outcome = pipeline.process_document(ctx, pipeline.DocumentTask(
+                    plan.run_id, plan.changeset_id, source_id, doc.key, doc.etag, doc.size, doc.media_type))
                 if outcome.outcome == DocumentOutcomeKind.STALE:
                     # Another process closed this run (it looked dead to it):
                     # every further write would be refused too.

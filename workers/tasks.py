@@ -105,16 +105,16 @@ def process_document(self: ShellTask, run_id: int, changeset_id: int, source_id:
     extension one reads (None from a planner of the previous release)."""
     stage = Stage.PARSE if self.settings.broker.stage_queues else Stage.ALL
     return _document_task(self, run_id, changeset_id, source_id, (key, etag, size, media_type),
-                          lambda: pipeline.process_document(self.services.pipeline, run_id, changeset_id, source_id,
-                                                            key, etag, size, stage, media_type=media_type))
+                          lambda: pipeline.process_document(self.services.pipeline, pipeline.DocumentTask(
+                              run_id, changeset_id, source_id, key, etag, size, media_type), stage))
 
 
 def ocr_document(self: ShellTask, run_id: int, changeset_id: int, source_id: str, key: str,
                  etag: str | None = None, size: int = 0, media_type: str | None = None) -> str:
     """A document whose PDF needs OCR, handed on by the parse stage: read it with OCR, chunk, hand on to embed."""
     return _document_task(self, run_id, changeset_id, source_id, (key, etag, size, media_type),
-                          lambda: pipeline.process_document(self.services.pipeline, run_id, changeset_id, source_id,
-                                                            key, etag, size, Stage.OCR, media_type=media_type))
+                          lambda: pipeline.process_document(self.services.pipeline, pipeline.DocumentTask(
+                              run_id, changeset_id, source_id, key, etag, size, media_type), Stage.OCR))
 
 
 def embed_document(self: ShellTask, run_id: int, changeset_id: int, source_id: str, key: str,

@@ -46,7 +46,8 @@ def test_an_embed_failure_records_the_version_of_the_parser_that_read_the_docume
     size = len(typed_source.LISTED[KEY][1])
     # Given a bare key parsed by its media type and handed on to the embed stage
     with pytest.raises(StageHandoff) as handed:
-        pipeline.process_document(svc.pipeline, run, cs, "typed", KEY, "e1", size, Stage.PARSE, media_type=MEDIA)
+        pipeline.process_document(svc.pipeline, pipeline.DocumentTask(run, cs, "typed", KEY, "e1", size, MEDIA),
+                                  Stage.PARSE)
     assert handed.value.stage is Stage.EMBED
     payload = json.loads(json.dumps(handed.value.payload))
 

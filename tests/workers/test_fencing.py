@@ -73,8 +73,8 @@ def test_a_stale_redelivered_task_after_a_later_build_changes_nothing(svc: Servi
 
     # When run 1's task for the document is delivered again.
     stat = (sample_kb / KEY).stat()
-    outcome = pipeline.process_document(svc.pipeline, first.run.id, first.run.changeset_id, "docs", KEY,
-                                        f"late-{stat.st_mtime_ns}", stat.st_size)
+    outcome = pipeline.process_document(svc.pipeline, pipeline.DocumentTask(
+        first.run.id, first.run.changeset_id, "docs", KEY, f"late-{stat.st_mtime_ns}", stat.st_size))
 
     # Then it is fenced off: nothing changed, nothing embedded, counted twice over.
     assert outcome.outcome == "stale", outcome
@@ -122,7 +122,7 @@ def test_a_run_adopted_while_its_task_works_is_fenced_in_the_staging_transaction
 
     # When the task stages its result after the adoption.
     stat = (sample_kb / KEY).stat()
-    outcome = pipeline.process_document(ctx, run_id, cs_id, "docs", KEY, "new-etag", stat.st_size)
+    outcome = pipeline.process_document(ctx, pipeline.DocumentTask(run_id, cs_id, "docs", KEY, "new-etag", stat.st_size))
 
     # Then the fence inside stage_document refused it: no pending chunks, no entries anywhere.
     assert adopted and outcome.outcome == "stale"
@@ -174,7 +174,8 @@ def test_a_stranded_document_is_found_by_verify_and_repaired_by_reconcile(
         s.execute(update(SyncRun).where(SyncRun.id == first.run.id).values(status="running"))
         s.execute(update(Changeset).where(Changeset.id == first.run.changeset_id).values(status="open"))
     ref = next(r for r in svc.connector_for(svc.registry.get_source("docs")).list() if r.key == KEY)
-    pipeline.process_document(svc.pipeline, first.run.id, first.run.changeset_id, "docs", KEY, ref.etag, ref.size)
+    pipeline.process_document(svc.pipeline, pipeline.DocumentTask(first.run.id, first.run.changeset_id, "docs", KEY,
+                                                                  ref.etag, ref.size))
     with svc.registry.session() as s:
         s.execute(update(SyncRun).where(SyncRun.id == first.run.id).values(status="succeeded"))
         s.execute(update(Changeset).where(Changeset.id == first.run.changeset_id).values(status="applied"))

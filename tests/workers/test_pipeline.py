@@ -116,8 +116,9 @@ def test_a_redelivered_document_task_changes_nothing(svc: Services, sample_kb: P
     ctx = svc.pipeline
     plan = planner.plan_sync(ctx, "docs")
     doc = next(d for d in plan.documents if d.key == "guides/release.md")
-    first = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, "docs", doc.key, doc.etag, doc.size)
-    again = pipeline.process_document(ctx, plan.run_id, plan.changeset_id, "docs", doc.key, doc.etag, doc.size)
+    task = pipeline.DocumentTask(plan.run_id, plan.changeset_id, "docs", doc.key, doc.etag, doc.size)
+    first = pipeline.process_document(ctx, task)
+    again = pipeline.process_document(ctx, task)
     assert first.outcome == "added" and first.chunks_embedded > 0
     assert again.outcome == "unchanged" and again.chunks_embedded == 0
     ops = svc.registry.changeset_ops([plan.changeset_id])

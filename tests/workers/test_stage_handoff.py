@@ -63,7 +63,7 @@ def _through_stages(svc: Services, run: int, cs: int, key: str, size: int) -> tu
         try:
             if stage is Stage.EMBED:
                 return embed_stage.embed_document(svc.pipeline, run, cs, "docs", key, "e1", size, payload), hops
-            return pipeline.process_document(svc.pipeline, run, cs, "docs", key, "e1", size, stage), hops
+            return pipeline.process_document(svc.pipeline, pipeline.DocumentTask(run, cs, "docs", key, "e1", size), stage), hops
         except StageHandoff as handoff:
             hops.append(handoff.stage)
             stage, payload = handoff.stage, json.loads(json.dumps(handoff.payload))
@@ -85,7 +85,7 @@ def test_the_stages_hand_on_ocr_and_embedding_and_stage_what_one_call_stages(
         size = (folder / key).stat().st_size
         # When one goes through the stages and the other is processed whole (stage queues off)
         outcome, hops = _through_stages(staged, run, cs, key, size)
-        alone = pipeline.process_document(whole.pipeline, wrun, wcs, "docs", key, "e1", size)
+        alone = pipeline.process_document(whole.pipeline, pipeline.DocumentTask(wrun, wcs, "docs", key, "e1", size))
         # Then only the scanned PDF went to OCR, every document to embedding, and both were added
         assert hops == ([Stage.OCR, Stage.EMBED] if key.endswith(".pdf") else [Stage.EMBED]), key
         assert outcome.outcome == alone.outcome == DocumentOutcomeKind.ADDED
@@ -121,7 +121,7 @@ def test_an_embed_stage_of_a_closed_run_is_fenced_off_and_stages_nothing(staged:
     run, cs = staged.registry.start_sync_run("docs", "test")
     key, size = KEYS[0], (folder / KEYS[0]).stat().st_size
     with pytest.raises(StageHandoff) as handed:
-        pipeline.process_document(staged.pipeline, run, cs, "docs", key, "e1", size, Stage.PARSE)
+        pipeline.process_document(staged.pipeline, pipeline.DocumentTask(run, cs, "docs", key, "e1", size), Stage.PARSE)
     # When the run is closed before the embed task runs (a later run adopted it, or the reaper closed it)
     staged.registry.finish_sync_run(run, error="closed for the test")
     outcome = embed_stage.embed_document(staged.pipeline, run, cs, "docs", key, "e1", size, handed.value.payload)
