@@ -191,6 +191,19 @@ def list_source(ctx: PipelineContext, source: SourceInfo, run_id: int) -> Listin
                    for_run(connector, run_id), listed.is_complete, listed.deleted)
 
 
+def _unapplied(doc: DocumentRecord) -> bool:
+    """Whether a partial listing must try ``doc`` again although it does not name it (its cursor moved past it).
+
+    A document that failed for a passing reason; and an indexed one whose update failed for any reason: it
+    keeps its old etag and serves its old text, and a complete listing would offer it again on every sync (its
+    etag differs from the source's), which a partial listing that moved on never does.
+    """
+    if doc.error_reason is None:
+        return False
+    return doc.state == DocumentState.ACTIVE or (doc.state == DocumentState.ERROR
+                                                 and doc.error_reason in TRANSIENT_REASONS)
+
+
 def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *,
                  version: Callable[[ObjectRef], str]) -> SourceDiff:
     """Diff the listing against the registry: what to process, what moved, what vanished, what is skipped.
@@ -198,7 +211,7 @@ def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *,
     ``version(ref)`` is the version the document would record now (:func:`workers.pipeline.version_now`):
     a document that recorded another (its parser's or the chunker's changed) is processed again.
     A partial listing deletes only the keys it reports deleted, and tries again the documents an earlier
-    run failed on for a passing reason (its cursor moved on past them).
+    run failed on for a passing reason, and the indexed ones whose update failed (:func:`_unapplied`).
     """
     known = ctx.registry.documents_for_source(source_id)
     refs, docs, excluded = listing.refs, listing.docs, listing.excluded
@@ -207,8 +220,7 @@ def diff_listing(ctx: PipelineContext, source_id: str, listing: Listing, *,
                     if _needs_processing(known.get(r.key), r, version(r)))
     if not listing.complete:
         planned += tuple(PlannedDocument(doc.key, doc.etag, doc.size) for key, doc in sorted(known.items())
-                         if key not in listed and key not in listing.deleted and doc.state == DocumentState.ERROR
-                         and doc.error_reason in TRANSIENT_REASONS)
+                         if key not in listed and key not in listing.deleted and _unapplied(doc))
     planned_keys = {d.key for d in planned}
     # Under a folder the connector could not read (listed as one unreadable entry), nothing is gone.
     unlisted = tuple(getattr(listing.connector, "unlisted_prefixes", ()))

@@ -18,8 +18,18 @@ succeeds (or is partial), so a run that fails, is held or is killed lists
 again from the older cursor next time.  A connector reads the last promoted
 one with :func:`last_cursor` (None: list completely).
 
+A partial listing offers again, besides what it names, the documents whose
+last attempt failed and is still unapplied (:func:`workers.planner._unapplied`).
+
 What it does not do: check that a partial listing's deletions were really
-deleted (the connector's word is taken), nor store anything itself.
+deleted (the connector's word is taken), nor store anything itself.  Nor does
+a partial listing revisit the documents it does not name when the pipeline's
+version (a parser, the chunker, ``pipeline.steps``), the source's
+``--include``/``--exclude`` patterns or its ACL options change: those reach
+only the documents a listing names.  An incremental connector should list
+completely now and then (no built-in kind lists partially yet); after such a
+change, ``freshindex sources add --replace`` forgets the source's state, so
+its next listing is complete and every document is compared again.
 """
 
 from __future__ import annotations

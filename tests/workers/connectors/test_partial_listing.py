@@ -153,6 +153,28 @@ def test_a_document_failed_for_a_passing_reason_is_tried_again_after_the_cursor_
     assert set(_states(svc).values()) == {DocumentState.ACTIVE}
 
 
+def test_an_indexed_document_whose_update_failed_is_tried_again_and_its_new_text_served(svc: Services) -> None:
+    # Given a first sync, then a.md edited while it cannot be read, and e.md added: the run ends partial and its
+    # cursor moves past both, a.md still indexed with its old text
+    assert sync_inline(svc, "j").run.status == "succeeded"
+    JOURNAL.extend([("put", "a.md", "# A\n\nAlpha pages now describe the replacement service.\n"),
+                    ("put", "e.md", "# E\n\nEpsilon pages describe the fifth service.\n")])
+    FAILING.add("a.md")
+    failed = sync_inline(svc, "j")
+    assert failed.run.status == "partial" and _states(svc)["a.md"] == DocumentState.ACTIVE
+    assert svc.registry.source_state("j") == {"listing": {"seq": 5}}
+    # When it can be read again and the next partial listing names nothing
+    FAILING.clear()
+    again = sync_inline(svc, "j")
+    # Then a.md is processed again: its new text is what the index holds
+    assert BUILT[-1].asked[-1] == {"seq": 5} and again.run.status == "succeeded", again.errors
+    assert again.run.summary["documents"]["modified"] == 1
+    doc = svc.registry.documents_for_source("j")["a.md"]
+    assert doc.error_reason is None
+    texts = [r.text for r in svc.registry.chunk_rows(svc.registry.live_chunk_ids_for_kb("default"))]
+    assert any("replacement service" in t for t in texts) and not any("Alpha pages describe" in t for t in texts)
+
+
 def test_an_empty_partial_listing_is_nothing_changed_not_an_emptied_source() -> None:
     # A complete listing of nothing deleting a live document is held; a partial one is not
     assert planner.deletion_hold(deleting=1, live=1, listed=0, max_share=0.5, min_held=5) is not None
