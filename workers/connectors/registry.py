@@ -169,10 +169,17 @@ _lock = threading.Lock()
 _loaded = False
 
 
+#: The webhook provider the API keeps for itself (any kind; api/routes_webhooks.GENERIC).
+RESERVED_PROVIDER = "generic"
+
+
 def register(spec: ConnectorSpec, *, replace: bool = False) -> ConnectorSpec:
     """Add ``spec``; a kind registered twice is an error unless ``replace`` (a test swapping one in)."""
     if not spec.kind or not spec.kind.replace("_", "").isalnum() or spec.kind != spec.kind.lower():
         raise ConfigError(f"source kind {spec.kind!r}: lower-case letters, digits and _ only")
+    for p in spec.webhook_providers:  # the API's own provider: a kind must not answer /webhooks/generic/...
+        if p.name == RESERVED_PROVIDER:
+            raise ConfigError(f"source kind {spec.kind!r}: the webhook provider name {p.name!r} is the API's own")
     with _lock:
         current = _SPECS.get(spec.kind)
         if current is not None and current is not spec and not replace:

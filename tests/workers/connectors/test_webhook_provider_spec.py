@@ -12,6 +12,7 @@ source of that kind and its dispatcher syncs the source; a forged event is
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -26,13 +27,13 @@ import pytest
 from click.testing import CliRunner
 
 from freshindex.cli import cli
-from freshindex.core.errors import DocumentError
+from freshindex.core.errors import ConfigError, DocumentError
 from freshindex.core.ids import document_id
 from freshindex.core.types import ObjectRef
 from freshindex.core.webhooks import Rejected, WebhookEvent, check_signature, delivery_digest, pushed_ref
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.workers.connectors import ConnectorSpec, register, unregister
+from freshindex.workers.connectors import ConnectorSpec, kinds, register, unregister
 
 SECRET = "shelf-s3cret"
 SHELF = {"leave.md": "# Leave\n\nAsk your manager two weeks ahead for any leave over three days.\n"}
@@ -145,3 +146,12 @@ def _wait_for_webhook_sync(data: Path) -> tuple[list[Any], list[Any]]:
         raise AssertionError("the webhook did not sync the source")
     finally:
         svc.close()
+
+
+def test_a_kind_cannot_declare_the_apis_own_generic_provider() -> None:
+    # Given a kind whose provider calls itself "generic", When it is registered, Then it is refused there
+    impostor = dataclasses.replace(ShelfEvents(), name="generic")
+    spec = dataclasses.replace(SPEC, kind="impostor", webhook_providers=(impostor,))
+    with pytest.raises(ConfigError, match="'generic' is the API's own"):
+        register(spec)
+    assert "impostor" not in kinds()
