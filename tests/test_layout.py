@@ -415,8 +415,6 @@ MAX_PARAMETERS = 8
 PARAMETER_ALLOWANCE: dict[str, int] = {
     # the sync pipeline (workers/pipeline.py): its owner is reshaping the document step
     "freshindex.workers.pipeline._diff_and_embed": 9,
-    # workers/parsing: a code block's fields, one recursion frame
-    "freshindex.workers.parsing.code._block": 10,
     # the CLI (freshindex/cli/, its owner's): a click command takes one parameter per option
     "freshindex.cli.acl.register.sources_update": 9,
     "freshindex.cli.reports.documents_list": 9,

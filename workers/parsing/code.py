@@ -29,6 +29,7 @@ import io
 import re
 import threading
 import tokenize
+from dataclasses import dataclass
 from typing import Any
 
 from freshindex.core.enums import BlockKind
@@ -92,17 +93,31 @@ def parse_code(data: bytes, key: str) -> ParsedDocument:
                           meta={"language": lang, "source_version": version})
 
 
-def _block(key: str, lang: str, symbol: str, kind: str, lines: list[str], start: int, end: int,
-           signature: str | None = None, doc: str | None = None, members: list[dict] | None = None) -> Block:
-    meta: dict[str, Any] = {"language": lang, "symbol": symbol, "symbol_kind": kind, "lines": [start, end],
-                            "path": key}
-    if signature:
-        meta["signature"] = signature
-    if doc:
-        meta["docstring"] = doc
-    if members:
-        meta["members"] = members
-    return Block(BlockKind.CODE, "\n".join(lines[start - 1 : end]).rstrip(), (symbol,), meta=block_meta(meta))
+@dataclass(frozen=True)
+class _Symbol:
+    """One symbol a code parser found: its name, kind and lines (1-based, inclusive), what it is declared as."""
+
+    lang: str
+    name: str
+    kind: str
+    start: int
+    end: int
+    signature: str | None = None
+    doc: str | None = None
+    members: list[dict] | None = None
+
+
+def _block(key: str, lines: list[str], sym: _Symbol) -> Block:
+    meta: dict[str, Any] = {"language": sym.lang, "symbol": sym.name, "symbol_kind": sym.kind,
+                            "lines": [sym.start, sym.end], "path": key}
+    if sym.signature:
+        meta["signature"] = sym.signature
+    if sym.doc:
+        meta["docstring"] = sym.doc
+    if sym.members:
+        meta["members"] = sym.members
+    return Block(BlockKind.CODE, "\n".join(lines[sym.start - 1 : sym.end]).rstrip(), (sym.name,),
+                 meta=block_meta(meta))
 
 
 def _module_block(key: str, lang: str, lines: list[str], covered: set[int], doc: str | None = None) -> Block | None:
@@ -172,8 +187,8 @@ def _python_blocks(text: str, key: str) -> list[Block] | None:
                         "lines": [_comments_above(lines, first_line(m), ("#",)), m.end_lineno or m.lineno],
                         **({"docstring": d} if (d := ast.get_docstring(m)) else {}),
                     })
-        blocks.append(_block(key, "python", node.name, kind, lines, start, end, signature(node),
-                             ast.get_docstring(node), members))
+        blocks.append(_block(key, lines, _Symbol("python", node.name, kind, start, end, signature(node),
+                                                 ast.get_docstring(node), members)))
     module = _module_block(key, "python", lines, covered, ast.get_docstring(tree))
     if module is not None:
         blocks.insert(0, module)
@@ -290,7 +305,8 @@ def _tree_sitter_blocks(text: str, key: str, lang: str, grammar: str) -> list[Bl
         end = node.end_point[0] + 1
         covered.update(range(start, end + 1))
         doc = _comment_text(lines[start - 1 : node.start_point[0]])
-        blocks.append(_block(key, lang, name, kind, lines, start, end, _signature_of(decl, source), doc, members))
+        blocks.append(_block(key, lines, _Symbol(lang, name, kind, start, end, _signature_of(decl, source), doc,
+                                                 members)))
     module = _module_block(key, lang, lines, covered)
     if module is not None:
         blocks.insert(0, module)
@@ -386,5 +402,6 @@ def _pattern_blocks(text: str, key: str, lang: str) -> list[Block]:
         end = bounds[idx + 1][0] - 1 if idx + 1 < len(bounds) else len(lines)
         while end > start and not lines[end - 1].strip():
             end -= 1
-        blocks.append(_block(key, lang, name, kind, lines, start, end, lines[decl - 1].strip().rstrip("{").strip()))
+        blocks.append(_block(key, lines, _Symbol(lang, name, kind, start, end,
+                                                 lines[decl - 1].strip().rstrip("{").strip())))
     return blocks
