@@ -425,7 +425,6 @@ PARAMETER_ALLOWANCE: dict[str, int] = {
     "freshindex.registry.protocols.SourceCatalog.add_source": 12,
     "freshindex.registry.snapshots.SnapshotStore.create_snapshot": 11,
     "freshindex.registry.sources.SourcesStore.add_source": 12,
-    "freshindex.registry.twins.TwinStore.stage_mirror": 13,
     "freshindex.registry.freshness.apply_provenance": 9,
     # injection, left by issue #41 item 7's change: calibration.py and refusal.py are being changed by their owner
     # now; compose and signals have about 30 and 25 callers in tests and bench; the two HTTP clients' constructors

@@ -37,7 +37,7 @@ from freshindex.health.metrics import Metrics
 from freshindex.health.observer import SyncObserver
 from freshindex.registry import DocumentFailure, DocumentOutcome, DocumentRecord, Registry, SourceInfo
 from freshindex.registry.protocols import RunLedger
-from freshindex.registry.records import StagedDocument, SyncRunInfo
+from freshindex.registry.records import MirroredDocument, StagedDocument, SyncRunInfo
 from freshindex.settings.model import SyncSettings
 from freshindex.snapshots import BuildResult
 from freshindex.workers.ahead import ParseAhead, Prepared
@@ -362,12 +362,12 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
     acl = fetched.acl
     twin = ctx.registry.canonical_twin(job.doc_id, source.kb, digest, acl=acl) if acl is not None else None
     if twin is not None:
-        mirrored = ctx.registry.stage_mirror(
-            job.run_id, job.changeset_id, source_id=job.source_id, document_id=job.doc_id, key=job.key,
+        mirrored = ctx.registry.stage_mirror(job.run_id, job.changeset_id, MirroredDocument(
+            source_id=job.source_id, document_id=job.doc_id, key=job.key,
             etag=job.etag, size=len(fetched.data), content_hash=digest, canonical_id=twin, acl=acl,
             seconds=time.perf_counter() - job.started, parser_version=job.version_now(ctx),
             source_uri=provenance(fetched.data, kind=source.kind, location=source.location,
-                                  key=job.key)["source_uri"])
+                                  key=job.key)["source_uri"]))
         ctx.observer.document_outcome(job.source_id, mirrored.outcome)
         return mirrored
     if ready is not None and ready.error is not None:

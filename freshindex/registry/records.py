@@ -1,5 +1,5 @@
 """Plain records the registry hands out (detached from any database session), and the two a document task hands in
-(:class:`StagedDocument`, :class:`DocumentFailure`)."""
+(:class:`StagedDocument`, :class:`MirroredDocument`, :class:`DocumentFailure`)."""
 
 from __future__ import annotations
 
@@ -274,6 +274,24 @@ class StagedDocument:
     source_hash: str | None = None
     provenance: Mapping[str, Any] | None = None  # record_provenance's fields
     shape_hash: str | None = None  # the parser's (documents.shape_hash)
+
+
+@dataclass(frozen=True)
+class MirroredDocument:
+    """A document whose content and permissions are already indexed under ``canonical_id``, as a document task
+    stages it (:meth:`registry.twins.TwinStore.stage_mirror`)."""
+
+    source_id: str
+    document_id: str
+    key: str
+    etag: str | None
+    size: int
+    content_hash: str
+    canonical_id: str
+    acl: Any  # an acl.model.DocumentAcl
+    source_uri: str | None = None
+    seconds: float = 0.0
+    parser_version: str | None = None  # what the document records when processed now; None keeps what it held
 
 
 @dataclass(frozen=True)

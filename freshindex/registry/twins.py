@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from freshindex.core.enums import ChunkState, DocumentOutcomeKind, DocumentState, TombstoneReason
 from freshindex.registry.base import _batches
-from freshindex.registry.records import DocumentOutcome
+from freshindex.registry.records import DocumentOutcome, MirroredDocument
 from freshindex.registry.schema import ChangesetEntry, Chunk, Document, Source, Tombstone, utcnow
 from freshindex.registry.withdrawals import WithdrawalStore, Withdrawn, WithdrawReason
 
@@ -44,13 +44,11 @@ class TwinStore(WithdrawalStore):
                  .order_by(Document.first_seen_at, Document.id).limit(1))
             return s.scalar(q)
 
-    def stage_mirror(self, run_id: int, changeset_id: int, *, source_id: str, document_id: str, key: str,
-                     etag: str | None, size: int, content_hash: str, canonical_id: str, acl: Any,
-                     source_uri: str | None = None, seconds: float = 0.0,
-                     parser_version: str | None = None) -> DocumentOutcome:
-        """Record ``document_id`` as a mirror of ``canonical_id``: no chunks of its own, one set of points.
+    def stage_mirror(self, run_id: int, changeset_id: int, mirror: MirroredDocument) -> DocumentOutcome:
+        """Record ``mirror.document_id`` as a mirror of ``mirror.canonical_id``: no chunks of its own, one set
+        of points.
 
-        ``parser_version``: what the document records when processed now (the
+        ``mirror.parser_version``: what the document records when processed now (the
         planner compares it; without it the mirror looks out of date and is
         fetched and mirrored again at every sync).  None keeps what it held.
 
@@ -59,13 +57,15 @@ class TwinStore(WithdrawalStore):
         their deletion staged; the canonical document's ``mirrors`` list names
         it, so citations of the canonical location can list where else it lives.
         """
+        m = mirror
+        document_id, source_id, canonical_id, acl = m.document_id, m.source_id, m.canonical_id, m.acl
         now = utcnow()
         with self.staging_session() as s:
             self._fence(s, run_id, changeset_id)
             doc = s.get(Document, document_id)
             known = doc is not None and bool(doc.version)
             if doc is None:
-                doc = Document(id=document_id, source_id=source_id, key=key, version=0, first_seen_at=now)
+                doc = Document(id=document_id, source_id=source_id, key=m.key, version=0, first_seen_at=now)
                 s.add(doc)
             old = sorted(s.scalars(select(Chunk.id).where(
                 Chunk.document_id == document_id, Chunk.tombstoned.is_(False),
@@ -81,20 +81,20 @@ class TwinStore(WithdrawalStore):
                 s.execute(stmt.on_conflict_do_update(index_elements=["changeset_id", "chunk_id"],
                                                      set_={"op": stmt.excluded.op}))
             previous = doc.canonical_id
-            doc.etag, doc.size, doc.content_hash, doc.canonical_id = etag, size, content_hash, canonical_id
+            doc.etag, doc.size, doc.content_hash, doc.canonical_id = m.etag, m.size, m.content_hash, canonical_id
             doc.state, doc.error_reason, doc.error_detail, doc.withdrawn_reason = DocumentState.ACTIVE, None, None, None
             doc.version = (doc.version or 0) + 1
             doc.chunk_count, doc.updated_at, doc.deleted_at = 0, now, None
-            doc.parser_version = parser_version or doc.parser_version
-            doc.source_uri, doc.last_fetched_at = source_uri or doc.source_uri, now
+            doc.parser_version = m.parser_version or doc.parser_version
+            doc.source_uri, doc.last_fetched_at = m.source_uri or doc.source_uri, now
             doc.acl, doc.tenant, doc.sensitivity = list(acl.tokens), acl.tenant, str(acl.sensitivity)
             doc.acl_fingerprint, doc.acl_origin = acl.fingerprint(), acl.origin
             s.flush()
             for cid in {c for c in (canonical_id, previous) if c is not None}:
                 refresh_mirrors(s, cid)
-            outcome = DocumentOutcome(document_id=document_id, key=key,
+            outcome = DocumentOutcome(document_id=document_id, key=m.key,
                                       outcome=DocumentOutcomeKind.MODIFIED if known else DocumentOutcomeKind.ADDED,
-                                      tombstones=len(old), seconds=seconds)
+                                      tombstones=len(old), seconds=m.seconds)
             self._put_result(s, run_id, outcome)  # type: ignore[attr-defined]  # StagingStore, on the Registry
             return outcome
 
