@@ -51,7 +51,7 @@ from freshindex.core.types import Embedder, Releasable, embed_text
 from freshindex.core.vector_cache import vectors_for
 from freshindex.health.metrics import Metrics
 from freshindex.health.observer import MetricsObserver, SyncObserver
-from freshindex.registry import ChunkRow, SnapshotInfo
+from freshindex.registry import ChunkRow, NewSnapshot, SnapshotInfo
 from freshindex.registry.protocols import BuilderRegistry
 from freshindex.snapshots.bluegreen import BlueGreen, Recycle
 from freshindex.snapshots.builder_base import PhaseHook
@@ -197,12 +197,12 @@ class Builder(BlueGreen, Verification):
             collection = self.naming.collection(snapshot_id)
             upserts = sorted(cid for cid, op in ops.items() if op == "upsert")
             deletes = sorted(cid for cid, op in ops.items() if op == "delete")
-            self.registry.create_snapshot(
+            self.registry.create_snapshot(NewSnapshot(
                 snapshot_id=snapshot_id, kb=kb, version=version, parent_id=active.id if active else None,
                 collection=collection, strategy=strategy, embedding_model=self.embedder.model_id,
                 parser_version=self.pipeline_version, changeset_ids=changesets, upserts=len(upserts),
                 deletes=len(deletes),
-            )
+            ))
             self.observer.build_started(kb, snapshot_id, strategy, len(upserts), len(deletes))
             try:
                 if plan is not None:

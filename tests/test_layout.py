@@ -421,9 +421,7 @@ PARAMETER_ALLOWANCE: dict[str, int] = {
     "freshindex.cli.sources.sources_add": 16,
     # the registry's stores and their protocols (registry/protocols.py, sources.py, snapshots.py, twins.py,
     # freshness.py): one row's columns each; a record per row changes every caller in workers/ and snapshots/
-    "freshindex.registry.protocols.SnapshotRecords.create_snapshot": 11,
     "freshindex.registry.protocols.SourceCatalog.add_source": 12,
-    "freshindex.registry.snapshots.SnapshotStore.create_snapshot": 11,
     "freshindex.registry.sources.SourcesStore.add_source": 12,
     "freshindex.registry.freshness.apply_provenance": 9,
     # injection, left by issue #41 item 7's change: calibration.py and refusal.py are being changed by their owner

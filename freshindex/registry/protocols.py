@@ -27,6 +27,7 @@ from freshindex.registry.records import (
     DocumentErrorInfo,
     DocumentFailure,
     DocumentRecord,
+    NewSnapshot,
     SnapshotInfo,
     SourceInfo,
     StagedDocument,
@@ -226,9 +227,7 @@ class SnapshotRecords(Protocol):
 
     def source_revisions(self, kb: str) -> dict[str, str]: ...
 
-    def create_snapshot(self, *, snapshot_id: str, kb: str, version: int, parent_id: str | None, collection: str,
-                        strategy: str, embedding_model: str, parser_version: str, changeset_ids: Sequence[int],
-                        upserts: int, deletes: int) -> SnapshotInfo: ...
+    def create_snapshot(self, new: NewSnapshot) -> SnapshotInfo: ...
 
     def fail_snapshot(self, snapshot_id: str, reason: str, verification: dict[str, Any] | None = None) -> None: ...
 

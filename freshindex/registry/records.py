@@ -172,6 +172,24 @@ def _iso(t: dt.datetime | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class NewSnapshot:
+    """A snapshot the builder starts (:meth:`registry.snapshots.SnapshotStore.create_snapshot`): recorded ``building``
+    until it is verified or failed."""
+
+    snapshot_id: str
+    kb: str
+    version: int
+    parent_id: str | None
+    collection: str
+    strategy: str
+    embedding_model: str
+    parser_version: str
+    changeset_ids: Sequence[int]
+    upserts: int
+    deletes: int
+
+
+@dataclass(frozen=True)
 class CanaryInfo:
     id: int
     kb: str

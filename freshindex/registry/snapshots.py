@@ -26,7 +26,7 @@ from freshindex.core.ids import validate_kb_name
 from freshindex.registry.audit import record_alias_move
 from freshindex.registry.base import _Base, _batches, _snap_info
 from freshindex.registry.db import affected_rows
-from freshindex.registry.records import CanaryInfo, SnapshotInfo
+from freshindex.registry.records import CanaryInfo, NewSnapshot, SnapshotInfo
 from freshindex.registry.schema import (
     Canary,
     Changeset,
@@ -47,16 +47,13 @@ class SnapshotStore(_Base):
         with self.session() as s:
             return (s.scalar(select(func.max(Snapshot.version)).where(Snapshot.kb == kb)) or 0) + 1
 
-    def create_snapshot(
-        self, *, snapshot_id: str, kb: str, version: int, parent_id: str | None, collection: str, strategy: str,
-        embedding_model: str, parser_version: str, changeset_ids: Sequence[int], upserts: int, deletes: int,
-    ) -> SnapshotInfo:
+    def create_snapshot(self, new: NewSnapshot) -> SnapshotInfo:
         with self.session() as s:
             row = Snapshot(
-                id=snapshot_id, kb=kb, version=version, parent_id=parent_id, collection=collection,
-                status=SnapshotStatus.BUILDING,
-                strategy=strategy, embedding_model=embedding_model, parser_version=parser_version,
-                changeset_ids=list(changeset_ids), upserts=upserts, deletes=deletes,
+                id=new.snapshot_id, kb=new.kb, version=new.version, parent_id=new.parent_id,
+                collection=new.collection, status=SnapshotStatus.BUILDING,
+                strategy=new.strategy, embedding_model=new.embedding_model, parser_version=new.parser_version,
+                changeset_ids=list(new.changeset_ids), upserts=new.upserts, deletes=new.deletes,
             )
             s.add(row)
             s.flush()

@@ -24,6 +24,7 @@ from fastapi.testclient import TestClient
 
 from freshindex.api.app import create_app
 from freshindex.api.limits import RateLimited, RateLimits
+from freshindex.registry import NewSnapshot
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from tests.api.served import Served, cli, create_key, serve_env, serving
@@ -216,9 +217,9 @@ def tenants(tmp_path: Path) -> Iterator[tuple[TestClient, Services, dict[str, di
         (tmp_path / sid).mkdir()
         svc.registry.add_source(sid, kind="folder", location=str(tmp_path / sid), owner="t", kb=kb, tenant=tenant)
     for kb in ("alpha", "beta-kb", "shared"):
-        svc.registry.create_snapshot(snapshot_id=f"{kb}-v1", kb=kb, version=1, parent_id=None, collection=f"c-{kb}",
-                                     strategy="full", embedding_model="m", parser_version="p", changeset_ids=[],
-                                     upserts=0, deletes=0)
+        svc.registry.create_snapshot(NewSnapshot(
+            snapshot_id=f"{kb}-v1", kb=kb, version=1, parent_id=None, collection=f"c-{kb}", strategy="full",
+            embedding_model="m", parser_version="p", changeset_ids=[], upserts=0, deletes=0))
     keys = {name: {"Authorization": f"Bearer {svc.registry.create_api_key(name, ['eng'], tenant=tenant).key}"}
             for name, tenant in (("acme", "acme"), ("beta", "beta"), ("single", None))}
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from freshindex.core.errors import ConfigError, NotFoundError
-from freshindex.registry import Registry
+from freshindex.registry import NewSnapshot, Registry
 
 SET = '{"question": "How do I install it?", "expected": "install.md"}\n'
 
@@ -15,10 +15,10 @@ SET = '{"question": "How do I install it?", "expected": "install.md"}\n'
 def _serve(reg: Registry, kb: str, version: int) -> str:
     """A snapshot of ``kb`` recorded as serving (no changeset: the registry side of a swap only)."""
     active = reg.active_snapshot(kb)
-    snap = reg.create_snapshot(snapshot_id=f"{kb}-v{version}", kb=kb, version=version,
-                               parent_id=active.id if active else None, collection=f"{kb}__v{version}",
-                               strategy="full", embedding_model="m", parser_version="p", changeset_ids=[],
-                               upserts=0, deletes=0)
+    snap = reg.create_snapshot(NewSnapshot(snapshot_id=f"{kb}-v{version}", kb=kb, version=version,
+                                           parent_id=active.id if active else None, collection=f"{kb}__v{version}",
+                                           strategy="full", embedding_model="m", parser_version="p",
+                                           changeset_ids=[], upserts=0, deletes=0))
     reg.mark_verified(snap.id, point_count=0, verification={"ok": True}, seconds=0.1)
     reg.activate_snapshot(snap.id, ops={}, actor="test", reason="build")
     return snap.id

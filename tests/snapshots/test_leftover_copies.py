@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from freshindex.core.errors import RetryableError, StoreError
+from freshindex.registry import NewSnapshot
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.vectorstore import edge_space
@@ -36,9 +37,9 @@ def test_the_next_build_sweeps_the_copy_an_abandoned_build_left(tmp_path: Path) 
     svc = _kb(tmp_path)
     try:
         # Given a build that died while copying the active version: its record `building`, its copy half done
-        svc.registry.create_snapshot(snapshot_id="default-v2", kb="default", version=2, parent_id="default-v1",
-                                     collection="fi_default-v2", strategy="incremental", embedding_model="m",
-                                     parser_version="p", changeset_ids=[], upserts=0, deletes=0)
+        svc.registry.create_snapshot(NewSnapshot(
+            snapshot_id="default-v2", kb="default", version=2, parent_id="default-v1", collection="fi_default-v2",
+            strategy="incremental", embedding_model="m", parser_version="p", changeset_ids=[], upserts=0, deletes=0))
         collections = svc.settings.vector_path / "collections"
         leftover = collections / ".fi_default-v2.tmp" / "segments"
         leftover.mkdir(parents=True)

@@ -11,7 +11,7 @@ import pytest
 
 from freshindex.core.enums import ChunkState, SnapshotStatus
 from freshindex.core.errors import RetryableError
-from freshindex.registry import Registry, SnapshotInfo
+from freshindex.registry import NewSnapshot, Registry, SnapshotInfo
 from freshindex.registry.records import SourceInfo
 from tests.registry.contract.helpers import add_source, stage
 
@@ -21,12 +21,12 @@ def _build(reg: Registry, kb: str, *, lock: tuple[str, int] | None = None) -> tu
     ops = reg.changeset_ops(changesets)
     version = reg.next_snapshot_version(kb)
     active = reg.active_snapshot(kb)
-    snap = reg.create_snapshot(
+    snap = reg.create_snapshot(NewSnapshot(
         snapshot_id=f"{kb}-v{version}", kb=kb, version=version, parent_id=active.id if active else None,
         collection=f"{kb}__v{version}", strategy="incremental", embedding_model="m", parser_version="p",
         changeset_ids=changesets, upserts=sum(op == "upsert" for op in ops.values()),
         deletes=sum(op == "delete" for op in ops.values()),
-    )
+    ))
     reg.mark_verified(snap.id, point_count=len(ops), verification={"ok": True}, seconds=0.1)
     reg.activate_snapshot(snap.id, ops=ops, actor="test", reason="build", lock=lock)
     return reg.get_snapshot(snap.id), ops
@@ -106,11 +106,11 @@ def test_a_failed_build_keeps_the_serving_snapshot(reg: Registry, fresh) -> None
     source = add_source(reg, fresh("docs"), kb)
     _sync(reg, source, {"a.md": ["one"]})
     first, _ = _build(reg, kb)
-    snap = reg.create_snapshot(
+    snap = reg.create_snapshot(NewSnapshot(
         snapshot_id=f"{kb}-broken", kb=kb, version=reg.next_snapshot_version(kb), parent_id=first.id,
         collection=f"{kb}__broken", strategy="full", embedding_model="m", parser_version="p", changeset_ids=[],
         upserts=0, deletes=0,
-    )
+    ))
     assert [s.id for s in reg.abandoned_snapshots(kb)] == [snap.id]
     reg.fail_snapshot(snap.id, "canary missed", {"failed_check": "canary"})
     assert reg.get_snapshot(snap.id).status == SnapshotStatus.FAILED
