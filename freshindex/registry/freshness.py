@@ -93,16 +93,26 @@ class SourceFreshness:
 
 
 
-def apply_provenance(s: Session, doc: Document, *, source_uri: str | None = None, source_version: str | None = None,
-                     valid_from: dt.datetime | None = None, valid_until: dt.datetime | None = None,
-                     supersedes: str | None = None, fetched_at: dt.datetime | None = None,
-                     error: str | None = None) -> None:
+@dataclass(frozen=True)
+class Provenance:
+    """Where a document came from and when it is valid: :meth:`FreshnessStore.record_provenance`'s fields."""
+
+    source_uri: str | None = None
+    source_version: str | None = None
+    valid_from: dt.datetime | None = None
+    valid_until: dt.datetime | None = None
+    supersedes: str | None = None
+    fetched_at: dt.datetime | None = None
+    error: str | None = None
+
+
+def apply_provenance(s: Session, doc: Document, prov: Provenance) -> None:
     """:meth:`FreshnessStore.record_provenance` on a loaded document, in the caller's transaction
     (``stage_document`` records it with the document's new version)."""
-    doc.source_uri, doc.source_version = source_uri or doc.source_uri, source_version
-    doc.valid_from, doc.valid_until, doc.supersedes = valid_from, valid_until, supersedes
-    doc.last_fetched_at = fetched_at or utcnow()
-    doc.last_error = error
+    doc.source_uri, doc.source_version = prov.source_uri or doc.source_uri, prov.source_version
+    doc.valid_from, doc.valid_until, doc.supersedes = prov.valid_from, prov.valid_until, prov.supersedes
+    doc.last_fetched_at = prov.fetched_at or utcnow()
+    doc.last_error = prov.error
     if doc.canonical_id is not None:  # staged with chunks of its own: no longer a mirror
         previous, doc.canonical_id = doc.canonical_id, None
         s.flush()
@@ -321,8 +331,9 @@ class FreshnessStore(WithdrawalStore):
         with self.session() as s:
             doc = s.get(Document, document_id)
             if doc is not None:
-                apply_provenance(s, doc, source_uri=source_uri, source_version=source_version, valid_from=valid_from,
-                                 valid_until=valid_until, supersedes=supersedes, fetched_at=fetched_at, error=error)
+                apply_provenance(s, doc, Provenance(
+                    source_uri=source_uri, source_version=source_version, valid_from=valid_from,
+                    valid_until=valid_until, supersedes=supersedes, fetched_at=fetched_at, error=error))
 
     def document_provenance(self, document_id: str) -> dict[str, Any] | None:
         with self.session() as s:

@@ -21,7 +21,7 @@ from freshindex.core.errors import DocumentError
 from freshindex.core.types import ChunkDraft
 from freshindex.registry.acl_fields import apply_acl
 from freshindex.registry.base import _Base, _batches
-from freshindex.registry.freshness import apply_provenance
+from freshindex.registry.freshness import Provenance, apply_provenance
 from freshindex.registry.records import DocumentFailure, DocumentOutcome, SourceInfo, StagedDocument
 from freshindex.registry.schema import (
     Changeset,
@@ -193,7 +193,7 @@ class StagingStore(_Base):
             self._stage_entries(s, changeset_id, document_id, removed_ids, "delete")
             self._put_result(s, run_id, d.outcome)
             if d.provenance is not None:
-                apply_provenance(s, doc, **d.provenance)
+                apply_provenance(s, doc, Provenance(**d.provenance))
 
     def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = TombstoneReason.DELETED,
                        moved_to: str | None = None, skipped: tuple[str, str] | None = None) -> int:
