@@ -360,7 +360,8 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
     # The same content under the same permissions is already indexed elsewhere: one canonical
     # document with this one as its mirror, one set of points (registry/twins.py).
     acl = fetched.acl
-    twin = ctx.registry.canonical_twin(job.doc_id, source.kb, digest, acl=acl) if acl is not None else None
+    twin = (ctx.registry.canonical_twin(job.doc_id, source.kb, digest, acl=acl, parser_version=job.version_now(ctx))
+            if acl is not None else None)
     if twin is not None:
         mirrored = ctx.registry.stage_mirror(job.run_id, job.changeset_id, MirroredDocument(
             source_id=job.source_id, document_id=job.doc_id, key=job.key,

@@ -26,14 +26,17 @@ from freshindex.registry.withdrawals import WithdrawalStore, Withdrawn, Withdraw
 class TwinStore(WithdrawalStore):
     """Canonical twins, mirror staging, re-homing and merging of identical documents."""
 
-    def canonical_twin(self, document_id: str, kb: str, content_hash: str, *, acl: Any) -> str | None:
+    def canonical_twin(self, document_id: str, kb: str, content_hash: str, *, acl: Any,
+                       parser_version: str | None = None) -> str | None:
         """The canonical document of ``kb`` that already holds exactly this content under the same permissions.
 
         Canonical: active, not itself a mirror, not withdrawn, the earliest
         seen (then lowest id) of its content.  ``acl`` (an
         ``acl.model.DocumentAcl``) must have the twin's fingerprint (tokens,
         tenant, sensitivity): a copy readable by other people keeps points of
-        its own.  ``document_id`` itself is never its own twin.
+        its own.  ``document_id`` itself is never its own twin.  ``parser_version``: the twin must have been
+        read by the same document line (parsers, chunker, transform steps such as ``redact_pii``): a copy read
+        before a step was switched on holds text this one must not serve.
         """
         with self.session() as s:
             q = (select(Document.id).join(Source, Source.id == Document.source_id)
@@ -42,6 +45,8 @@ class TwinStore(WithdrawalStore):
                         Document.state == DocumentState.ACTIVE, Document.canonical_id.is_(None),
                         Document.withdrawn_reason.is_(None), Document.id != document_id)
                  .order_by(Document.first_seen_at, Document.id).limit(1))
+            if parser_version is not None:
+                q = q.where(Document.parser_version == parser_version)
             return s.scalar(q)
 
     def stage_mirror(self, run_id: int, changeset_id: int, mirror: MirroredDocument) -> DocumentOutcome:

@@ -39,3 +39,31 @@ def test_a_mirrored_document_is_not_processed_again(svc: Services, tmp_path: Pat
     again = sync_inline(svc, "docs")
     assert again.run.docs_planned == 0, again.run.summary
     assert again.run.summary["documents"].get("unchanged") == 2
+
+
+def test_a_copy_read_before_redaction_was_switched_on_is_not_mirrored(tmp_path: Path) -> None:
+    # Given two sources of one kb holding the same page with an e-mail address, the first synced without redaction
+    from freshindex.settings import load_settings
+
+    page = "# Contact\n\nWrite to the ferry office at office@ferry.example for refunds of tickets.\n"
+    for name in ("old", "new"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "contact.md").write_text(page)
+    plain = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
+    plain.registry.add_source("old", kind="folder", location=str(tmp_path / "old"), owner="t", kb="default")
+    plain.registry.add_source("new", kind="folder", location=str(tmp_path / "new"), owner="t", kb="default")
+    assert sync_inline(plain, "old").run.status == "succeeded"
+    plain.close()
+    # When redaction is switched on and the other source syncs first
+    redacting = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
+                                       pipeline={"steps": ["redact_pii"]}))
+    try:
+        assert sync_inline(redacting, "new").run.status == "succeeded"
+        doc = redacting.registry.documents_for_source("new")["contact.md"]
+        # Then its copy is read and chunked redacted, not made a mirror of the unredacted one
+        ids = redacting.registry.live_chunk_ids(doc.id)
+        assert ids, "the redacted copy was mirrored onto a copy read without redaction"
+        texts = [r.text for r in redacting.registry.chunk_rows(ids)]
+        assert all("office@ferry.example" not in t for t in texts) and any("[email]" in t for t in texts)
+    finally:
+        redacting.close()
