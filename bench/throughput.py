@@ -377,7 +377,7 @@ def report(meta: dict[str, Any], runs: dict[str, Any], failed: list[str]) -> tup
               "pgvector there). langchain: bench.peers.langchain_side, LangChain's own index() "
               "(BeautifulSoup text, RecursiveCharacterTextSplitter at 1,000 characters, InMemoryRecordManager and "
               "InMemoryVectorStore, cleanup='full', 100 documents a batch) with an Embeddings over the same "
-              "freshindex embedder. naive: bench.realcorpus's LangChain stand-in, one text per model run. Peak RSS of each run's own process (os.wait4); 'full CPU s' and the cores used "
+              "freshindex embedder. naive: bench.realcorpus's LangChain stand-in, one text per model run. Peak memory of each run's process tree (PSS summed over the run, a pool's forkserver and workers, sampled every 0.25 s; at least the largest process's peak RSS from os.wait4); 'full CPU s' and the cores used "
               "are measured inside the run around the full build."]
     data = {"meta": meta, "load_avg_start": meta["load_avg_start"], "load_avg_end": meta["load_avg_end"],
             "runs": runs, "failed": failed, "figures": values, "goals": verdicts(values),
