@@ -148,3 +148,15 @@ def test_redact_reaches_the_texts_a_parser_carries_and_leaves_dates_and_hashes()
     assert out.meta == doc.meta
     assert redact_text("on 2026-12-06 at 10:19, v1.2.3, 127.0.0.1, id 1234567890") == (
         "on 2026-12-06 at 10:19, v1.2.3, 127.0.0.1, id 1234567890")
+
+
+def test_redaction_keeps_a_pdf_blocks_page_offsets_on_their_pages() -> None:
+    # Given a PDF block spanning two pages with addresses on both, When it is redacted
+    first, second = "Mail a@b.example or c@d.example now. ", "Call 555-123-4567 later, then x@y.example done."
+    block = Block(BlockKind.PARAGRAPH, first + second, meta={"page_breaks": [(len(first), 2)]})
+    doc = RedactPii().run(ParsedDocument(title="T", blocks=(block,), meta={}, parser="pdf", parser_version="1"))
+    out = doc.blocks[0]
+    # Then the second page still starts where its text does, and no address is left
+    (offset, page), = out.meta.page_breaks
+    assert page == 2 and out.text[offset:] == "Call [phone] later, then [email] done."
+    assert "@" not in out.text

@@ -40,9 +40,41 @@ def _international(match: re.Match[str]) -> bool:
 
 def redact_text(text: str) -> str:
     """``text`` with e-mail addresses replaced by ``[email]`` and phone numbers by ``[phone]``."""
+    return _redact_tracked(text)[0]
+
+
+def _redact_tracked(text: str) -> tuple[str, list[list[tuple[int, int, int]]]]:
+    """:func:`redact_text`, and its replacements: per pass (e-mail, phone), (start, end, new length) each, in
+    the text that pass read."""
+    passes: list[list[tuple[int, int, int]]] = []
+
+    def put(m: re.Match[str], word: str) -> str:
+        passes[-1].append((m.start(), m.end(), len(word)))
+        return word
+
+    passes.append([])
     if "@" in text:
-        text = EMAIL.sub("[email]", text)
-    return PHONE.sub(lambda m: "[phone]" if _international(m) else m.group(0), text)
+        text = EMAIL.sub(lambda m: put(m, "[email]"), text)
+    passes.append([])
+    text = PHONE.sub(lambda m: put(m, "[phone]") if _international(m) else m.group(0), text)
+    return text, passes
+
+
+def _moved(offset: int, passes: list[list[tuple[int, int, int]]]) -> int:
+    """Where ``offset`` of the text before the passes lands after them: moved by the length change of every
+    replacement before it; inside a replacement, to its start."""
+    for edits in passes:
+        shift = 0
+        for start, end, new in edits:
+            if offset >= end:
+                shift += new - (end - start)
+            elif offset > start:
+                shift += start - offset
+                break
+            else:
+                break
+        offset += shift
+    return offset
 
 
 def _scrub(value: Any) -> Any:
@@ -61,7 +93,10 @@ def _scrub(value: Any) -> Any:
 def _block(block: Block) -> Block:
     meta = block.meta
     changes = {f.name: _scrub(getattr(meta, f.name)) for f in dataclasses.fields(meta)}
-    return dataclasses.replace(block, text=redact_text(block.text), heading_path=_scrub(block.heading_path),
+    text, passes = _redact_tracked(block.text)
+    if any(passes) and meta.page_breaks:  # a PDF block's page offsets follow its text (citations)
+        changes["page_breaks"] = [(_moved(offset, passes), page) for offset, page in meta.page_breaks]
+    return dataclasses.replace(block, text=text, heading_path=_scrub(block.heading_path),
                                meta=dataclasses.replace(meta, **changes))
 
 
