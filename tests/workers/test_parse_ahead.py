@@ -215,11 +215,11 @@ def test_an_interrupted_sync_does_not_wait_for_its_threads_and_closes_their_atte
     svc.__dict__["embedder"] = Stuck()
     process = pipeline.process_document
 
-    def between(ctx: Any, run_id: int, changeset_id: int, source_id: str, key: str, *a: Any, **kw: Any) -> Any:
-        if key == "page1.md":  # page2 was handed to its thread before this call
+    def between(ctx: Any, task: Any, *a: Any, **kw: Any) -> Any:
+        if task.key == "page1.md":  # page2 was handed to its thread before this call
             assert entered.wait(30)
             raise KeyboardInterrupt
-        return process(ctx, run_id, changeset_id, source_id, key, *a, **kw)
+        return process(ctx, task, *a, **kw)
 
     main = threading.get_ident()
 
