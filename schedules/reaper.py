@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freshindex.core.enums import BuildStatus, RunStatus
-from freshindex.core.errors import DocumentError
+from freshindex.core.errors import DocumentError, RetryableError
 from freshindex.core.ids import document_id
 from freshindex.health.metrics import Metrics
 from freshindex.registry import DocumentFailure, SyncRunInfo
@@ -240,6 +240,8 @@ class Heartbeat:
     def beat(self) -> None:
         try:
             self.registry.heartbeat_run(self.run_id, self.worker)
+        except RetryableError as exc:  # the registry away or full: said in one line; the work reports it
+            log.warning("could not renew the lease of run %s: %s", self.run_id, exc)
         except Exception:
             log.warning("could not renew the lease of run %s", self.run_id, exc_info=True)
 
