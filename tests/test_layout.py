@@ -415,10 +415,6 @@ MAX_PARAMETERS = 8
 PARAMETER_ALLOWANCE: dict[str, int] = {
     # the sync pipeline (workers/pipeline.py): its owner is reshaping the document step
     "freshindex.workers.pipeline._diff_and_embed": 9,
-    # the CLI (freshindex/cli/, its owner's): a click command takes one parameter per option
-    "freshindex.cli.acl.register.sources_update": 9,
-    "freshindex.cli.reports.documents_list": 9,
-    "freshindex.cli.sources.sources_add": 16,
     # the registry's sources (registry/protocols.py, sources.py): one row's columns; a record changes about 250
     # callers, most of them tests
     "freshindex.registry.protocols.SourceCatalog.add_source": 12,

@@ -12,6 +12,7 @@ sidecar, S3 tags or the permission service need a fetch: they are withheld
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -20,6 +21,7 @@ from freshindex.acl.model import AclError, normalise_acl, sensitivity, split_nam
 from freshindex.acl.resolution import AclResolver, AclRule, SourceAcl
 from freshindex.cli.context import CliState
 from freshindex.cli.display import escaped
+from freshindex.cli.grouped import grouped
 from freshindex.cli.support import json_option, require
 
 #: Origins the registry can recompute without reading the source.
@@ -113,6 +115,18 @@ def _human(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class AclChange:
+    """The options of ``sources update``, as click parsed them (None: that part of the permissions stays)."""
+
+    groups: str | None
+    users: str | None
+    rules: tuple[str, ...]
+    clear_rules: bool
+    tenant: str | None
+    sensitivity_: str | None
+
+
 def register(cli: click.Group) -> None:
     """Add ``update`` to the ``sources`` group of ``cli``."""
     sources = cli.commands["sources"]
@@ -130,15 +144,16 @@ def register(cli: click.Group) -> None:
                   type=click.Choice(["public", "internal", "confidential", "restricted"]))
     @json_option
     @click.pass_obj
-    def sources_update(state: CliState, source_id: str, groups: str | None, users: str | None, rules: tuple[str, ...],
-                       clear_rules: bool, tenant: str | None, sensitivity_: str | None, as_json: bool) -> None:
+    @grouped(AclChange, "change")
+    def sources_update(state: CliState, source_id: str, change: AclChange, as_json: bool) -> None:
         """Change who may read SOURCE_ID, without re-embedding; takes effect on the next query."""
         import json
 
         require(state, source=source_id)
-        data = update_source(state.services.registry, source_id, groups=groups, users=users, rules=rules,
-                             clear_rules=clear_rules, tenant=tenant, sensitivity_=sensitivity_)
+        data = update_source(state.services.registry, source_id, groups=change.groups, users=change.users,
+                             rules=change.rules, clear_rules=change.clear_rules, tenant=change.tenant,
+                             sensitivity_=change.sensitivity_)
         click.echo(json.dumps(data, indent=2, default=str) if as_json else _human(escaped(data)))
 
 
-__all__ = ["check_tenant", "parse_rules", "recompute_documents", "register", "split_tokens", "update_source"]
+__all__ = ["AclChange", "check_tenant", "parse_rules", "recompute_documents", "register", "split_tokens", "update_source"]

@@ -14,6 +14,7 @@ on its own.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import click
 from freshindex.cli.context import CliState
 from freshindex.cli.display import emit as _emit
 from freshindex.cli.display import table as _table
+from freshindex.cli.grouped import grouped
 from freshindex.cli.support import json_option, require
 
 _STATES = click.Choice(["active", "deleted", "error", "skipped"])
@@ -135,6 +137,19 @@ def documents() -> None:
 _DOC_COLUMNS = ("source", "key", "state", "version", "chunk_count", "error_reason", "updated_at", "deleted_at")
 
 
+@dataclass(frozen=True)
+class DocumentFilter:
+    """The options of ``documents list``, as click parsed them (None: not filtered on)."""
+
+    kb: str | None
+    source: str | None
+    key: str | None
+    doc_state: str | None
+    reason: str | None
+    skipped: bool
+    limit: int
+
+
 @documents.command("list")
 @click.option("--kb", default=None)
 @click.option("--source", default=None)
@@ -146,16 +161,18 @@ _DOC_COLUMNS = ("source", "key", "state", "version", "chunk_count", "error_reaso
 @click.option("--limit", type=click.IntRange(1, 100000), default=100, show_default=True)
 @json_option
 @click.pass_obj
-def documents_list(state: CliState, kb: str | None, source: str | None, key: str | None, doc_state: str | None,
-                   reason: str | None, skipped: bool, limit: int, as_json: bool) -> None:
+@grouped(DocumentFilter, "wanted")
+def documents_list(state: CliState, wanted: DocumentFilter, as_json: bool) -> None:
     """Documents by knowledge base, source, key, state and error (or skip) reason."""
     from freshindex.registry import reports
 
-    if skipped and doc_state not in (None, "skipped"):
+    skipped = wanted.skipped
+    if skipped and wanted.doc_state not in (None, "skipped"):
         raise click.UsageError("--skipped lists documents in state skipped; drop --state")
-    require(state, source=source, kb=kb)
-    rows = reports.documents(_registry(state), kb=kb, source=source, key=key, state="skipped" if skipped else doc_state,
-                         reason=reason, limit=limit)
+    require(state, source=wanted.source, kb=wanted.kb)
+    rows = reports.documents(_registry(state), kb=wanted.kb, source=wanted.source, key=wanted.key,
+                             state="skipped" if skipped else wanted.doc_state, reason=wanted.reason,
+                             limit=wanted.limit)
     columns = ("source", "key", "error_reason", "error_detail", "updated_at") if skipped else _DOC_COLUMNS
     _emit(rows, as_json, lambda rs: _table(rs, columns, "no skipped documents" if skipped else "no documents"))
 

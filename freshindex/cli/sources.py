@@ -12,6 +12,7 @@ triggering a sync is ``freshindex sync SOURCE`` (or ``POST
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -19,6 +20,7 @@ import click
 from freshindex.cli import acl as acl_cli
 from freshindex.cli.context import CliState
 from freshindex.cli.display import emit as _emit
+from freshindex.cli.grouped import grouped
 from freshindex.cli.support import actor, json_option, require
 from freshindex.core.enums import RunStatus
 from freshindex.core.errors import ConfigError
@@ -239,6 +241,25 @@ def sources() -> None:
     """Register and list sources."""
 
 
+@dataclass(frozen=True)
+class AddOptions:
+    """The options of ``sources add``, as click parsed them (field names are the options' destinations)."""
+
+    kind: str
+    location: str
+    owner: str
+    kb: str | None
+    acl: str
+    poll: int | None
+    options: tuple[str, ...]
+    replace: bool
+    tenant: str
+    sensitivity_: str
+    acl_rules: tuple[str, ...]
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+
+
 @sources.command("add")
 @click.argument("source_id")
 @click.option("--kind", type=KindChoice(), required=True,
@@ -261,35 +282,33 @@ def sources() -> None:
               help="Keys matching this gitignore-style pattern are skipped (repeatable), e.g. 'search*.html'.")
 @json_option
 @click.pass_obj
-def sources_add(state: CliState, source_id: str, kind: str, location: str, owner: str, kb: str | None, acl: str,
-                poll: int | None, options: tuple[str, ...], replace: bool, tenant: str, sensitivity_: str,
-                acl_rules: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
-                as_json: bool) -> None:
+@grouped(AddOptions, "given")
+def sources_add(state: CliState, source_id: str, given: AddOptions, as_json: bool) -> None:
     """Register SOURCE_ID (a folder, an S3 prefix, ...: see `freshindex sources kinds`)."""
     from freshindex.workers.selection import check_patterns
 
     opts: dict[str, Any] = {}
-    for item in options:
+    for item in given.options:
         if "=" not in item:
             raise click.BadParameter(f"{item!r} is not key=value", param_hint="--option")
         k, v = item.split("=", 1)
         opts[k.strip()] = v.strip()
-    for flag, patterns in (("include", include), ("exclude", exclude)):
+    for flag, patterns in (("include", given.include), ("exclude", given.exclude)):
         try:
             if checked := check_patterns(patterns, flag):
                 opts[flag] = checked  # applied by the planner to every listed key (workers/selection.py)
         except ConfigError as exc:
             raise click.BadParameter(str(exc), param_hint=f"--{flag}") from exc
-    location = check_location(kind, location, opts)
-    groups = acl_cli.split_tokens(acl, None) or []
-    rules = acl_cli.parse_rules(acl_rules)
-    acl_cli.check_tenant(tenant)
+    location = check_location(given.kind, given.location, opts)
+    groups = acl_cli.split_tokens(given.acl, None) or []
+    rules = acl_cli.parse_rules(given.acl_rules)
+    acl_cli.check_tenant(given.tenant)
     src = state.services.registry.add_source(
-        source_id, kind=kind, location=location, owner=owner, kb=kb or state.settings.default_kb, options=opts,
-        acl=groups, poll_interval_s=poll, replace=replace, tenant=tenant, sensitivity=sensitivity_,
-        acl_rules=rules or None,
+        source_id, kind=given.kind, location=location, owner=given.owner, kb=given.kb or state.settings.default_kb,
+        options=opts, acl=groups, poll_interval_s=given.poll, replace=given.replace, tenant=given.tenant,
+        sensitivity=given.sensitivity_, acl_rules=rules or None,
     )
-    if replace:  # permissions may have moved: recompute what the registry can now (freshindex/cli/acl.py)
+    if given.replace:  # permissions may have moved: recompute what the registry can now (freshindex/cli/acl.py)
         acl_cli.recompute_documents(state.services.registry, source_id)
     _emit(_source_dict(src), as_json, lambda d: f"source {d['id']} ({d['kind']} {d['location']}) -> kb {d['kb']}")
 
