@@ -19,8 +19,10 @@ supplies the small factory it asks for::
   determinism, batch equals one by one, empty input;
 - :class:`VectorStoreContract` (``freshindex.testing.vectorstores``): the
   ``VectorStore`` protocol's guarantees;
-- :class:`RegistryContract` (``freshindex.testing.registry``): the source
-  catalog, the run ledger and the locks, on a migrated registry.
+- :class:`RegistryContract` (``freshindex.testing.registry``): every
+  protocol and store of the registry (catalog, run ledger, staging, chunks,
+  snapshots, locks, source state, twins, golden sets, webhooks, refusals,
+  API keys), on a migrated registry.
 
 The base classes are not collected by pytest (their names do not start with
 ``Test``).  This package imports pytest, a test extra (``freshindex[test]``):

@@ -19,7 +19,7 @@ from freshindex.core.errors import RetryableError, WriteConflictError
 from freshindex.core.ids import document_id
 from freshindex.registry import Registry, db
 from freshindex.registry.schema import Document
-from tests.registry.test_registry import _stage
+from freshindex.testing.registry import stage as _stage
 
 pytestmark = pytest.mark.services
 

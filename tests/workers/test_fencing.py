@@ -24,10 +24,10 @@ from freshindex.registry import DocumentFailure, Registry
 from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, DocumentResult, Snapshot, SyncRun
 from freshindex.services import Services
 from freshindex.settings import load_settings
+from freshindex.testing.registry import stage as _stage
 from freshindex.workers import pipeline
 from freshindex.workers.runner import sync_inline
 from tests.conftest import coordinator, distributed_env, worker_process
-from tests.registry.test_registry import _stage
 
 KEY = "guides/release.md"
 
