@@ -424,7 +424,6 @@ PARAMETER_ALLOWANCE: dict[str, int] = {
     # are the public SDK (docs/api.md), where grouping the retries into a record is a user-visible change
     "freshindex.injection.async_http.AsyncFreshIndexClient.__init__": 9,
     "freshindex.injection.calibration.calibrate": 9,
-    "freshindex.injection.context.compose": 15,
     "freshindex.injection.http.FreshIndexClient.__init__": 9,
     "freshindex.injection.refusal.signals": 10,
 }

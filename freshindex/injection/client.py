@@ -38,7 +38,7 @@ from freshindex.core.naming import Naming
 from freshindex.core.types import Embedder
 from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers, coverage_reranker, rerankers_of
 from freshindex.injection.budget import ContextPolicy, Tokenizer
-from freshindex.injection.context import LineOptions, compose
+from freshindex.injection.context import LineOptions, PacketOptions, compose
 from freshindex.injection.observer import Observers, QueryObserver
 from freshindex.injection.planning import report as subquery_report
 from freshindex.injection.planning import run as run_plan
@@ -288,9 +288,11 @@ class InjectionClient:
             return self._refuse(asked, snapshot_id, state.refused[0], state.refused[1], tally=tally,
                                 dropped=got.dropped, sig=state.board.evidence)
         packet = compose(question, kb, snapshot_id, got.candidates, policy=self.policy, query_type=asked.query_type,
-                         tokenizer=self.tokenizer, reranker=self._rerankers(state), numbers=asked.numbers,
-                         deterministic=deterministic, kb_version=snapshot_id, dropped=got.dropped, limit=asked.limit,
-                         on_stage=timer.sink, line=LineOptions(self.disabled, trace))
+                         tokenizer=self.tokenizer,
+                         options=PacketOptions(reranker=self._rerankers(state), numbers=asked.numbers,
+                                               deterministic=deterministic, kb_version=snapshot_id,
+                                               dropped=got.dropped, limit=asked.limit, on_stage=timer.sink,
+                                               line=LineOptions(self.disabled, trace)))
         sig = state.board.evidence
         if packet.insufficient:  # assembly left nothing, or the budget cannot hold even the frame
             budget = (packet.reason or "").startswith("the context budget")

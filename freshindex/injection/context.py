@@ -27,7 +27,7 @@ from freshindex.injection.stages.packet import PacketState
 from freshindex.injection.timing import QUERY_STAGES, StageSink, StageTimer
 from freshindex.injection.types import ContextPacket
 
-__all__ = ["QUERY_STAGES", "LineOptions", "StageSink", "StageTimer", "compose"]
+__all__ = ["QUERY_STAGES", "LineOptions", "PacketOptions", "StageSink", "StageTimer", "compose"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,28 @@ class LineOptions:
 
     disabled: frozenset[str] = frozenset()
     trace: Trace | None = None
+
+
+@dataclass(frozen=True)
+class PacketOptions:
+    """The optional rest of one :func:`compose` call.
+
+    ``reranker``: one, or a chain (each orders what the one before ordered).  ``numbers``: one
+    :class:`SessionNumbers` per conversation keeps ``[n]`` stable across turns.  ``deterministic`` and
+    ``kb_version``: the deterministic mode's ordering and the version it names.  ``dropped`` (counts from the
+    caller's own filters) is merged with the reasons assembly and the budget add.  ``limit`` (the API's
+    ``limit``) lowers the query type's ``max_chunks``.  ``on_stage`` hears the ``compose`` stage's time (the
+    ``freshindex_query_seconds`` histogram); ``line`` switches packet stages off and fills a trace.
+    """
+
+    reranker: Reranker | tuple[Reranker, ...] | None = None
+    numbers: SessionNumbers | None = None
+    deterministic: bool = False
+    kb_version: str | None = None
+    dropped: dict[str, int] | None = None
+    limit: int | None = None
+    on_stage: StageSink | None = None
+    line: LineOptions = LineOptions()
 
 
 def compose(
@@ -47,37 +69,25 @@ def compose(
     policy: ContextPolicy = ContextPolicy(),
     query_type: QueryType | str | None = None,
     tokenizer: Tokenizer | None = None,
-    reranker: Reranker | tuple[Reranker, ...] | None = None,
-    numbers: SessionNumbers | None = None,
-    deterministic: bool = False,
-    kb_version: str | None = None,
-    dropped: dict[str, int] | None = None,
-    limit: int | None = None,
-    on_stage: StageSink | None = None,
-    line: LineOptions = LineOptions(),
+    options: PacketOptions = PacketOptions(),
 ) -> ContextPacket:
     """The packet for ``question`` from rechecked ``candidates`` (never over the type's token budget).
 
-    ``dropped`` (counts from the caller's own filters) is merged with the
-    reasons assembly and the budget add.  ``limit`` (the API's ``limit``)
-    lowers the query type's ``max_chunks``.  ``reranker``: one, or a chain
-    (each orders what the one before ordered).  Pass one :class:`SessionNumbers`
-    per conversation to keep ``[n]`` stable across turns.  An empty
-    selection, or a budget too small for even the block's frame, gives an
-    *insufficient evidence* packet.  ``on_stage`` hears the ``compose``
-    stage's time (the ``freshindex_query_seconds`` histogram); ``line``
-    switches packet stages off and fills a trace.
+    ``options`` (:class:`PacketOptions`) carries the rerankers, the session's numbers, the deterministic
+    mode, the caller's drops and limit, the stage sink and the line's switches.  An empty selection, or a
+    budget too small for even the block's frame, gives an *insufficient evidence* packet.
     """
-    with StageTimer(on_stage).stage("compose"):
+    with StageTimer(options.on_stage).stage("compose"):
         qtype = QueryType(query_type) if query_type is not None else guess_query_type(question)
-        if limit is not None:
+        if options.limit is not None:
             row = policy.row(qtype)
-            capped = replace(row, max_chunks=max(1, min(limit, row.max_chunks)))
+            capped = replace(row, max_chunks=max(1, min(options.limit, row.max_chunks)))
             policy = replace(policy, budgets={**policy.budgets, qtype: capped})
-        state = PacketState(question, kb, snapshot_id, qtype, policy, tokenizer or default_tokenizer(),
-                            numbers if numbers is not None else SessionNumbers(), list(candidates),
-                            dict(dropped or {}), rerankers_of(reranker), deterministic, kb_version)
-        state = run_part("packet", state, disabled=line.disabled, trace=line.trace)
+        numbers = options.numbers if options.numbers is not None else SessionNumbers()
+        state = PacketState(question, kb, snapshot_id, qtype, policy, tokenizer or default_tokenizer(), numbers,
+                            list(candidates), dict(options.dropped or {}), rerankers_of(options.reranker),
+                            options.deterministic, options.kb_version)
+        state = run_part("packet", state, disabled=options.line.disabled, trace=options.line.trace)
         if state.insufficient is not None:
             return ContextPacket(question, kb, snapshot_id, (), True, state.insufficient,
                                  insufficient_block(kb, snapshot_id), state.counts)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from freshindex.core.payload import PointPayload
 from freshindex.injection.assemble import Candidate, SessionNumbers, assemble, normalised, place
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType, default_tokenizer, fit, guess_query_type
-from freshindex.injection.context import compose
+from freshindex.injection.context import PacketOptions, compose
 from freshindex.injection.render import render_block
 from freshindex.injection.types import Evidence
 from freshindex.models.tokens import ConservativeCounter, WordPieceCounter
@@ -212,9 +212,9 @@ def test_numbering_and_source_list_agree_and_placement_shows_in_the_block() -> N
 def test_numbers_are_stable_within_a_session() -> None:
     session = SessionNumbers()
     first = compose("q", "kb", "kb-v2", [cand("a", "d1", 0.9), cand("b", "d2", 0.8)], query_type="fact",
-                    tokenizer=WORDPIECE, numbers=session)
+                    tokenizer=WORDPIECE, options=PacketOptions(numbers=session))
     second = compose("q2", "kb", "kb-v2", [cand("c", "d3", 0.95), cand("b", "d2", 0.9)], query_type="fact",
-                     tokenizer=WORDPIECE, numbers=session)
+                     tokenizer=WORDPIECE, options=PacketOptions(numbers=session))
     assert {e.chunk_id: e.n for e in first.evidence} == {"a": 1, "b": 2}
     assert {e.chunk_id: e.n for e in second.evidence} == {"c": 3, "b": 2}
     assert _headers(second.rendered) == [3, 2] and _sources(second.rendered) == [2, 3]
@@ -317,14 +317,14 @@ def test_never_over_budget_for_any_text(texts: list[str], limit: int) -> None:
 
 def test_deterministic_mode_is_byte_stable_and_tagged_with_the_kb_version() -> None:
     cands = [cand(f"c{i}", f"d{i}", 0.9 - i / 10) for i in range(4)]
-    one = compose("q", "kb", "kb-v2", cands, query_type="fact", tokenizer=WORDPIECE, deterministic=True,
-                  kb_version="kb-v2")
-    two = compose("q", "kb", "kb-v2", list(cands), query_type="fact", tokenizer=WORDPIECE, deterministic=True,
-                  kb_version="kb-v2")
+    one = compose("q", "kb", "kb-v2", cands, query_type="fact", tokenizer=WORDPIECE,
+                  options=PacketOptions(deterministic=True, kb_version="kb-v2"))
+    two = compose("q", "kb", "kb-v2", list(cands), query_type="fact", tokenizer=WORDPIECE,
+                  options=PacketOptions(deterministic=True, kb_version="kb-v2"))
     assert one.rendered.encode() == two.rendered.encode()
     assert one.rendered.startswith('<context kb="kb" snapshot="kb-v2" version="kb-v2" mode="static">')
-    other_version = compose("q", "kb", "kb-v2", cands, query_type="fact", tokenizer=WORDPIECE, deterministic=True,
-                            kb_version="kb-v3")
+    other_version = compose("q", "kb", "kb-v2", cands, query_type="fact", tokenizer=WORDPIECE,
+                            options=PacketOptions(deterministic=True, kb_version="kb-v3"))
     assert other_version.rendered != one.rendered
     # The default mode draws a fresh token per call
     a = compose("q", "kb", "kb-v2", cands, query_type="fact", tokenizer=WORDPIECE)
@@ -362,8 +362,8 @@ def test_guess_query_type(question: str, kind: str) -> None:
 
 def test_the_callers_limit_lowers_max_chunks_and_drops_are_merged() -> None:
     cands = [cand(f"c{i}", f"d{i}", 0.9 - i / 10) for i in range(6)]
-    packet = compose("q", "kb", "kb-v2", cands, query_type="fact", tokenizer=WORDPIECE, limit=2,
-                     dropped={"low_score": 3})
+    packet = compose("q", "kb", "kb-v2", cands, query_type="fact", tokenizer=WORDPIECE,
+                     options=PacketOptions(dropped={"low_score": 3}, limit=2))
     assert [e.chunk_id for e in packet.evidence] == ["c0", "c1"]
     assert packet.dropped == {"low_score": 3, "max_chunks": 4}
     assert compose("q", "kb", "kb-v2", [], tokenizer=WORDPIECE).insufficient

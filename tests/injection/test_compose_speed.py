@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from freshindex.injection import render
 from freshindex.injection.assemble import Candidate
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
-from freshindex.injection.context import compose
+from freshindex.injection.context import PacketOptions, compose
 from freshindex.injection.render import render_block
 from freshindex.injection.types import Evidence
 from freshindex.models.tokens import ConservativeCounter, WordPieceCounter
@@ -110,12 +110,12 @@ def test_warm_caches_give_the_same_bytes_as_cold_ones() -> None:
     # Given the same candidates, When composed with a fresh counter and then with a warm one, Then same bytes.
     cands = _candidates(50, salt=" warm-cold")
     cold = compose("q", "kb", "kb-v7", cands, query_type="compare", tokenizer=WordPieceCounter(),
-                   deterministic=True, kb_version="kb-v7")
+                   options=PacketOptions(deterministic=True, kb_version="kb-v7"))
     warm_counter = WordPieceCounter()
-    compose("q", "kb", "kb-v7", cands, query_type="compare", tokenizer=warm_counter, deterministic=True,
-            kb_version="kb-v7")
+    compose("q", "kb", "kb-v7", cands, query_type="compare", tokenizer=warm_counter,
+            options=PacketOptions(deterministic=True, kb_version="kb-v7"))
     warm = compose("q", "kb", "kb-v7", list(cands), query_type="compare", tokenizer=warm_counter,
-                   deterministic=True, kb_version="kb-v7")
+                   options=PacketOptions(deterministic=True, kb_version="kb-v7"))
     assert warm.rendered == cold.rendered
     assert [e.chunk_id for e in warm.evidence] == [e.chunk_id for e in cold.evidence]
 
@@ -179,7 +179,7 @@ def test_compose_reports_its_stage_time_and_a_failing_sink_does_not_fail_it() ->
 
     heard: list[tuple[str, float]] = []
     packet = compose("q", "kb", "kb-v7", _candidates(8), query_type="fact", tokenizer=ConservativeCounter(),
-                     on_stage=lambda stage, s: heard.append((stage, s)))
+                     options=PacketOptions(on_stage=lambda stage, s: heard.append((stage, s))))
     assert not packet.insufficient
     assert [stage for stage, _ in heard] == ["compose"] and heard[0][1] >= 0
     assert set(QUERY_STAGES) >= {"embed", "search", "recheck", "compose", "total"}
@@ -188,7 +188,7 @@ def test_compose_reports_its_stage_time_and_a_failing_sink_does_not_fail_it() ->
         raise RuntimeError("metrics backend down")
 
     again = compose("q", "kb", "kb-v7", _candidates(8), query_type="fact", tokenizer=ConservativeCounter(),
-                    on_stage=broken)
+                    options=PacketOptions(on_stage=broken))
     assert again.rendered.count("[1]") >= 1
     with pytest.raises(ValueError, match="unknown query stage"):
         StageTimer(lambda *_: None).report("rerank_everything", 0.1)

@@ -14,7 +14,7 @@ from freshindex.core.payload import PointPayload
 from freshindex.injection.assemble import Candidate, assemble, coverage_reranker
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
 from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
-from freshindex.injection.context import LineOptions, compose
+from freshindex.injection.context import LineOptions, PacketOptions, compose
 from freshindex.injection.cross_encoder import cross_encoder_reranker
 from freshindex.injection.refusal import RefusalPolicy
 from freshindex.injection.stages import NAMES, REQUIRED, Trace, disabled_of
@@ -102,10 +102,12 @@ def test_a_cross_encoder_scoring_only_the_top_keeps_the_rest_below_in_order() ->
 def test_with_rerank_off_the_pool_order_is_the_fused_order() -> None:
     # Given the coverage reranker, which lifts the answer past the quota
     on, off = Trace(), Trace()
-    kw = {"policy": _policy(), "query_type": "fact", "reranker": coverage_reranker(WEIGHTS)}
-    reranked = compose(Q, "default", "default-v1", _pool(), line=LineOptions(trace=on), **kw)
+    reranker = coverage_reranker(WEIGHTS)
+    reranked = compose(Q, "default", "default-v1", _pool(), policy=_policy(), query_type="fact",
+                       options=PacketOptions(reranker=reranker, line=LineOptions(trace=on)))
     # When the rerank stage is switched off
-    fused = compose(Q, "default", "default-v1", _pool(), line=LineOptions(frozenset({"rerank"}), off), **kw)
+    fused = compose(Q, "default", "default-v1", _pool(), policy=_policy(), query_type="fact",
+                    options=PacketOptions(reranker=reranker, line=LineOptions(frozenset({"rerank"}), off)))
     # Then the pool leaves the stage in fused order and the quota drops the answer, which the trace says
     stage = off.stage("rerank")
     assert stage is not None and not stage.ran and stage.after == ("intro", "other", "views", "answer")
@@ -121,8 +123,8 @@ def test_with_group_off_near_copies_of_two_documents_are_both_shown() -> None:
             "signed cookies instead, and run the clearsessions command regularly.")
     cands = [_cand("a", "docs-a", 0.9, text), _cand("b", "docs-b", 0.8, text + " ")]
     trace = Trace()
-    grouped = compose(Q, "default", "default-v1", cands, line=LineOptions(trace=trace))
-    plain = compose(Q, "default", "default-v1", cands, line=LineOptions(frozenset({"group"})))
+    grouped = compose(Q, "default", "default-v1", cands, options=PacketOptions(line=LineOptions(trace=trace)))
+    plain = compose(Q, "default", "default-v1", cands, options=PacketOptions(line=LineOptions(frozenset({"group"}))))
     assert len(grouped.evidence) == 1 and grouped.evidence[0].also_in
     assert trace.stage("group").grouped_into == {"b": "a"}  # type: ignore[union-attr]
     assert trace.lost("b") == ("group", "grouped")
