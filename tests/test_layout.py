@@ -425,7 +425,6 @@ PARAMETER_ALLOWANCE: dict[str, int] = {
     "freshindex.injection.async_http.AsyncFreshIndexClient.__init__": 9,
     "freshindex.injection.calibration.calibrate": 9,
     "freshindex.injection.http.FreshIndexClient.__init__": 9,
-    "freshindex.injection.refusal.signals": 10,
 }
 
 

@@ -47,6 +47,7 @@ from freshindex.injection.refusal import (
     RefusalPolicy,
     RefusalReason,
     Signals,
+    TermWeights,
     absent_idf,
     evidence_tokens,
     ordinary_words,
@@ -375,10 +376,10 @@ class InjectionClient:
             present |= got
             if c.evidence.ocr:
                 ocr_read |= got
-        return refusal_signals(question, tokens, idf=idf, missing_idf=missing, lexical_top=lexical_top,
-                               dense_top=dense_top, present=present, rarity=self.refusal.key_term_rarity,
-                               ocr_read=ocr_read,
-                               ordinary=ordinary_words() if self.refusal.ordinary_words else frozenset())
+        weights = TermWeights(idf, missing, rarity=self.refusal.key_term_rarity,
+                              ordinary=ordinary_words() if self.refusal.ordinary_words else frozenset())
+        return refusal_signals(question, tokens, weights=weights, lexical_top=lexical_top, dense_top=dense_top,
+                               present=present, ocr_read=ocr_read)
 
     def _policy(self, snapshot_id: str) -> RefusalPolicy:
         """The refusal policy with the calibrated bias of ``snapshot_id``; the shipped one without a calibration.

@@ -114,9 +114,9 @@ from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats
 
-__all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "absent_idf", "decide",
-           "evidence_tokens", "held", "is_name", "known", "name_forms", "ocr_close", "ordinary_words", "question_terms",
-           "signals", "stem"]
+__all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "TermWeights", "absent_idf",
+           "decide", "evidence_tokens", "held", "is_name", "known", "name_forms", "ocr_close", "ordinary_words",
+           "question_terms", "signals", "stem"]
 
 
 class RefusalReason(StrEnum):
@@ -310,24 +310,36 @@ def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
     return compounds, alone
 
 
-def signals(question: str, evidence: Iterable[AbstractSet[str]], *, idf: Mapping[str, float], missing_idf: float,
-            lexical_top: float | None, dense_top: float | None, present: Iterable[str] | None = None,
-            rarity: float = RefusalPolicy.key_term_rarity, ocr_read: Iterable[str] = (),
-            ordinary: AbstractSet[str] = frozenset()) -> Signals:
+@dataclass(frozen=True)
+class TermWeights:
+    """How :func:`signals` weighs a question's terms and which of them are key terms.
+
+    ``idf`` maps the question's tokens present for the caller to the engine's IDF; every other token weighs
+    ``missing_idf``.  A plain word is a key term when its IDF is at least ``rarity`` of ``missing_idf``;
+    ``ordinary``: plain words of general English (:func:`ordinary_words`), never key terms on their own.
+    """
+
+    idf: Mapping[str, float]
+    missing_idf: float
+    rarity: float = RefusalPolicy.key_term_rarity
+    ordinary: AbstractSet[str] = frozenset()
+
+
+def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: TermWeights, lexical_top: float | None,
+            dense_top: float | None, present: Iterable[str] | None = None, ocr_read: Iterable[str] = ()) -> Signals:
     """The signals of ``question`` against the token sets of its admitted evidence (see the module docstring).
 
-    ``idf`` maps the question's tokens present for the caller to the
-    engine's IDF, used for the tokens ``present`` (the tokens of every
-    admitted, rechecked candidate) or the evidence holds; every other token
-    weighs ``missing_idf``.  Only key terms can be missing (compound
-    wholes, absent tokens, plain words whose IDF is at least ``rarity`` of
-    ``missing_idf``); the lexical signal is normalised by the weight of every
-    term, as BM25 scored them all.  A question with no key term has nothing
-    to miss: coverage 1.  ``ocr_read``: the tokens of the candidates read by
-    OCR (of the evidence and ``present`` alike), where a name may be misread.
-    ``ordinary``: plain words of general English (:func:`ordinary_words`),
-    never key terms on their own.
+    ``weights.idf`` (:class:`TermWeights`) is used for the tokens ``present``
+    (the tokens of every admitted, rechecked candidate) or the evidence
+    holds; every other token weighs ``weights.missing_idf``.  Only key terms
+    can be missing (compound wholes, absent tokens, plain words whose IDF is
+    at least ``weights.rarity`` of ``missing_idf``, never an ``ordinary``
+    word); the lexical signal is normalised by the weight of every term, as
+    BM25 scored them all.  A question with no key term has nothing to miss:
+    coverage 1.  ``ocr_read``: the tokens of the candidates read by OCR (of
+    the evidence and ``present`` alike), where a name may be misread.
     """
+    idf, missing_idf, rarity, ordinary = weights.idf, weights.missing_idf, weights.rarity, weights.ordinary
     terms, (compounds, alone) = question_terms(question)[0], _compounds(question)
     # A hyphenated compound is words (``cross-compile``; a page writes "cross-building" or "cross compile"):
     # its parts are terms of their own and the whole is no key term.

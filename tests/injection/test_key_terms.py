@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from freshindex.injection.refusal import RefusalPolicy, decide, evidence_tokens, question_terms, signals
+from freshindex.injection.refusal import RefusalPolicy, TermWeights, decide, evidence_tokens, question_terms, signals
 
 ABSENT = 9.0  # absent_idf of a collection of about 12k points
 
 
 def _sig(question: str, evidence: str, idf: dict[str, float]) -> object:
-    return signals(question, [evidence_tokens(evidence)], idf=idf, missing_idf=ABSENT, lexical_top=None,
+    return signals(question, [evidence_tokens(evidence)],
+                   weights=TermWeights(idf=idf, missing_idf=ABSENT), lexical_top=None,
                    dense_top=0.5, present=set(idf))
 
 
@@ -136,16 +137,18 @@ def test_a_word_of_general_english_is_a_readers_wording_and_a_word_outside_it_is
     # naming a library the manual lacks; neither word is anywhere in the collection
     idf = {"image": 3.0, "files": 1.5, "figures": 4.0, "stored": 2.0, "directory": 2.5}
     evidence = "The files containing the figures should be stored in the directory man/figures."
-    reader = signals("Which folder should image files live in?", [evidence_tokens(evidence)], idf=idf,
-                     missing_idf=ABSENT, lexical_top=None, dense_top=0.5, present=set(idf), ordinary=words)
-    named = signals("Which duckdb files should image files use?", [evidence_tokens(evidence)], idf=idf,
-                    missing_idf=ABSENT, lexical_top=None, dense_top=0.5, present=set(idf), ordinary=words)
+    reader = signals("Which folder should image files live in?", [evidence_tokens(evidence)],
+                     weights=TermWeights(idf=idf, missing_idf=ABSENT, ordinary=words), lexical_top=None, dense_top=0.5,
+                     present=set(idf))
+    named = signals("Which duckdb files should image files use?", [evidence_tokens(evidence)],
+                    weights=TermWeights(idf=idf, missing_idf=ABSENT, ordinary=words), lexical_top=None, dense_top=0.5,
+                    present=set(idf))
     # When their signals are read with the vocabulary
     # Then the reader's words cost nothing (they still weigh in BM25's normalisation), the unknown name does
     assert reader.missing == () and reader.coverage == 1.0
     assert "folder" in reader.weights and "folder" not in reader.key_terms
     assert named.missing == ("duckdb",) and named.coverage < 1.0
     # And without it (the rule off) the reader's words are missing key terms as before
-    off = signals("Which folder should image files live in?", [evidence_tokens(evidence)], idf=idf,
-                  missing_idf=ABSENT, lexical_top=None, dense_top=0.5, present=set(idf))
+    off = signals("Which folder should image files live in?", [evidence_tokens(evidence)],
+                  weights=TermWeights(idf=idf, missing_idf=ABSENT), lexical_top=None, dense_top=0.5, present=set(idf))
     assert set(off.missing) == {"folder", "live"}

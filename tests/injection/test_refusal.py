@@ -27,6 +27,7 @@ from freshindex.injection.refusal import (
     RefusalPolicy,
     RefusalReason,
     Signals,
+    TermWeights,
     absent_idf,
     decide,
     evidence_tokens,
@@ -49,8 +50,10 @@ def test_a_missing_rare_term_costs_more_coverage_than_a_missing_common_one() -> 
     has_common = [evidence_tokens("the default is used when nothing is set")]
     pool = set(idf)  # every term is in some admitted, rechecked candidate of the pool
     # When the signals are computed
-    rare = signals(q, has_rare, idf=idf, missing_idf=9.0, lexical_top=None, dense_top=0.5, present=pool)
-    common = signals(q, has_common, idf=idf, missing_idf=9.0, lexical_top=None, dense_top=0.5, present=pool)
+    rare = signals(q, has_rare,
+                   weights=TermWeights(idf=idf, missing_idf=9.0), lexical_top=None, dense_top=0.5, present=pool)
+    common = signals(q, has_common,
+                     weights=TermWeights(idf=idf, missing_idf=9.0), lexical_top=None, dense_top=0.5, present=pool)
     # Then the identifier is the key term: missing the common word costs nothing, missing the identifier all
     assert rare.missing == ()
     assert rare.coverage == pytest.approx(1.0)
@@ -64,10 +67,11 @@ def test_a_term_only_the_engine_knows_weighs_as_missing_whatever_its_idf() -> No
     idf = {"salary": 2.0, "band": 2.0, "reviewed": 1.0, "compensation": 0.5, "committee": 2.0}
     evidence = [evidence_tokens("salary bands are set yearly")]
     # When no admitted (rechecked) candidate holds it
-    s = signals(q, evidence, idf=idf, missing_idf=7.0, lexical_top=None, dense_top=0.4,
+    s = signals(q, evidence, weights=TermWeights(idf=idf, missing_idf=7.0), lexical_top=None, dense_top=0.4,
                 present={"salary", "band"})
     # Then it weighs missing_idf, as in a world where it never existed: denied and absent look the same
-    absent = signals(q, evidence, idf={k: v for k, v in idf.items() if k != "compensation"}, missing_idf=7.0,
+    absent = signals(q, evidence,
+                     weights=TermWeights(idf={k: v for k, v in idf.items() if k != "compensation"}, missing_idf=7.0),
                      lexical_top=None, dense_top=0.4, present={"salary", "band"})
     assert s.weights["compensation"] == 7.0
     assert s == absent
@@ -77,7 +81,8 @@ def test_a_term_no_permitted_point_has_weighs_the_most() -> None:
     # Given a term the engine reported nothing for (absent, or only in denied documents)
     q = "configure the RedisCache backend"
     idf = {"configure": 1.1, "cache": 2.0, "backend": 1.5}  # the redis tokens are missing from the answer
-    s = signals(q, [evidence_tokens("configure the cache backend")], idf=idf, missing_idf=absent_idf(1000),
+    s = signals(q, [evidence_tokens("configure the cache backend")],
+                weights=TermWeights(idf=idf, missing_idf=absent_idf(1000)),
                 lexical_top=3.0, dense_top=0.6)
     # Then the missing tokens weigh the IDF of a term in one document, the rarest a present term can be
     assert absent_idf(1000) == pytest.approx(math.log(1 + 999.5 / 1.5))
@@ -89,7 +94,7 @@ def test_a_term_no_permitted_point_has_weighs_the_most() -> None:
 
 
 def test_a_question_of_stopwords_only_has_nothing_to_miss() -> None:
-    s = signals("what is it?", [set()], idf={}, missing_idf=5.0, lexical_top=None, dense_top=None)
+    s = signals("what is it?", [set()], weights=TermWeights(idf={}, missing_idf=5.0), lexical_top=None, dense_top=None)
     assert (s.coverage, s.lexical, s.dense, s.terms) == (1.0, 0.0, 0.0, ())
 
 
@@ -301,7 +306,8 @@ def test_a_name_no_candidate_holds_refuses_whatever_the_score() -> None:
     evidence = [evidence_tokens("register a callback for line events with sys.settrace; monitoring tools use it")]
     pool = {"register", "callback", "line", "events", "sys.settrace", "sys", "settrace", "monitoring", "api"}
     idf = {t: 1.0 for t in pool} | {"sys.monitoring": 3.0}  # the engine counts a point the caller may not read
-    s = signals(q, evidence, idf=idf, missing_idf=9.0, lexical_top=12.0, dense_top=0.8, present=pool)
+    s = signals(q, evidence,
+                weights=TermWeights(idf=idf, missing_idf=9.0), lexical_top=12.0, dense_top=0.8, present=pool)
     generous = RefusalPolicy(bias=10.0)  # a score that answers anything
     # Then the name is unknown and the question is refused with it named, though the score says answer
     assert s.unknown == ("sys.monitoring",)
@@ -318,7 +324,8 @@ def test_a_name_no_candidate_holds_refuses_whatever_the_score() -> None:
     ("What changed in Python 3.13?", {"python", "changed"}),  # versions are values, not names
 ])
 def test_a_name_written_otherwise_or_no_name_at_all_is_not_unknown(question: str, held: set[str]) -> None:
-    s = signals(question, [held], idf={}, missing_idf=9.0, lexical_top=5.0, dense_top=0.8, present=held)
+    s = signals(question, [held],
+                weights=TermWeights(idf={}, missing_idf=9.0), lexical_top=5.0, dense_top=0.8, present=held)
     assert s.unknown == ()
 
 
@@ -326,7 +333,7 @@ def test_a_name_ocr_misread_is_held_by_the_scanned_candidate_only() -> None:
     # Given a question naming N01_kind and a scanned page whose OCR reads it NO1_kind
     q = "Which values can N01_kind take in the standalone Rmath library?"
     scanned = {"constant", "no1_kind", "no1", "kind", "values", "rmath", "standalone", "library"}
-    common = dict(idf={}, missing_idf=9.0, lexical_top=5.0, dense_top=0.8, present=scanned)
+    common = dict(weights=TermWeights(idf={}, missing_idf=9.0), lexical_top=5.0, dense_top=0.8, present=scanned)
     # When the candidate was read by OCR, the misreading holds the name, for presence and coverage
     read = signals(q, [scanned], ocr_read=scanned, **common)
     assert read.unknown == () and "n01_kind" not in read.missing
@@ -351,12 +358,13 @@ def test_a_hyphenated_word_is_judged_by_its_parts_not_as_a_name() -> None:
     # Given a page that writes "cross-building" and a question asking to "cross-compile"
     page = evidence_tokens("Cross-building is not possible: installing R builds a minimal R, then compiles the rest")
     q = "Can I cross-compile R for another platform?"
-    s = signals(q, [page], idf={}, missing_idf=9.0, lexical_top=5.0, dense_top=0.8, present=page)
+    s = signals(q, [page], weights=TermWeights(idf={}, missing_idf=9.0), lexical_top=5.0, dense_top=0.8, present=page)
     # Then the hyphenated whole is no key term: "cross" is held, and only absent parts can be missing
     assert "cross-compile" not in s.key_terms and "cross-compile" not in s.missing
     assert "cross" not in s.missing
     # And a hyphenated word whose parts the collection lacks is still missing, part by part
-    s = signals("How do I enable the hyper-turbo mode?", [page], idf={}, missing_idf=9.0, lexical_top=5.0,
+    s = signals("How do I enable the hyper-turbo mode?", [page],
+                weights=TermWeights(idf={}, missing_idf=9.0), lexical_top=5.0,
                 dense_top=0.8, present=page)
     assert {"hyper", "turbo"} <= set(s.missing) and s.coverage < 0.7
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from freshindex.injection.refusal import evidence_tokens, signals
+from freshindex.injection.refusal import TermWeights, evidence_tokens, signals
 
 ABSENT = 9.0
 
@@ -16,7 +16,8 @@ ABSENT = 9.0
 def _sig(question: str, evidence: str) -> object:
     tokens = evidence_tokens(evidence)
     idf = {t: 7.5 for t in tokens}  # every word of the evidence rare: a key term whenever the question has it
-    return signals(question, [tokens], idf=idf, missing_idf=ABSENT, lexical_top=None, dense_top=0.5,
+    return signals(question, [tokens],
+                   weights=TermWeights(idf=idf, missing_idf=ABSENT), lexical_top=None, dense_top=0.5,
                    present=set(idf))
 
 
