@@ -18,6 +18,7 @@ the Celery tasks that call them.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -26,6 +27,7 @@ from freshindex.core.enums import BuildStatus, RunStatus
 from freshindex.core.errors import StaleTaskError
 from freshindex.core.ids import document_id
 from freshindex.registry import DocumentFailure, Registry
+from freshindex.registry.runs import RunClaim
 from freshindex.registry.source_state import SourceStateView
 from freshindex.testing.registry_base import RegistrySuite, stage
 
@@ -41,9 +43,21 @@ class RunLedgerContract(RegistrySuite):
     def test_concurrent_open_or_join_opens_exactly_one_run(self, reg: Registry) -> None:
         # Given a source nobody is syncing
         source = self.source(reg)
-        # When eight callers ask to sync it at once
-        with ThreadPoolExecutor(4) as pool:
-            claims = list(pool.map(lambda _: reg.open_or_join_run(source.id, "webhook", lease_s=60), range(8)))
+        url = reg.engine.url.render_as_string(hide_password=False)
+        callers = 6
+        barrier = threading.Barrier(callers)
+
+        def call(_: int) -> RunClaim:
+            other = Registry.open(url, auto_migrate=False)  # a connection pool of its own, like a process
+            try:
+                barrier.wait(30)
+                return other.open_or_join_run(source.id, "webhook", lease_s=60)
+            finally:
+                other.close()
+
+        # When six callers, each with its own registry, ask to sync it at once
+        with ThreadPoolExecutor(callers) as pool:
+            claims = list(pool.map(call, range(callers)))
         # Then one opened a run and every other joined that same run
         assert sum(not c.joined for c in claims) == 1
         assert len({c.run_id for c in claims}) == 1
@@ -82,28 +96,49 @@ class RunLedgerContract(RegistrySuite):
         # Given a run that has finished (its changeset staged)
         source = self.source(reg)
         run, cs = reg.start_sync_run(source.id, "test")
-        stage(reg, run, cs, source, "a.md", ["first"])
+        doc, chunks = stage(reg, run, cs, source, "a.md", ["first"])
+        reg.set_run_planned(run, listed=1, planned=1)
         reg.finish_sync_run(run)
-        # When a late task of that run tries to stage, fail or touch a document
+        before = (reg.get_document(doc), reg.changeset_ops([cs]), reg.run_progress(run))
+        # When a late task of that run tries to stage, fail, touch or delete a document
         assert reg.run_refusal(run, cs) is not None
+        with pytest.raises(StaleTaskError, match="succeeded"):
+            stage(reg, run, cs, source, "a.md", ["late"])
         with pytest.raises(StaleTaskError):
             stage(reg, run, cs, source, "late.md", ["late"])
         with pytest.raises(StaleTaskError):
-            reg.record_failure(run, DocumentFailure(source_id=source.id, document_id="x", key="bad.md",
+            reg.record_failure(run, DocumentFailure(source_id=source.id, document_id=doc, key="a.md",
                                                     reason="unreadable", detail="late"), changeset_id=cs)
         with pytest.raises(StaleTaskError):
-            reg.touch_document(run, document_id(source.id, "a.md"), etag="e2", size=1, seconds=0.1,
-                               changeset_id=cs)
-        # Then nothing of it reached the registry
-        assert set(reg.documents_for_source(source.id)) == {"a.md"}
-        assert reg.run_progress(run)[0] == 1
+            reg.touch_document(run, doc, etag="e2", size=1, seconds=0.1)
+        with pytest.raises(StaleTaskError):
+            reg.stage_deletion(run, cs, doc)
+        # Then nothing of it reached the registry, and the refusal was counted once
+        assert (reg.get_document(doc), reg.changeset_ops([cs]), reg.run_progress(run)) == before
+        assert set(reg.documents_for_source(source.id)) == {"a.md"} and reg.live_chunk_ids(doc) == chunks
+        assert reg.document_errors(run) == []
         assert reg.count_stale_task(run) == 1
 
-    def test_a_task_naming_another_changeset_is_refused(self, reg: Registry) -> None:
+    def test_a_task_naming_another_changeset_is_refused_even_while_the_run_runs(self, reg: Registry) -> None:
         source = self.source(reg)
+        old_run, old_cs = reg.start_sync_run(source.id, "test")
         run, cs = reg.start_sync_run(source.id, "test")
         assert reg.run_refusal(run, cs) is None
         assert "not the run's" in (reg.run_refusal(run, cs + 10_000) or "")
+        with pytest.raises(StaleTaskError, match="not the run's"):
+            stage(reg, run, old_cs, source, "a.md", ["three"])
+        assert reg.documents_for_source(source.id) == {} and reg.changeset_ops([old_cs, cs]) == {}
+        assert old_run != run
+
+    def test_a_run_past_its_lease_is_not_joined_but_adopted(self, reg: Registry) -> None:
+        source = self.source(reg)
+        first = reg.open_or_join_run(source.id, "test", lease_s=120)
+        # Its lease ran out (no heartbeat within lease_s): the next request opens a run and adopts its changes
+        second = reg.open_or_join_run(source.id, "test", lease_s=0)
+        assert not second.joined and second.run_id != first.run_id
+        assert reg.get_sync_run(first.run_id).status == RunStatus.FAILED
+        assert reg.open_or_join_run(source.id, "test", lease_s=120, followup=True).run_id == second.run_id
+        assert reg.get_sync_run(second.run_id).followup_requested
 
     def test_a_failed_document_is_recorded_against_it_and_counts_as_done(self, reg: Registry) -> None:
         source = self.source(reg)

@@ -7,7 +7,6 @@ PostgreSQL) with an injected clock for the replay window.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 from collections.abc import Iterator
@@ -17,11 +16,10 @@ import httpx
 import pytest
 
 from freshindex.api.app import create_app
-from freshindex.api.routes_webhooks import Rejected, WebhookIntake, delivery_digest, sign_generic, sign_github
+from freshindex.api.routes_webhooks import Rejected, WebhookIntake, sign_generic, sign_github
 from freshindex.dispatch import start_dispatcher
 from freshindex.health.metrics import Metrics
 from freshindex.registry import Registry
-from freshindex.registry.webhooks import DeliveryRequest, DuplicateDelivery, ReplayedBody, TicketJoin
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.connectors.registry import webhook_providers
@@ -199,20 +197,3 @@ def test_a_generic_replay_within_the_skew_is_refused(registry: Registry, tmp_pat
     assert _refused(intake, "generic", {**headers, "X-Freshindex-Delivery": "g-3"}, body) == "stale_timestamp"
 
 
-def test_the_registry_refuses_a_digest_seen_in_the_same_batch_and_prunes_digests(registry: Registry,
-                                                                                  tmp_path: Path) -> None:
-    registry.add_source("docs", kind="folder", location=str(tmp_path), owner="t", kb="default")
-    digest = delivery_digest("github", b"{}")
-    t0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
-    # When one batch holds the same signed content under two ids, and an id-only delivery
-    out = registry.accept_deliveries([DeliveryRequest("docs", "a", None, digest),
-                                      DeliveryRequest("docs", "b", None, digest),
-                                      DeliveryRequest("docs", "c", ["x.md"])], now=t0)
-    # Then the second is a replay of the first, and the others are taken
-    assert isinstance(out[0], TicketJoin) and isinstance(out[2], TicketJoin)
-    assert isinstance(out[1], ReplayedBody) and isinstance(out[1], DuplicateDelivery)
-    with pytest.raises(ReplayedBody):
-        registry.accept_delivery("docs", "d", None, digest=digest, now=t0)
-    # When the dispatcher prunes past the window, Then the digest is forgotten with the ids
-    assert registry.prune_deliveries(t0 + dt.timedelta(seconds=1)) == 3  # a, its digest, c
-    assert isinstance(registry.accept_delivery("docs", "b", None, digest=digest, now=t0), TicketJoin)

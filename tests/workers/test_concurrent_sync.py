@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -40,45 +39,6 @@ def _big_kb(sample_kb: Path, docs: int = 40) -> Path:
         (sample_kb / "bulk").mkdir(exist_ok=True)
         (sample_kb / "bulk" / f"doc-{d:03d}.md").write_text(f"# Bulk document {d}\n\n{body}")
     return sample_kb
-
-
-def test_concurrent_open_or_join_opens_exactly_one_run(registry_url: str, registry: Registry) -> None:
-    registry.add_source("docs", kind="folder", location="/kb", owner="t", kb="default")
-    callers = 6
-    barrier = threading.Barrier(callers)
-    claims, errors = [], []
-
-    def call() -> None:
-        reg = Registry.open(registry_url, auto_migrate=False)  # a connection pool of its own, like a process
-        try:
-            barrier.wait()
-            claims.append(reg.open_or_join_run("docs", "test", lease_s=120))
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            reg.close()
-
-    threads = [threading.Thread(target=call) for _ in range(callers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors
-    opened = [c for c in claims if not c.joined]
-    assert len(opened) == 1, claims
-    assert {c.run_id for c in claims} == {opened[0].run_id}
-    assert [r.status for r in registry.sync_runs("docs")] == ["running"]
-
-
-def test_a_dead_run_is_not_joined_but_adopted(registry: Registry) -> None:
-    registry.add_source("docs", kind="folder", location="/kb", owner="t", kb="default")
-    first = registry.open_or_join_run("docs", "test", lease_s=120)
-    # Its lease ran out (no heartbeat within lease_s): the next request opens a run and adopts its changes.
-    second = registry.open_or_join_run("docs", "test", lease_s=0)
-    assert not second.joined and second.run_id != first.run_id
-    assert registry.get_sync_run(first.run_id).status == "failed"
-    assert registry.open_or_join_run("docs", "test", lease_s=120, followup=True).run_id == second.run_id
-    assert registry.get_sync_run(second.run_id).followup_requested
 
 
 def _cli(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:

@@ -18,13 +18,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from freshindex.core.errors import StaleTaskError
 from freshindex.core.ids import document_id
-from freshindex.registry import DocumentFailure, Registry
+from freshindex.registry import Registry
 from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, DocumentResult, Snapshot, SyncRun
 from freshindex.services import Services
 from freshindex.settings import load_settings
-from freshindex.testing.registry import stage as _stage
 from freshindex.workers import pipeline
 from freshindex.workers.runner import sync_inline
 from tests.conftest import coordinator, distributed_env, worker_process
@@ -134,32 +132,6 @@ def test_a_run_adopted_while_its_task_works_is_fenced_in_the_staging_transaction
     assert svc.registry.changeset_ops([later.changeset_id]) == {}
     with svc.registry.session() as s:
         assert not s.scalars(select(Chunk).where(Chunk.state == "pending")).all()
-
-
-def test_every_staging_write_of_a_closed_run_raises_and_writes_nothing(registry: Registry) -> None:
-    src = registry.add_source("docs", kind="folder", location="/kb", owner="t", kb="default")
-    run, cs = registry.start_sync_run("docs", "test")
-    doc, _ = _stage(registry, run, cs, src, "a.md", ["one"])
-    registry.set_run_planned(run, listed=1, planned=1)
-    registry.finish_sync_run(run)
-    before = _state(registry)
-    with pytest.raises(StaleTaskError, match="succeeded"):
-        _stage(registry, run, cs, src, "a.md", ["two"])
-    with pytest.raises(StaleTaskError):
-        registry.record_failure(run, DocumentFailure(source_id="docs", document_id=doc, key="a.md", reason="unreadable",
-                                                     detail="x"))
-    with pytest.raises(StaleTaskError):
-        registry.touch_document(run, doc, etag="e2", size=1, seconds=0.0)
-    with pytest.raises(StaleTaskError):
-        registry.stage_deletion(run, cs, doc)
-    # A changeset id that is not the run's is refused too, even while the run runs.
-    run2, cs2 = registry.start_sync_run("docs", "test")
-    with pytest.raises(StaleTaskError, match="not the run's"):
-        _stage(registry, run2, cs, src, "a.md", ["three"])
-    assert {k: v for k, v in _state(registry).items() if k not in ("runs", "changesets")} == {
-        k: v for k, v in before.items() if k not in ("runs", "changesets")}
-    assert registry.count_stale_task(run) == 1
-    assert registry.run_refusal(run2, cs2) is None
 
 
 def test_a_stranded_document_is_found_by_verify_and_repaired_by_reconcile(
