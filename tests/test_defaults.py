@@ -14,7 +14,7 @@ from dataclasses import fields
 from typing import Any
 
 from freshindex.injection.budget import DEFAULT_BUDGETS, ContextPolicy, QueryBudget, QueryType
-from freshindex.injection.calibration import Calibration, calibrate
+from freshindex.injection.calibration import Calibration
 from freshindex.injection.client import InjectionClient, QueryTuning
 from freshindex.injection.refusal import RefusalPolicy
 from freshindex.settings import ContextSettings
@@ -65,7 +65,7 @@ def test_the_calibration_defaults_are_the_calibration_settings() -> None:
                                         min_chunks=CONTEXT.refusal_calibration_min_chunks,
                                         target_false_rate=CONTEXT.refusal_target_false_rate)
     assert Calibration.from_mapping({}) == Calibration.from_mapping(CONTEXT.model_dump()) == Calibration()
-    assert inspect.signature(calibrate).parameters["min_score"].default == CONTEXT.min_score
+    assert Calibration().min_score == CONTEXT.min_score
 
 
 def test_the_injection_client_defaults_are_the_context_settings() -> None:

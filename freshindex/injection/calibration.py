@@ -96,12 +96,17 @@ _DEFAULTS = ContextSettings()
 
 @dataclass(frozen=True)
 class Calibration:
-    """How to calibrate: the ``refusal_calibration_*`` settings of ``settings.context``."""
+    """How to calibrate: the ``refusal_calibration_*`` settings of ``settings.context``.
+
+    ``min_score`` is the dense floor the pseudo-questions are asked with: the shipped one unless given
+    (:meth:`from_mapping` does not read ``context.min_score``, as the calibration never did).
+    """
 
     enabled: bool = _DEFAULTS.refusal_calibration
     sample: int = _DEFAULTS.refusal_calibration_sample
     min_chunks: int = _DEFAULTS.refusal_calibration_min_chunks
     target_false_rate: float = _DEFAULTS.refusal_target_false_rate
+    min_score: float = _DEFAULTS.min_score
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Calibration:
@@ -177,7 +182,7 @@ def fit_bias(answerable: Sequence[float], target: float) -> float | None:
 
 
 def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapshot_id: str, policy: RefusalPolicy,
-              settings: Calibration = Calibration(), min_score: float = _DEFAULTS.min_score, naming: Naming = Naming(),
+              settings: Calibration = Calibration(), naming: Naming = Naming(),
               clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
     """The calibration record of ``collection`` (see the module docstring); never raises for a small corpus."""
     started = clock()
@@ -196,7 +201,7 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
     if points < settings.min_chunks:
         return done("too_small", min_chunks=settings.min_chunks)
     asked = pseudo_signals(store, embedder, collection=collection, snapshot_id=snapshot_id, policy=policy,
-                           sample=settings.sample, min_score=min_score, naming=naming)
+                           sample=settings.sample, min_score=settings.min_score, naming=naming)
     every_ans, every_per = asked.scores(policy, "answerable"), asked.scores(policy, "perturbed")
     # Only questions that reached the decision say anything about the bias: one with no admitted evidence
     # is refused whatever the bias (counted apart, as no_evidence).
