@@ -17,7 +17,9 @@ concern of :mod:`registry.protocols` and of the registry's other stores:
 - snapshot records, canaries and golden sets (``registry_snapshots``);
 - locks and their fencing tokens, a pending build behind its lock, API keys
   (``registry_leases``): every TTL crossed on a clock the test moves;
-- webhook deliveries and tickets, the refusal audit (``registry_intake``).
+- webhook deliveries and tickets, the refusal audit (``registry_intake``);
+- freshness labels, policies, withdrawals past their expiry, pause
+  (``registry_freshness``).
 
 What it does not check: migrations between versions (``tests/registry``),
 query plans, performance, or the consumers' decisions over these records
@@ -44,6 +46,7 @@ from freshindex.testing.registry_base import (
     sync,
 )
 from freshindex.testing.registry_chunks import DocumentAclContract, StagingContract, TwinContract, VectorCacheContract
+from freshindex.testing.registry_freshness import FreshnessContract
 from freshindex.testing.registry_intake import RefusalContract, WebhookContract
 from freshindex.testing.registry_leases import ApiKeyContract, LocksContract
 from freshindex.testing.registry_runs import AttemptsContract, RunLedgerContract, SourceStateContract
@@ -108,6 +111,7 @@ class RegistryContract(
     ApiKeyContract,
     WebhookContract,
     RefusalContract,
+    FreshnessContract,
 ):
     """Subclass as ``TestMyBackend(RegistryContract)`` and implement :meth:`registry_url` (and :meth:`drop_url`)."""
 
