@@ -14,7 +14,8 @@ concern of :mod:`registry.protocols` and of the registry's other stores:
   counter, source state and planned cursors (``registry_runs``);
 - staging, chunk reads, the vector cache, document ACLs, twins and mirrors
   (``registry_chunks``);
-- snapshot records, canaries and golden sets (``registry_snapshots``);
+- snapshot records, canaries, golden sets, archives, tombstone collection
+  and stranded repair (``registry_snapshots``);
 - locks and their fencing tokens, a pending build behind its lock, API keys
   (``registry_leases``): every TTL crossed on a clock the test moves;
 - webhook deliveries and tickets, the refusal audit (``registry_intake``);
@@ -50,7 +51,12 @@ from freshindex.testing.registry_freshness import FreshnessContract
 from freshindex.testing.registry_intake import RefusalContract, WebhookContract
 from freshindex.testing.registry_leases import ApiKeyContract, LocksContract
 from freshindex.testing.registry_runs import AttemptsContract, RunLedgerContract, SourceStateContract
-from freshindex.testing.registry_snapshots import GoldenSetContract, SnapshotRecordsContract
+from freshindex.testing.registry_snapshots import (
+    GoldenSetContract,
+    SnapshotArchiveContract,
+    SnapshotRecordsContract,
+    StrandedRepairContract,
+)
 
 
 class SourceCatalogContract(RegistrySuite):
@@ -107,6 +113,8 @@ class RegistryContract(
     TwinContract,
     SnapshotRecordsContract,
     GoldenSetContract,
+    SnapshotArchiveContract,
+    StrandedRepairContract,
     LocksContract,
     ApiKeyContract,
     WebhookContract,

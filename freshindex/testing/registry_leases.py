@@ -8,7 +8,8 @@ its TTL a lease is still held and one second after it is taken over, the
 old token dead for renew and release; a run whose build is pending is not
 stalled while a builder holds the knowledge base's lock, and is once that
 lock has expired; an API key's ``last_used_at`` is written once per touch
-interval and every time read back is aware.
+interval and every time read back is aware; a malformed, wrong or revoked
+key is rejected with its reason.
 
 What it does not check: processes whose clocks disagree (expiry is wall
 clock by design, :class:`registry.protocols.Locks`), or the builder's use of
@@ -22,10 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from freshindex.core.errors import NotFoundError
 from freshindex.registry import Registry
 from freshindex.registry import locks as registry_locks
 from freshindex.registry import runs as registry_runs
-from freshindex.registry.keys import TOUCH_INTERVAL
+from freshindex.registry.keys import TOUCH_INTERVAL, ApiKeyRejected, split_key
 from freshindex.registry.schema import ApiKey, utcnow
 from freshindex.testing.registry_base import ManualClock, RegistrySuite, stage
 
@@ -147,6 +149,23 @@ class ApiKeyContract(RegistrySuite):
             created = row.created_at
         assert created.tzinfo is not None
         assert abs(created - utcnow()) < dt.timedelta(minutes=5)
+
+    def test_a_revoked_wrong_or_unknown_key_is_rejected_with_its_reason(self, reg: Registry) -> None:
+        new = reg.create_api_key(self.fresh("cy"), ["ops"])
+        key_id, secret = split_key(new.key) or ("", "")
+        for presented, reason in [("not-a-key", "malformed_key"), (new.key.replace(secret, "x" * len(secret)),
+                                                                     "wrong_secret")]:
+            with pytest.raises(ApiKeyRejected) as exc:
+                reg.verify_api_key(presented)
+            assert exc.value.reason == reason
+        first = reg.revoke_api_key(key_id)
+        assert first.revoked and reg.revoke_api_key(key_id).revoked_at == first.revoked_at  # twice keeps the first
+        with pytest.raises(ApiKeyRejected) as exc:
+            reg.verify_api_key(new.key)
+        assert exc.value.reason == "revoked_key"
+        assert key_id not in {k.key_id for k in reg.list_api_keys(include_revoked=False)}
+        with pytest.raises(NotFoundError):
+            reg.revoke_api_key(self.fresh("nokey"))
 
 
 __all__ = ["ApiKeyContract", "LocksContract"]

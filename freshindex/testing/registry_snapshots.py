@@ -1,4 +1,4 @@
-"""The registry contract's snapshot side: snapshot records, canaries and golden sets.
+"""The registry contract's snapshot side: snapshot records, canaries, golden sets, archives, repairs.
 
 A "build" here is what the builder records (:func:`registry_base.build`): a
 snapshot over the staged changesets, activated with their final operations;
@@ -7,20 +7,27 @@ exactly one active snapshot and records the alias move; a stale fencing
 token changes nothing; a realign brings superseded chunks back but never a
 final tombstone; a failed build keeps the serving snapshot; canaries and
 golden sets are kept per knowledge base, a golden set is due once per served
-snapshot and replacing it clears its result.
+snapshot and replacing it clears its result; an exported snapshot loads into a
+fresh registry (a second database of the backend) and not into one that knows
+its knowledge base; tombstones are collected only past the cut-off and once no
+retained snapshot needs them; stranded pending chunks are found and re-staged.
 
 What it does not check: the builder's or the evaluator's decisions, the
-vector store's alias, or archives (``tests/snapshots``).
+vector store's alias, or the archive files (``tests/snapshots``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from pathlib import Path
+
 import pytest
 
-from freshindex.core.enums import ChunkState, SnapshotStatus
+from freshindex.core.enums import ChangesetStatus, ChunkState, SnapshotStatus
 from freshindex.core.errors import ConfigError, NotFoundError, RetryableError
 from freshindex.registry import NewSnapshot, Registry
-from freshindex.testing.registry_base import RegistrySuite, build, sync
+from freshindex.testing.registry_base import RegistrySuite, build, open_migrated, stage, sync
 
 GOLDEN = '{"question": "How do I install it?", "expected": "install.md"}\n'
 
@@ -202,4 +209,79 @@ class GoldenSetContract(RegistrySuite):
         assert reg.list_golden_sets(kb) == []
 
 
-__all__ = ["GoldenSetContract", "SnapshotRecordsContract", "actives", "serve"]
+class SnapshotArchiveContract(RegistrySuite):
+    """:class:`registry.protocols.SnapshotArchive` and the tombstone collection retention allows."""
+
+    def test_an_exported_snapshot_loads_into_a_fresh_registry_only(self, reg: Registry, tmp_path: Path) -> None:
+        # Given a built snapshot of a kb with a canary
+        source = self.source(reg)
+        sync(reg, source, {"a.md": ["one", "two"]})
+        snap, ops = build(reg, source.kb)
+        reg.add_canary(source.kb, "what is one?", "a.md")
+        # When it is exported (JSON-ready), as the current snapshot and as an older one
+        data = json.loads(json.dumps(reg.export_snapshot(snap.id, sorted(ops), current=True)))
+        assert [d["etag"] for d in data["documents"]] == ["e"]
+        older = reg.export_snapshot(snap.id, sorted(ops), current=False)
+        assert all("etag" not in d and "content_hash" not in d for d in older["documents"])
+        # Then a registry that knows the kb refuses it, and a fresh one serves it once verified
+        with pytest.raises(ConfigError, match="already has snapshots"):
+            reg.import_snapshot(data)
+        url = self.registry_url(tmp_path)
+        try:
+            with open_migrated(url) as other:
+                info = other.import_snapshot(data)
+                assert (info.id, info.status, info.kb) == (snap.id, SnapshotStatus.VERIFIED, source.kb)
+                assert other.get_source(source.id).kb == source.kb
+                assert other.chunk_states(sorted(ops)) == dict.fromkeys(ops, ChunkState.LIVE)
+                assert [c.question for c in other.list_canaries(source.kb)] == ["what is one?"]
+        finally:
+            self.drop_url(url)
+
+    def test_tombstones_go_past_the_cutoff_once_no_retained_snapshot_needs_them(self, reg: Registry) -> None:
+        # Given v1, then v2 that applied the tombstone of v1's chunk (v1 retired: a rollback would need it)
+        source = self.source(reg)
+        kb = source.kb
+        sync(reg, source, {"a.md": ["one"]})
+        v1, _ = build(reg, kb)
+        sync(reg, source, {"a.md": ["two"]})
+        build(reg, kb)
+        now = dt.datetime.now(dt.UTC)
+        assert reg.collect_tombstones(kb, older_than=now + dt.timedelta(minutes=1)) == 0
+        # When retention drops v1, Then a tombstone is collected only once it is older than the cutoff
+        reg.set_snapshot_status(v1.id, SnapshotStatus.PRUNED)
+        assert reg.collect_tombstones(kb, older_than=now - dt.timedelta(hours=1)) == 0
+        assert reg.collect_tombstones(kb, older_than=now + dt.timedelta(minutes=1)) == 1
+        assert reg.collect_tombstones(kb, older_than=now + dt.timedelta(minutes=1)) == 0
+
+
+class StrandedRepairContract(RegistrySuite):
+    """:class:`registry.protocols.StrandedRepair`: pending chunks no changeset will apply are found and re-staged."""
+
+    def test_a_stranded_document_is_found_and_restaged_for_the_next_build(self, reg: Registry) -> None:
+        from sqlalchemy import update
+
+        from freshindex.registry.schema import Changeset
+
+        # Given a document whose pending chunks sit in a changeset marked applied (a lost write)
+        source = self.source(reg)
+        run, cs = reg.start_sync_run(source.id, "test")
+        doc, ids = stage(reg, run, cs, source, "a.md", ["one", "two"])
+        reg.finish_sync_run(run)
+        with reg.session() as s:
+            s.execute(update(Changeset).where(Changeset.id == cs).values(status=ChangesetStatus.APPLIED))
+        # Then it is found, per document, with its stranded chunks
+        assert reg.stranded_documents(source.kb) == [
+            {"document_id": doc, "source_id": source.id, "key": "a.md", "kb": source.kb, "chunks": sorted(ids)}]
+        # When it is repaired, Then a new staged changeset upserts them and the document is re-read next sync
+        repaired = reg.repair_stranded(source.kb)
+        assert [r["document_id"] for r in repaired] == [doc]
+        fix = repaired[0]["changeset_id"]
+        assert reg.staged_changesets(source.kb) == [fix]
+        assert reg.changeset_ops([fix]) == dict.fromkeys(ids, "upsert")
+        assert reg.stranded_documents(source.kb) == [] and reg.repair_stranded(source.kb) == []
+        record = reg.get_document(doc)
+        assert record is not None and (record.etag, record.content_hash) == (None, None)
+
+
+__all__ = ["GoldenSetContract", "SnapshotArchiveContract", "SnapshotRecordsContract", "StrandedRepairContract",
+           "actives", "serve"]
