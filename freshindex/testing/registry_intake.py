@@ -1,5 +1,6 @@
 """The registry contract's intake and audit rows: webhook deliveries and tickets, and the refusal audit.
 
+A batch of deliveries gets, per request, what each would have got alone.
 Times are injected (``now=``, cut-offs), never slept through; each test
 writes at its own fixed moment, so the sweeps that read every source
 (``prune_deliveries``, ``claim_due_tickets``) see only its rows before it.
@@ -110,6 +111,35 @@ class WebhookContract(RegistrySuite):
         assert (stuck.status, stuck.detail) == ("failed", "dispatcher lost")
         assert [t.id for t in reg.sync_tickets(live)] == [follow, ticket]
 
+
+    def test_a_batch_gives_each_delivery_what_it_would_get_alone(self, reg: Registry) -> None:
+        # Given a source with one delivery already received, and a removed source
+        sid, gone = self.source(reg).id, self.source(reg, "gone").id
+        reg.remove_source(gone)
+        before = reg.accept_delivery(sid, "seen", ["a.md"])
+        # When one batch holds a new one, the seen one, the new one again, an unknown and a removed source, and more
+        batch = [DeliveryRequest(sid, "n1", ["b.md"]), DeliveryRequest(sid, "seen", ["c.md"]),
+                 DeliveryRequest(sid, "n1", ["d.md"]), DeliveryRequest(self.fresh("nobody"), "n2", None),
+                 DeliveryRequest(gone, "n3", None), DeliveryRequest(sid, "n4", ["e.md"])]
+        out = reg.accept_deliveries(batch)
+        # Then each outcome is the one it would have had in sequence
+        assert out[0] == TicketJoin(before.ticket_id, True) and out[5] == TicketJoin(before.ticket_id, True)
+        assert isinstance(out[1], DuplicateDelivery) and isinstance(out[2], DuplicateDelivery)
+        assert isinstance(out[3], NotFoundError) and isinstance(out[4], NotFoundError)
+        # And only the accepted ones are on the ticket: refused ones wrote nothing
+        ticket = reg.get_ticket(before.ticket_id)
+        assert ticket.events == 3 and ticket.paths == ("a.md", "b.md", "e.md")
+        assert [t.id for t in reg.sync_tickets(sid)] == [before.ticket_id]
+        with pytest.raises(DuplicateDelivery):
+            reg.accept_delivery(sid, "n4", None)
+
+    def test_a_batch_opening_a_ticket_opens_one_and_a_full_listing_wins(self, reg: Registry) -> None:
+        sid = self.source(reg).id
+        out = reg.accept_deliveries([DeliveryRequest(sid, f"d{i}", None if i == 2 else [f"{i}.md"]) for i in range(4)])
+        assert [o.joined for o in out if isinstance(o, TicketJoin)] == [False, True, True, True]
+        assert len({o.ticket_id for o in out if isinstance(o, TicketJoin)}) == 1
+        [ticket] = reg.sync_tickets(sid)
+        assert ticket.events == 4 and ticket.paths is None  # one event asked for a full listing
 
 def utcnow_plus(seconds: float) -> dt.datetime:
     return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)

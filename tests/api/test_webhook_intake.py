@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from freshindex.api.routes_webhooks import DeliveryBatcher, Rejected, WebhookIntake, sign_generic
-from freshindex.core.errors import NotFoundError, RetryableError
+from freshindex.core.errors import RetryableError
 from freshindex.health.metrics import Metrics
 from freshindex.registry import Registry
-from freshindex.registry.webhooks import DeliveryRequest, DuplicateDelivery, TicketJoin
+from freshindex.registry.webhooks import DeliveryRequest, TicketJoin
 from freshindex.settings import load_settings
 
 SECRET = "intake-s3cret"
@@ -44,40 +44,6 @@ def _headers(body: bytes, delivery: str) -> dict[str, str]:
     ts = str(int(time.time()))
     return {"X-Freshindex-Timestamp": ts, "X-Freshindex-Delivery": delivery,
             "X-Freshindex-Signature": sign_generic(SECRET, ts, body)}
-
-
-def test_a_batch_gives_each_delivery_what_it_would_get_alone(registry: Registry, tmp_path: Path) -> None:
-    # Given a registry (SQLite and PostgreSQL) with one source and one delivery already received
-    reg = registry
-    reg.add_source("docs", kind="folder", location=str(tmp_path), owner="t", kb="default")
-    reg.add_source("gone", kind="folder", location=str(tmp_path), owner="t", kb="default")
-    reg.remove_source("gone")
-    before = reg.accept_delivery("docs", "seen", ["a.md"])
-    # When one batch holds a new one, the seen one, the new one again, an unknown and a removed source, a full one
-    batch = [DeliveryRequest("docs", "n1", ["b.md"]), DeliveryRequest("docs", "seen", ["c.md"]),
-             DeliveryRequest("docs", "n1", ["d.md"]), DeliveryRequest("nobody", "n2", None),
-             DeliveryRequest("gone", "n3", None), DeliveryRequest("docs", "n4", ["e.md"])]
-    out = reg.accept_deliveries(batch)
-    # Then each outcome is the one it would have had in sequence
-    assert out[0] == TicketJoin(before.ticket_id, True) and out[5] == TicketJoin(before.ticket_id, True)
-    assert isinstance(out[1], DuplicateDelivery) and isinstance(out[2], DuplicateDelivery)
-    assert isinstance(out[3], NotFoundError) and isinstance(out[4], NotFoundError)
-    # And only the accepted ones are on the ticket: refused ones wrote nothing
-    ticket = reg.get_ticket(before.ticket_id)
-    assert ticket.events == 3 and ticket.paths == ("a.md", "b.md", "e.md")
-    assert [t.id for t in reg.sync_tickets()] == [before.ticket_id]
-    with pytest.raises(DuplicateDelivery):
-        reg.accept_delivery("docs", "n4", None)
-
-
-def test_a_batch_opening_a_ticket_opens_one_and_a_full_listing_wins(registry: Registry, tmp_path: Path) -> None:
-    reg = registry
-    reg.add_source("docs", kind="folder", location=str(tmp_path), owner="t", kb="default")
-    out = reg.accept_deliveries([DeliveryRequest("docs", f"d{i}", None if i == 2 else [f"{i}.md"]) for i in range(4)])
-    assert [o.joined for o in out if isinstance(o, TicketJoin)] == [False, True, True, True]
-    assert len({o.ticket_id for o in out if isinstance(o, TicketJoin)}) == 1
-    ticket = reg.sync_tickets()[0]
-    assert ticket.events == 4 and ticket.paths is None  # one event asked for a full listing
 
 
 def test_concurrent_deliveries_share_commits_and_each_is_answered(tmp_path: Path) -> None:
