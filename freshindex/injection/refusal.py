@@ -364,7 +364,7 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
     # A compound the tokenizer does not emit on its own (``process_cpu_count`` of ``os.process_cpu_count``:
     # parts split at every separator) is in the evidence when a longer identifier there holds it whole.
     have |= {t for t in compounds if t not in have and _inside(t, have)}
-    weights = {t: float(idf.get(t, missing_idf)) if t in seen else float(missing_idf) for t in terms}
+    weight = {t: float(idf.get(t, missing_idf)) if t in seen else float(missing_idf) for t in terms}
     absent = {t for t in terms if t not in seen or t not in idf}
 
     def key(t: str) -> bool:
@@ -377,21 +377,21 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
         if t in absent:
             return True
         # a lone number names something (a version, a status code); else rare in the collection
-        return t.isdigit() or (missing_idf > 0 and weights[t] >= rarity * missing_idf)
+        return t.isdigit() or (missing_idf > 0 and weight[t] >= rarity * missing_idf)
 
     key_terms = tuple(t for t in terms if key(t))
-    total = sum(weights.values())
+    total = sum(weight.values())
     # Coverage's whole is every term but the parts (the identifier's whole weight stands for them): a
     # missing key term costs its share of the question, a missing common word nothing, and one missing
     # rare plain word among others does not zero the coverage by itself.
-    whole = sum(w for t, w in weights.items() if t not in parts)
+    whole = sum(w for t, w in weight.items() if t not in parts)
     missing = tuple(sorted((t for t in key_terms if t not in have and not held(t, have, name=t in compounds)),
-                           key=lambda t: (-weights[t], t)))
-    coverage = 1.0 - sum(weights[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
+                           key=lambda t: (-weight[t], t)))
+    coverage = 1.0 - sum(weight[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
     unknown = tuple(t for t in missing if t in compounds and is_name(t) and not known(t, seen))
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
-                   weights=weights, key_terms=key_terms, unknown=unknown)
+                   weights=weight, key_terms=key_terms, unknown=unknown)
 
 
 @functools.lru_cache(maxsize=1)
