@@ -422,8 +422,6 @@ PARAMETER_ALLOWANCE: dict[str, int] = {
     # injection, left by issue #41 item 7's change: calibration.py and refusal.py are being changed by their owner
     # now; compose and signals have about 30 and 25 callers in tests and bench; the two HTTP clients' constructors
     # are the public SDK (docs/api.md), where grouping the retries into a record is a user-visible change
-    "freshindex.injection.async_http.AsyncFreshIndexClient.__init__": 9,
-    "freshindex.injection.http.FreshIndexClient.__init__": 9,
 }
 
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 import tenacity
 
-from freshindex.injection.http import _ClientBase
+from freshindex.injection.http import LegacyRetryArguments, RetrySettings, _ClientBase, retry_settings
 from freshindex.injection.types import ContextPacket
 
 
@@ -33,7 +33,7 @@ class AsyncFreshIndexClient(_ClientBase):
     ``http`` is an ``httpx.AsyncClient`` to use instead of the one this
     client would make (not closed by :meth:`aclose`); ``sleep`` is awaited
     between retries (tests pass one that records). Every other argument is
-    the sync client's.
+    the sync client's (``retry``: a :class:`~injection.http.RetrySettings`).
     """
 
     def __init__(
@@ -43,14 +43,12 @@ class AsyncFreshIndexClient(_ClientBase):
         token: str | None = None,
         timeout: float = 10.0,
         http: httpx.AsyncClient | None = None,
-        retries: int = 2,
-        backoff: float = 0.2,
-        backoff_max: float = 2.0,
-        retry_after_max: float = 10.0,
+        retry: RetrySettings = RetrySettings(),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        **legacy: Unpack[LegacyRetryArguments],
     ) -> None:
-        super().__init__(base_url, token=token, timeout=timeout, retries=retries, backoff=backoff,
-                         backoff_max=backoff_max, retry_after_max=retry_after_max)
+        super().__init__(base_url, token=token, timeout=timeout,
+                         retry=retry_settings(retry, legacy, "AsyncFreshIndexClient"))
         self._sleep = sleep
         self._own = http is None
         self._http = http if http is not None else httpx.AsyncClient(timeout=timeout)

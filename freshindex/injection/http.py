@@ -44,8 +44,10 @@ import datetime as dt
 import email.utils
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from typing import Any, TypedDict, Unpack
 from urllib.parse import quote
 
 import httpx
@@ -116,6 +118,42 @@ _BY_STATUS: dict[int, type[ClientError]] = {
 }
 
 
+@dataclass(frozen=True)
+class RetrySettings:
+    """When a client asks again: ``retries`` attempts after the first, on connection errors, 503 and 429 only.
+
+    The waits grow from ``backoff`` seconds, doubling, up to ``backoff_max``; a server's ``Retry-After``
+    that asks for longer is waited, up to ``retry_after_max`` (a longer one is raised at once).
+    """
+
+    retries: int = 2
+    backoff: float = 0.2
+    backoff_max: float = 2.0
+    retry_after_max: float = 10.0
+
+
+class LegacyRetryArguments(TypedDict, total=False):
+    """The clients' keyword arguments before :class:`RetrySettings` (deprecated: pass ``retry=`` instead)."""
+
+    retries: int
+    backoff: float
+    backoff_max: float
+    retry_after_max: float
+
+
+def retry_settings(retry: RetrySettings, legacy: Mapping[str, Any], client: str) -> RetrySettings:
+    """``retry`` with the deprecated keyword arguments ``legacy`` applied over it (warned once per call)."""
+    if not legacy:
+        return retry
+    unknown = sorted(set(legacy) - {f.name for f in fields(RetrySettings)})
+    if unknown:
+        raise TypeError(f"{client}() got unexpected keyword arguments: {', '.join(unknown)}")
+    warnings.warn(f"{client}'s keyword arguments {', '.join(legacy)} are deprecated and go in the next release: "
+                  f"pass retry=RetrySettings({', '.join(f'{k}=...' for k in legacy)})",
+                  DeprecationWarning, stacklevel=3)
+    return replace(retry, **legacy)
+
+
 class _ClientBase:
     """What the sync and the async client share: configuration, request shapes, answers, errors, retries.
 
@@ -123,15 +161,15 @@ class _ClientBase:
     ``asyncio.sleep``); everything a request becomes, and when it is asked again, is decided here once.
     """
 
-    def __init__(self, base_url: str, *, token: str | None, timeout: float, retries: int, backoff: float,
-                 backoff_max: float, retry_after_max: float) -> None:
+    def __init__(self, base_url: str, *, token: str | None, timeout: float, retry: RetrySettings) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self._token = token
         self.timeout = timeout
-        self.retries, self.backoff, self.backoff_max = max(0, retries), backoff, backoff_max
-        self.retry_after_max = retry_after_max
+        self.retry = retry
+        self.retries, self.backoff, self.backoff_max = max(0, retry.retries), retry.backoff, retry.backoff_max
+        self.retry_after_max = retry.retry_after_max
 
     def __repr__(self) -> str:  # never the token
         return f"{type(self).__name__}({self.base_url!r}, token={'set' if self._token else None})"
@@ -252,7 +290,10 @@ class FreshIndexClient(_ClientBase):
     ``http`` is an ``httpx.Client`` to use instead of the one this client
     would make (tests pass one over ``httpx.MockTransport``; applications may
     share a pool); a client passed in is not closed by :meth:`close`.
-    ``timeout`` is seconds per request (connect, read, write, pool).
+    ``timeout`` is seconds per request (connect, read, write, pool); ``retry``
+    (:class:`RetrySettings`) says when a request is asked again.  The
+    keyword arguments ``retries``, ``backoff``, ``backoff_max`` and
+    ``retry_after_max`` still work for one release, with a ``DeprecationWarning``.
     Thread safety is httpx's: one instance may be shared by threads.
     The asyncio twin is :class:`freshindex.injection.async_http.AsyncFreshIndexClient`.
     """
@@ -264,14 +305,12 @@ class FreshIndexClient(_ClientBase):
         token: str | None = None,
         timeout: float = 10.0,
         http: httpx.Client | None = None,
-        retries: int = 2,
-        backoff: float = 0.2,
-        backoff_max: float = 2.0,
-        retry_after_max: float = 10.0,
+        retry: RetrySettings = RetrySettings(),
         sleep: Callable[[float], None] = time.sleep,
+        **legacy: Unpack[LegacyRetryArguments],
     ) -> None:
-        super().__init__(base_url, token=token, timeout=timeout, retries=retries, backoff=backoff,
-                         backoff_max=backoff_max, retry_after_max=retry_after_max)
+        super().__init__(base_url, token=token, timeout=timeout,
+                         retry=retry_settings(retry, legacy, "FreshIndexClient"))
         self._sleep = sleep
         self._own = http is None
         self._http = http if http is not None else httpx.Client(timeout=timeout)
@@ -374,5 +413,5 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, min(86_400.0, (as_utc(when) - dt.datetime.now(dt.UTC)).total_seconds()))
 
 
-__all__ = ["BadRequest", "BadResponse", "ClientError", "FreshIndexClient", "NotFound", "RateLimited", "ServerError",
-           "TooLarge", "Unauthorized", "Unavailable"]
+__all__ = ["BadRequest", "BadResponse", "ClientError", "FreshIndexClient", "NotFound", "RateLimited", "RetrySettings",
+           "ServerError", "TooLarge", "Unauthorized", "Unavailable"]

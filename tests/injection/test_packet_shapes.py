@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshindex.injection.http import BadResponse, FreshIndexClient
+from freshindex.injection.http import BadResponse, FreshIndexClient, RetrySettings
 from freshindex.injection.types import ContextPacket, Evidence, NextAction, SearchReport
 
 GOOD_SEARCH: dict[str, Any] = {"kb": "kb", "snapshot_id": None, "sources": [], "candidates": 0, "accepted": 0,
@@ -43,7 +43,8 @@ def test_packet_parts_of_the_wrong_shape_are_type_errors() -> None:
 
 def _client(body: Any) -> FreshIndexClient:
     transport = httpx.MockTransport(lambda _request: httpx.Response(200, json=body))
-    return FreshIndexClient("http://freshindex.test", http=httpx.Client(transport=transport), retries=0)
+    return FreshIndexClient("http://freshindex.test", http=httpx.Client(transport=transport),
+                            retry=RetrySettings(retries=0))
 
 
 @pytest.mark.parametrize("change", BAD_SEARCHES)

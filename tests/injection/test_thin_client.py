@@ -30,6 +30,7 @@ from freshindex.injection.http import (
     FreshIndexClient,
     NotFound,
     RateLimited,
+    RetrySettings,
     ServerError,
     TooLarge,
     Unauthorized,
@@ -151,7 +152,7 @@ def test_503_and_429_are_retried_then_succeed(refusals: list[httpx.Response], sl
         calls.append(1)
         return answers[len(calls) - 1]
 
-    client, slept = _client(handler, retries=2, backoff=0.1)
+    client, slept = _client(handler, retry=RetrySettings(retries=2, backoff=0.1))
     assert client.retrieve("q", kb="default").snapshot_id == "default-v3"
     assert len(calls) == len(answers) and slept == slept_expected
 
@@ -161,7 +162,7 @@ def test_429_asking_longer_than_retry_after_max_is_raised_at_once_with_the_wait(
         return httpx.Response(429, json={"error": "rate_limited", "detail": "slow down"},
                               headers={"Retry-After": "120"})
 
-    client, slept = _client(handler, retries=2, retry_after_max=10.0)
+    client, slept = _client(handler, retry=RetrySettings(retries=2, retry_after_max=10.0))
     with pytest.raises(RateLimited) as info:
         client.retrieve("q", kb="default")
     assert isinstance(info.value, RetryableError) and info.value.retry_after == 120.0 and slept == []
@@ -174,7 +175,7 @@ def test_413_is_too_large_a_bad_request_and_not_retried() -> None:
         calls.append(1)
         return httpx.Response(413, json={"error": "too_large", "detail": "body over 65536 bytes"})
 
-    client, slept = _client(handler, retries=2)
+    client, slept = _client(handler, retry=RetrySettings(retries=2))
     with pytest.raises(TooLarge) as info:
         client.retrieve("q" * 10, kb="default")
     assert isinstance(info.value, BadRequest) and info.value.status == 413 and calls == [1] and slept == []
@@ -187,7 +188,7 @@ def test_503_every_time_gives_up_as_unavailable() -> None:
         calls.append(1)
         return httpx.Response(503, json={"error": "StoreBusyError", "detail": "collection open elsewhere"})
 
-    client, slept = _client(handler, retries=3, backoff=1.0, backoff_max=2.5)
+    client, slept = _client(handler, retry=RetrySettings(retries=3, backoff=1.0, backoff_max=2.5))
     with pytest.raises(Unavailable) as info:
         client.retrieve("q", kb="default")
     assert isinstance(info.value, RetryableError) and info.value.status == 503
@@ -202,7 +203,7 @@ def test_connection_errors_are_retried_read_timeouts_are_not() -> None:
         calls.append("refused")
         raise httpx.ConnectError("connection refused", request=request)
 
-    client, slept = _client(refused, retries=1, backoff=0.05)
+    client, slept = _client(refused, retry=RetrySettings(retries=1, backoff=0.05))
     with pytest.raises(Unavailable) as info:
         client.health("default")
     assert info.value.status is None and "connection refused" in str(info.value)
@@ -213,7 +214,7 @@ def test_connection_errors_are_retried_read_timeouts_are_not() -> None:
         calls.append("slow")
         raise httpx.ReadTimeout("timed out", request=request)
 
-    client, slept = _client(slow, retries=3, timeout=1.5)
+    client, slept = _client(slow, retry=RetrySettings(retries=3), timeout=1.5)
     with pytest.raises(Unavailable, match=r"no answer within 1.5s"):
         client.retrieve("q", kb="default")
     assert calls.count("slow") == 1 and slept == []

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable
 
 import httpx
 import pytest
 
 from freshindex.injection.async_http import AsyncFreshIndexClient
-from freshindex.injection.http import FreshIndexClient, NotFound, RateLimited, TooLarge, Unauthorized, Unavailable
+from freshindex.injection.http import (
+    FreshIndexClient,
+    NotFound,
+    RateLimited,
+    RetrySettings,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+)
 from freshindex.injection.types import ContextPacket
 from tests.integrations.conftest import ANSWERABLE, UNANSWERABLE, KbServer
 
@@ -67,10 +76,37 @@ def OK() -> httpx.Response:
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_both_clients_retry_503_and_429_alike(kind: str) -> None:
-    got, slept, calls = _ask(kind, [BUSY, BUSY, OK], retries=2, backoff=0.1)
+    got, slept, calls = _ask(kind, [BUSY, BUSY, OK], retry=RetrySettings(retries=2, backoff=0.1))
     assert isinstance(got, ContextPacket) and slept == [0.1, 0.2] and calls == 3
-    got, slept, calls = _ask(kind, [LIMITED, OK], retries=2, backoff=0.1)
+    got, slept, calls = _ask(kind, [LIMITED, OK], retry=RetrySettings(retries=2, backoff=0.1))
     assert isinstance(got, ContextPacket) and slept == [3.0] and calls == 2  # the server's Retry-After
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_both_clients_still_take_the_old_retry_keywords_with_a_deprecation_warning(kind: str) -> None:
+    # Given the keyword arguments of the release before RetrySettings
+    with pytest.warns(DeprecationWarning, match=r"pass retry=RetrySettings\(retries=\.\.\., backoff=\.\.\.\)") as heard:
+        got, slept, calls = _ask(kind, [BUSY, BUSY, OK], retries=2, backoff=0.1)
+    # Then they still set the retries, and the warning points at the caller's line
+    assert isinstance(got, ContextPacket) and slept == [0.1, 0.2] and calls == 3
+    assert [w.filename for w in heard if w.category is DeprecationWarning] == [__file__]
+    # and over a RetrySettings given as well, the old keyword wins for its own field only
+    with pytest.warns(DeprecationWarning, match="keyword arguments retries are deprecated"):
+        got, slept, calls = _ask(kind, [BUSY, BUSY, OK], retry=RetrySettings(retries=1, backoff=0.3), retries=2)
+    assert isinstance(got, ContextPacket) and slept == [0.3, 0.6] and calls == 3
+
+
+@pytest.mark.parametrize("client", [FreshIndexClient, AsyncFreshIndexClient])
+def test_a_misspelt_keyword_is_still_a_type_error(client: type) -> None:
+    with pytest.raises(TypeError, match="retrys"):
+        client("http://fi.test", retrys=2)
+
+
+def test_retry_settings_alone_warn_nothing() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got, slept, calls = _ask("sync", [BUSY, OK], retry=RetrySettings(retries=1, backoff=0.1))
+    assert isinstance(got, ContextPacket) and slept == [0.1] and calls == 2
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
@@ -78,13 +114,13 @@ def test_both_clients_raise_alike(kind: str) -> None:
     got, slept, calls = _ask(kind, [lambda: httpx.Response(413, json={"error": "too_large", "detail": "over"})])
     assert isinstance(got, TooLarge) and got.status == 413 and (slept, calls) == ([], 1)
     got, slept, calls = _ask(kind, [lambda: httpx.Response(429, json={"detail": "slow"}, headers={"Retry-After": "120"})],
-                             retry_after_max=10.0)
+                             retry=RetrySettings(retry_after_max=10.0))
     assert isinstance(got, RateLimited) and got.retry_after == 120.0 and (slept, calls) == ([], 1)
-    got, slept, calls = _ask(kind, [BUSY], retries=3, backoff=1.0, backoff_max=2.5)
+    got, slept, calls = _ask(kind, [BUSY], retry=RetrySettings(retries=3, backoff=1.0, backoff_max=2.5))
     assert isinstance(got, Unavailable) and got.error == "StoreBusyError" and slept == [1.0, 2.0, 2.5]
-    got, slept, calls = _ask(kind, [httpx.ConnectError], retries=1, backoff=0.05)
+    got, slept, calls = _ask(kind, [httpx.ConnectError], retry=RetrySettings(retries=1, backoff=0.05))
     assert isinstance(got, Unavailable) and isinstance(got.__cause__, httpx.ConnectError) and calls == 2
-    got, slept, calls = _ask(kind, [httpx.ReadTimeout], retries=3)
+    got, slept, calls = _ask(kind, [httpx.ReadTimeout], retry=RetrySettings(retries=3))
     assert isinstance(got, Unavailable) and "no answer within" in str(got) and (slept, calls) == ([], 1)
 
 
