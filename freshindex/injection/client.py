@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypedDict, Unpack
 
 from freshindex.acl import Principal, query_filter
 from freshindex.acl.access import SensitiveRecheck, Verdict, denial_records
@@ -152,6 +153,45 @@ class QueryHooks:
     clock: Callable[[], dt.datetime] | None = None
 
 
+class LegacyClientArguments(TypedDict, total=False):
+    """:class:`InjectionClient`'s keyword arguments before :class:`QueryTuning` and :class:`QueryHooks`
+    (deprecated: each is the field of the same name of one of them)."""
+
+    min_score: float
+    policy: ContextPolicy | None
+    tokenizer: Tokenizer | None
+    reranker: Reranker | Sequence[Reranker] | None
+    refusal: RefusalPolicy | None
+    lexical_rerank: bool
+    max_stale_s: float | None
+    planning: bool
+    naming: Naming
+    recheck: Recheck | None
+    sensitive: SensitiveRecheck | None
+    stale_sources: StaleSources | None
+    calibration: Callable[[str], Mapping[str, Any] | None] | None
+    snapshot_facts: Callable[[str], SnapshotFacts | None] | None
+    sources: SourceDirectory | None
+    observer: QueryObserver | None
+    clock: Callable[[], dt.datetime] | None
+
+
+def _records(tuning: QueryTuning | None, hooks: QueryHooks | None,
+             legacy: Mapping[str, Any]) -> tuple[QueryTuning, QueryHooks]:
+    """``tuning`` and ``hooks`` (None: the defaults) with the deprecated keyword arguments ``legacy`` applied."""
+    tuning, hooks = tuning or QueryTuning(), hooks or QueryHooks()
+    if not legacy:
+        return tuning, hooks
+    tuned, hooked = {f.name for f in fields(QueryTuning)}, {f.name for f in fields(QueryHooks)}
+    unknown = sorted(set(legacy) - tuned - hooked)
+    if unknown:
+        raise TypeError(f"InjectionClient() got unexpected keyword arguments: {', '.join(unknown)}")
+    warnings.warn(f"InjectionClient's keyword arguments {', '.join(legacy)} are deprecated and go in the next "
+                  "release: pass tuning=QueryTuning(...) and hooks=QueryHooks(...)", DeprecationWarning, stacklevel=3)
+    return (replace(tuning, **{k: v for k, v in legacy.items() if k in tuned}),
+            replace(hooks, **{k: v for k, v in legacy.items() if k in hooked}))
+
+
 @dataclass(frozen=True)
 class _Asked:
     """One :meth:`InjectionClient.retrieve` call's arguments."""
@@ -172,8 +212,9 @@ MAX_NEXT_ACTIONS = 5
 
 class InjectionClient:
     def __init__(self, store: VectorStore, embedder: Embedder, tuning: QueryTuning | None = None,
-                 hooks: QueryHooks | None = None) -> None:
-        tuning, hooks = tuning or QueryTuning(), hooks or QueryHooks()
+                 hooks: QueryHooks | None = None, **legacy: Unpack[LegacyClientArguments]) -> None:
+        # legacy: the keyword arguments of the release before the two records, for one release more
+        tuning, hooks = _records(tuning, hooks, legacy)
         self.store, self.embedder, self.naming = store, embedder, hooks.naming
         self.recheck, self.sensitive = hooks.recheck, hooks.sensitive
         # every per-query measurement and the denial audit (injection.observer), on every path
