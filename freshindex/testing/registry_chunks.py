@@ -170,7 +170,7 @@ class DocumentAclContract(RegistrySuite):
 
         source, _run, doc, ids = self.live_document(reg, ["one", "two"])
         applied = reg.apply_document_acls(source.id, {doc: DocumentAcl(("staff",), "default", "internal", "source")})
-        assert applied.bumped == (doc,) and applied.retagged_chunks == 2
+        assert applied.bumped == (doc,) and applied.retagged_chunks == 2 and applied.changeset_id is not None
         assert reg.changeset_ops([applied.changeset_id]) == {i: "upsert" for i in ids}
         with reg.session() as s:
             assert s.scalar(select(Changeset.status).where(Changeset.id == applied.changeset_id)) == \

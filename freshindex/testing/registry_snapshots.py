@@ -160,7 +160,7 @@ class GoldenSetContract(RegistrySuite):
         assert reg.due_golden_sets(kb) == []
         kept = reg.list_golden_sets(kb)[0]
         assert (kept.last_snapshot_id, kept.last_passed, kept.last_metrics) == (v1, True, {"hit_ratio": 1.0})
-        assert kept.thresholds == {"min_hit": 0.5} and kept.top_k == 3
+        assert kept.thresholds == {"min_hit": 0.5} and kept.top_k == 3 and kept.last_run_at is not None
         # Then the next swap makes it due again, on the new snapshot
         v2 = serve(reg, kb, 2)
         assert [sid for _, sid in reg.due_golden_sets(kb)] == [v2]
