@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--embedding", choices=("hashing", "onnx"), default="hashing")
     args = parser.parse_args()
 
+    from freshindex.registry.records import SourceSetup
     from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.connectors.web import WebConnector, WebOptions
@@ -76,7 +77,8 @@ def main() -> None:
                                      context={"refusal_calibration": False}))
         try:
             svc.registry.add_source("pydocs", kind="web", location=f"{site.base}/3/library/index.html",
-                                    owner="bench", kb="default", options={**opts, "max_pages": str(args.sync_pages)})
+                                    owner="bench", kb="default",
+                                    setup=SourceSetup(options={**opts, "max_pages": str(args.sync_pages)}))
             sconn = svc.connector_for(svc.registry.get_source("pydocs"))
             for name in ("first", "second"):
                 site.requests.clear()

@@ -141,6 +141,7 @@ def changed_symbols(before: dict[str, str], after: dict[str, str]) -> int:
 
 
 def run(package: str, versions: tuple[str, ...], workdir: Path) -> dict[str, Any]:
+    from freshindex.registry.records import SourceSetup
     from freshindex.services import Services
     from freshindex.settings import load_settings
     from freshindex.workers.runner import sync_inline
@@ -158,7 +159,7 @@ def run(package: str, versions: tuple[str, ...], workdir: Path) -> dict[str, Any
             step = commit_release(repo, sdists[version], package, version)  # type: ignore[arg-type]
             if i == 0:
                 svc.registry.add_source("repo", kind="git", location=str(repo), owner="bench", kb="default",
-                                        options={"ref": "main"})
+                                        setup=SourceSetup(options={"ref": "main"}))
             now = symbols(repo, step["commit"])
             started = time.perf_counter()
             report = sync_inline(svc, "repo")

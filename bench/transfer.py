@@ -91,6 +91,7 @@ import numpy as np
 from bench.heldout import FALSE_GOAL
 from bench.report import table, write
 from freshindex.evaluation import OCR_PASSAGE_MATCH, on_expected, rank_of, score_items
+from freshindex.registry.records import SourceSetup
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("FRESHINDEX_BENCH_CACHE", Path.home() / ".cache" / "freshindex-bench")) / "transfer"
@@ -341,7 +342,7 @@ def _build(corpus: Corpus, svc: Any, work: Path) -> dict[str, Any]:
         print(f"[{corpus.name}] writing the old release {up.old_release} into {corpus.folder}", flush=True)
         up.old(corpus.folder)
     svc.registry.add_source(corpus.name, kind=up.kind if up else "folder", location=str(corpus.folder),
-                            owner="bench", kb=corpus.name, options=dict(up.options) if up else None)
+                            owner="bench", kb=corpus.name, setup=SourceSetup(options=dict(up.options) if up else None))
     print(f"[{corpus.name}] indexing {corpus.folder} into {work}", flush=True)
     rep, seconds = _sync(svc, corpus, "first sync")
     print(f"[{corpus.name}] indexed in {seconds:.0f} s: {rep.run.summary}", flush=True)

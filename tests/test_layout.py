@@ -415,13 +415,6 @@ MAX_PARAMETERS = 8
 PARAMETER_ALLOWANCE: dict[str, int] = {
     # the sync pipeline (workers/pipeline.py): its owner is reshaping the document step
     "freshindex.workers.pipeline._diff_and_embed": 9,
-    # the registry's sources (registry/protocols.py, sources.py): one row's columns; a record changes about 250
-    # callers, most of them tests
-    "freshindex.registry.protocols.SourceCatalog.add_source": 12,
-    "freshindex.registry.sources.SourcesStore.add_source": 12,
-    # injection, left by issue #41 item 7's change: calibration.py and refusal.py are being changed by their owner
-    # now; compose and signals have about 30 and 25 callers in tests and bench; the two HTTP clients' constructors
-    # are the public SDK (docs/api.md), where grouping the retries into a record is a user-visible change
 }
 
 

@@ -24,6 +24,7 @@ from freshindex.cli.grouped import grouped
 from freshindex.cli.support import actor, json_option, require
 from freshindex.core.enums import RunStatus
 from freshindex.core.errors import ConfigError
+from freshindex.registry.records import SourceSetup
 
 log = logging.getLogger("freshindex.cli")
 
@@ -305,8 +306,9 @@ def sources_add(state: CliState, source_id: str, given: AddOptions, as_json: boo
     acl_cli.check_tenant(given.tenant)
     src = state.services.registry.add_source(
         source_id, kind=given.kind, location=location, owner=given.owner, kb=given.kb or state.settings.default_kb,
-        options=opts, acl=groups, poll_interval_s=given.poll, replace=given.replace, tenant=given.tenant,
-        sensitivity=given.sensitivity_, acl_rules=rules or None,
+        setup=SourceSetup(options=opts, acl=groups, poll_interval_s=given.poll, tenant=given.tenant,
+                          sensitivity=given.sensitivity_, acl_rules=rules or None),
+        replace=given.replace,
     )
     if given.replace:  # permissions may have moved: recompute what the registry can now (freshindex/cli/acl.py)
         acl_cli.recompute_documents(state.services.registry, source_id)

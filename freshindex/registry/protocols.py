@@ -30,6 +30,7 @@ from freshindex.registry.records import (
     NewSnapshot,
     SnapshotInfo,
     SourceInfo,
+    SourceSetup,
     StagedDocument,
     SyncRunInfo,
 )
@@ -46,9 +47,7 @@ class SourceCatalog(Protocol):
     """
 
     def add_source(self, source_id: str, *, kind: str, location: str, owner: str, kb: str,
-                   options: dict[str, Any] | None = None, acl: Sequence[str] = ("public",),
-                   poll_interval_s: int | None = None, replace: bool = False, tenant: str = "default",
-                   sensitivity: str = "internal", acl_rules: Sequence[dict[str, Any]] | None = None) -> SourceInfo: ...
+                   setup: SourceSetup = SourceSetup(), replace: bool = False) -> SourceInfo: ...
 
     def get_source(self, source_id: str) -> SourceInfo: ...
 

@@ -44,6 +44,24 @@ class SourceInfo:
 
 
 @dataclass(frozen=True)
+class SourceSetup:
+    """How a source is read and who may read it: the columns :meth:`registry.Registry.add_source` takes beyond
+    the four that every source names (kind, location, owner, knowledge base).
+
+    ``options``: the connector's options (None: none); ``acl``: the groups that may read it;
+    ``poll_interval_s``: the scheduler's interval (None: not polled); ``tenant`` and ``sensitivity`` of its
+    documents; ``acl_rules``: static rules ``({"glob", "groups", "users", "sensitivity"}, ...)`` (None: none).
+    """
+
+    options: dict[str, Any] | None = None
+    acl: Sequence[str] = ("public",)
+    poll_interval_s: int | None = None
+    tenant: str = "default"
+    sensitivity: str = "internal"
+    acl_rules: Sequence[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
 class DocumentRecord:
     """What the registry holds about one document: its identity, last seen bytes, state
     (a :class:`core.enums.DocumentState`), versions and ACL."""

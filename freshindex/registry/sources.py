@@ -6,7 +6,6 @@ row (:meth:`SourcesStore.confirm_deletions`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -15,7 +14,7 @@ from freshindex.core.enums import SUCCESSFUL_RUNS, ChunkState, RunStatus
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.core.ids import validate_kb_name, validate_source_id
 from freshindex.registry.base import _Base, _doc_record, _source_info
-from freshindex.registry.records import DocumentRecord, SourceInfo
+from freshindex.registry.records import DocumentRecord, SourceInfo, SourceSetup
 from freshindex.registry.schema import Chunk, Document, Snapshot, Source, SourceState, SyncRun, utcnow
 
 
@@ -30,14 +29,10 @@ class SourcesStore(_Base):
         location: str,
         owner: str,
         kb: str,
-        options: dict[str, Any] | None = None,
-        acl: Sequence[str] = ("public",),
-        poll_interval_s: int | None = None,
+        setup: SourceSetup = SourceSetup(),
         replace: bool = False,
-        tenant: str = "default",
-        sensitivity: str = "internal",
-        acl_rules: Sequence[dict[str, Any]] | None = None,
     ) -> SourceInfo:
+        acl, tenant, sensitivity = setup.acl, setup.tenant, setup.sensitivity
         validate_source_id(source_id)
         validate_kb_name(kb)
         with self.session() as s:
@@ -50,14 +45,14 @@ class SourcesStore(_Base):
             if existing is not None:  # a replaced source's connector state (a cursor) means nothing any more
                 s.execute(delete(SourceState).where(SourceState.source_id == source_id))
             row.kind, row.location, row.owner, row.kb = kind, location, owner, kb
-            row.options = dict(options or {})
-            rules = [dict(r) for r in acl_rules] if acl_rules else None
+            row.options = dict(setup.options or {})
+            rules = [dict(r) for r in setup.acl_rules] if setup.acl_rules else None
             if existing is not None and (sorted(existing.acl or []) != sorted(acl) or existing.tenant != tenant
                                          or existing.sensitivity != sensitivity or existing.acl_rules != rules):
                 row.acl_version = (existing.acl_version or 1) + 1  # a replaced source's permissions moved
             row.acl = list(acl)
             row.tenant, row.sensitivity, row.acl_rules = tenant, sensitivity, rules
-            row.poll_interval_s = poll_interval_s
+            row.poll_interval_s = setup.poll_interval_s
             row.enabled = True
             row.paused, row.removed_at = False, None  # re-adding a removed source brings it back (freshness.py)
             s.add(row)

@@ -35,6 +35,7 @@ from freshindex.core.enums import DocumentState
 from freshindex.core.errors import ConfigError, NotFoundError
 from freshindex.core.ids import document_id
 from freshindex.registry import Registry
+from freshindex.registry.records import SourceSetup
 from freshindex.testing.registry_base import (
     ManualClock,
     RegistrySuite,
@@ -64,8 +65,10 @@ class SourceCatalogContract(RegistrySuite):
 
     def test_a_source_round_trips_and_is_listed_by_its_knowledge_base(self, reg: Registry) -> None:
         kb = self.fresh("kb")
-        reg.add_source(self.fresh("b"), kind="folder", location="/b", owner="team", kb=kb, acl=["eng"], poll_interval_s=60)
-        reg.add_source(self.fresh("a"), kind="http", location="https://x", owner="team", kb=kb, options={"depth": 2})
+        reg.add_source(self.fresh("b"), kind="folder", location="/b", owner="team", kb=kb,
+                       setup=SourceSetup(acl=["eng"], poll_interval_s=60))
+        reg.add_source(self.fresh("a"), kind="http", location="https://x", owner="team", kb=kb,
+                       setup=SourceSetup(options={"depth": 2}))
         got = reg.get_source(self.fresh("b"))
         assert (got.kind, got.location, got.acl, got.poll_interval_s, got.kb) == ("folder", "/b", ("eng",), 60, kb)
         assert reg.get_source(self.fresh("a")).options == {"depth": 2}

@@ -28,7 +28,7 @@ from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKi
 from freshindex.core.errors import StaleTaskError
 from freshindex.core.ids import document_id, sha256_hex
 from freshindex.registry import Registry
-from freshindex.registry.records import MirroredDocument, SourceInfo
+from freshindex.registry.records import MirroredDocument, SourceInfo, SourceSetup
 from freshindex.testing.registry_base import RegistrySuite, add_source, make_live, stage
 
 
@@ -89,7 +89,7 @@ class StagingContract(RegistrySuite):
     def test_chunk_rows_carry_what_a_point_needs(self, reg: Registry) -> None:
         kb = self.fresh("kb")
         source = reg.add_source(self.fresh("docs"), kind="folder", location="/kb", owner="team", kb=kb,
-                                acl=["eng", "ops"])
+                                setup=SourceSetup(acl=["eng", "ops"]))
         run, cs = reg.start_sync_run(source.id, "test")
         _doc, ids = stage(reg, run, cs, source, "guide.md", ["alpha", "beta"])
         rows = sorted(reg.chunk_rows(sorted(ids)), key=lambda r: r.ordinal)
@@ -153,7 +153,7 @@ class DocumentAclContract(RegistrySuite):
 
     def test_a_never_resolved_document_reads_its_sources_acl(self, reg: Registry) -> None:
         source = reg.add_source(self.fresh("docs"), kind="folder", location="/kb", owner="t", kb=self.fresh("kb"),
-                                acl=["hr", "eng"], tenant="acme", sensitivity="confidential")
+                                setup=SourceSetup(acl=["hr", "eng"], tenant="acme", sensitivity="confidential"))
         assert (source.tenant, source.sensitivity, source.acl_version) == ("acme", "confidential", 1)
         run, cs = reg.start_sync_run(source.id, "test")
         doc, ids = stage(reg, run, cs, source, "a.md", ["one", "two"])

@@ -21,6 +21,7 @@ import pytest
 
 from freshindex.core.errors import ConfigError
 from freshindex.registry import Registry
+from freshindex.registry.records import SourceSetup
 from freshindex.testing.registry_base import RegistrySuite
 
 
@@ -48,7 +49,7 @@ class FreshnessContract(RegistrySuite):
 
     def test_a_failed_listing_makes_a_source_stale_and_the_policy_takes_positive_seconds(self, reg: Registry) -> None:
         sid, kb = self.fresh("docs"), self.fresh("kb")
-        reg.add_source(sid, kind="folder", location="/nowhere", owner="t", kb=kb, poll_interval_s=60)
+        reg.add_source(sid, kind="folder", location="/nowhere", owner="t", kb=kb, setup=SourceSetup(poll_interval_s=60))
         # Never synced: not stale, nothing to label
         assert reg.source_freshness(kb)[0].stale is False
         self.finished_run(reg, sid)

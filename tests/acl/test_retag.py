@@ -18,6 +18,7 @@ import pytest
 
 from freshindex.acl import Principal
 from freshindex.core.ids import document_id
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
@@ -165,7 +166,8 @@ def test_a_sidecar_edit_retags_its_documents_on_the_next_sync_without_embedding(
 
 
 def test_a_malformed_sidecar_is_recorded_and_never_serves_wider(svc: Services, kb: Path) -> None:
-    svc.registry.add_source("docs", kind="folder", location=str(kb), owner="t", kb="default", acl=["staff"])
+    svc.registry.add_source("docs", kind="folder", location=str(kb), owner="t", kb="default",
+                            setup=SourceSetup(acl=["staff"]))
     _sync_ok(svc)
     rotate = _chunks(svc, "guides/rotate.md")
     (kb / "guides" / "rotate.md.acl.json").write_text('{"groups": ["public"')  # broken JSON

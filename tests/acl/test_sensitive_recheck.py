@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from freshindex.acl import Principal
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
@@ -35,7 +36,7 @@ def world(tmp_path: Path) -> Iterator[tuple[Services, _Service]]:
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
                                  acl={"service_url": service.url, "cache_ttl_s": 0, "recheck_ttl_s": 0}))
     svc.registry.add_source("sec", kind="folder", location=str(docs), owner="t", kb="default",
-                            options={"acl_sources": "http"})
+                            setup=SourceSetup(options={"acl_sources": "http"}))
     assert sync_inline(svc, "sec").build_status == "built"
     try:
         yield svc, service

@@ -24,6 +24,7 @@ from fastapi.testclient import TestClient
 from freshindex.acl import Principal
 from freshindex.api.app import create_app
 from freshindex.api.auth import Identity, insecure_bind_problem, narrow
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.settings.model import AuthSettings
@@ -59,7 +60,8 @@ def kb(tmp_path_factory: pytest.TempPathFactory, signing_keys: dict[str, Any]) -
     svc = Services(load_settings(data_dir=root / "data", embedding={"provider": "hashing"}))
     try:
         svc.registry.add_source("pub", kind="folder", location=str(pub), owner="t", kb="default")
-        svc.registry.add_source("hr", kind="folder", location=str(hr), owner="t", kb="default", acl=["hr"])
+        svc.registry.add_source("hr", kind="folder", location=str(hr), owner="t", kb="default",
+                                setup=SourceSetup(acl=["hr"]))
         sync_inline(svc, "pub")
         assert sync_inline(svc, "hr").build_status == "built"
     finally:

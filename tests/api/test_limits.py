@@ -25,6 +25,7 @@ from fastapi.testclient import TestClient
 from freshindex.api.app import create_app
 from freshindex.api.limits import RateLimited, RateLimits
 from freshindex.registry import NewSnapshot
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from tests.api.served import Served, cli, create_key, serve_env, serving
@@ -215,7 +216,8 @@ def tenants(tmp_path: Path) -> Iterator[tuple[TestClient, Services, dict[str, di
     for sid, kb, tenant in (("acme-docs", "alpha", "acme"), ("beta-docs", "beta-kb", "beta"),
                             ("s-acme", "shared", "acme"), ("s-beta", "shared", "beta")):
         (tmp_path / sid).mkdir()
-        svc.registry.add_source(sid, kind="folder", location=str(tmp_path / sid), owner="t", kb=kb, tenant=tenant)
+        svc.registry.add_source(sid, kind="folder", location=str(tmp_path / sid), owner="t", kb=kb,
+                                setup=SourceSetup(tenant=tenant))
     for kb in ("alpha", "beta-kb", "shared"):
         svc.registry.create_snapshot(NewSnapshot(
             snapshot_id=f"{kb}-v1", kb=kb, version=1, parent_id=None, collection=f"c-{kb}", strategy="full",

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from freshindex.api.app import create_app
 from freshindex.api.routes_kbs import KB_WIDE_HEALTH, KB_WIDE_SNAPSHOT
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
@@ -34,7 +35,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClien
         folder.mkdir()
         for i in range(pages):
             (folder / f"{sid}-{i}.md").write_text(f"# {sid} page {i}\n\nThe {sid} handbook, page {i}, for {tenant}.\n")
-        svc.registry.add_source(sid, kind="folder", location=str(folder), owner="t", kb=kb, tenant=tenant)
+        svc.registry.add_source(sid, kind="folder", location=str(folder), owner="t", kb=kb,
+                                setup=SourceSetup(tenant=tenant))
     (root / "acme-docs" / "broken.pdf").write_bytes(b"%PDF-1.7\nthis is not a pdf at all\n")
     for sid in SOURCES:
         sync_inline(svc, sid)

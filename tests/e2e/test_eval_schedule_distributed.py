@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from tests.conftest import distributed_env as make_env
@@ -70,7 +71,7 @@ def test_a_swap_made_by_the_worker_sends_the_evaluation_and_its_figures_reach_th
     try:
         # Given a golden set registered on kb default before anything is indexed, and a polled source
         svc.registry.add_source("docs", kind="folder", location=str(folder), owner="t", kb="default",
-                                poll_interval_s=2)
+                                setup=SourceSetup(poll_interval_s=2))
         svc.registry.register_golden_set("default", "smoke", GOLDEN, thresholds={"min_hit": 1.0})
         with worker_process(env, logs[0], "eval-e2e", "-c", "1"), beat_process(env, tmp_path):
             # When beat's poll syncs the source and the worker swaps to default-v1
@@ -109,7 +110,7 @@ def test_beats_tick_asks_a_set_registered_after_the_swap(
     logs = [tmp_path / "worker.log", tmp_path / "beat.log"]
     try:
         svc.registry.add_source("docs", kind="folder", location=str(folder), owner="t", kb="default",
-                                poll_interval_s=3600)
+                                setup=SourceSetup(poll_interval_s=3600))
         with worker_process(env, logs[0], "eval-tick-e2e", "-c", "1"), beat_process(env, tmp_path):
             # Given default-v1 serves, built by the worker while no set was registered
             _wait(lambda: svc.registry.active_snapshot("default") is not None, DEADLINE_S, "default-v1", logs)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from tests.conftest import ROOT, worker_process
@@ -96,7 +97,8 @@ def test_beat_and_a_worker_poll_a_folder_source_and_pick_up_an_edit(
     logs = [tmp_path / "worker.log", tmp_path / "beat.log"]
     question = "When does the deploy freeze start? pelican4"
     try:
-        svc.registry.add_source("docs", kind="folder", location=str(kb), owner="t", kb="default", poll_interval_s=2)
+        svc.registry.add_source("docs", kind="folder", location=str(kb), owner="t", kb="default",
+                                setup=SourceSetup(poll_interval_s=2))
         svc.registry.set_freshness_policy("docs", stale_after_s=3600)
         with worker_process(env, logs[0], "beat-e2e", "-c", "1"), \
                 beat_process(env, tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from freshindex.core.errors import EmbeddingError, SourceError
+from freshindex.registry.records import SourceSetup
 from freshindex.schedules.plan import due_sources
 from freshindex.services import Services
 from freshindex.settings import load_settings
@@ -116,7 +117,7 @@ def test_an_s3_outage_mid_sync_records_fetch_failed_and_the_next_sync_recovers(t
     svc = _services(tmp_path, endpoint)
     try:
         svc.registry.add_source("s3docs", kind="s3", location=f"s3://{BUCKET}/kb", owner="t", kb="default",
-                                poll_interval_s=600)
+                                setup=SourceSetup(poll_interval_s=600))
         first = sync_inline(svc, "s3docs")
         assert first.run.status == "succeeded" and first.run.summary["documents"]["added"] == 10
 
@@ -175,7 +176,7 @@ def test_a_source_that_cannot_be_listed_fails_its_run_cleanly_and_stays_due(tmp_
     svc = _services(tmp_path, endpoint)
     try:
         svc.registry.add_source("down", kind="s3", location=f"s3://{BUCKET}-gone/kb", owner="t", kb="default",
-                                poll_interval_s=600)
+                                setup=SourceSetup(poll_interval_s=600))
         endpoint.stop()  # connection refused
         with pytest.raises(SourceError, match="cannot list"):
             sync_inline(svc, "down")

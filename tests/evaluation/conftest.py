@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
@@ -78,7 +79,8 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kb]:
     svc.pipeline = dataclasses.replace(svc.pipeline, parsers=DroppingParsers(svc.pipeline.parsers))
     try:
         svc.registry.add_source("wiki", kind="folder", location=str(wiki), owner="t", kb="docs")
-        svc.registry.add_source("hr", kind="folder", location=str(hr), owner="t", kb="docs", acl=["hr"])
+        svc.registry.add_source("hr", kind="folder", location=str(hr), owner="t", kb="docs",
+                                setup=SourceSetup(acl=["hr"]))
         sync_inline(svc, "wiki")
         sync_inline(svc, "hr")
         (wiki / "removed.md").unlink()

@@ -11,6 +11,7 @@ from typing import Any
 
 from freshindex.evaluation import evaluate, parse_golden
 from freshindex.evaluation.report import QuestionResult
+from freshindex.registry.records import SourceSetup
 from tests.evaluation.conftest import LONG, Kb
 
 
@@ -187,7 +188,8 @@ def test_evidence_from_another_commit_is_the_wrong_version(tmp_path) -> None:
     new = git("rev-parse", "HEAD")
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
     try:
-        svc.registry.add_source("repo", kind="git", location=str(repo), owner="t", kb="rel", options={"ref": "main"})
+        svc.registry.add_source("repo", kind="git", location=str(repo), owner="t", kb="rel",
+                                setup=SourceSetup(options={"ref": "main"}))
         sync_inline(svc, "repo")
 
         def verdict(commit: str) -> QuestionResult:

@@ -24,6 +24,7 @@ from freshindex.acl import Principal
 from freshindex.health.metrics import MAX_SOURCE_LABELS, Metrics
 from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
 from freshindex.injection.types import ContextPacket
+from freshindex.registry.records import SourceSetup
 from freshindex.services import ServiceObserver, Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
@@ -54,7 +55,7 @@ def world(tmp_path: Path) -> Iterator[Services]:
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
     svc.registry.add_source("docs", kind="folder", location=str(public), owner="docs-team@example.com", kb="default")
     svc.registry.add_source("hr-private", kind="folder", location=str(hr), owner="hr-lead@example.com", kb="default",
-                            acl=["hr"])
+                            setup=SourceSetup(acl=["hr"]))
     for source in ("docs", "hr-private"):
         assert sync_inline(svc, source).build_status == "built"
     try:
@@ -147,7 +148,8 @@ def test_a_knowledge_base_without_a_snapshot_names_no_source(tmp_path: Path) -> 
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
     try:
         svc.registry.add_source("docs", kind="folder", location=str(tmp_path), owner="ops", kb="fresh")
-        svc.registry.add_source("secret", kind="folder", location=str(tmp_path), owner="spy", kb="fresh", acl=["x"])
+        svc.registry.add_source("secret", kind="folder", location=str(tmp_path), owner="spy", kb="fresh",
+                                setup=SourceSetup(acl=["x"]))
         packet = svc.client.retrieve("anything at all", kb="fresh")
         assert packet.insufficient and packet.search is not None and packet.search.snapshot_id is None
         assert [(a.action, a.reason, a.source_id, a.owner) for a in packet.search.next_actions] == [

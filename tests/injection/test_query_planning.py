@@ -15,6 +15,7 @@ import pytest
 from freshindex.acl import Principal
 from freshindex.injection.planning import fuse, identifiers, plan
 from freshindex.injection.types import ContextPacket
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.vectorstore.base import ScoredHit
@@ -35,7 +36,7 @@ def _world(tmp_path: Path, **context: object) -> Services:
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}, context=context))
     svc.registry.add_source("docs", kind="folder", location=str(public), owner="ops@example.com", kb="default")
     svc.registry.add_source("vault", kind="folder", location=str(vault), owner="sec@example.com", kb="default",
-                            acl=["security"])
+                            setup=SourceSetup(acl=["security"]))
     for source in ("docs", "vault"):
         assert sync_inline(svc, source).build_status == "built"
     return svc

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from freshindex.acl import Principal
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
@@ -34,7 +35,7 @@ def world(tmp_path: Path) -> Iterator[Services]:
     svc.registry.add_source("docs", kind="folder", location=str(public), owner="docs-team", kb="default")
     # Public by default, but a rule narrows every document to hr
     svc.registry.add_source("comp", kind="folder", location=str(narrowed), owner="comp-lead", kb="default",
-                            acl_rules=[{"glob": "*", "groups": ["hr"]}])
+                            setup=SourceSetup(acl_rules=[{"glob": "*", "groups": ["hr"]}]))
     for source in ("docs", "comp"):
         assert sync_inline(svc, source).build_status == "built"
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from freshindex.core.errors import ConfigError, SourceError
+from freshindex.registry.records import SourceSetup
 from freshindex.schedules.gc import collect_tombstones, retain_snapshots
 from freshindex.schedules.plan import due_sources
 from freshindex.schedules.sweep import sweep
@@ -47,7 +48,7 @@ def _live_points(svc: Services) -> int:
 def test_pause_stops_polls_and_holds_webhook_tickets_until_resume(svc: Services, tmp_path: Path) -> None:
     # Given a polled source
     svc.registry.add_source("docs", kind="folder", location=str(_folder(tmp_path, {"a.md": "# A\n\nalpha\n"})),
-                            owner="t", kb="default", poll_interval_s=5)
+                            owner="t", kb="default", setup=SourceSetup(poll_interval_s=5))
     assert due_sources(svc.registry) == ["docs"]
     # When it is paused, and a webhook event arrives
     assert svc.registry.set_source_paused("docs", True).paused
@@ -160,7 +161,8 @@ def test_an_unreachable_source_keeps_serving_labelled_stale_then_hard_expiry_wit
 
 def test_remove_withdraws_every_document_and_the_next_build_drops_them(svc: Services, tmp_path: Path) -> None:
     kb = _folder(tmp_path, {"a.md": "# A\n\nalpha mango1.\n", "b.md": "# B\n\nbeta mango2.\n"})
-    svc.registry.add_source("docs", kind="folder", location=str(kb), owner="t", kb="default", poll_interval_s=5)
+    svc.registry.add_source("docs", kind="folder", location=str(kb), owner="t", kb="default",
+                            setup=SourceSetup(poll_interval_s=5))
     sync_inline(svc, "docs")
     withdrawn = svc.registry.remove_source("docs")
     assert sorted(w.key for w in withdrawn) == ["a.md", "b.md"]

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from freshindex.api.app import create_app
 from freshindex.cli import cli
+from freshindex.registry.records import SourceSetup
 from freshindex.schedules.beat import Job, beat_schedule
 from freshindex.services import Services
 from freshindex.settings import load_settings
@@ -24,7 +25,8 @@ def data(tmp_path: Path) -> Path:
     (kb / "a.md").write_text("# A\n\nThe backup window opens at two otter5.\n")
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
     try:
-        svc.registry.add_source("docs", kind="folder", location=str(kb), owner="t", kb="default", poll_interval_s=60)
+        svc.registry.add_source("docs", kind="folder", location=str(kb), owner="t", kb="default",
+                                setup=SourceSetup(poll_interval_s=60))
         sync_inline(svc, "docs")
     finally:
         svc.close()

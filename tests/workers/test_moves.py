@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
@@ -223,7 +224,7 @@ def test_a_web_page_moved_to_a_new_url_with_an_edit_is_a_move(tmp_path: Path) ->
     try:
         with serve(DocSite(root=site_root, mount="/docs/")) as site:
             svc.registry.add_source("site", kind="web", location=f"{site.base}/docs/", owner="t", kb="default",
-                                    options={"prefix": "/docs/", "rate_limit": "1000/second"})
+                                    setup=SourceSetup(options={"prefix": "/docs/", "rate_limit": "1000/second"}))
             assert sync_inline(svc, "site").run.status == "succeeded"
             (site_root / "billing.html").unlink()
             publish({"billing-guide.html": _guide("billing", edited=1), "search.html": _guide("search")})

@@ -21,6 +21,7 @@ from freshindex.cli import cli
 from freshindex.cli import ocr as ocr_commands
 from freshindex.core.enums import BlockKind
 from freshindex.core.errors import DocumentError
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.chunking import Chunker
@@ -225,9 +226,9 @@ def test_sync_counts_the_pages_under_a_sources_own_floor_and_a_bad_option_fails_
     svc = Services(load_settings(data_dir=data, embedding={"provider": "hashing"}))
     try:
         svc.registry.add_source("scans", kind="folder", location=str(tmp_path / "docs"), owner="t", kb="kb1",
-                                options={"ocr_page_floor": "0.999", "ocr_psm": "6"})
+                                setup=SourceSetup(options={"ocr_page_floor": "0.999", "ocr_psm": "6"}))
         svc.registry.add_source("broken", kind="folder", location=str(tmp_path / "docs"), owner="t", kb="kb2",
-                                options={"ocr_psm": "0"})
+                                setup=SourceSetup(options={"ocr_psm": "0"}))
     finally:
         svc.close()
     runner = CliRunner()
@@ -254,7 +255,7 @@ def test_the_sync_text_line_names_the_low_confidence_page_and_the_metric_counts_
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
     try:
         svc.registry.add_source("scans", kind="folder", location=str(tmp_path / "docs"), owner="t", kb="kb1",
-                                options={"ocr_page_floor": "0.999"})
+                                setup=SourceSetup(options={"ocr_page_floor": "0.999"}))
         report = sync_inline(svc, "scans")
         counted = svc.metrics.registry.get_sample_value("freshindex_ocr_low_confidence_pages_total",
                                                         {"source": "scans"})

@@ -10,6 +10,7 @@ import pytest
 
 from freshindex.acl import Principal
 from freshindex.core.ids import document_id
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline, planner
@@ -131,7 +132,8 @@ def test_acl_filters_inside_the_query(svc: Services, sample_kb: Path, tmp_path: 
     secret.mkdir()
     (secret / "salaries.md").write_text("# Salary bands\n\nStaff engineer salary band is 200k to 260k USD.\n")
     svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
-    svc.registry.add_source("hr", kind="folder", location=str(secret), owner="hr", kb="default", acl=["hr"])
+    svc.registry.add_source("hr", kind="folder", location=str(secret), owner="hr", kb="default",
+                            setup=SourceSetup(acl=["hr"]))
     sync_inline(svc, "docs")
     sync_inline(svc, "hr")
     q = "What is the salary band of a staff engineer?"

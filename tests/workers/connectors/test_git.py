@@ -29,6 +29,7 @@ from freshindex.api.app import create_app
 from freshindex.api.routes_webhooks import ref_matches, sign_github
 from freshindex.core.errors import ConfigError, SourceError
 from freshindex.dispatch import start_dispatcher
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.connectors.git import GitConnector, check_location, parse_name_status, redact
@@ -68,7 +69,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Repo]:
                              webhooks={"secrets": {"requests": SECRET}, "debounce_s": 0.2})
     svc = Services(settings)
     svc.registry.add_source("requests", kind="git", location=str(path), owner="t", kb="default",
-                            options={"ref": "main"})
+                            setup=SourceSetup(options={"ref": "main"}))
     report = sync_inline(svc, "requests")
     dispatcher = start_dispatcher(svc)
     try:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
+from freshindex.registry.records import SourceSetup
 from freshindex.workers.connectors import for_run
 from freshindex.workers.connectors.git import GitConnector, check_location, redact
 
@@ -159,7 +160,7 @@ def test_a_packet_cites_one_commit_per_repository_with_where_each_text_last_chan
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
     try:
         svc.registry.add_source("repo", kind="git", location=str(repo), owner="t", kb="default",
-                                options={"ref": "main"})
+                                setup=SourceSetup(options={"ref": "main"}))
         assert sync_inline(svc, "repo").run.status == "succeeded"
         first = _git(repo, "rev-parse", "HEAD")
         (repo / "guide.md").write_text("# Guide\n\nThe timeout is 45 seconds.\n")

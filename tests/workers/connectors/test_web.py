@@ -13,6 +13,7 @@ import pytest
 
 from bench.docsite import DocSite, serve
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
+from freshindex.registry.records import SourceSetup
 from freshindex.workers.connectors.retry import RetryPolicy
 from freshindex.workers.connectors.web import WebConnector
 from freshindex.workers.connectors.web_links import page_links, sitemap_urls
@@ -192,7 +193,8 @@ def test_a_sync_whose_crawl_was_cut_short_says_so_in_its_report(tmp_path) -> Non
         svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
         try:
             svc.registry.add_source("site", kind="web", location=f"{site.base}/docs/index.html", owner="t",
-                                    kb="default", options={"max_pages": "4", "rate_limit": "1000/second"})
+                                    kb="default",
+                                    setup=SourceSetup(options={"max_pages": "4", "rate_limit": "1000/second"}))
             # When it syncs
             report = sync_inline(svc, "site").as_dict()
             # Then the run names the bound that cut the listing short (and deleted nothing)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.docsite import DocSite, serve
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
@@ -51,8 +52,8 @@ def crawled(site: DocSite, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     try:
         # The start URL has no trailing slash: the server redirects it to the section's folder.
         svc.registry.add_source("pydocs", kind="web", location=f"{site.base}/3/library", owner="t", kb="default",
-                                options={"prefix": "/3/library/", "max_pages": str(PAGES), "directory_index": "",
-                                         "rate_limit": "1000/second"})
+                                setup=SourceSetup(options={"prefix": "/3/library/", "max_pages": str(PAGES),
+                                                           "directory_index": "", "rate_limit": "1000/second"}))
         conn = svc.connector_for(svc.registry.get_source("pydocs"))
         requested: list[str] = []
         conn._client.event_hooks["request"].append(lambda req: requested.append(str(req.url)))

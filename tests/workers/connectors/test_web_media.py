@@ -18,6 +18,7 @@ import pytest
 
 from bench.docsite import DocSite, serve
 from freshindex.core.errors import DocumentError
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.chunking import CHUNKER_VERSION
@@ -111,7 +112,7 @@ def test_pretty_urls_are_indexed_as_html_and_settle(site: DocSite, tmp_path: Pat
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
     try:
         svc.registry.add_source("site", kind="web", location=f"{b}/docs/index.html", owner="t", kb="default",
-                                options=OPTIONS)
+                                setup=SourceSetup(options=OPTIONS))
         # When the site is synced
         first = sync_inline(svc, "site")
         # Then the pages at URLs without an .html name are read by the HTML parser (their titles, not raw tags)

@@ -21,6 +21,7 @@ import pytest
 
 from bench.docsite import DocSite, serve
 from freshindex.registry import Registry
+from freshindex.registry.records import SourceSetup
 from freshindex.registry.source_state import SourceStateView
 from freshindex.workers.connectors.retry import RetryPolicy
 from freshindex.workers.connectors.web import WebConnector
@@ -65,7 +66,8 @@ def _list(site: DocSite, registry: Registry, state_dir: Path, *, error: str | No
 def test_validators_come_from_the_registry_and_a_failed_run_leaves_the_old_ones(
         site: DocSite, registry: Registry, tmp_path: Path) -> None:
     location = f"{site.base}/docs/index.html"
-    registry.add_source("site", kind="web", location=location, owner="t", kb="default", options=OPTIONS)
+    registry.add_source("site", kind="web", location=location, owner="t", kb="default",
+                        setup=SourceSetup(options=OPTIONS))
     state_dir = tmp_path / "sources" / "site"
     # Given the crawl state an older version left in the source's folder
     old = WebConnector(location, options=WebOptions.of(None, OPTIONS), retry=NO_WAIT)

@@ -31,6 +31,7 @@ from freshindex.core.errors import ConfigError, DocumentError
 from freshindex.core.ids import document_id
 from freshindex.core.types import ObjectRef
 from freshindex.core.webhooks import Rejected, WebhookEvent, check_signature, delivery_digest, pushed_ref
+from freshindex.registry.records import SourceSetup
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.connectors import ConnectorSpec, kinds, register, unregister
@@ -97,7 +98,7 @@ def test_a_kind_registered_with_its_own_provider_gets_a_signed_webhook_through_s
     svc = Services(settings)
     try:
         svc.registry.add_source("hb", kind="memshelf", location="mem://hb", owner="t", kb="default",
-                                options={"branch": "main"})
+                                setup=SourceSetup(options={"branch": "main"}))
         svc.registry.add_source("docs", kind="folder", location=str(tmp_path), owner="t", kb="default")
     finally:
         svc.close()
