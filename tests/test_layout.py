@@ -414,7 +414,6 @@ MAX_PARAMETERS = 8
 #: entry is fixed it leaves the list.  Qualified name: ``freshindex.<part>.<module>.<Class>.<function>``.
 PARAMETER_ALLOWANCE: dict[str, int] = {
     # the sync pipeline (workers/pipeline.py): its owner is reshaping the document step
-    "freshindex.workers.pipeline._diff_and_embed": 9,
 }
 
 

@@ -128,7 +128,8 @@ class ParseAhead:
                     if not self._open_attempt(ctx, doc_id, etag, run_id):
                         return
                     out.attempt_open = True
-                known = ctx.registry.get_document(doc_id)
+                # Read with its window of planned documents on the inline path (workers/batch.py).
+                known = ctx.batch.document(doc_id) if ctx.batch is not None else ctx.registry.get_document(doc_id)
                 # Indexed by the line that reads it now (its version): else parsed again (the loop decides).
                 version = line.version_for(key, media_type)
                 indexed = known if known is not None and known.parser_version == version else None

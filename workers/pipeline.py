@@ -28,19 +28,18 @@ from typing import Any
 
 from freshindex.acl.model import DocumentAcl
 from freshindex.acl.resolution import PermissionService
-from freshindex.core.enums import BuildStatus, DocumentOutcomeKind, DocumentState
-from freshindex.core.errors import DocumentError, LockHeldError, RetryableError, StaleTaskError
+from freshindex.core.enums import DocumentOutcomeKind, DocumentState
+from freshindex.core.errors import DocumentError, RetryableError, StaleTaskError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import ChunkDraft, Embedder, ParsedDocument
 from freshindex.core.vector_cache import EmbedResult
 from freshindex.health.metrics import Metrics
 from freshindex.health.observer import SyncObserver
 from freshindex.registry import DocumentFailure, DocumentOutcome, DocumentRecord, Registry, SourceInfo
-from freshindex.registry.protocols import RunLedger
-from freshindex.registry.records import MirroredDocument, StagedDocument, SyncRunInfo
+from freshindex.registry.records import DocumentTouch, MirroredDocument, StagedDocument
 from freshindex.settings.model import SyncSettings
-from freshindex.snapshots import BuildResult
 from freshindex.workers.ahead import ParseAhead, Prepared
+from freshindex.workers.batch import RunBatch
 from freshindex.workers.chunking import Chunker
 from freshindex.workers.connectors import ChunkMeta, Connector, check_key, for_run
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
@@ -50,6 +49,9 @@ from freshindex.workers.handoff import EmbedPayload, Stage, StageHandoff
 from freshindex.workers.parsing import OcrDeferred, Parsers
 from freshindex.workers.parsing.registry import spec_named
 from freshindex.workers.provenance import provenance
+from freshindex.workers.run_end import BuildRecord as BuildRecord
+from freshindex.workers.run_end import finish_sync as finish_sync
+from freshindex.workers.run_end import record_build as record_build
 from freshindex.workers.steps import DocumentLine, Raw, Transform
 from freshindex.workers.steps.pool import PoolBroken, PoolMismatch
 from freshindex.workers.versions import PIPELINE_VERSION, rechunk_reason
@@ -80,6 +82,9 @@ class PipelineContext:
     ahead: ParseAhead | None = None
     #: The transform steps turned on (``pipeline.steps``, :data:`workers.steps.TRANSFORMS`), between parse and chunk.
     transforms: tuple[Transform, ...] = ()
+    #: Set by :func:`workers.runner.sync_inline`: the run's refusal, source and document records read, and the
+    #: touches of unchanged documents written, a batch at a time (:mod:`workers.batch`); None elsewhere.
+    batch: RunBatch | None = None
 
     @property
     def line(self) -> DocumentLine:
@@ -136,8 +141,9 @@ def process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = St
     """
     run_id, changeset_id, source_id, key = task.run_id, task.changeset_id, task.source_id, task.key
     doc_id = document_id(source_id, key)
+    batch = ctx.batch
     try:
-        why = ctx.registry.run_refusal(run_id, changeset_id)
+        why = batch.refusal() if batch is not None else ctx.registry.run_refusal(run_id, changeset_id)
         if why is not None:
             raise StaleTaskError(run_id, changeset_id, why)
         ready = ctx.ahead.take(key) if ctx.ahead is not None else None
@@ -151,7 +157,10 @@ def process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = St
         except BaseException:
             _end_attempt(ctx, doc_id, outcome=False)  # alive: a retry or a recorded error, not a crash
             raise
-        _end_attempt(ctx, doc_id, outcome=True)
+        if batch is None or not batch.holds(doc_id):  # else ended with the batch of touches it is in
+            _end_attempt(ctx, doc_id, outcome=True)
+        if batch is not None:
+            batch.flush_if_due()
         return outcome
     except StaleTaskError as exc:
         record_stale(ctx, "process_document", exc, source=source_id, key=key)
@@ -280,9 +289,9 @@ def _process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = S
     """
     started = time.perf_counter()
     t = task
-    job = _Job(t.run_id, t.changeset_id, t.source_id, t.key, t.etag, t.size, started,
-               ctx.registry.get_source(t.source_id), document_id(t.source_id, t.key), stage=stage,
-               media_type=t.media_type)
+    source = ctx.batch.source() if ctx.batch is not None else ctx.registry.get_source(t.source_id)
+    job = _Job(t.run_id, t.changeset_id, t.source_id, t.key, t.etag, t.size, started, source,
+               document_id(t.source_id, t.key), stage=stage, media_type=t.media_type)
     try:
         fetched = _fetch(ctx, job, ready)
         decided = _decide(ctx, job, fetched)
@@ -315,7 +324,8 @@ def _fetch(ctx: PipelineContext, job: _Job, ready: Prepared | None) -> _Fetched:
                                                          and ready.shape is None)):
         ready = None
     acl = resolve_document_acl(ctx, job.source, connector, job.key)
-    return _Fetched(connector, data, digest, ready, acl, ctx.registry.get_document(job.doc_id))
+    known = ctx.batch.document(job.doc_id) if ctx.batch is not None else ctx.registry.get_document(job.doc_id)
+    return _Fetched(connector, data, digest, ready, acl, known)
 
 
 def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str | None,
@@ -325,9 +335,15 @@ def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, dige
     if (known is None or known.state != DocumentState.ACTIVE or not known.content_hash
             or known.content_hash != digest or known.parser_version != job.version_now(ctx)):
         return None
-    ctx.registry.touch_document(job.run_id, job.doc_id, etag=job.etag, size=len(fetched.data),
-                                seconds=time.perf_counter() - job.started, changeset_id=job.changeset_id,
-                                acls=(job.source_id, {job.doc_id: fetched.acl}), shape_hash=shape_hash)
+    seconds = time.perf_counter() - job.started
+    if ctx.batch is not None:  # written with its batch, its attempt ended there (workers/batch.py)
+        ctx.batch.touch(DocumentTouch(document_id=job.doc_id, etag=job.etag, size=len(fetched.data),
+                                      content_hash=known.content_hash, parser_version=known.parser_version,
+                                      seconds=seconds, shape_hash=shape_hash, acl=fetched.acl))
+    else:
+        ctx.registry.touch_document(job.run_id, job.doc_id, etag=job.etag, size=len(fetched.data), seconds=seconds,
+                                    changeset_id=job.changeset_id, acls=(job.source_id, {job.doc_id: fetched.acl}),
+                                    shape_hash=shape_hash)
     ctx.observer.document_outcome(job.source_id, "unchanged")
     return DocumentOutcome(document_id=job.doc_id, key=job.key, outcome=DocumentOutcomeKind.UNCHANGED)
 
@@ -444,16 +460,24 @@ def _diff_chunks(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str
         for c in chunks:
             c.meta.update(stamp)
     prov = provenance(fetched.data, kind=job.source.kind, location=job.source.location, key=job.key)
-    return _diff_and_embed(ctx, job, digest, parsed, chunks, len(fetched.data), prov,
-                           hand_off=lambda: _hand_to_embed(ctx, job, fetched, digest, parsed, chunks, prov),
-                           ahead=fetched.ready)
+    return _diff_and_embed(ctx, job, digest, parsed, chunks, len(fetched.data), prov, _Via(
+        hand_off=lambda: _hand_to_embed(ctx, job, fetched, digest, parsed, chunks, prov), ahead=fetched.ready))
+
+
+@dataclass(frozen=True)
+class _Via:
+    """How a diff's new chunks get their vectors besides being embedded here: handed on to the embed stage
+    (``hand_off``, raising :class:`StageHandoff`), or from what a thread embedded ``ahead``."""
+
+    hand_off: Callable[[], None] | None = None
+    ahead: Prepared | None = None
 
 
 def _diff_and_embed(ctx: PipelineContext, job: _Job, digest: str, parsed: ParsedDocument, chunks: list[ChunkDraft],
-                    size: int, prov: dict[str, Any], hand_off: Callable[[], None] | None = None,
-                    ahead: Prepared | None = None) -> _Change:
-    """The diff against the document's live chunks; the new ones embedded here (or ``ahead``, in a thread:
-    :mod:`workers.ahead`), or handed on (``hand_off``)."""
+                    size: int, prov: dict[str, Any], via: _Via = _Via()) -> _Change:
+    """The diff against the document's live chunks; the new ones embedded here (or ``via.ahead``, in a thread:
+    :mod:`workers.ahead`), or handed on (``via.hand_off``)."""
+    hand_off, ahead = via.hand_off, via.ahead
     old_ids = ctx.registry.live_chunk_ids(job.doc_id)
     new_ids = {c.id for c in chunks}
     added_ids, removed_ids = new_ids - old_ids, old_ids - new_ids
@@ -543,56 +567,3 @@ def _parsed_version(ctx: PipelineContext, job: _Job, parsed: ParsedDocument) -> 
     if not version and (spec := spec_named(parsed.parser)) is not None:
         version = spec.version
     return _version_of(version, PIPELINE_VERSION + ctx.line.transforms_version) if version else job.version_now(ctx)
-
-
-def finish_sync(ctx: PipelineContext, run_id: int) -> tuple[SyncRunInfo, bool]:
-    """Finish the run; the flag is True for the one caller that finished it."""
-    run, finished_now = ctx.registry.finish_sync_run(run_id)
-    if not finished_now:
-        return run, False
-    ctx.observer.run_finished(run.source_id, run_id, run.status, run.finished_at, run.summary.get("documents", {}))
-    return run, True
-
-
-@dataclass(frozen=True)
-class BuildRecord:
-    """What the build after a run did, as recorded on the run."""
-
-    status: BuildStatus
-    reason: str | None
-    snapshot_id: str | None
-
-
-def record_build(registry: RunLedger, run_id: int | None, outcome: BuildResult | LockHeldError) -> BuildRecord:
-    """Decide, and record on the run, what a build attempt means for it.
-
-    The one rule the inline runner and the Celery ``build_snapshot`` task
-    both follow:
-
-    * the builder ran: its status, except that ``unchanged`` counts as
-      ``built`` when an earlier build already applied this run's changeset;
-    * another builder held the lock (after ``snapshots.lock_wait``): the
-      build is *queued*: the run stays ``pending`` with the reason, its
-      changeset stays staged, and the next build (the lock holder's
-      successor, the reaper, or ``freshindex snapshots build``) applies it.
-      It is not a verification failure.  The Celery shell also retries the
-      task; the inline runner reports it and exits 0.
-
-    With ``run_id`` None (a build asked for directly) nothing is recorded.
-    What it does not guarantee: that a queued build is picked up before the
-    run's lease (``sync.run_lease_s``) lets the reaper see it.
-    """
-    if isinstance(outcome, LockHeldError):
-        record = BuildRecord(BuildStatus.PENDING, f"queued behind another builder: {outcome}", None)
-        if run_id is not None:
-            registry.set_run_build(run_id, status=record.status, snapshot_id=None, error=record.reason)
-        return record
-    status = BuildStatus(outcome.status)
-    if run_id is not None and status is BuildStatus.UNCHANGED and registry.run_changeset_applied(run_id):
-        status = BuildStatus.BUILT  # an earlier build already took this run's changes
-    record = BuildRecord(status, outcome.reason, outcome.snapshot_id)
-    if run_id is not None:
-        registry.set_run_build(run_id, status=status, snapshot_id=outcome.snapshot_id, error=outcome.reason)
-        if status is BuildStatus.BUILT and outcome.snapshot_id is not None:
-            registry.record_run_lag(run_id)  # type: ignore[attr-defined]  # change observed -> visible
-    return record

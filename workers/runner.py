@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeKind, RunStatus
-from freshindex.core.errors import FreshIndexError, LockHeldError, RetryableError
+from freshindex.core.errors import FreshIndexError, LockHeldError, RetryableError, StaleTaskError
 from freshindex.core.exit_codes import ExitCode
 from freshindex.registry import DocumentErrorInfo, SnapshotInfo, SyncRunInfo
 from freshindex.registry.runs import lease_alive
 from freshindex.schedules.reaper import Heartbeat
 from freshindex.snapshots import BuildResult
 from freshindex.workers import pipeline, planner
+from freshindex.workers.batch import RunBatch
 from freshindex.workers.ports import RunnerServices
 from freshindex.workers.steps.pool import LinePool, portable, usable_cores
 
@@ -162,7 +163,9 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
         # (workers/ahead.py), so the model works while this loop writes the registry; with a pool of
         # processes (pipeline.processes) one document ahead per process, so parsing uses every core.
         ahead = _working_ahead(svc, ctx, total)
-        ctx = dataclasses.replace(ctx, ahead=ahead) if ahead is not None else ctx
+        # The run's refusal, source and records read, and unchanged documents' touches written, a batch at a time.
+        batch = RunBatch(svc.registry, plan.run_id, plan.changeset_id, source_id, [d.key for d in plan.documents])
+        ctx = dataclasses.replace(ctx, ahead=ahead, batch=batch)
         queued = 1  # the next document to hand ahead (the first is the loop's own)
         try:
             for n, doc in enumerate(plan.documents, start=1):
@@ -180,9 +183,14 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
                     break
                 if progress:
                     progress(n, total, doc.key)
+            if stale is None:
+                stale = _write_held(ctx, batch)
+            else:
+                batch.drop()  # refused: nothing more is written, the held documents' attempts closed
         except BaseException as exc:
             if ahead is not None:
                 ahead.abandon()  # not waited for: a thread may be sitting out a remote model's Retry-After
+            batch.release()  # the touches held, written if the registry takes them: as each was before
             _close_aborted(svc, plan.run_id, exc)
             raise
         if ahead is not None:
@@ -203,6 +211,16 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
         skipped=tuple(svc.registry.document_skips(run_id=plan.run_id)),
         seconds=time.perf_counter() - started,
     )
+
+
+def _write_held(ctx: pipeline.PipelineContext, batch: RunBatch) -> str | None:
+    """Write the touches ``batch`` holds, before the run is finished; why not when the run no longer takes them."""
+    try:
+        batch.flush()
+    except StaleTaskError as exc:
+        pipeline.record_stale(ctx, "sync_inline", exc, source=batch.source_id)
+        return exc.why
+    return None
 
 
 def _working_ahead(svc: RunnerServices, ctx: pipeline.PipelineContext, total: int) -> pipeline.ParseAhead | None:

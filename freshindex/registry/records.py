@@ -1,5 +1,5 @@
-"""Plain records the registry hands out (detached from any database session), and the two a document task hands in
-(:class:`StagedDocument`, :class:`MirroredDocument`, :class:`DocumentFailure`)."""
+"""Plain records the registry hands out (detached from any database session), and the ones a document task hands in
+(:class:`StagedDocument`, :class:`MirroredDocument`, :class:`DocumentFailure`, :class:`DocumentTouch`)."""
 
 from __future__ import annotations
 
@@ -328,6 +328,23 @@ class MirroredDocument:
     source_uri: str | None = None
     seconds: float = 0.0
     parser_version: str | None = None  # what the document records when processed now; None keeps what it held
+
+
+@dataclass(frozen=True)
+class DocumentTouch:
+    """An indexed document found unchanged (same content, or same shape), as the inline loop hands it to
+    :meth:`registry.touches.TouchStore.touch_documents` with others of its batch: what
+    :meth:`touch_document` writes, and what the record held when it was decided (``content_hash``,
+    ``parser_version``), which the writing transaction checks again."""
+
+    document_id: str
+    etag: str | None
+    size: int
+    content_hash: str  # the indexed content the decision compared with
+    parser_version: str | None  # the version the decision compared with
+    seconds: float = 0.0
+    shape_hash: str | None = None
+    acl: Any = None  # an acl.model.DocumentAcl; None keeps the stored one
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,16 @@ def _new_chunk_row(draft: ChunkDraft, doc: Document, source: SourceInfo, added_c
     )
 
 
+def _result_row(run_id: int, o: DocumentOutcome, at: dt.datetime) -> dict[str, Any]:
+    """The ``document_results`` row of outcome ``o`` in run ``run_id``, for :attr:`StagingStore._result_upsert`."""
+    return dict(
+        sync_run_id=run_id, document_id=o.document_id, key=o.key, outcome=o.outcome,
+        chunks_embedded=o.chunks_embedded, chunks_reused=o.chunks_reused, chunks_kept=o.chunks_kept,
+        chunks_added=o.chunks_added, chunks_moved=o.chunks_moved, rechunk_reason=o.rechunk_reason,
+        tombstones=o.tombstones, error_reason=o.error_reason, error_detail=o.error_detail, seconds=o.seconds, at=at,
+    )
+
+
 class StagingStore(_Base):
     """Stage document versions, deletions and failures as changeset entries and tombstones."""
 
@@ -99,13 +109,7 @@ class StagingStore(_Base):
                                                     outcome=DocumentOutcomeKind.UNCHANGED, seconds=seconds))
 
     def _put_result(self, s: Session, run_id: int, o: DocumentOutcome) -> None:
-        s.execute(self._result_upsert, dict(
-            sync_run_id=run_id, document_id=o.document_id, key=o.key, outcome=o.outcome,
-            chunks_embedded=o.chunks_embedded, chunks_reused=o.chunks_reused, chunks_kept=o.chunks_kept,
-            chunks_added=o.chunks_added, chunks_moved=o.chunks_moved, rechunk_reason=o.rechunk_reason,
-            tombstones=o.tombstones, error_reason=o.error_reason,
-            error_detail=o.error_detail, seconds=o.seconds, at=utcnow(),
-        ))
+        s.execute(self._result_upsert, _result_row(run_id, o, utcnow()))
 
     @functools.cached_property
     def _result_upsert(self) -> Any:

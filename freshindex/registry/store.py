@@ -7,7 +7,8 @@ each a mixin over :class:`registry.base._Base`, so one object still serves
 every caller; a consumer should type its dependency with the narrow protocol
 it uses (:mod:`registry.protocols`), not with this class.  Each public method
 is one transaction, so a task that dies half-way leaves either all of a
-document's changes or none of them.  Methods return plain records
+document's changes or none of them (of a batch of touched documents, all of
+the batch or none: :mod:`registry.touches`).  Methods return plain records
 (:mod:`registry.records`), never ORM objects.
 
 Writes that a redelivered task may repeat are idempotent: rows are keyed by
@@ -34,6 +35,7 @@ from freshindex.registry.snapshots import SnapshotStore
 from freshindex.registry.source_state import SourceStateStore
 from freshindex.registry.sources import SourcesStore
 from freshindex.registry.staging import TRANSIENT_REASONS, StagingStore
+from freshindex.registry.touches import TouchStore
 from freshindex.registry.twins import TwinStore
 from freshindex.registry.webhooks import WebhookStore
 
@@ -42,6 +44,7 @@ class Registry(
     SourcesStore,
     SourceStateStore,
     RunsStore,
+    TouchStore,
     AttemptsStore,
     DocumentAclStore,
     StagingStore,

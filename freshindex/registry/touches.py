@@ -1,0 +1,103 @@
+"""Unchanged documents of a run written a batch at a time (:class:`TouchStore`), and their records read likewise.
+
+An inline sync of a release touches most documents (the etag moved, the
+content did not).  :meth:`DocumentAclStore.touch_document` writes one such
+document in a fenced transaction of its own, and the loop around it read
+the document and ended its attempt in two more: about 20 ms a page on
+SQLite.  :meth:`TouchStore.touch_documents` writes a batch of them in one
+fenced transaction (each document as ``touch_document`` writes it, their
+ACLs, their outcomes) and ends their attempts in it, so a batch is recorded
+whole or not at all; :meth:`TouchStore.documents` reads many records at once.
+
+What it does not do: decide that a document is unchanged (the pipeline does,
+:mod:`workers.batch`); touch a document whose record moved since that
+decision (its content, version or state is no longer the one compared with):
+such a document is left as it was, its attempt closed without an outcome,
+and returned, so it is planned again on the next sync and never recorded
+``unchanged`` over a change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from sqlalchemy import delete, select, update
+
+from freshindex.core.enums import DocumentOutcomeKind, DocumentState
+from freshindex.registry.attempts import AttemptsStore
+from freshindex.registry.base import _batches, _doc_record
+from freshindex.registry.document_acl import DocumentAclStore, _acls_current
+from freshindex.registry.records import DocumentOutcome, DocumentRecord, DocumentTouch
+from freshindex.registry.schema import Document, DocumentAttempt, utcnow
+from freshindex.registry.staging import _result_row
+
+
+class TouchStore(AttemptsStore, DocumentAclStore):
+    """Touch a batch of unchanged documents of a run in one transaction; read many document records in one."""
+
+    def documents(self, document_ids: Collection[str]) -> dict[str, DocumentRecord]:
+        """The records of those of ``document_ids`` the registry holds, in one transaction."""
+        out: dict[str, DocumentRecord] = {}
+        with self.session() as s:
+            for batch in _batches(sorted(set(document_ids))):
+                for row in s.scalars(select(Document).where(Document.id.in_(batch))):
+                    out[row.id] = _doc_record(row)
+        return out
+
+    def touch_documents(self, run_id: int, changeset_id: int | None, source_id: str,
+                        touches: Sequence[DocumentTouch]) -> list[str]:
+        """Record each of ``touches`` as :meth:`touch_document` does, in one fenced transaction, and end
+        their documents' attempts with an outcome (the crash count starts again); returns the ids left
+        untouched because their record moved since the decision (their attempts closed, crashes kept).
+
+        Raises :class:`core.errors.StaleTaskError`, writing nothing, when the run no longer takes writes.
+        """
+        if not touches:
+            return []
+        with self.staging_session() as s:
+            self._fence(s, run_id, changeset_id)
+            ids = [t.document_id for t in touches]
+            docs: dict[str, Document] = {}
+            for batch in _batches(sorted(set(ids))):
+                docs.update((d.id, d) for d in s.scalars(select(Document).where(Document.id.in_(batch))))
+            done = [t for t in touches if _still(docs.get(t.document_id), t)]
+            moved = sorted({t.document_id for t in touches} - {t.document_id for t in done})
+            now = utcnow()
+            for t in done:
+                doc = docs[t.document_id]
+                doc.etag, doc.size = t.etag, t.size
+                doc.shape_hash = t.shape_hash or doc.shape_hash
+                doc.error_reason = doc.error_detail = None  # readable again, and still the same
+            s.flush()
+            if done:
+                s.execute(self._result_upsert, [_result_row(run_id, DocumentOutcome(
+                    document_id=t.document_id, key=docs[t.document_id].key, outcome=DocumentOutcomeKind.UNCHANGED,
+                    seconds=t.seconds), now) for t in done])
+            acls = {t.document_id: t.acl for t in done if t.acl is not None}
+            if acls and not _acls_current(s, acls):
+                self._apply_acls(s, source_id, acls, (), changeset_id)
+            for batch in _batches([t.document_id for t in done]):
+                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch)))
+            for batch in _batches(moved):
+                s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch))
+                          .values(open=False, updated_at=now))
+            return moved
+
+    def end_document_attempts(self, document_ids: Collection[str], *, outcome: bool) -> None:
+        """:meth:`end_document_attempt` for many documents, in one transaction."""
+        with self.session() as s:
+            for batch in _batches(sorted(set(document_ids))):
+                if outcome:
+                    s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch)))
+                else:
+                    s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch))
+                              .values(open=False, updated_at=utcnow()))
+
+
+def _still(doc: Document | None, touch: DocumentTouch) -> bool:
+    """The document still holds what the touch was decided against."""
+    return (doc is not None and doc.state == DocumentState.ACTIVE and doc.content_hash == touch.content_hash
+            and doc.parser_version == touch.parser_version)
+
+
+__all__ = ["TouchStore"]

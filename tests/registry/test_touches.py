@@ -1,0 +1,114 @@
+"""A batch of touched documents is one fenced transaction (registry/touches.py), on SQLite and PostgreSQL.
+
+Each touch is written as ``touch_document`` writes one (etag, size, shape
+hash, the outcome ``unchanged``) and the documents' attempts end in the same
+transaction; a batch is all written or none of it; a document whose record
+moved since it was found unchanged is not touched.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from freshindex.core.enums import DocumentOutcomeKind
+from freshindex.core.errors import StaleTaskError
+from freshindex.core.ids import sha256_hex
+from freshindex.registry import Registry
+from freshindex.registry.records import DocumentTouch
+from freshindex.registry.schema import DocumentAttempt, DocumentResult
+from freshindex.testing.registry_base import add_source, stage, sync
+
+TEXTS = {f"k{n}": [f"text of document {n}"] for n in range(3)}
+
+
+def _indexed(registry: Registry) -> tuple[str, dict[str, str]]:
+    """A source whose three documents were synced once; (source id, key -> document id)."""
+    source = add_source(registry, "touched", "kb")
+    sync(registry, source, TEXTS)
+    return source.id, {k: d.id for k, d in registry.documents_for_source(source.id).items()}
+
+
+def _touch(doc_id: str, key: str, etag: str, **extra: object) -> DocumentTouch:
+    fields: dict = dict(document_id=doc_id, etag=etag, size=7, content_hash=sha256_hex(*TEXTS[key]),
+                        parser_version="v", seconds=0.5, shape_hash="shape-" + key)
+    fields.update(extra)
+    return DocumentTouch(**fields)
+
+
+def _results(registry: Registry, run: int) -> dict[str, str]:
+    with registry.session() as s:
+        return {r.document_id: r.outcome for r in s.scalars(select(DocumentResult)
+                                                            .where(DocumentResult.sync_run_id == run))}
+
+
+def _attempts(registry: Registry) -> dict[str, bool]:
+    with registry.session() as s:
+        return {a.document_id: a.open for a in s.scalars(select(DocumentAttempt))}
+
+
+def test_a_batch_records_every_touch_and_ends_the_attempts_in_one_transaction(registry: Registry) -> None:
+    source_id, ids = _indexed(registry)
+    run, cs = registry.start_sync_run(source_id, "test")
+    for doc_id in ids.values():
+        registry.begin_document_attempt(doc_id, etag="e2", run_id=run)
+    # When the three documents are touched as one batch
+    moved = registry.touch_documents(run, cs, source_id, [_touch(ids[k], k, "e2") for k in TEXTS])
+    # Then each holds its new etag and shape hash, each has its outcome, and no attempt is left
+    assert moved == []
+    docs = registry.documents(list(ids.values()))
+    assert sorted((d.etag, d.size, d.shape_hash) for d in docs.values()) == [("e2", 7, f"shape-{k}") for k in TEXTS]
+    assert _results(registry, run) == {d: DocumentOutcomeKind.UNCHANGED for d in ids.values()}
+    assert _attempts(registry) == {}
+
+
+def test_a_batch_is_written_whole_or_not_at_all(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    source_id, ids = _indexed(registry)
+    run, cs = registry.start_sync_run(source_id, "test")
+    for doc_id in ids.values():
+        registry.begin_document_attempt(doc_id, etag="e2", run_id=run)
+
+    # When the transaction fails after the documents were updated (the ACLs' step raises)
+    def fail(*_args: object, **_kwargs: object) -> bool:
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr("freshindex.registry.touches._acls_current", fail)
+    with pytest.raises(RuntimeError):
+        registry.touch_documents(run, cs, source_id, [_touch(ids[k], k, "e2", acl=object()) for k in TEXTS])
+    # Then nothing of the batch is written: the old etags, no outcome, the attempts still open
+    assert {d.etag for d in registry.documents(list(ids.values())).values()} == {"e"}
+    assert _results(registry, run) == {}
+    assert _attempts(registry) == {d: True for d in ids.values()}
+
+
+def test_a_refused_run_writes_nothing_of_its_batch(registry: Registry) -> None:
+    source_id, ids = _indexed(registry)
+    run, cs = registry.start_sync_run(source_id, "test")
+    registry.finish_sync_run(run)  # closed (by another process that found it dead)
+    with pytest.raises(StaleTaskError):
+        registry.touch_documents(run, cs, source_id, [_touch(ids["k0"], "k0", "e2")])
+    assert registry.documents([ids["k0"]])[ids["k0"]].etag == "e"
+
+
+def test_a_document_whose_record_moved_since_the_decision_is_not_touched(registry: Registry) -> None:
+    source_id, ids = _indexed(registry)
+    run, cs = registry.start_sync_run(source_id, "test")
+    # Given k1 staged with new content after the batch found it unchanged
+    stage(registry, run, cs, registry.get_source(source_id), "k1", ["new text of document 1"])
+    registry.begin_document_attempt(ids["k1"], etag="e2", run_id=run)
+    moved = registry.touch_documents(run, cs, source_id, [_touch(ids[k], k, "e2") for k in ("k0", "k1")])
+    # Then k1 keeps what its staging wrote, k0 is touched, and k1's attempt is closed, not ended
+    assert moved == [ids["k1"]]
+    docs = registry.documents([ids["k0"], ids["k1"]])
+    assert (docs[ids["k0"]].etag, docs[ids["k1"]].etag) == ("e2", "e")
+    assert docs[ids["k1"]].content_hash == sha256_hex("new text of document 1")
+    assert _results(registry, run)[ids["k0"]] == DocumentOutcomeKind.UNCHANGED
+    assert _results(registry, run)[ids["k1"]] == DocumentOutcomeKind.ADDED  # staging's outcome, not overwritten
+    assert _attempts(registry) == {ids["k1"]: False}
+
+
+def test_many_records_are_read_in_one_call(registry: Registry) -> None:
+    _source_id, ids = _indexed(registry)
+    got = registry.documents([*ids.values(), "no-such-document"])
+    assert set(got) == set(ids.values())
+    assert {got[ids[k]].key for k in TEXTS} == set(TEXTS)

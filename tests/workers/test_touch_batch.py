@@ -1,0 +1,240 @@
+"""An inline sync writes the touches of its unchanged documents a batch at a time (workers/batch.py).
+
+A release that changed only every page's furniture touches each page: its
+new etag and shape hash, the outcome ``unchanged``, its attempt ended.  Here
+the batch holds 4 touches, so 13 pages make several batches and a remainder
+written before the run is finished.  What is checked: every touch is
+recorded as before; the registry transactions per touched page dropped (the
+document path opens one attempt, the rest is shared by the batch); a run
+closed under the loop writes none of the touches it held and leaves no
+attempt open; a process killed with touches held loses only whole touches
+(the next sync makes them) and nothing half-written.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from freshindex.core.enums import DocumentOutcomeKind
+from freshindex.registry.schema import DocumentAttempt, DocumentResult
+from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers import runner
+from freshindex.workers.batch import RunBatch
+from freshindex.workers.runner import sync_inline
+
+SIZE = 4
+
+
+def _page(n: int, release: str) -> bytes:
+    return (f"<html><head><title>Chapter {n}</title></head><body><div class='navheader'>PostgreSQL {release} "
+            f"Documentation</div><main><h1>Chapter {n}</h1><p>Chapter {n} explains backups, number {n}.</p></main>"
+            f"<footer>release {release}</footer></body></html>").encode()
+
+
+def _write(root: Path, pages: int, release: str) -> None:
+    root.mkdir(exist_ok=True)
+    for n in range(pages):
+        (root / f"p{n:02d}.html").write_bytes(_page(n, release))
+
+
+@pytest.fixture
+def svc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Services]:
+    # A batch of SIZE touches, its time bound never reached (a clock that stands still)
+    monkeypatch.setattr(runner, "RunBatch", functools.partial(RunBatch, size=SIZE, clock=lambda: 0.0))
+    services = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing"}))
+    services.registry.add_source("docs", kind="folder", location=str(tmp_path / "src"), owner="t", kb="kb")
+    try:
+        yield services
+    finally:
+        services.close()
+
+
+def _results(svc: Services, run: int) -> dict[str, str]:
+    with svc.registry.session() as s:
+        return {r.key: r.outcome for r in s.scalars(select(DocumentResult).where(DocumentResult.sync_run_id == run))}
+
+
+def _open_attempts(svc: Services) -> set[str]:
+    with svc.registry.session() as s:
+        return {a.document_id for a in s.scalars(select(DocumentAttempt).where(DocumentAttempt.open.is_(True)))}
+
+
+def _release(svc: Services, source: str, root: Path, pages: int,
+             before_update: Callable[[], None] = lambda: None) -> tuple[Any, int]:
+    """Index ``pages`` pages of 15.18 in ``root``, then sync 15.20 (furniture only); the update's report and
+    the registry transactions it opened (each store method opens one session)."""
+    _write(root, pages, "15.18")
+    first = sync_inline(svc, source)
+    assert first.run.summary["documents"]["added"] == pages
+    _write(root, pages, "15.20")
+    before_update()
+    count = [0]
+    real: Callable[[], AbstractContextManager[Any]] = svc.registry.session
+
+    def counted() -> AbstractContextManager[Any]:
+        count[0] += 1
+        return real()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(svc.registry, "session", counted)
+        report = sync_inline(svc, source)
+    return report, count[0]
+
+
+def test_a_release_of_touched_pages_records_every_touch_in_batches(tmp_path: Path, svc: Services,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: dict[str, int] = {}
+    for name in ("touch_document", "touch_documents", "get_document", "end_document_attempt"):
+        real = getattr(svc.registry, name)
+        monkeypatch.setattr(svc.registry, name, functools.partial(_calling, calls, name, real))
+    # When a release moves only the furniture of 13 pages
+    report, _ = _release(svc, "docs", tmp_path / "src", 13, before_update=calls.clear)
+    # Then every page is recorded unchanged in the run, with its new etag and its shape hash
+    assert _results(svc, report.run.id) == {f"p{n:02d}.html": DocumentOutcomeKind.UNCHANGED for n in range(13)}
+    listed = {p.name: p.stat() for p in (tmp_path / "src").iterdir()}
+    for key, doc in svc.registry.documents_for_source("docs").items():
+        assert doc.etag == f"{listed[key].st_mtime_ns}-{listed[key].st_size}" and doc.shape_hash
+    assert report.build_status in ("built", "unchanged") and _open_attempts(svc) == set()
+    # And in four transactions of touches (4 + 4 + 4 + the remainder), none by one document
+    assert calls.get("touch_documents") == 4
+    assert calls.get("touch_document", 0) == calls.get("end_document_attempt", 0) == 0
+    assert calls.get("get_document", 0) == 0  # the records were read a batch at a time
+
+
+def _calling(calls: dict[str, int], name: str, real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    calls[name] = calls.get(name, 0) + 1
+    return real(*args, **kwargs)
+
+
+def test_a_touched_page_costs_about_one_transaction(tmp_path: Path, svc: Services) -> None:
+    # Given the same furniture-only release of 6 pages and of 26 pages (two sources, same batch size)
+    small, small_tx = _release(svc, "docs", tmp_path / "src", 6)
+    svc.registry.add_source("big", kind="folder", location=str(tmp_path / "big"), owner="t", kb="kb2")
+    big, big_tx = _release(svc, "big", tmp_path / "big", 26)
+    assert small.run.summary["documents"]["unchanged"] == 6 and big.run.summary["documents"]["unchanged"] == 26
+    # Then each further touched page costs two transactions: its attempt (opened before its fetch, in the
+    # thread working ahead) and its share of the batches (per 4 pages: one read of their records, one write of
+    # their touches, the run's refusal and its source); written one by one, a page cost seven (the refusal,
+    # the source, the record read by the thread and by the loop, the attempt, the touch, the attempt's end).
+    # Half a transaction of slack: a heartbeat that falls inside one sync and not the other
+    per_page = (big_tx - small_tx) / 20
+    assert per_page <= 2.5, (small_tx, big_tx)
+
+
+def test_a_run_closed_under_the_loop_writes_none_of_the_touches_it_held(tmp_path: Path, svc: Services) -> None:
+    _write(tmp_path / "src", 10, "15.18")
+    sync_inline(svc, "docs")
+    _write(tmp_path / "src", 10, "15.20")
+
+    # When another process closes the run after the loop's 6th page (4 touches written, 2 held)
+    def close_after_six(n: int, _total: int, _key: str) -> None:
+        if n == 6:
+            run = svc.registry.sync_runs("docs", limit=1)[0]
+            svc.registry.finish_sync_run(run.id, error="closed by another process")
+
+    report = sync_inline(svc, "docs", progress=close_after_six)
+    # Then the loop stopped at the refused batch: only the first batch is recorded, nothing of the rest
+    assert report.build_reason is not None and report.build_reason.startswith("not built here")
+    assert sorted(_results(svc, report.run.id)) == [f"p{n:02d}.html" for n in range(4)]
+    listed = {p.name: p.stat() for p in (tmp_path / "src").iterdir()}
+    docs = svc.registry.documents_for_source("docs")
+    old = {k for k, d in docs.items() if d.etag != f"{listed[k].st_mtime_ns}-{listed[k].st_size}"}
+    assert old == set(docs) - set(_results(svc, report.run.id)) and len(old) == 6
+    # And no attempt is left open: the held pages' attempts were closed, none counts a crash next time
+    assert _open_attempts(svc) == set()
+    again = sync_inline(svc, "docs")
+    assert _results(svc, again.run.id) == {k: DocumentOutcomeKind.UNCHANGED for k in old}
+    assert not svc.metrics.value("freshindex_worker_crashes_total", source="docs")
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL: nothing after it runs in the process (see the patches that go with it)."""
+
+
+def test_a_killed_run_leaves_whole_batches_and_the_next_sync_makes_the_rest(tmp_path: Path, svc: Services) -> None:
+    _write(tmp_path / "src", 10, "15.18")
+    sync_inline(svc, "docs")
+    _write(tmp_path / "src", 10, "15.20")
+
+    def die_after_six(n: int, _total: int, _key: str) -> None:
+        if n == 6:
+            raise _Killed
+
+    # Given a process that dies after its 6th page: no clean-up of any kind runs
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(_Killed):
+        mp.setattr(RunBatch, "release", lambda self: None)
+        mp.setattr(runner, "_close_aborted", lambda *_a: None)
+        mp.setattr(runner.pipeline.ParseAhead, "abandon", lambda self: None)
+        sync_inline(svc, "docs", progress=die_after_six)
+    run = svc.registry.sync_runs("docs", limit=1)[0]
+    # Then the first batch is written whole and the held touches not at all (their records as they were)
+    written = _results(svc, run.id)
+    assert sorted(written) == [f"p{n:02d}.html" for n in range(4)]
+    docs = svc.registry.documents_for_source("docs")
+    listed = {p.name: p.stat() for p in (tmp_path / "src").iterdir()}
+    new = {k for k, d in docs.items() if d.etag == f"{listed[k].st_mtime_ns}-{listed[k].st_size}"}
+    assert new == set(written)
+    # And the held pages' attempts are open, as a killed process leaves them
+    assert {docs[k].id for k in ("p04.html", "p05.html")} <= _open_attempts(svc)
+    # When the dead run is closed (the reaper's part) and the source synced again
+    svc.registry.finish_sync_run(run.id, error="its process died")
+    again = sync_inline(svc, "docs")
+    # Then the rest is touched, every page holds its new etag, and no attempt stays open
+    assert _results(svc, again.run.id) == {k: DocumentOutcomeKind.UNCHANGED for k in set(docs) - set(written)}
+    docs = svc.registry.documents_for_source("docs")
+    assert all(d.etag == f"{listed[k].st_mtime_ns}-{listed[k].st_size}" for k, d in docs.items())
+    assert _open_attempts(svc) == set() and svc.registry.document_errors(run_id=again.run.id) == []
+
+
+class _Ledger:
+    """A registry stand-in that records what :class:`RunBatch` asks of it."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.refusal: str | None = None
+        self.written: list[list[str]] = []
+
+    def run_refusal(self, run_id: int, changeset_id: int | None = None) -> str | None:
+        self.asked.append("refusal")
+        return self.refusal
+
+    def get_source(self, source_id: str) -> Any:
+        self.asked.append("source")
+        return source_id
+
+    def touch_documents(self, run_id: int, changeset_id: int | None, source_id: str, touches: Any) -> list[str]:
+        self.written.append([t.document_id for t in touches])
+        return []
+
+
+def test_the_refusal_is_asked_at_the_first_document_then_per_interval_or_batch() -> None:
+    from freshindex.registry.records import DocumentTouch
+
+    now = [0.0]
+    ledger = _Ledger()
+    batch = RunBatch(ledger, 1, 1, "docs", [], size=3, check_s=2.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    # The first document asks; the next two within the interval do not; the third since the check does
+    assert [batch.refusal() for _ in range(3)] == [None] * 3 and ledger.asked.count("refusal") == 1
+    assert batch.refusal() is None and ledger.asked.count("refusal") == 2
+    # Past the interval it asks again, and reads the source again with it
+    batch.source()
+    now[0] = 2.5
+    ledger.refusal = "the run is failed"
+    assert batch.refusal() == "the run is failed" and batch.source() == "docs"
+    assert ledger.asked.count("source") == 2
+    # A held touch is written once the oldest was held the interval, not before
+    batch.touch(DocumentTouch(document_id="d1", etag="e", size=1, content_hash="h", parser_version="v"))
+    now[0] = 4.0
+    batch.flush_if_due()
+    assert ledger.written == [] and batch.holds("d1")
+    now[0] = 4.5
+    batch.flush_if_due()
+    assert ledger.written == [["d1"]] and not batch.holds("d1")

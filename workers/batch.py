@@ -1,0 +1,185 @@
+"""The inline loop's registry work on its run, a batch of documents at a time (:class:`RunBatch`).
+
+An inline sync (:func:`workers.runner.sync_inline`) of a release finds most
+documents unchanged: each used to cost five transactions of its own on top
+of its fetch (the run's refusal, the source, the document's record, the
+touch, the end of its attempt), about 20 ms a page on SQLite.  On that path
+:class:`RunBatch`:
+
+* asks the run's refusal (and reads the source) at the first document, then
+  at most once per :attr:`RunBatch.check_s` seconds or
+  :attr:`RunBatch.size` documents: it is advisory (it spares a stale run's
+  fetches and embedding); every write is still fenced in its own
+  transaction;
+* reads the records of the next :attr:`RunBatch.size` planned documents in
+  one transaction (:meth:`registry.touches.TouchStore.documents`); the
+  threads working ahead read them there too;
+* holds the touches of unchanged documents and writes them, with the end of
+  their attempts, in one fenced transaction per batch
+  (:meth:`registry.touches.TouchStore.touch_documents`): when
+  :attr:`RunBatch.size` are held or the oldest was held
+  :attr:`RunBatch.check_s` seconds, and before the run is finished.
+
+What it does not do: batch anything of a changed document (its staging, one
+transaction with its chunks, is unchanged); open attempts (each document's
+attempt is still opened before its fetch, so a parser that kills the process
+is charged to its document); serve the distributed path, where each Celery
+task writes its own document.  What it costs: a process killed with touches
+held loses them (they are written again by the next sync, which plans those
+documents again) and leaves their attempts open, so each of those documents
+counts one crash on the next sync, as the document being worked on does; the
+limit (``sync.document_crash_retries``) is reached only by a document a
+process dies on again and again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from freshindex.core.ids import document_id
+from freshindex.registry.records import DocumentRecord, DocumentTouch, SourceInfo
+
+log = logging.getLogger("freshindex.pipeline")
+
+
+class BatchRegistry(Protocol):
+    """What :class:`RunBatch` asks of the registry."""
+
+    def run_refusal(self, run_id: int, changeset_id: int | None = None) -> str | None: ...
+    def get_source(self, source_id: str) -> SourceInfo: ...
+    def get_document(self, document_id: str) -> DocumentRecord | None: ...
+    def documents(self, document_ids: Sequence[str]) -> dict[str, DocumentRecord]: ...
+    def touch_documents(self, run_id: int, changeset_id: int | None, source_id: str,
+                        touches: Sequence[DocumentTouch]) -> list[str]: ...
+    def end_document_attempts(self, document_ids: Sequence[str], *, outcome: bool) -> None: ...
+
+
+class RunBatch:
+    """One inline run's batched registry work: its refusal, source and document records read in batches, the
+    touches of its unchanged documents written in batches.  Used by the loop's thread and the threads
+    working ahead (:meth:`document`)."""
+
+    def __init__(self, registry: BatchRegistry, run_id: int, changeset_id: int, source_id: str,
+                 keys: Sequence[str], *, size: int = 64, check_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.registry, self.run_id, self.changeset_id, self.source_id = registry, run_id, changeset_id, source_id
+        self.size, self.check_s, self.clock = max(1, size), check_s, clock
+        self._ids = [document_id(source_id, k) for k in keys]
+        self._position = {d: i for i, d in enumerate(self._ids)}
+        self._windows: dict[int, dict[str, DocumentRecord | None]] = {}
+        self._lock = threading.Lock()
+        self._source: SourceInfo | None = None
+        self._checked_at: float | None = None
+        self._since_check = 0
+        self._why: str | None = None
+        self._touches: list[DocumentTouch] = []
+        self._held_ids: set[str] = set()
+        self._held_since: float | None = None
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def refusal(self) -> str | None:
+        """Why the run takes no more writes (None: it does), asked of the registry at the first document and
+        then at most every :attr:`check_s` seconds or :attr:`size` documents; the source is read again then."""
+        now = self.clock()
+        self._since_check += 1
+        if (self._checked_at is None or self._why is not None or now - self._checked_at >= self.check_s
+                or self._since_check >= self.size):
+            self._why = self.registry.run_refusal(self.run_id, self.changeset_id)
+            self._source = None
+            self._checked_at, self._since_check = now, 0
+        return self._why
+
+    def source(self) -> SourceInfo:
+        """The run's source, as read at the last refusal check."""
+        if self._source is None:
+            self._source = self.registry.get_source(self.source_id)
+        return self._source
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        """The registry's record of ``doc_id``: for a planned document, from one read of its window of
+        :attr:`size` planned documents (the windows behind the previous one are dropped)."""
+        position = self._position.get(doc_id)
+        if position is None:
+            return self.registry.get_document(doc_id)
+        window = position // self.size
+        with self._lock:
+            records = self._windows.get(window)
+            if records is None:
+                ids = self._ids[window * self.size : (window + 1) * self.size]
+                found = self.registry.documents(ids)
+                records = self._windows[window] = {d: found.get(d) for d in ids}
+                for old in [w for w in self._windows if w < window - 1]:
+                    del self._windows[old]
+            return records[doc_id]
+
+    # -- touches -----------------------------------------------------------------------------
+
+    def touch(self, touch: DocumentTouch) -> None:
+        """Hold ``touch`` until the batch is written (:meth:`flush_if_due`, :meth:`flush`)."""
+        if not self._touches:
+            self._held_since = self.clock()
+        self._touches.append(touch)
+        self._held_ids.add(touch.document_id)
+
+    def holds(self, doc_id: str) -> bool:
+        """A touch of ``doc_id`` is held: its attempt ends when the batch is written, not now."""
+        return doc_id in self._held_ids
+
+    @property
+    def held(self) -> int:
+        return len(self._touches)
+
+    def flush_if_due(self) -> None:
+        """:meth:`flush` when :attr:`size` touches are held or the oldest was held :attr:`check_s` seconds."""
+        if self._touches and (len(self._touches) >= self.size
+                              or self.clock() - (self._held_since or 0.0) >= self.check_s):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the held touches in one fenced transaction, their attempts ended in it.
+
+        On failure (the run refused: :class:`core.errors.StaleTaskError`; the
+        registry away) nothing of the batch is written, the attempts of its
+        documents are closed without an outcome (best effort, as the loop does
+        for a document whose work raised) and the error propagates.
+        """
+        touches, self._touches, self._held_since = self._touches, [], None
+        self._held_ids = set()
+        if not touches:
+            return
+        try:
+            moved = self.registry.touch_documents(self.run_id, self.changeset_id, self.source_id, touches)
+        except BaseException:
+            self._release([t.document_id for t in touches])
+            raise
+        if moved:
+            log.warning("documents not touched: their records moved since they were found unchanged; the next "
+                        "sync processes them again", extra={"event": "touch_moved", "run": self.run_id,
+                                                              "documents": moved})
+
+    def release(self) -> None:
+        """The loop stops early: write what is held if the registry takes it, else close those attempts."""
+        try:
+            self.flush()
+        except Exception:  # already released by flush; the loop's own error is the one that matters
+            log.warning("touches held by an aborted run were not written", exc_info=True)
+
+    def drop(self) -> None:
+        """The run no longer takes writes: close the held documents' attempts without an outcome, write nothing."""
+        held, self._touches, self._held_since, self._held_ids = self._touches, [], None, set()
+        if held:
+            self._release([t.document_id for t in held])
+
+    def _release(self, doc_ids: list[str]) -> None:
+        try:
+            self.registry.end_document_attempts(doc_ids, outcome=False)
+        except Exception:  # an attempt left open costs a crash counted on the next sync
+            log.warning("could not end the attempts of %d held touches", len(doc_ids), exc_info=True)
+
+
+__all__ = ["BatchRegistry", "RunBatch"]
