@@ -66,6 +66,8 @@ def test_the_calibration_defaults_are_the_calibration_settings() -> None:
                                         target_false_rate=CONTEXT.refusal_target_false_rate)
     assert Calibration.from_mapping({}) == Calibration.from_mapping(CONTEXT.model_dump()) == Calibration()
     assert Calibration().min_score == CONTEXT.min_score
+    # the pseudo-questions are asked with the floor the knowledge base's real questions are asked with
+    assert Calibration.from_mapping({**CONTEXT.model_dump(), "min_score": 0.4}).min_score == 0.4
 
 
 def test_the_injection_client_defaults_are_the_context_settings() -> None:

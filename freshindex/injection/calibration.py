@@ -98,8 +98,8 @@ _DEFAULTS = ContextSettings()
 class Calibration:
     """How to calibrate: the ``refusal_calibration_*`` settings of ``settings.context``.
 
-    ``min_score`` is the dense floor the pseudo-questions are asked with: the shipped one unless given
-    (:meth:`from_mapping` does not read ``context.min_score``, as the calibration never did).
+    ``min_score`` is the dense floor the pseudo-questions are asked with: ``context.min_score``, the floor the
+    knowledge base's real questions are asked with, so the fitted bias is fitted on the signals it will judge.
     """
 
     enabled: bool = _DEFAULTS.refusal_calibration
@@ -113,7 +113,8 @@ class Calibration:
         return cls(enabled=bool(data.get("refusal_calibration", cls.enabled)),
                    sample=int(data.get("refusal_calibration_sample", cls.sample)),
                    min_chunks=int(data.get("refusal_calibration_min_chunks", cls.min_chunks)),
-                   target_false_rate=float(data.get("refusal_target_false_rate", cls.target_false_rate)))
+                   target_false_rate=float(data.get("refusal_target_false_rate", cls.target_false_rate)),
+                   min_score=float(data.get("min_score", cls.min_score)))
 
 
 class _Pinned:
