@@ -140,7 +140,7 @@ class ParseAhead:
                 out.data, out.digest = data, content_hash(data)
                 if indexed is not None and out.digest == indexed.content_hash:
                     return
-                if indexed is not None and indexed.shape_hash and line.parsers.shape(data, key, media_type) == indexed.shape_hash:
+                if indexed is not None and indexed.shape_hash and self._shape(line, Raw(data, key, media_type)) == indexed.shape_hash:
                     out.shape = indexed.shape_hash  # changed only where the parser does not read (navigation)
                     return
                 drafted = self._draft(line, doc_id, Raw(data, key, media_type))  # the line's steps: parse .. chunk
@@ -159,6 +159,18 @@ class ParseAhead:
         thread = threading.Thread(target=work, name="freshindex-parse-ahead", daemon=True)
         self._pending[key] = (thread, box, doc_id)
         thread.start()
+
+    def _shape(self, line: DocumentLine, raw: Raw) -> str | None:
+        """The shape hash of ``raw``: in the pool when there is one (a parse, off this process's GIL), else here;
+        None when a process of the pool died (the loop then decides, as without a shape)."""
+        if self.pool is None:
+            return line.parsers.shape(raw.data, raw.key, raw.media_type)
+        try:
+            return self.pool.shape(line.parsers, raw)
+        except PoolBroken:
+            return None
+        except PoolMismatch:
+            return line.parsers.shape(raw.data, raw.key, raw.media_type)
 
     def _draft(self, line: DocumentLine, doc_id: str, raw: Raw) -> Drafted | None:
         """The line's steps on ``raw``: in this thread, or in the pool (None when a process of it died)."""

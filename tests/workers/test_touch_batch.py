@@ -238,3 +238,42 @@ def test_the_refusal_is_asked_at_the_first_document_then_per_interval_or_batch()
     now[0] = 4.5
     batch.flush_if_due()
     assert ledger.written == [["d1"]] and not batch.holds("d1")
+
+
+def test_with_a_pool_the_shape_of_a_touched_page_is_hashed_in_its_processes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from freshindex.workers.parsing import Parsers
+    from freshindex.workers.parsing.html import shape_html
+    from freshindex.workers.steps import Raw
+    from freshindex.workers.steps.pool import LinePool
+
+    # A pool's shape is the parser's
+    pool = LinePool(1)
+    try:
+        page = _page(1, "15.20")
+        assert pool.shape(Parsers(), Raw(page, "p.html", None)) == shape_html(page)
+    finally:
+        pool.close()
+    # Given 8 indexed pages, synced with two processes
+    svc = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing"},
+                                 pipeline={"processes": 2, "pool_min_documents": 1}))
+    try:
+        svc.registry.add_source("docs", kind="folder", location=str(tmp_path / "src"), owner="t", kb="kb")
+        _write(tmp_path / "src", 8, "15.18")
+        sync_inline(svc, "docs")
+        _write(tmp_path / "src", 8, "15.20")
+        # When a furniture-only release is synced, with this process's own shape hashing counted
+        hashed_here: list[str] = []
+        real = Parsers.shape
+
+        def counted(self: Parsers, data: bytes, key: str, media_type: str | None = None) -> str | None:
+            hashed_here.append(key)
+            return real(self, data, key, media_type)
+
+        monkeypatch.setattr(Parsers, "shape", counted)
+        report = sync_inline(svc, "docs")
+        # Then every page is touched, and the pages worked ahead were hashed in the pool, not here
+        assert _results(svc, report.run.id) == {f"p{n:02d}.html": DocumentOutcomeKind.UNCHANGED for n in range(8)}
+        assert len(hashed_here) <= 1  # the loop's first page is its own (nothing works ahead of it)
+    finally:
+        svc.close()

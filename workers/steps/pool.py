@@ -4,7 +4,9 @@ An in-process sync parses and chunks in Python, under one GIL: threads
 overlap it with the model and the registry, never with another parse.
 :class:`LinePool` sends a document's bytes to one of ``processes`` worker
 processes, which runs the line's steps (parse, the transforms, chunk) and
-sends back the parse and the chunks (:class:`workers.steps.Drafted`).
+sends back the parse and the chunks (:class:`workers.steps.Drafted`); or
+computes a document's shape hash there (:meth:`LinePool.shape`), the parse a
+release's unchanged page costs.
 
 Processes start by ``forkserver`` (the sync already runs threads, and a fork
 copies their locks in whatever state they are), with the line's modules
@@ -118,6 +120,15 @@ def _draft(line: DocumentLine, doc_id: str, raw: Raw, parent: str) -> tuple[Any,
     return out.parsed, out.chunks, error
 
 
+def _shape(parsers: Parsers, raw: Raw, parent: str) -> str | None:
+    """In a worker: the shape hash of ``raw`` (:meth:`Parsers.shape`)."""
+    if not _WORKER_PRINT:
+        _WORKER_PRINT.append(fingerprint())
+    if _WORKER_PRINT[0] != parent:
+        raise PoolMismatch("this worker's parsers or chunker version differ from the sync's")
+    return parsers.shape(raw.data, raw.key, raw.media_type)
+
+
 def _drafted(result: tuple[Any, Any, tuple[str, str] | None]) -> Drafted:
     parsed, chunks, error = result
     return Drafted(parsed=parsed, chunks=chunks, error=DocumentError(*error) if error is not None else None)
@@ -160,6 +171,19 @@ class LinePool:
             executor, generation = self._executor, self._generation
         try:
             return _drafted(executor.submit(_draft, line, doc_id, raw, fingerprint()).result())
+        except BrokenProcessPool as exc:
+            self._renew(generation)
+            raise PoolBroken(str(exc)) from exc
+
+    def shape(self, parsers: Parsers, raw: Raw) -> str | None:
+        """:meth:`Parsers.shape` of ``raw`` in the shared pool (the parse it costs, off this process's GIL);
+        :class:`PoolBroken` and :class:`PoolMismatch` as :meth:`draft`."""
+        with self._lock:
+            if self._closed:
+                raise PoolBroken("the pool is closed")
+            executor, generation = self._executor, self._generation
+        try:
+            return executor.submit(_shape, parsers, raw, fingerprint()).result()
         except BrokenProcessPool as exc:
             self._renew(generation)
             raise PoolBroken(str(exc)) from exc
