@@ -30,8 +30,10 @@ have.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -95,7 +97,11 @@ class ParseAhead:
         #: Documents the loop keeps submitted ahead of the one it processes: one per process of the pool.
         self.depth = pool.processes if pool is not None else self.HELD - 1
         self.held = self.depth + 1
-        self._pending: dict[str, tuple[threading.Thread, list[Prepared], str]] = {}
+        self._pending: dict[str, tuple[threading.Event, list[Prepared], str]] = {}
+        #: The threads that work ahead, started once and fed :attr:`_jobs`: a thread started per document cost
+        #: the loop about 3 ms each (it waits for the new thread to take the GIL), 3 s of a release's update.
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
         self._sources: dict[str, tuple[Connector, DocumentLine]] = {}  # read once a run: the loop's own reads decide
         self._ctx: PipelineContext | None = None
         self._lock = threading.Lock()
@@ -119,6 +125,7 @@ class ParseAhead:
             return
         doc_id = document_id(source_id, key)
         box: list[Prepared] = []
+        done = threading.Event()
 
         def work() -> None:
             out = Prepared()
@@ -155,10 +162,28 @@ class ParseAhead:
                 out = Prepared(attempt_open=out.attempt_open)
             finally:
                 box.append(out)
+                done.set()
 
-        thread = threading.Thread(target=work, name="freshindex-parse-ahead", daemon=True)
-        self._pending[key] = (thread, box, doc_id)
-        thread.start()
+        self._pending[key] = (done, box, doc_id)
+        while len(self._workers) < self.held:
+            worker = threading.Thread(target=self._serve, name="freshindex-parse-ahead", daemon=True)
+            worker.start()
+            self._workers.append(worker)
+        self._jobs.put(work)
+
+    def _serve(self) -> None:
+        """A working-ahead thread: the documents handed to it, one after another, until told to stop (None)."""
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except BaseException:  # a job keeps its own failure in its box; the thread serves on
+                pass
+
+    def _stop_workers(self) -> None:
+        """Let each working-ahead thread end once the document it is on is done (not waited for)."""
+        for _ in self._workers:
+            self._jobs.put(None)
+        self._workers = []
 
     def _shape(self, line: DocumentLine, raw: Raw) -> str | None:
         """The shape hash of ``raw``: in the pool when there is one (a parse, off this process's GIL), else here;
@@ -208,6 +233,7 @@ class ParseAhead:
             self._pending.clear()
         for doc_id in opened:
             self._close(doc_id)
+        self._stop_workers()
         if self.pool is not None:
             self.pool.close(wait=False)
 
@@ -228,18 +254,19 @@ class ParseAhead:
         """Wait for every thread; close the attempts of the documents the loop did not take."""
         while self._pending:
             self._drop(self._pending.pop(next(iter(self._pending))))
+        self._stop_workers()
         if self.pool is not None:
             self.pool.close()
 
-    def _join(self, entry: tuple[threading.Thread, list[Prepared], str]) -> Prepared | None:
-        """Wait for an entry's thread; its attempt is then no longer :meth:`abandon`'s to close."""
-        thread, box, doc_id = entry
-        thread.join()
+    def _join(self, entry: tuple[threading.Event, list[Prepared], str]) -> Prepared | None:
+        """Wait for an entry's work; its attempt is then no longer :meth:`abandon`'s to close."""
+        done, box, doc_id = entry
+        done.wait()
         with self._lock:
             self._opened.discard(doc_id)
         return box[0] if box else None
 
-    def _drop(self, entry: tuple[threading.Thread, list[Prepared], str]) -> None:
+    def _drop(self, entry: tuple[threading.Event, list[Prepared], str]) -> None:
         ready = self._join(entry)
         if ready is not None and ready.attempt_open:
             self._close(entry[2])
