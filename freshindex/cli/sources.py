@@ -24,7 +24,6 @@ from freshindex.cli.grouped import grouped
 from freshindex.cli.support import actor, json_option, require
 from freshindex.core.enums import RunStatus
 from freshindex.core.errors import ConfigError
-from freshindex.registry.records import SourceSetup
 
 log = logging.getLogger("freshindex.cli")
 
@@ -304,6 +303,8 @@ def sources_add(state: CliState, source_id: str, given: AddOptions, as_json: boo
     groups = acl_cli.split_tokens(given.acl, None) or []
     rules = acl_cli.parse_rules(given.acl_rules)
     acl_cli.check_tenant(given.tenant)
+    from freshindex.registry.records import SourceSetup  # the registry (SQLAlchemy) is the server extra's
+
     src = state.services.registry.add_source(
         source_id, kind=given.kind, location=location, owner=given.owner, kb=given.kb or state.settings.default_kb,
         setup=SourceSetup(options=opts, acl=groups, poll_interval_s=given.poll, tenant=given.tenant,

@@ -390,3 +390,27 @@ def test_the_package_exports_every_name_it_lists() -> None:
     from freshindex import injection
     assert set(injection.__all__) == set(injection._WHERE)
     assert all(getattr(injection, name) is not None for name in injection.__all__)
+
+
+def test_every_cli_module_imports_without_the_server_extra() -> None:
+    # The thin install's console script must reach its "pip install 'freshindex[server]'" line, not a traceback:
+    # no CLI module may import the registry, the workers or a server library at import time (the slow venv test
+    # above proves it on a real thin install; this one names the module at fault in a second).
+    blocked = ["sqlalchemy", "celery", "kombu", "alembic", "boto3", "botocore", "fitz", "pymupdf", "numpy",
+               "onnxruntime", "fastapi", "uvicorn", "qdrant_edge", "qdrant_client"]
+    probe = textwrap.dedent(f"""
+        import importlib, pkgutil, sys
+        for name in {blocked!r}:
+            sys.modules[name] = None  # importing it raises ImportError
+        import freshindex.cli as cli
+        failed = []
+        for info in pkgutil.iter_modules(cli.__path__):
+            try:
+                importlib.import_module("freshindex.cli." + info.name)
+            except ImportError as exc:
+                failed.append(f"{{info.name}}: {{exc}}")
+        print("\\n".join(failed))
+    """)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == ""
