@@ -40,8 +40,11 @@ install: $(VENV)/.installed-run system-deps
 run: $(VENV)/.installed-run system-deps
 	FRESHINDEX=$(BIN)/freshindex sh examples/demo.sh
 
+# Two processes, a test file each (module fixtures such as a long-lived worker deployment stay in one): most of
+# the suite waits on subprocesses, brokers and databases.  TEST_PROCESSES=0 runs it in this process alone.
+TEST_PROCESSES ?= 2
 test: $(VENV)/.installed-test system-deps
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

@@ -37,6 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 PG_ADMIN_URL = os.environ.get("FRESHINDEX_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("FRESHINDEX_TEST_REDIS", "redis://127.0.0.1:6379")
+# One Redis database per pytest-xdist worker (gw0 -> 1, gw1 -> 2, ...; 0 without xdist): Celery's broadcasts,
+# events and queues of parallel tests stay apart (kombu prefixes its fanout channels with the database).
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+REDIS_DB = int(_XDIST_WORKER[2:]) + 1 if _XDIST_WORKER[2:].isdigit() else 0
+REDIS_DB_URL = f"{REDIS_URL}/{REDIS_DB}"
 
 
 def port_open(host: str, port: int) -> bool:
@@ -151,7 +156,7 @@ def sqlite_registry(tmp_path: Path) -> Iterator[Registry]:
 def redis_url() -> str:
     if not port_open("127.0.0.1", 6379):
         pytest.fail("Redis is not running on 127.0.0.1:6379 (.ci/run starts it)")
-    return REDIS_URL
+    return REDIS_DB_URL
 
 
 @pytest.fixture(scope="session")
@@ -242,7 +247,7 @@ def freshness_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[D
             pytest.fail(f"{what} is not running on 127.0.0.1:{port} (.ci/run starts it)")
     name, url = _create_pg_database()
     try:
-        with deployment(tmp_path_factory.mktemp("freshness-contract"), url, REDIS_URL + "/0") as dep:
+        with deployment(tmp_path_factory.mktemp("freshness-contract"), url, REDIS_DB_URL) as dep:
             yield dep
     finally:
         _drop_pg_database(name)

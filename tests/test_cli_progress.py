@@ -175,7 +175,7 @@ def test_a_distributed_sync_followed_from_the_cli_shows_its_build(tmp_path: Path
     """Given a Celery worker on Redis and the registry on PostgreSQL, the CLI that follows the run shows the
     build the worker does as a stage (read from the registry through ``sync_distributed(on_poll=...)``)."""
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")},
-           **distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-stages"),
+           **distributed_env(tmp_path, pg_url, redis_url, "fi-stages"),
            "FRESHINDEX_EMBEDDING__PROVIDER": "hashing"}
     subprocess.run([sys.executable, "-m", "freshindex", "sources", "add", "docs", "--kind", "folder", "--location",
                     str(source)], cwd=ROOT, env=env, check=True, capture_output=True)

@@ -268,7 +268,7 @@ def test_distributed_mode_enqueues_sync_source_through_celery(tmp_path: Path, pg
 
     from tests.conftest import distributed_env, worker_process
 
-    env = distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-wh", FRESHINDEX_EMBEDDING__PROVIDER="hashing")
+    env = distributed_env(tmp_path, pg_url, redis_url, "fi-wh", FRESHINDEX_EMBEDDING__PROVIDER="hashing")
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     svc = Services(load_settings(webhooks={"secrets": {"docs": SECRET}, "debounce_s": 0.3}))

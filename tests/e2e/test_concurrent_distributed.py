@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 @pytest.fixture
 def env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
-    return {**base, **distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-join",
+    return {**base, **distributed_env(tmp_path, pg_url, redis_url, "fi-join",
                                       FRESHINDEX_BROKER__SYNC_TIMEOUT="240")}
 
 

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 @pytest.fixture(params=["redis", "rabbitmq"])
 def broker_url(request: pytest.FixtureRequest) -> str:
     if request.param == "redis":
-        return request.getfixturevalue("redis_url") + "/0"
+        return request.getfixturevalue("redis_url")
     if not port_open("127.0.0.1", 5672):
         pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 (.ci/run starts it)")
     return "amqp://guest:guest@127.0.0.1:5672//"

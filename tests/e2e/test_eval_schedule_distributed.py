@@ -33,7 +33,7 @@ GOLDEN = ('{"id": "install", "question": "How do I install freshindex?", "expect
 
 
 def _env(tmp_path: Path, pg_url: str, redis_url: str, eval_interval_s: str) -> dict[str, str]:
-    return make_env(tmp_path, pg_url, redis_url + "/0", "fi-eval", FRESHINDEX_EMBEDDING__PROVIDER="hashing",
+    return make_env(tmp_path, pg_url, redis_url, "fi-eval", FRESHINDEX_EMBEDDING__PROVIDER="hashing",
                     FRESHINDEX_SCHEDULES__POLL_TICK_S="1", FRESHINDEX_SCHEDULES__EVAL_INTERVAL_S=eval_interval_s,
                     FRESHINDEX_BROKER__WORKER_METRICS_PORT=str(free_port()))
 

@@ -198,7 +198,7 @@ def test_a_worker_killed_mid_document_the_run_completes_on_the_other(
 ) -> None:
     # Given two workers and a source with one large document (real model: ~10 s of embedding)
     write_big_document(sample_kb, sections=100)
-    svc, app, workers = cluster(fault_env(tmp_path, pg_url, redis_url + "/0", embedding="onnx"))
+    svc, app, workers = cluster(fault_env(tmp_path, pg_url, redis_url, embedding="onnx"))
     hosts = [workers.start("wa"), workers.start("wb")]
     workers.wait_ready(app, hosts)
     svc.registry.add_source("docs", kind="folder", location=str(sample_kb), owner="t", kb="default")
@@ -237,7 +237,7 @@ def test_a_build_worker_killed_mid_build_is_reaped_and_another_builds(
     tmp_path: Path, pg_url: str, redis_url: str, sample_kb: Path, cluster: Any
 ) -> None:
     # Given a sync/parse worker and a build worker that stalls after writing, before verifying
-    svc, app, workers = cluster(fault_env(tmp_path, pg_url, redis_url + "/0"))
+    svc, app, workers = cluster(fault_env(tmp_path, pg_url, redis_url))
     marker = tmp_path / "build-reached"
     parse = workers.start("wp", "sync,parse")
     slow = workers.start("wbuild", "build", extra_env={"FAULT_BUILD_MARKER": str(marker)}, slow_build=True)

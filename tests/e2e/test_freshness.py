@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 @pytest.fixture
 def env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, str]:
-    return make_env(tmp_path, pg_url, redis_url + "/0", "fi-beat", FRESHINDEX_EMBEDDING__PROVIDER="hashing",
+    return make_env(tmp_path, pg_url, redis_url, "fi-beat", FRESHINDEX_EMBEDDING__PROVIDER="hashing",
                     FRESHINDEX_SCHEDULES__POLL_TICK_S="1", FRESHINDEX_SCHEDULES__SWEEP_INTERVAL_S="1")
 
 

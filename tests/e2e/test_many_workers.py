@@ -46,7 +46,7 @@ PROCS = 8
 @pytest.fixture
 def deployment(tmp_path: Path, pg_url: str, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple]:
     folders = make_corpus(tmp_path / "corpus", sources=3, docs=15)
-    env = distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-many", FRESHINDEX_EMBEDDING__PROVIDER="hashing",
+    env = distributed_env(tmp_path, pg_url, redis_url, "fi-many", FRESHINDEX_EMBEDDING__PROVIDER="hashing",
                           FRESHINDEX_REGISTRY__POOL_SIZE="2", FRESHINDEX_BROKER__DISPATCH_BATCH="10")
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 @pytest.fixture
 def env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, str]:
-    return distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-media", FRESHINDEX_BROKER__STAGE_QUEUES="true",
+    return distributed_env(tmp_path, pg_url, redis_url, "fi-media", FRESHINDEX_BROKER__STAGE_QUEUES="true",
                            FRESHINDEX_EMBEDDING__PROVIDER="hashing")
 
 

@@ -67,7 +67,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from freshindex.api.routes_webhooks import sign_generic
 from freshindex.workers.names import Queue
 from freshindex.workers.probe import WORKER_FILE
-from tests.conftest import REDIS_URL, ROOT, free_port
+from tests.conftest import REDIS_DB_URL, ROOT, free_port
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -147,7 +147,7 @@ class Deployment:
 def substitutions(tmp: Path, pg_url: str, kb: Path) -> dict[str, str]:
     """Recipe value -> this machine's, longest first (so a path is replaced before its prefix)."""
     pairs = {
-        "redis://redis:6379/0": REDIS_URL + "/0",
+        "redis://redis:6379/0": REDIS_DB_URL,
         "postgresql+psycopg://freshindex:pw@db/freshindex": pg_url,  # a scratch database (conftest's pg_url)
         "/var/lib/freshindex": str(tmp / "var"),
         "/etc/freshindex": str(tmp / "etc"),
@@ -244,7 +244,7 @@ def walked(tmp: Path, pg_url: str, kb: Path) -> Iterator[Deployment]:
         with contextlib.suppress(Exception):
             import redis
 
-            client = redis.Redis.from_url(REDIS_URL)
+            client = redis.Redis.from_url(REDIS_DB_URL)
             for key in client.scan_iter(f"{prefix}*"):
                 client.delete(key)
 
@@ -414,7 +414,7 @@ def inject_faults(dep: Deployment) -> tuple[Series, Target, Target, str]:
     parse = next(t for t in dep.workers if t.stage == "parse")
     stop(embed.proc)
     embed_queue = f"{dep.env['FRESHINDEX_BROKER__QUEUE_PREFIX']}.embed"
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(REDIS_DB_URL)
     client.lpush(embed_queue, *[json.dumps({"stranded": i}) for i in range(150)])
     scrape(dep)  # every exporter sees the queue's head once: its age counts from here
     for _ in range(5):  # the consumer touches the file every 10 s: scrape right after setting it back

@@ -46,7 +46,7 @@ def test_a_document_that_kills_its_worker_is_recorded_worker_crashed_and_the_run
     kb = tmp_path / "kb"
     good = _knowledge_base(kb)
     kills = tmp_path / "kills.log"
-    env = fault_env(tmp_path, pg_url, redis_url + "/0", embedding="onnx")
+    env = fault_env(tmp_path, pg_url, redis_url, embedding="onnx")
     env["POISON_LOG"] = str(kills)
     svc, app, workers = cluster(env)
     host = workers.start("wpoison", module="tests.e2e.poison")

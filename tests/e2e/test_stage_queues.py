@@ -28,7 +28,7 @@ STAGES = {"parse": "sync,parse,build", "ocr": "ocr", "embed": "embed"}
 
 @pytest.fixture
 def env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, str]:
-    return distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-stages", FRESHINDEX_BROKER__STAGE_QUEUES="true",
+    return distributed_env(tmp_path, pg_url, redis_url, "fi-stages", FRESHINDEX_BROKER__STAGE_QUEUES="true",
                            FRESHINDEX_EMBEDDING__PROVIDER="hashing")
 
 
@@ -85,7 +85,7 @@ def test_with_stage_queues_off_a_worker_on_the_parse_queue_alone_completes_the_r
     tmp_path: Path, pg_url: str, redis_url: str, sample_kb: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given stage queues off and one worker consuming sync, parse and build only (no ocr, no embed)
-    env = distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-stages-off", FRESHINDEX_BROKER__STAGE_QUEUES="false",
+    env = distributed_env(tmp_path, pg_url, redis_url, "fi-stages-off", FRESHINDEX_BROKER__STAGE_QUEUES="false",
                           FRESHINDEX_EMBEDDING__PROVIDER="hashing")
     log = tmp_path / "worker.log"
     with coordinator(env, monkeypatch) as (svc, app):

@@ -88,7 +88,7 @@ def test_the_exporter_binds_loopback_exports_no_pid_and_reads_queue_head_and_hea
 ) -> None:
     import redis
 
-    broker = redis_url + "/0"
+    broker = redis_url
     queue = f"fi-head-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(broker)
     port = free_port()

@@ -38,7 +38,7 @@ def test_the_worker_exports_its_pool_metrics_task_latency_and_queue_depth(
 ) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
-    env.update(distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-exp",
+    env.update(distributed_env(tmp_path, pg_url, redis_url, "fi-exp",
                                FRESHINDEX_BROKER__WORKER_METRICS_PORT=str(port),
                                FRESHINDEX_EMBEDDING__PROVIDER="hashing"))
     prefix = env["FRESHINDEX_BROKER__QUEUE_PREFIX"]
@@ -83,7 +83,7 @@ def test_queue_depth_counts_waiting_messages_on_redis_and_rabbitmq(redis_url: st
     from freshindex.settings import load_settings
     from freshindex.workers import exporter
 
-    for url in (redis_url + "/0", "amqp://guest:guest@127.0.0.1:5672//"):
+    for url in (redis_url, "amqp://guest:guest@127.0.0.1:5672//"):
         app = build_app(load_settings(broker={"url": url}))
         queue = f"fi-depth-{uuid.uuid4().hex[:8]}"
         try:

@@ -44,13 +44,13 @@ def _folder(root: Path, name: str, docs: int) -> Path:
 def harness(tmp_path: Path, redis_url: str, request: pytest.FixtureRequest) -> Iterator[tuple]:
     batch = request.param
     settings = load_settings(data_dir=tmp_path / "data", broker={
-        "url": redis_url + "/0", "queue_prefix": f"fair-{uuid.uuid4().hex[:8]}", "dispatch_batch": batch},
+        "url": redis_url, "queue_prefix": f"fair-{uuid.uuid4().hex[:8]}", "dispatch_batch": batch},
         embedding={"provider": "hashing"})
     svc = Services(settings)
     app = create_app(settings, services_factory=lambda: svc)
     svc.registry.add_source("huge", kind="folder", location=str(_folder(tmp_path, "huge", HUGE)), owner="t", kb="default")
     svc.registry.add_source("small", kind="folder", location=str(_folder(tmp_path, "small", SMALL)), owner="t", kb="default")
-    client = redis.Redis.from_url(redis_url + "/0")
+    client = redis.Redis.from_url(redis_url)
     parse = queue_name(settings, Queue.PARSE)
     try:
         yield app, client, parse

@@ -180,7 +180,7 @@ def test_a_stranded_document_is_found_by_verify_and_repaired_by_reconcile(
 
 @pytest.fixture
 def worker_env(tmp_path: Path, pg_url: str, redis_url: str) -> dict[str, str]:
-    return distributed_env(tmp_path, pg_url, redis_url + "/0", "fi-fence")
+    return distributed_env(tmp_path, pg_url, redis_url, "fi-fence")
 
 
 @pytest.fixture

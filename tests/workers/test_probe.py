@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 @pytest.fixture
 def env(tmp_path: Path, redis_url: str) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
-    return {**clean, "FRESHINDEX_DATA_DIR": str(tmp_path / "data"), "FRESHINDEX_BROKER__URL": redis_url + "/0",
+    return {**clean, "FRESHINDEX_DATA_DIR": str(tmp_path / "data"), "FRESHINDEX_BROKER__URL": redis_url,
             "FRESHINDEX_BROKER__QUEUE_PREFIX": f"fi-probe-{uuid.uuid4().hex[:8]}"}
 
 

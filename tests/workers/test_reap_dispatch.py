@@ -45,7 +45,7 @@ DOCS, BATCH, LEASE = 20, 4, 60.0
 @pytest.fixture
 def harness(tmp_path: Path, redis_url: str) -> Iterator[tuple]:
     settings = load_settings(data_dir=tmp_path / "data", broker={
-        "url": redis_url + "/0", "queue_prefix": f"reap-{uuid.uuid4().hex[:8]}", "dispatch_batch": BATCH},
+        "url": redis_url, "queue_prefix": f"reap-{uuid.uuid4().hex[:8]}", "dispatch_batch": BATCH},
         embedding={"provider": "hashing"})
     svc = Services(settings)
     app = create_app(settings, services_factory=lambda: svc)
@@ -55,7 +55,7 @@ def harness(tmp_path: Path, redis_url: str) -> Iterator[tuple]:
         (folder / f"doc-{i:03d}.md").write_text(f"# Doc {i}\n\nDocument {i}, text {uuid.uuid4().hex}.\n")
     svc.registry.add_source("huge", kind="folder", location=str(folder), owner="t", kb="default")
     svc.registry.add_source("other", kind="folder", location=str(tmp_path), owner="t", kb="default")
-    client = redis.Redis.from_url(redis_url + "/0")
+    client = redis.Redis.from_url(redis_url)
     try:
         yield svc, app, client, queue_name(settings, Queue.PARSE)
     finally:
