@@ -41,6 +41,9 @@ REDIS_URL = os.environ.get("FRESHINDEX_TEST_REDIS", "redis://127.0.0.1:6379")
 # events and queues of parallel tests stay apart (kombu prefixes its fanout channels with the database).
 _XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 REDIS_DB = int(_XDIST_WORKER[2:]) + 1 if _XDIST_WORKER[2:].isdigit() else 0
+if REDIS_DB > 15:  # Redis has 16 databases unless its `databases` setting says more
+    raise RuntimeError(f"pytest-xdist worker {_XDIST_WORKER} has no Redis database of its own: run at most 15 "
+                       "test processes (make test TEST_PROCESSES=N)")
 REDIS_DB_URL = f"{REDIS_URL}/{REDIS_DB}"
 
 

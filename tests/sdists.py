@@ -15,11 +15,16 @@ import tarfile
 from pathlib import Path
 
 from bench.corpora import common
+from tests.cachelock import cache_lock
 
 
 def sdist_tree(name: str, version: str) -> Path | None:
     cache = common.cache_dir("pypi")
-    cache.mkdir(parents=True, exist_ok=True)
+    with cache_lock(cache):  # another test process may be fetching the same release now
+        return _fetch(cache, name, version)
+
+
+def _fetch(cache: Path, name: str, version: str) -> Path | None:
     unpacked = cache / f"{name}-{version}"
     if (unpacked / "PKG-INFO").is_file():
         return unpacked

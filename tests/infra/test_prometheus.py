@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.cachelock import cache_lock
 from tests.conftest import ROOT
 
 PROM = ROOT / "infra" / "prometheus"
@@ -41,7 +42,14 @@ def _promtool() -> str:
         return str(binary)
     if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
         pytest.skip("promtool is not on PATH and this machine has no apt-get/dpkg-deb to fetch Debian's prometheus")
-    CACHE.mkdir(parents=True, exist_ok=True)
+    with cache_lock(CACHE):  # another test process may be fetching it now
+        if binary.is_file():
+            return str(binary)
+        _fetch_promtool()
+    return str(binary)
+
+
+def _fetch_promtool() -> None:
     for deb in CACHE.glob("*.deb"):
         deb.unlink()
     if not _run(["apt-get", "download", "prometheus"], cwd=CACHE):
@@ -55,7 +63,6 @@ def _promtool() -> str:
     shutil.rmtree(CACHE / "x", ignore_errors=True)
     tmp.rename(CACHE / "x")
     deb.unlink()
-    return str(binary)
 
 
 @pytest.fixture(scope="module")
