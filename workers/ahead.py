@@ -22,6 +22,10 @@ attempt, the poison-pill counter (:func:`workers.pipeline.begin_attempt`),
 opened before the fetch so that a parser that kills the process is
 charged to its document; the loop adopts that attempt, and a document a
 process died on is never worked ahead (:meth:`Registry.begin_attempt_ahead`).
+On the inline path the opening also closes the attempts of the touches the
+loop holds (:meth:`workers.batch.RunBatch.closing`), and a thread parses,
+chunks and embeds inside :meth:`workers.batch.RunBatch.working`, so a death
+there is charged to its document, not to them.
 The vectors are handed to the loop, which caches them with the rest of the
 document's work (:func:`core.vector_cache.vectors_for` with ``ahead``).  A
 failure in a thread prepares nothing and the loop meets it where it would
@@ -30,6 +34,7 @@ have.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -150,12 +155,15 @@ class ParseAhead:
                 if indexed is not None and indexed.shape_hash and self._shape(line, Raw(data, key, media_type)) == indexed.shape_hash:
                     out.shape = indexed.shape_hash  # changed only where the parser does not read (navigation)
                     return
-                drafted = self._draft(line, doc_id, Raw(data, key, media_type))  # the line's steps: parse .. chunk
-                if drafted is None:
-                    return  # its process died: the loop parses it again, alone (workers/pipeline.py)
-                out.parsed, out.chunks, out.error = drafted.parsed, drafted.chunks, drafted.error
-                if self.embed and out.chunks:
-                    out.vectors, out.embed_seconds = embed_new(ctx, doc_id if known is not None else None, out.chunks)
+                # The held touches' attempts are closed first: a death in here is this document's (workers/batch.py).
+                with ctx.batch.working() if ctx.batch is not None else contextlib.nullcontext():
+                    drafted = self._draft(line, doc_id, Raw(data, key, media_type))  # the line's steps: parse .. chunk
+                    if drafted is None:
+                        return  # its process died: the loop parses it again, alone (workers/pipeline.py)
+                    out.parsed, out.chunks, out.error = drafted.parsed, drafted.chunks, drafted.error
+                    if self.embed and out.chunks:
+                        out.vectors, out.embed_seconds = embed_new(ctx, doc_id if known is not None else None,
+                                                                   out.chunks)
             except DocumentError as exc:
                 out.error = exc
             except Exception:  # a fetch error (retried by the main path) or a bug: nothing prepared
@@ -241,7 +249,12 @@ class ParseAhead:
         with self._lock:
             if self._abandoned:
                 return False
-        if not ctx.registry.begin_attempt_ahead(doc_id, etag=etag, run_id=run_id):
+        # The held touches' attempts still open are closed in the same transaction (workers/batch.py).
+        closing = ctx.batch.closing() if ctx.batch is not None else []
+        opened = ctx.registry.begin_attempt_ahead(doc_id, etag=etag, run_id=run_id, closing=closing)
+        if ctx.batch is not None:
+            ctx.batch.closed(closing)
+        if not opened:
             return False
         with self._lock:
             if not self._abandoned:

@@ -18,7 +18,16 @@ touch, the end of its attempt), about 20 ms a page on SQLite.  On that path
   their attempts, in one fenced transaction per batch
   (:meth:`registry.touches.TouchStore.touch_documents`): when
   :attr:`RunBatch.size` are held or the oldest was held
-  :attr:`RunBatch.check_s` seconds, and before the run is finished.
+  :attr:`RunBatch.check_s` seconds, and before the run is finished;
+* closes the attempts of the held documents before another document can
+  kill the process on them: in the transaction that opens the next
+  document's attempt (``closing=`` of
+  :meth:`Registry.begin_document_attempt` and ``begin_attempt_ahead``, which
+  every document takes anyway), and before a document is parsed, chunked or
+  embedded in this process (:meth:`RunBatch.settle` in the loop,
+  :meth:`RunBatch.working` in the threads working ahead; a touch held while
+  a thread works closes its own attempt).  A process that dies in that
+  work leaves open only the attempts of the documents in flight in it.
 
 What it does not do: batch anything of a changed document (its staging, one
 transaction with its chunks, is unchanged); open attempts (each document's
@@ -26,18 +35,28 @@ attempt is still opened before its fetch, so a parser that kills the process
 is charged to its document); serve the distributed path, where each Celery
 task writes its own document.  What it costs: a process killed with touches
 held loses them (they are written again by the next sync, which plans those
-documents again) and leaves their attempts open, so each of those documents
-counts one crash on the next sync, as the document being worked on does; the
-limit (``sync.document_crash_retries``) is reached only by a document a
-process dies on again and again.
+documents again); an unchanged document costs no transaction of its own
+beyond its attempt's opening, except one held while a document is parsed in
+this process (a changed one: its attempt closed then, in a transaction of
+its own or shared with the others held).  Not covered: a page whose shape
+hash (the HTML parser, run in a thread working ahead when there is no pool
+of processes) kills the process may charge the page the loop held just
+before it one crash; the next sync works the page that killed it in the
+loop, after the held attempts are closed, so the neighbour is not charged
+again and the limit (``sync.document_crash_retries``, keep it above one)
+is reached only by a document a process dies on again and again.  A
+process killed outside any document's work (an operator, a node lost)
+charges the held documents whose attempts were not yet closed one crash
+each, as it does the document being worked on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from freshindex.core.ids import document_id
@@ -79,6 +98,11 @@ class RunBatch:
         self._touches: list[DocumentTouch] = []
         self._held_ids: set[str] = set()
         self._held_since: float | None = None
+        # The attempts bookkeeping, shared with the threads working ahead: held documents whose attempts are still
+        # open, and how many threads are working on a document in this process right now (:meth:`working`).
+        self._attempts = threading.Lock()
+        self._open_held: set[str] = set()
+        self._working = 0
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -120,11 +144,21 @@ class RunBatch:
     # -- touches -----------------------------------------------------------------------------
 
     def touch(self, touch: DocumentTouch) -> None:
-        """Hold ``touch`` until the batch is written (:meth:`flush_if_due`, :meth:`flush`)."""
+        """Hold ``touch`` until the batch is written (:meth:`flush_if_due`, :meth:`flush`).
+
+        Its document's attempt stays open until the next attempt is opened (:meth:`closing`) or a document is
+        worked on in this process (:meth:`settle`, :meth:`working`), which close it first; while a thread
+        works on one, it is closed now."""
         if not self._touches:
             self._held_since = self.clock()
         self._touches.append(touch)
         self._held_ids.add(touch.document_id)
+        with self._attempts:
+            now = self._working > 0
+            if not now:
+                self._open_held.add(touch.document_id)
+        if now:
+            self._release([touch.document_id])
 
     def holds(self, doc_id: str) -> bool:
         """A touch of ``doc_id`` is held: its attempt ends when the batch is written, not now."""
@@ -152,6 +186,7 @@ class RunBatch:
         self._held_ids = set()
         if not touches:
             return
+        self.closed([t.document_id for t in touches])  # ended or closed below, whatever happens
         try:
             moved = self.registry.touch_documents(self.run_id, self.changeset_id, self.source_id, touches)
         except BaseException:
@@ -173,13 +208,53 @@ class RunBatch:
         """The run no longer takes writes: close the held documents' attempts without an outcome, write nothing."""
         held, self._touches, self._held_since, self._held_ids = self._touches, [], None, set()
         if held:
+            self.closed([t.document_id for t in held])
             self._release([t.document_id for t in held])
 
-    def _release(self, doc_ids: list[str]) -> None:
+    # -- attempts ----------------------------------------------------------------------------
+
+    def closing(self) -> list[str]:
+        """The held documents whose attempts are still open: the next attempt opened closes them in its own
+        transaction (``closing=`` of :meth:`Registry.begin_document_attempt` and ``begin_attempt_ahead``), then
+        says so (:meth:`closed`).  No transaction of their own, and none of them is charged a crash by a
+        process that dies on a document opened after that."""
+        with self._attempts:
+            return sorted(self._open_held)
+
+    def closed(self, doc_ids: Sequence[str]) -> None:
+        """The attempts of ``doc_ids`` are closed (or ended) in the registry."""
+        with self._attempts:
+            self._open_held.difference_update(doc_ids)
+
+    def settle(self) -> None:
+        """Close the attempts still open of the held documents (one transaction, none when there are none):
+        called before a document is parsed, chunked or embedded in this process, so a parser that kills it
+        is charged to that document and the documents actually in flight only."""
+        doc_ids = self.closing()
+        if doc_ids and self._release(doc_ids):
+            self.closed(doc_ids)
+
+    @contextlib.contextmanager
+    def working(self) -> Iterator[None]:
+        """A thread working ahead parses, chunks or embeds a document in this process inside this: the held
+        documents' attempts are closed first (:meth:`settle`), and a touch held meanwhile closes its own."""
+        with self._attempts:
+            self._working += 1
+        try:
+            self.settle()
+            yield
+        finally:
+            with self._attempts:
+                self._working -= 1
+
+    def _release(self, doc_ids: list[str]) -> bool:
+        """Close the attempts of ``doc_ids``, crashes kept (best effort: False when the registry is away)."""
         try:
             self.registry.end_document_attempts(doc_ids, outcome=False)
         except Exception:  # an attempt left open costs a crash counted on the next sync
             log.warning("could not end the attempts of %d held touches", len(doc_ids), exc_info=True)
+            return False
+        return True
 
 
 __all__ = ["BatchRegistry", "RunBatch"]

@@ -185,7 +185,11 @@ def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_i
     counts against it too, so keep the limit above one.
     """
     doc_id = document_id(source_id, key)
-    crashes, crashed = ctx.registry.begin_document_attempt(doc_id, etag=etag, run_id=run_id)
+    # The held touches' attempts still open are closed in the same transaction: a death on this document is its own.
+    closing = ctx.batch.closing() if ctx.batch is not None else []
+    crashes, crashed = ctx.registry.begin_document_attempt(doc_id, etag=etag, run_id=run_id, closing=closing)
+    if ctx.batch is not None:
+        ctx.batch.closed(closing)
     if crashed:
         ctx.observer.worker_crashed(source_id, key, run_id, crashes)
     limit = ctx.sync.document_crash_retries
@@ -354,6 +358,8 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
         return same
     if (same := _touch_if_same_shape(ctx, job, fetched)) is not None:
         return same
+    if ctx.batch is not None:  # parsed, chunked, embedded from here: a death here is this document's only
+        ctx.batch.settle()
     ready, source = fetched.ready, job.source
     if ready is None or (ready.parsed is None and ready.error is None):
         drafted = _draft_in_pool(ctx, job, fetched.data)  # None: no pool, parsed below in this process
@@ -399,8 +405,12 @@ def _touch_if_same_shape(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> 
     known, ready = fetched.known, fetched.ready
     if known is None or not known.shape_hash or (ready is not None and ready.parsed is not None):
         return None
-    shape = (ready.shape if ready is not None and ready.shape
-             else ctx.parsers.for_source(job.source.options).shape(fetched.data, job.key, job.media_type))
+    if ready is not None and ready.shape:
+        shape: str | None = ready.shape
+    else:
+        if ctx.batch is not None:  # a parse in this process: a death in it is this document's only
+            ctx.batch.settle()
+        shape = ctx.parsers.for_source(job.source.options).shape(fetched.data, job.key, job.media_type)
     return _touch_if_unchanged(ctx, job, fetched, known.content_hash, shape) if shape == known.shape_hash else None
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, func, select, update
+from collections.abc import Collection
 
-from freshindex.registry.base import _Base, process_name
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from freshindex.registry.base import _Base, _batches, process_name
 from freshindex.registry.schema import DocumentAttempt, utcnow
 
 
@@ -13,7 +16,7 @@ class AttemptsStore(_Base):
     :func:`workers.pipeline.begin_attempt` and the threads of :mod:`workers.ahead`."""
 
     def begin_document_attempt(self, document_id: str, *, etag: str | None, run_id: int,
-                               worker: str | None = None) -> tuple[int, bool]:
+                               worker: str | None = None, closing: Collection[str] = ()) -> tuple[int, bool]:
         """A worker process begins ``document_id`` (before fetching or parsing it); returns
         (crashes counted against this version of it, whether the previous attempt just counted).
 
@@ -26,10 +29,16 @@ class AttemptsStore(_Base):
         ``etag`` starts the count again.  Not guaranteed: two copies of one
         task running side by side (a redelivery while the first still runs)
         count the second's start as a crash of the first.
+
+        ``closing``: documents this process is done with whose attempts are
+        still open (touches held to be written in a batch,
+        :mod:`workers.batch`): closed in the same transaction, crashes kept,
+        so a death on this document is not counted against them.
         """
         now = utcnow()
         with self.session() as s:
             self._write_lock(s)
+            _close(s, closing, document_id)
             s.execute(self._insert(DocumentAttempt).values(
                 document_id=document_id, etag=etag, crashes=0, open=False, sync_run_id=run_id, updated_at=now,
             ).on_conflict_do_nothing(index_elements=["document_id"]))
@@ -45,7 +54,8 @@ class AttemptsStore(_Base):
             row.worker = worker or process_name()
             return row.crashes, crashed
 
-    def begin_attempt_ahead(self, document_id: str, *, etag: str | None, run_id: int) -> bool:
+    def begin_attempt_ahead(self, document_id: str, *, etag: str | None, run_id: int,
+                            closing: Collection[str] = ()) -> bool:
         """Open ``document_id``'s attempt for work done ahead of the loop (:mod:`workers.ahead`), only if no
         process died on it: False, and nothing changed, when its attempt is open or has crashes counted.
 
@@ -54,7 +64,8 @@ class AttemptsStore(_Base):
         while working ahead leaves this attempt open beside the loop's, so
         both documents are counted; the next sync begins the document that
         killed it in the loop's own attempt (this returns False for it), so
-        its count rises as without working ahead.
+        its count rises as without working ahead.  ``closing``: as
+        :meth:`begin_document_attempt`'s, closed in the same transaction.
         """
         # One statement, atomic on both backends: inserted, or updated only where nobody holds it open and no
         # crash is counted (no row returned: refused).  It ran as a locked read then a write, twice the round trips
@@ -68,6 +79,7 @@ class AttemptsStore(_Base):
                   "updated_at": stmt.excluded.updated_at, "worker": stmt.excluded.worker},
             where=DocumentAttempt.open.is_(False) & (func.coalesce(DocumentAttempt.crashes, 0) == 0))
         with self.session() as s:
+            _close(s, closing, document_id)
             return s.execute(stmt.returning(DocumentAttempt.document_id)).first() is not None
 
     def end_document_attempt(self, document_id: str, *, outcome: bool) -> None:
@@ -88,3 +100,10 @@ class AttemptsStore(_Base):
         """Crashes counted against the document's current attempts (0 when none is recorded)."""
         with self.session() as s:
             return s.scalar(select(DocumentAttempt.crashes).where(DocumentAttempt.document_id == document_id)) or 0
+
+
+def _close(s: Session, document_ids: Collection[str], opening: str) -> None:
+    """Close the open attempts of ``document_ids`` (not ``opening``'s), crashes kept, in ``s``."""
+    for batch in _batches(sorted(set(document_ids) - {opening})):
+        s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), DocumentAttempt.open.is_(True))
+                  .values(open=False, updated_at=utcnow()))

@@ -131,3 +131,51 @@ def test_an_inline_sync_killed_by_a_document_gives_up_on_it_after_the_same_retri
         assert {k for k, d in docs.items() if d.state == "active"} == set(good)
     finally:
         registry.close()
+
+
+def test_an_inline_sync_killed_by_a_document_charges_none_of_the_unchanged_documents_before_it(
+    tmp_path: Path, pg_url: str
+) -> None:
+    # Given an embedded deployment parsing in this process only (no pool), 30 indexed guides whose mtimes
+    # then move (each touched, unchanged: their touches held for a batch), and a new guide, planned after
+    # them, whose parser kills the sync process (SIGKILL)
+    from tests.conftest import distributed_env
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    good = [f"guide-{n:02d}.md" for n in range(30)]
+    for n, key in enumerate(good):
+        (kb / key).write_text(f"# Guide {n}\n\nGuide {n} explains step {n} of the release.\n")
+    kills = tmp_path / "kills.log"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FRESHINDEX_")}
+    env = {**base, **distributed_env(tmp_path, pg_url, "", "fi-poison"), "POISON_LOG": str(kills),
+           "FRESHINDEX_EMBEDDING__PROVIDER": "hashing", "FRESHINDEX_SYNC__RUN_LEASE_S": "2",
+           "FRESHINDEX_SYNC__HEARTBEAT_INTERVAL_S": "0.3", "FRESHINDEX_PIPELINE__PROCESSES": "1"}
+    env.pop("FRESHINDEX_BROKER__URL")
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tests.e2e.poison", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    assert cli("sources", "add", "docs", "--kind", "folder", "--location", str(kb)).returncode == 0, "add"
+    first = cli("sync", "docs", "--json")
+    assert first.returncode == 0, first.stderr[-2000:]
+    for key in good:
+        os.utime(kb / key, ns=((kb / key).stat().st_mtime_ns + 10**9,) * 2)
+    (kb / "zz-poison.md").write_bytes(b"# Poison\n\n" + MARKER + b"\n")
+    # When `freshindex sync` is run again after each death
+    codes = [cli("sync", "docs", "--json").returncode for _ in range(RETRIES + 2)]
+    # Then the poison kills 1 + RETRIES syncs, the next records it worker_crashed, it only, and completes
+    assert codes == [-9] * (RETRIES + 1) + [0], codes
+    from freshindex.registry import Registry
+
+    registry = Registry.open(env["FRESHINDEX_REGISTRY__URL"])
+    try:
+        run = registry.sync_runs("docs", limit=1)[0]
+        assert run.status == "partial"
+        assert [(e.key, e.reason) for e in registry.document_errors(run_id=run.id)] == [
+            ("zz-poison.md", "worker_crashed")]
+        docs = registry.documents_for_source("docs")
+        assert {k for k, d in docs.items() if d.state == "active"} == set(good)
+    finally:
+        registry.close()

@@ -112,3 +112,20 @@ def test_many_records_are_read_in_one_call(registry: Registry) -> None:
     got = registry.documents([*ids.values(), "no-such-document"])
     assert set(got) == set(ids.values())
     assert {got[ids[k]].key for k in TEXTS} == set(TEXTS)
+
+
+def test_opening_an_attempt_closes_the_held_attempts_it_is_given_in_the_same_transaction(registry: Registry) -> None:
+    source_id, ids = _indexed(registry)
+    run, _cs = registry.start_sync_run(source_id, "test")
+    k0, k1, k2 = (ids[k] for k in TEXTS)
+    # Given k0 and k1 done with (their touches held for a batch), their attempts still open
+    registry.begin_document_attempt(k0, etag="e2", run_id=run)
+    assert registry.begin_attempt_ahead(k1, etag="e2", run_id=run)
+    # When k2's attempt is opened ahead with them to close, then by the loop with itself and k1 to close
+    assert registry.begin_attempt_ahead(k2, etag="e2", run_id=run, closing=[k0, k1])
+    # Then they are closed, no crash counted, and k2 is open
+    assert _attempts(registry) == {k0: False, k1: False, k2: True}
+    # And a document is never closed by its own opening; a crash is still counted on an open attempt
+    assert registry.begin_document_attempt(k2, etag="e2", run_id=run, closing=[k2, k1]) == (1, True)
+    assert _attempts(registry) == {k0: False, k1: False, k2: True}
+    assert registry.document_crashes(k0) == registry.document_crashes(k1) == 0

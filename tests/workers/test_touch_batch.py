@@ -14,6 +14,8 @@ attempt open; a process killed with touches held loses only whole touches
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -182,8 +184,9 @@ def test_a_killed_run_leaves_whole_batches_and_the_next_sync_makes_the_rest(tmp_
     listed = {p.name: p.stat() for p in (tmp_path / "src").iterdir()}
     new = {k for k, d in docs.items() if d.etag == f"{listed[k].st_mtime_ns}-{listed[k].st_size}"}
     assert new == set(written)
-    # And the held pages' attempts are open, as a killed process leaves them
-    assert {docs[k].id for k in ("p04.html", "p05.html")} <= _open_attempts(svc)
+    # And the written pages' attempts ended with their batch (the held ones are closed by the next attempt opened
+    # or before the next parse: test_a_document_that_kills_the_sync_charges_only_itself...)
+    assert not {docs[f"p{n:02d}.html"].id for n in range(4)} & _open_attempts(svc)
     # When the dead run is closed (the reaper's part) and the source synced again
     svc.registry.finish_sync_run(run.id, error="its process died")
     again = sync_inline(svc, "docs")
@@ -277,3 +280,59 @@ def test_with_a_pool_the_shape_of_a_touched_page_is_hashed_in_its_processes(
         assert len(hashed_here) <= 1  # the loop's first page is its own (nothing works ahead of it)
     finally:
         svc.close()
+
+
+POISON = b"POISON: this page kills the process that parses it"
+
+
+def test_a_document_that_kills_the_sync_charges_only_itself_not_the_touches_held_before_it(
+        tmp_path: Path, svc: Services) -> None:
+    from freshindex.workers import pipeline
+    from freshindex.workers.parsing import Parsers
+
+    # Given 10 indexed pages, then a release that moves only their mtimes (10 touches, the last 2 held when
+    # the sync reaches its 11th document) and a new page, planned last, whose parser kills the process
+    src = tmp_path / "src"
+    _write(src, 10, "15.18")
+    sync_inline(svc, "docs")
+    for page in src.iterdir():
+        os.utime(page, ns=(page.stat().st_mtime_ns + 10**9,) * 2)
+    (src / "zz-poison.html").write_bytes(b"<html><body><main><p>" + POISON + b"</p></main></body></html>")
+    real = Parsers.parse
+
+    def parse(self: Parsers, data: bytes, key: str, *rest: Any) -> Any:
+        if POISON in data:
+            raise _Killed
+        return real(self, data, key, *rest)
+
+    # When the source is synced again after each death (the dead run closed, as the reaper does), until a sync
+    # completes; nothing of a dying process's clean-up runs
+    deaths = 0
+    while True:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(Parsers, "parse", parse)
+            mp.setattr(RunBatch, "release", lambda self: None)
+            mp.setattr(runner, "_close_aborted", lambda *_a: None)
+            mp.setattr(runner.pipeline.ParseAhead, "abandon", lambda self: None)
+            mp.setattr(pipeline, "_end_attempt", functools.partial(_unless_killed, pipeline._end_attempt))
+            try:
+                report = sync_inline(svc, "docs")
+                break
+            except _Killed:
+                deaths += 1
+                assert deaths <= 3
+                svc.registry.finish_sync_run(svc.registry.sync_runs("docs", limit=1)[0].id, error="its process died")
+    # Then the poison page killed 1 + document_crash_retries syncs and the next recorded it worker_crashed,
+    # and it only: every other page is indexed and counts no crash
+    assert deaths == 3
+    assert [(e.key, e.reason) for e in report.errors] == [("zz-poison.html", "worker_crashed")]
+    docs = svc.registry.documents_for_source("docs")
+    assert {k for k, d in docs.items() if d.state == "active"} == {f"p{n:02d}.html" for n in range(10)}
+    assert all(svc.registry.document_crashes(d.id) == 0 for k, d in docs.items() if k != "zz-poison.html")
+    assert _open_attempts(svc) == set()
+
+
+def _unless_killed(real: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    """``real``, unless the process is dying (:class:`_Killed`): a killed process ends no attempt."""
+    if not isinstance(sys.exc_info()[1], _Killed):
+        real(*args, **kwargs)
