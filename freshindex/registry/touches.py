@@ -58,8 +58,10 @@ class TouchStore(AttemptsStore, DocumentAclStore):
             self._fence(s, run_id, changeset_id)
             ids = [t.document_id for t in touches]
             docs: dict[str, Document] = {}
-            for batch in _batches(sorted(set(ids))):
-                docs.update((d.id, d) for d in s.scalars(select(Document).where(Document.id.in_(batch))))
+            for batch in _batches(sorted(set(ids))):  # locked (PostgreSQL) from the re-check to the write: a
+                # reconcile or `documents retry` clearing the etag between them would be overwritten and lost
+                docs.update((d.id, d) for d in s.scalars(self._for_update(
+                    select(Document).where(Document.id.in_(batch)).order_by(Document.id))))
             done = [t for t in touches if _still(docs.get(t.document_id), t)]
             moved = sorted({t.document_id for t in touches} - {t.document_id for t in done})
             now = utcnow()

@@ -129,3 +129,47 @@ def test_opening_an_attempt_closes_the_held_attempts_it_is_given_in_the_same_tra
     assert registry.begin_document_attempt(k2, etag="e2", run_id=run, closing=[k2, k1]) == (1, True)
     assert _attempts(registry) == {k0: False, k1: False, k2: True}
     assert registry.document_crashes(k0) == registry.document_crashes(k1) == 0
+
+
+def test_a_writer_between_the_recheck_and_the_touch_is_not_overwritten(
+    registry: Registry, registry_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a batch whose re-check has just passed, when another connection clears the document's etag (what the
+    # freshness reconcile does to a document whose points are missing) before the batch writes
+    import threading
+
+    from sqlalchemy import create_engine, text
+
+    import freshindex.registry.touches as touches
+
+    source_id, ids = _indexed(registry)
+    run, cs = registry.start_sync_run(source_id, "test")
+    other = create_engine(registry_url)
+    still, cleared = touches._still, threading.Event()
+
+    def recheck_then_write_elsewhere(doc: object, touch: DocumentTouch) -> bool:
+        if not cleared.is_set():
+            cleared.set()
+
+            def clear() -> None:
+                with other.begin() as c:
+                    c.execute(text("UPDATE documents SET etag = NULL, content_hash = NULL WHERE id = :i"),
+                              {"i": ids["k0"]})
+
+            writer = threading.Thread(target=clear)
+            writer.start()
+            writer.join(1.0)  # it waits on the batch's lock (PostgreSQL FOR UPDATE, SQLite's one writer)
+        return still(doc, touch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(touches, "_still", recheck_then_write_elsewhere)
+    try:
+        registry.touch_documents(run, cs, source_id, [_touch(ids["k0"], "k0", "e2")])
+        for _ in range(100):  # the other writer goes on once the batch commits
+            if registry.get_document(ids["k0"]).etag is None:  # type: ignore[union-attr]
+                break
+            threading.Event().wait(0.05)
+    finally:
+        other.dispose()
+    # Then the other writer's clear is what stays: the document is read again by the next sync
+    doc = registry.get_document(ids["k0"])
+    assert doc is not None and doc.etag is None and doc.content_hash is None
