@@ -265,11 +265,13 @@ class ParseAhead:
 
     def discard(self) -> None:
         """Wait for every thread; close the attempts of the documents the loop did not take."""
-        while self._pending:
-            self._drop(self._pending.pop(next(iter(self._pending))))
-        self._stop_workers()
-        if self.pool is not None:
-            self.pool.close()
+        try:
+            while self._pending:
+                self._drop(self._pending.pop(next(iter(self._pending))))
+        finally:  # a Ctrl-C or a registry error while closing still stops the threads fed by the queue
+            self._stop_workers()
+            if self.pool is not None:
+                self.pool.close()
 
     def _join(self, entry: tuple[threading.Event, list[Prepared], str]) -> Prepared | None:
         """Wait for an entry's work; its attempt is then no longer :meth:`abandon`'s to close."""
