@@ -74,7 +74,8 @@ class BatchRegistry(Protocol):
     def documents(self, document_ids: Sequence[str]) -> dict[str, DocumentRecord]: ...
     def touch_documents(self, run_id: int, changeset_id: int | None, source_id: str,
                         touches: Sequence[DocumentTouch]) -> list[str]: ...
-    def end_document_attempts(self, document_ids: Sequence[str], *, outcome: bool) -> None: ...
+    def end_document_attempts(self, document_ids: Sequence[str], *, outcome: bool,
+                              run_id: int | None = None) -> None: ...
 
 
 class RunBatch:
@@ -98,6 +99,7 @@ class RunBatch:
         self._touches: list[DocumentTouch] = []
         self._held_ids: set[str] = set()
         self._held_since: float | None = None
+        self._counted: dict[str, Callable[[str], None]] = {}
         # The attempts bookkeeping, shared with the threads working ahead: held documents whose attempts are still
         # open, and how many threads are working on a document in this process right now (:meth:`working`).
         self._attempts = threading.Lock()
@@ -143,8 +145,11 @@ class RunBatch:
 
     # -- touches -----------------------------------------------------------------------------
 
-    def touch(self, touch: DocumentTouch) -> None:
+    def touch(self, touch: DocumentTouch, *, counted: Callable[[str], None] | None = None) -> None:
         """Hold ``touch`` until the batch is written (:meth:`flush_if_due`, :meth:`flush`).
+
+        ``counted``: called once the batch is written, with ``unchanged`` when the touch was, ``skipped``
+        when its record moved since the decision (not touched); never when the batch is not written.
 
         Its document's attempt stays open until the next attempt is opened (:meth:`closing`) or a document is
         worked on in this process (:meth:`settle`, :meth:`working`), which close it first; while a thread
@@ -153,6 +158,8 @@ class RunBatch:
             self._held_since = self.clock()
         self._touches.append(touch)
         self._held_ids.add(touch.document_id)
+        if counted is not None:
+            self._counted[touch.document_id] = counted
         with self._attempts:
             now = self._working > 0
             if not now:
@@ -183,7 +190,7 @@ class RunBatch:
         for a document whose work raised) and the error propagates.
         """
         touches, self._touches, self._held_since = self._touches, [], None
-        self._held_ids = set()
+        counted, self._held_ids, self._counted = self._counted, set(), {}
         if not touches:
             return
         self.closed([t.document_id for t in touches])  # ended or closed below, whatever happens
@@ -192,6 +199,9 @@ class RunBatch:
         except BaseException:
             self._release([t.document_id for t in touches])
             raise
+        for t in touches:
+            if (count := counted.get(t.document_id)) is not None:
+                count("skipped" if t.document_id in moved else "unchanged")
         if moved:
             log.warning("documents not touched: their records moved since they were found unchanged; the next "
                         "sync processes them again", extra={"event": "touch_moved", "run": self.run_id,
@@ -207,6 +217,7 @@ class RunBatch:
     def drop(self) -> None:
         """The run no longer takes writes: close the held documents' attempts without an outcome, write nothing."""
         held, self._touches, self._held_since, self._held_ids = self._touches, [], None, set()
+        self._counted = {}
         if held:
             self.closed([t.document_id for t in held])
             self._release([t.document_id for t in held])
@@ -250,7 +261,7 @@ class RunBatch:
     def _release(self, doc_ids: list[str]) -> bool:
         """Close the attempts of ``doc_ids``, crashes kept (best effort: False when the registry is away)."""
         try:
-            self.registry.end_document_attempts(doc_ids, outcome=False)
+            self.registry.end_document_attempts(doc_ids, outcome=False, run_id=self.run_id)
         except Exception:  # an attempt left open costs a crash counted on the next sync
             log.warning("could not end the attempts of %d held touches", len(doc_ids), exc_info=True)
             return False

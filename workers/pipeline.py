@@ -37,6 +37,7 @@ from freshindex.health.metrics import Metrics
 from freshindex.health.observer import SyncObserver
 from freshindex.registry import DocumentFailure, DocumentOutcome, DocumentRecord, Registry, SourceInfo
 from freshindex.registry.records import DocumentTouch, MirroredDocument, StagedDocument
+from freshindex.registry.touches import MOVED_DETAIL, MOVED_REASON
 from freshindex.settings.model import SyncSettings
 from freshindex.workers.ahead import ParseAhead, Prepared
 from freshindex.workers.batch import RunBatch
@@ -339,16 +340,19 @@ def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, dige
     if (known is None or known.state != DocumentState.ACTIVE or not known.content_hash
             or known.content_hash != digest or known.parser_version != job.version_now(ctx)):
         return None
-    seconds = time.perf_counter() - job.started
+    touch = DocumentTouch(document_id=job.doc_id, etag=job.etag, size=len(fetched.data),
+                          content_hash=known.content_hash, parser_version=known.parser_version,
+                          seconds=time.perf_counter() - job.started, shape_hash=shape_hash, acl=fetched.acl)
     if ctx.batch is not None:  # written with its batch, its attempt ended there (workers/batch.py)
-        ctx.batch.touch(DocumentTouch(document_id=job.doc_id, etag=job.etag, size=len(fetched.data),
-                                      content_hash=known.content_hash, parser_version=known.parser_version,
-                                      seconds=seconds, shape_hash=shape_hash, acl=fetched.acl))
+        ctx.batch.touch(touch, counted=lambda outcome: ctx.observer.document_outcome(job.source_id, outcome))
+    # Alone, as a batch of one: re-checked against what was compared (row locked), so a concurrent writer's change
+    # is not overwritten; its attempt ends in the same transaction.
+    elif ctx.registry.touch_documents(job.run_id, job.changeset_id, job.source_id, [touch]):
+        ctx.observer.document_outcome(job.source_id, "skipped")
+        return DocumentOutcome(document_id=job.doc_id, key=job.key, outcome=DocumentOutcomeKind.SKIPPED,
+                               error_reason=MOVED_REASON, error_detail=MOVED_DETAIL)
     else:
-        ctx.registry.touch_document(job.run_id, job.doc_id, etag=job.etag, size=len(fetched.data), seconds=seconds,
-                                    changeset_id=job.changeset_id, acls=(job.source_id, {job.doc_id: fetched.acl}),
-                                    shape_hash=shape_hash)
-    ctx.observer.document_outcome(job.source_id, "unchanged")
+        ctx.observer.document_outcome(job.source_id, "unchanged")
     return DocumentOutcome(document_id=job.doc_id, key=job.key, outcome=DocumentOutcomeKind.UNCHANGED)
 
 

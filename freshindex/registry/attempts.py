@@ -6,9 +6,11 @@ from collections.abc import Collection
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import ColumnElement
 
+from freshindex.core.enums import RunStatus
 from freshindex.registry.base import _Base, _batches, process_name
-from freshindex.registry.schema import DocumentAttempt, utcnow
+from freshindex.registry.schema import DocumentAttempt, SyncRun, utcnow
 
 
 class AttemptsStore(_Base):
@@ -30,21 +32,29 @@ class AttemptsStore(_Base):
         task running side by side (a redelivery while the first still runs)
         count the second's start as a crash of the first.
 
+        An attempt held open by another run that is still ``running`` is no
+        crash: the caller's run was taken over (a refused run between its
+        refusal checks), and the row is left to the run that holds it (the
+        count is returned, no crash).
+
         ``closing``: documents this process is done with whose attempts are
         still open (touches held to be written in a batch,
         :mod:`workers.batch`): closed in the same transaction, crashes kept,
-        so a death on this document is not counted against them.
+        so a death on this document is not counted against them (only the
+        attempts ``run_id`` holds).
         """
         now = utcnow()
         with self.session() as s:
             self._write_lock(s)
-            _close(s, closing, document_id)
+            _close(s, closing, document_id, run_id)
             s.execute(self._insert(DocumentAttempt).values(
                 document_id=document_id, etag=etag, crashes=0, open=False, sync_run_id=run_id, updated_at=now,
             ).on_conflict_do_nothing(index_elements=["document_id"]))
             q = select(DocumentAttempt).where(DocumentAttempt.document_id == document_id)
             q = self._for_update(q)
             row = s.scalars(q).one()
+            if row.open and row.sync_run_id not in (None, run_id) and _running(s, row.sync_run_id):
+                return row.crashes or 0, False  # the run that took over holds it: not a crash, not ours
             crashed = False
             if row.etag != etag:
                 row.crashes = 0
@@ -79,22 +89,25 @@ class AttemptsStore(_Base):
                   "updated_at": stmt.excluded.updated_at, "worker": stmt.excluded.worker},
             where=DocumentAttempt.open.is_(False) & (func.coalesce(DocumentAttempt.crashes, 0) == 0))
         with self.session() as s:
-            _close(s, closing, document_id)
+            _close(s, closing, document_id, run_id)
             return s.execute(stmt.returning(DocumentAttempt.document_id)).first() is not None
 
-    def end_document_attempt(self, document_id: str, *, outcome: bool) -> None:
+    def end_document_attempt(self, document_id: str, *, outcome: bool, run_id: int | None = None) -> None:
         """The process that began ``document_id`` is done with it, alive.
 
         ``outcome``: it recorded one (indexed, unchanged, failed): the crash
         count starts again.  Otherwise (an error the task retries) the attempt
-        is closed and the crashes counted so far are kept.
+        is closed and the crashes counted so far are kept.  ``run_id``: only
+        the attempt that run holds (not one a run that took over opened).
         """
+        where: list[ColumnElement[bool]] = [DocumentAttempt.document_id == document_id]
+        if run_id is not None:
+            where.append(DocumentAttempt.sync_run_id == run_id)
         with self.session() as s:
             if outcome:
-                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id == document_id))
+                s.execute(delete(DocumentAttempt).where(*where))
             else:
-                s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id == document_id)
-                          .values(open=False, updated_at=utcnow()))
+                s.execute(update(DocumentAttempt).where(*where).values(open=False, updated_at=utcnow()))
 
     def document_crashes(self, document_id: str) -> int:
         """Crashes counted against the document's current attempts (0 when none is recorded)."""
@@ -102,8 +115,14 @@ class AttemptsStore(_Base):
             return s.scalar(select(DocumentAttempt.crashes).where(DocumentAttempt.document_id == document_id)) or 0
 
 
-def _close(s: Session, document_ids: Collection[str], opening: str) -> None:
-    """Close the open attempts of ``document_ids`` (not ``opening``'s), crashes kept, in ``s``."""
+def _close(s: Session, document_ids: Collection[str], opening: str, run_id: int) -> None:
+    """Close the open attempts ``run_id`` holds of ``document_ids`` (not ``opening``'s), crashes kept, in ``s``."""
     for batch in _batches(sorted(set(document_ids) - {opening})):
-        s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), DocumentAttempt.open.is_(True))
+        s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), DocumentAttempt.open.is_(True),
+                                                DocumentAttempt.sync_run_id == run_id)
                   .values(open=False, updated_at=utcnow()))
+
+
+def _running(s: Session, run_id: int) -> bool:
+    """The sync run ``run_id`` exists and is still ``running``."""
+    return s.scalar(select(SyncRun.status).where(SyncRun.id == run_id)) == RunStatus.RUNNING

@@ -8,13 +8,17 @@ SQLite.  :meth:`TouchStore.touch_documents` writes a batch of them in one
 fenced transaction (each document as ``touch_document`` writes it, their
 ACLs, their outcomes) and ends their attempts in it, so a batch is recorded
 whole or not at all; :meth:`TouchStore.documents` reads many records at once.
+The distributed path writes its one touch as a batch of one, for the same
+re-check under the same lock (``touch_document`` has nothing to re-check).
 
 What it does not do: decide that a document is unchanged (the pipeline does,
 :mod:`workers.batch`); touch a document whose record moved since that
 decision (its content, version or state is no longer the one compared with):
-such a document is left as it was, its attempt closed without an outcome,
-and returned, so it is planned again on the next sync and never recorded
-``unchanged`` over a change.
+such a document is left as it was, its attempt closed without ending it,
+recorded ``skipped`` (:data:`MOVED_DETAIL`) unless the run already holds an
+outcome for it, and returned, so it is planned again on the next sync and
+never recorded ``unchanged`` over a change; touch or close an attempt another
+run holds (only the run's own are ended or closed).
 """
 
 from __future__ import annotations
@@ -22,14 +26,19 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.sql import ColumnElement
 
 from freshindex.core.enums import DocumentOutcomeKind, DocumentState
 from freshindex.registry.attempts import AttemptsStore
 from freshindex.registry.base import _batches, _doc_record
 from freshindex.registry.document_acl import DocumentAclStore, _acls_current
 from freshindex.registry.records import DocumentOutcome, DocumentRecord, DocumentTouch
-from freshindex.registry.schema import Document, DocumentAttempt, utcnow
+from freshindex.registry.schema import Document, DocumentAttempt, DocumentResult, utcnow
 from freshindex.registry.staging import _result_row
+
+#: The reason and detail of the ``skipped`` outcome of a document not touched because its record moved.
+MOVED_REASON = "touch_moved"
+MOVED_DETAIL = "record moved since it was judged unchanged; planned again next sync"
 
 
 class TouchStore(AttemptsStore, DocumentAclStore):
@@ -48,7 +57,9 @@ class TouchStore(AttemptsStore, DocumentAclStore):
                         touches: Sequence[DocumentTouch]) -> list[str]:
         """Record each of ``touches`` as :meth:`touch_document` does, in one fenced transaction, and end
         their documents' attempts with an outcome (the crash count starts again); returns the ids left
-        untouched because their record moved since the decision (their attempts closed, crashes kept).
+        untouched because their record moved since the decision (their attempts closed, crashes kept,
+        recorded ``skipped`` when the run holds no outcome for them yet).  Only the attempts ``run_id``
+        holds are ended or closed.
 
         Raises :class:`core.errors.StaleTaskError`, writing nothing, when the run no longer takes writes.
         """
@@ -78,22 +89,32 @@ class TouchStore(AttemptsStore, DocumentAclStore):
             acls = {t.document_id: t.acl for t in done if t.acl is not None}
             if acls and not _acls_current(s, acls):
                 self._apply_acls(s, source_id, acls, (), changeset_id)
+            if moved:  # the summary counts a listed document with no outcome as unchanged: say what happened
+                s.execute(self._insert(DocumentResult).on_conflict_do_nothing(
+                    index_elements=["sync_run_id", "document_id"]), [_result_row(run_id, DocumentOutcome(
+                        document_id=d, key=docs[d].key if d in docs else "", outcome=DocumentOutcomeKind.SKIPPED,
+                        error_reason=MOVED_REASON, error_detail=MOVED_DETAIL), now) for d in moved])
+            ours = DocumentAttempt.sync_run_id == run_id
             for batch in _batches([t.document_id for t in done]):
-                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch)))
+                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ours))
             for batch in _batches(moved):
-                s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch))
+                s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ours)
                           .values(open=False, updated_at=now))
             return moved
 
-    def end_document_attempts(self, document_ids: Collection[str], *, outcome: bool) -> None:
-        """:meth:`end_document_attempt` for many documents, in one transaction."""
+    def end_document_attempts(self, document_ids: Collection[str], *, outcome: bool,
+                              run_id: int | None = None) -> None:
+        """:meth:`end_document_attempt` for many documents, in one transaction (``run_id``: only the
+        attempts that run holds)."""
         with self.session() as s:
             for batch in _batches(sorted(set(document_ids))):
+                where: list[ColumnElement[bool]] = [DocumentAttempt.document_id.in_(batch)]
+                if run_id is not None:
+                    where.append(DocumentAttempt.sync_run_id == run_id)
                 if outcome:
-                    s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch)))
+                    s.execute(delete(DocumentAttempt).where(*where))
                 else:
-                    s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch))
-                              .values(open=False, updated_at=utcnow()))
+                    s.execute(update(DocumentAttempt).where(*where).values(open=False, updated_at=utcnow()))
 
 
 def _still(doc: Document | None, touch: DocumentTouch) -> bool:
@@ -102,4 +123,4 @@ def _still(doc: Document | None, touch: DocumentTouch) -> bool:
             and doc.parser_version == touch.parser_version)
 
 
-__all__ = ["TouchStore"]
+__all__ = ["MOVED_DETAIL", "MOVED_REASON", "TouchStore"]

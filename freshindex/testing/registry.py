@@ -20,7 +20,10 @@ concern of :mod:`registry.protocols` and of the registry's other stores:
   (``registry_leases``): every TTL crossed on a clock the test moves;
 - webhook deliveries and tickets, the refusal audit (``registry_intake``);
 - freshness labels, policies, withdrawals past their expiry, pause
-  (``registry_freshness``).
+  (``registry_freshness``);
+- batches of touched documents, many records read at once, attempts closed
+  with the opening of the next and left to a run that took over
+  (``registry_touches``).
 
 What it does not check: migrations between versions (``tests/registry``),
 query plans, performance, or the consumers' decisions over these records
@@ -58,6 +61,7 @@ from freshindex.testing.registry_snapshots import (
     SnapshotRecordsContract,
     StrandedRepairContract,
 )
+from freshindex.testing.registry_touches import TouchContract
 
 
 class SourceCatalogContract(RegistrySuite):
@@ -123,6 +127,7 @@ class RegistryContract(
     WebhookContract,
     RefusalContract,
     FreshnessContract,
+    TouchContract,
 ):
     """Subclass as ``TestMyBackend(RegistryContract)`` and implement :meth:`registry_url` (and :meth:`drop_url`)."""
 

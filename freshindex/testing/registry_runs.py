@@ -7,7 +7,7 @@ it alive while renewed and lets it stall once past, and only parse work
 counts as workers alive; the fair-dispatch cursor moves only from where it
 is; start markers are cleared up to a time; a plan keeps media types apart
 from ``planned_keys``; the poison-pill attempt counter counts a crash as an
-attempt begun and never ended; a source's connector state (and its planned
+attempt begun and never ended (under a run no longer running); a source's connector state (and its planned
 cursor) is pending with its run and promoted only when the run succeeds.
 
 What it does not check: the reaper's and the scheduler's decisions over
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -278,41 +279,56 @@ class RunLedgerContract(RegistrySuite):
 class AttemptsContract(RegistrySuite):
     """The poison-pill counter: a crash is an attempt begun and never ended."""
 
+    def runs(self, reg: Registry) -> Iterator[int]:
+        """Sync runs of one new source one after another, each finished when the next starts (a run that
+        died and was closed): an attempt open under a finished run is a crash, under a running one it is not."""
+        sid, run = self.source(reg).id, None
+        while True:
+            if run is not None:
+                reg.finish_sync_run(run)
+            run, _cs = reg.start_sync_run(sid, "test")
+            yield run
+
     def test_a_crash_is_an_attempt_begun_and_never_ended(self, reg: Registry) -> None:
-        doc = self.fresh("doc")
+        doc, runs = self.fresh("doc"), self.runs(reg)
+        r1 = next(runs)
         # Given a document begun for the first time
-        assert reg.begin_document_attempt(doc, etag="e1", run_id=1) == (0, False)
+        assert reg.begin_document_attempt(doc, etag="e1", run_id=r1) == (0, False)
         # When its process dies (no end) and the next attempt begins, that is one crash; two in a row, two
-        assert reg.begin_document_attempt(doc, etag="e1", run_id=1) == (1, True)
-        assert reg.begin_document_attempt(doc, etag="e1", run_id=2) == (2, True)
+        assert reg.begin_document_attempt(doc, etag="e1", run_id=r1) == (1, True)
+        r2 = next(runs)
+        assert reg.begin_document_attempt(doc, etag="e1", run_id=r2) == (2, True)
         assert reg.document_crashes(doc) == 2
         # An attempt that ends alive without an outcome (a retried error) keeps the count and adds nothing
         reg.end_document_attempt(doc, outcome=False)
-        assert reg.begin_document_attempt(doc, etag="e1", run_id=2) == (2, False)
+        assert reg.begin_document_attempt(doc, etag="e1", run_id=r2) == (2, False)
         # A new version starts again; an outcome resets it
-        assert reg.begin_document_attempt(doc, etag="e2", run_id=3) == (0, False)
-        assert reg.begin_document_attempt(doc, etag="e2", run_id=3) == (1, True)
+        r3 = next(runs)
+        assert reg.begin_document_attempt(doc, etag="e2", run_id=r3) == (0, False)
+        assert reg.begin_document_attempt(doc, etag="e2", run_id=r3) == (1, True)
         reg.end_document_attempt(doc, outcome=True)
         assert reg.document_crashes(doc) == 0
-        assert reg.begin_document_attempt(doc, etag="e2", run_id=4) == (0, False)
+        assert reg.begin_document_attempt(doc, etag="e2", run_id=next(runs)) == (0, False)
 
     def test_an_attempt_opened_ahead_is_refused_for_a_document_a_process_died_on(self, reg: Registry) -> None:
-        doc, other = self.fresh("doc"), self.fresh("other")
+        doc, other, runs = self.fresh("doc"), self.fresh("other"), self.runs(reg)
         # Given a document never begun: opened ahead, and the crash counter sees it open
-        assert reg.begin_attempt_ahead(doc, etag="e1", run_id=1) is True
+        assert reg.begin_attempt_ahead(doc, etag="e1", run_id=next(runs)) is True
         # When its process dies with it open, the next opening ahead is refused (nothing changed) ...
-        assert reg.begin_attempt_ahead(doc, etag="e1", run_id=2) is False
+        r2 = next(runs)
+        assert reg.begin_attempt_ahead(doc, etag="e1", run_id=r2) is False
         # ... and the loop's own attempt counts the crash
-        assert reg.begin_document_attempt(doc, etag="e1", run_id=2) == (1, True)
+        assert reg.begin_document_attempt(doc, etag="e1", run_id=r2) == (1, True)
         reg.end_document_attempt(doc, outcome=False)
-        assert reg.begin_attempt_ahead(doc, etag="e1", run_id=2) is False  # closed, but a crash is counted
+        assert reg.begin_attempt_ahead(doc, etag="e1", run_id=r2) is False  # closed, but a crash is counted
         # An outcome resets it: working ahead is allowed again
         reg.end_document_attempt(doc, outcome=True)
-        assert reg.begin_attempt_ahead(doc, etag="e1", run_id=3) is True
+        r3 = next(runs)
+        assert reg.begin_attempt_ahead(doc, etag="e1", run_id=r3) is True
         # A retried error with no crash keeps no one from working ahead
-        assert reg.begin_document_attempt(other, etag="e1", run_id=3) == (0, False)
+        assert reg.begin_document_attempt(other, etag="e1", run_id=r3) == (0, False)
         reg.end_document_attempt(other, outcome=False)
-        assert reg.begin_attempt_ahead(other, etag="e1", run_id=3) is True
+        assert reg.begin_attempt_ahead(other, etag="e1", run_id=r3) is True
         assert reg.document_crashes(other) == 0
 
 

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from freshindex.core.enums import DocumentOutcomeKind
-from freshindex.registry.schema import DocumentAttempt, DocumentResult
+from freshindex.registry.schema import Document, DocumentAttempt, DocumentResult
+from freshindex.registry.touches import MOVED_DETAIL
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers import runner
@@ -204,6 +205,8 @@ class _Ledger:
         self.asked: list[str] = []
         self.refusal: str | None = None
         self.written: list[list[str]] = []
+        self.moved: list[str] = []
+        self.ended: list[tuple[list[str], int | None]] = []
 
     def run_refusal(self, run_id: int, changeset_id: int | None = None) -> str | None:
         self.asked.append("refusal")
@@ -215,7 +218,10 @@ class _Ledger:
 
     def touch_documents(self, run_id: int, changeset_id: int | None, source_id: str, touches: Any) -> list[str]:
         self.written.append([t.document_id for t in touches])
-        return []
+        return [t.document_id for t in touches if t.document_id in self.moved]
+
+    def end_document_attempts(self, document_ids: Any, *, outcome: bool, run_id: int | None = None) -> None:
+        self.ended.append((list(document_ids), run_id))
 
 
 def test_the_refusal_is_asked_at_the_first_document_then_per_interval_or_batch() -> None:
@@ -241,6 +247,31 @@ def test_the_refusal_is_asked_at_the_first_document_then_per_interval_or_batch()
     now[0] = 4.5
     batch.flush_if_due()
     assert ledger.written == [["d1"]] and not batch.holds("d1")
+
+
+def test_the_metric_counts_the_touches_written_and_the_run_closes_only_its_own_attempts() -> None:
+    from freshindex.registry.records import DocumentTouch
+
+    ledger, counted = _Ledger(), []
+    batch = RunBatch(ledger, 7, 1, "docs", [], size=8)  # type: ignore[arg-type]
+
+    def hold(doc: str) -> None:
+        batch.touch(DocumentTouch(document_id=doc, etag="e", size=1, content_hash="h", parser_version="v"),
+                    counted=lambda outcome: counted.append((doc, outcome)))
+
+    # Given d1 and d2 held, nothing is counted until the batch is written
+    hold("d1")
+    hold("d2")
+    assert counted == []
+    # When d2's record moved since it was judged unchanged (not touched), Then it is counted skipped, not unchanged
+    ledger.moved = ["d2"]
+    batch.flush()
+    assert counted == [("d1", "unchanged"), ("d2", "skipped")]
+    # And touches dropped by a refused run are never counted; their attempts are closed for this run only
+    hold("d3")
+    batch.drop()
+    assert counted == [("d1", "unchanged"), ("d2", "skipped")]
+    assert ledger.ended == [(["d3"], 7)]
 
 
 def test_with_a_pool_the_shape_of_a_touched_page_is_hashed_in_its_processes(
@@ -336,3 +367,38 @@ def _unless_killed(real: Callable[..., None], *args: Any, **kwargs: Any) -> None
     """``real``, unless the process is dying (:class:`_Killed`): a killed process ends no attempt."""
     if not isinstance(sys.exc_info()[1], _Killed):
         real(*args, **kwargs)
+
+
+def test_a_touch_alone_is_not_written_over_a_change_made_after_it_was_judged_unchanged(
+    tmp_path: Path, svc: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two pages indexed, then a furniture-only release, and a document task of the distributed path (no batch)
+    from freshindex.workers import pipeline
+
+    root = tmp_path / "src"
+    _write(root, 2, "15.18")
+    sync_inline(svc, "docs")
+    _write(root, 2, "15.20")
+    run, cs = svc.registry.start_sync_run("docs", "test")
+    doc = svc.registry.documents_for_source("docs")["p00.html"].id
+    real = svc.registry.get_document
+
+    def judged_then_changed(doc_id: str) -> Any:  # another writer stages new content right after the record is read
+        record = real(doc_id)
+        with svc.registry.session() as s:
+            s.execute(update(Document).where(Document.id == doc_id).values(content_hash="staged-by-another"))
+        return record
+
+    monkeypatch.setattr(svc.registry, "get_document", judged_then_changed)
+    stat = (root / "p00.html").stat()
+    etag = f"{stat.st_mtime_ns}-{stat.st_size}"
+    outcome = pipeline.process_document(svc.pipeline, pipeline.DocumentTask(run, cs, "docs", "p00.html", etag,
+                                                                             stat.st_size))
+    # Then the other writer's change stays, the document is recorded skipped with why, and counted skipped
+    record = real(doc)
+    assert record is not None and record.content_hash == "staged-by-another" and record.etag != etag
+    assert (outcome.outcome, outcome.error_detail) == (DocumentOutcomeKind.SKIPPED, MOVED_DETAIL)
+    assert _results(svc, run) == {"p00.html": DocumentOutcomeKind.SKIPPED}
+    assert svc.metrics.value("freshindex_documents_total", source="docs", outcome="unchanged") == 0
+    assert svc.metrics.value("freshindex_documents_total", source="docs", outcome="skipped") == 1
+    assert _open_attempts(svc) == set()
