@@ -156,10 +156,10 @@ def process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = St
         try:
             outcome = work() if work is not None else _process_document(ctx, task, stage, ready)
         except BaseException:
-            _end_attempt(ctx, doc_id, outcome=False)  # alive: a retry or a recorded error, not a crash
+            _end_attempt(ctx, doc_id, outcome=False, run_id=run_id)  # alive: a retry or a recorded error, not a crash
             raise
         if batch is None or not batch.holds(doc_id):  # else ended with the batch of touches it is in
-            _end_attempt(ctx, doc_id, outcome=True)
+            _end_attempt(ctx, doc_id, outcome=True, run_id=run_id)
         if batch is not None:
             batch.flush_if_due()
         return outcome
@@ -201,17 +201,18 @@ def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_i
     ctx.registry.record_failure(run_id, DocumentFailure(
         source_id=source_id, document_id=doc_id, key=key, reason=DocumentError.WORKER_CRASHED, detail=detail,
         etag=etag, size=size, parser_version=version_now(ctx, key, media_type)), changeset_id=changeset_id)
-    _end_attempt(ctx, doc_id, outcome=True)
+    _end_attempt(ctx, doc_id, outcome=True, run_id=run_id)
     ctx.observer.document_abandoned(source_id, key, detail)
     return DocumentOutcome(document_id=doc_id, key=key, outcome=DocumentOutcomeKind.FAILED,
                            error_reason=DocumentError.WORKER_CRASHED, error_detail=detail)
 
 
-def _end_attempt(ctx: PipelineContext, doc_id: str, *, outcome: bool) -> None:
+def _end_attempt(ctx: PipelineContext, doc_id: str, *, outcome: bool, run_id: int) -> None:
     # Best effort: when the registry is away the attempt stays open and the
     # next one counts a crash that was not; the error that got here matters more.
+    # Only this run's attempt: a run that took over the source holds its own.
     try:
-        ctx.registry.end_document_attempt(doc_id, outcome=outcome)
+        ctx.registry.end_document_attempt(doc_id, outcome=outcome, run_id=run_id)
     except Exception:
         log.warning("could not end the attempt on %s", doc_id, exc_info=True)
 
