@@ -211,6 +211,7 @@ class Builder(BlueGreen, Verification):
                 embedded, expected, written, removed = self._write(kb, collection, strategy, active, upserts,
                                                                    deletes, snapshot_id, plan)
                 self._phase("written")
+                trim_heap()  # the batches' freed pages, before verification and calibration allocate their own
                 verification = self.verify_collection(kb, collection, expected=expected, written=written,
                                                       deletes=removed, full_scan=strategy == "full")
                 if plan is not None:
@@ -235,6 +236,7 @@ class Builder(BlueGreen, Verification):
             self._phase("verified")
             # Let go of the new version before readers are pointed at it.
             self.store.release(collection)
+            trim_heap()  # the closed shard's memory: otherwise the next sync's build starts on top of it
             previous = self.store.swap_alias(self.naming.alias(kb), collection)
             self._phase("swapped")
             self.registry.activate_snapshot(snapshot_id, ops=ops, actor=actor, reason=reason,

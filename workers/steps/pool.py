@@ -27,10 +27,15 @@ there.  Each document carries the sync's :func:`fingerprint` (the parser
 registry and the chunker's version); a worker whose own differs raises
 :class:`PoolMismatch` and the document is parsed in the sync's process.
 
+When the last open pool of the process closes, the forkserver is stopped:
+it holds its preloaded modules (about 30 MB of its own) through the rest of
+the sync, the build included, where the process tree peaks
+(``bench/results/throughput.md``).  The next pool starts it again (the
+preload, under a second).
+
 What it does not do: bound a worker's memory or time (the parsers' own
 limits apply inside it), touch the registry, the source or the model, or
-keep a pool between syncs (the forkserver stays; a pool starts in a few
-tens of milliseconds from it).
+keep a pool or its forkserver between syncs.
 """
 
 from __future__ import annotations
@@ -79,6 +84,32 @@ def fingerprint() -> str:
     parts = [chunking.CHUNKER_VERSION, *(repr((s.name, s.version, _ref(s.parse), _ref(s.shape), s.extensions,
                                                s.media_types, s.bare, s.options)) for s in registry.specs())]
     return content_hash("\n".join(parts).encode())
+
+
+#: Pools open in this process (:func:`_opened`, :func:`_closed`): the forkserver is stopped when none is.
+_OPEN = [0]
+_OPEN_LOCK = threading.Lock()
+
+
+def _opened() -> None:
+    with _OPEN_LOCK:
+        _OPEN[0] += 1
+
+
+def _closed(start_method: str) -> None:
+    """One pool fewer; with none left, stop the forkserver (its next use starts it again)."""
+    from multiprocessing import forkserver
+
+    with _OPEN_LOCK:
+        _OPEN[0] -= 1
+        if _OPEN[0] or start_method != "forkserver":
+            return
+        stop = getattr(forkserver._forkserver, "_stop", None)  # CPython's own, 3.8 on
+        if stop is not None:
+            try:
+                stop()
+            except OSError:  # already gone
+                pass
 
 
 _WORKER_PRINT: list[str] = []  # a worker's own fingerprint, computed once (nothing registers parsers in it)
@@ -142,10 +173,12 @@ class LinePool:
         self._mp = multiprocessing.get_context(start_method)
         if start_method == "forkserver":
             self._mp.set_forkserver_preload(PRELOAD)
+        self._start_method = start_method
         self._lock = threading.Lock()
         self._generation = 0
         self._closed = False
         self._executor = self._new(processes)
+        _opened()
 
     def _new(self, workers: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=workers, mp_context=self._mp, initializer=_quiet_on_ctrl_c)
@@ -210,13 +243,15 @@ class LinePool:
     def close(self, *, wait: bool = True) -> None:
         """Stop the workers; with ``wait`` False, kill them without waiting for the documents in them."""
         with self._lock:
-            self._closed = True
+            first, self._closed = not self._closed, True
             executor = self._executor
         if not wait:
             # shutdown(wait=False) lets a worker run on; one stuck (or parsing for nobody) is ended here.
             for process in list((getattr(executor, "_processes", None) or {}).values()):
                 process.kill()
         executor.shutdown(wait=wait, cancel_futures=not wait)
+        if first:
+            _closed(self._start_method)
 
 
 __all__ = ["LinePool", "PoolBroken", "PoolMismatch", "fingerprint", "portable", "usable_cores"]
