@@ -134,16 +134,10 @@ def registry_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 @pytest.fixture
 def registry(registry_url: str) -> Iterator[Registry]:
-    from freshindex.registry import db
+    from freshindex.testing.registry_base import open_migrated
 
-    engine = db.make_engine(registry_url)
-    db.upgrade(engine)
-    engine.dispose()
-    reg = Registry.open(registry_url, auto_migrate=False)
-    try:
+    with open_migrated(registry_url) as reg:
         yield reg
-    finally:
-        reg.close()
 
 
 @pytest.fixture
