@@ -8,7 +8,8 @@ counts as workers alive; the fair-dispatch cursor moves only from where it
 is; start markers are cleared up to a time; a plan keeps media types apart
 from ``planned_keys``; the poison-pill attempt counter counts a crash as an
 attempt begun and never ended (under a run no longer running); a source's connector state (and its planned
-cursor) is pending with its run and promoted only when the run succeeds.
+cursor) is pending with its run and promoted only when the run succeeds (the
+connector state also when the next run records before anyone read it).
 
 What it does not check: the reaper's and the scheduler's decisions over
 these records (``tests/registry/contract/test_lease_rule.py``), or
@@ -369,6 +370,26 @@ class SourceStateContract(RegistrySuite):
         view.set_pending({"listing": {"seq": 4}, "pages": None})
         self.finish(reg, after.run_id)
         assert view.get() == {"listing": {"seq": 4}}
+
+    def test_a_finished_runs_unread_state_is_settled_before_the_next_run_records(self, reg: Registry) -> None:
+        sid = self.fresh("docs")
+        reg.add_source(sid, kind="folder", location="/srv/docs", owner="t", kb=self.fresh("kb"))
+        # Given a run that recorded a cursor and succeeded, its state never read (so not yet promoted)
+        ok, _ = reg.start_sync_run(sid, "test")
+        reg.set_pending_state(sid, {"listing": {"seq": 1}, "pages": {"a": 1}})
+        self.finish(reg, ok)
+        # When the next run records first, Then the finished run's state is promoted, not replaced
+        nxt, _ = reg.start_sync_run(sid, "test")
+        reg.set_pending_state(sid, {"pages": None})
+        assert reg.planned_state(sid, nxt) == {"pages": None}
+        assert reg.planned_state(sid, ok) is None
+        # Given that run failing, its pending unread, When a third run records, Then it is dropped
+        self.finish(reg, nxt, error="boom")
+        third, _ = reg.start_sync_run(sid, "test")
+        reg.set_pending_state(sid, {"listing": {"seq": 3}})
+        assert reg.planned_state(sid, third) == {"listing": {"seq": 3}}
+        self.finish(reg, third, error="boom")
+        assert reg.source_state(sid) == {"listing": {"seq": 1}, "pages": {"a": 1}}
 
     def test_nothing_is_recorded_without_an_open_run_and_a_replaced_source_forgets(self, reg: Registry) -> None:
         sid, kb = self.fresh("docs"), self.fresh("kb")
