@@ -207,7 +207,7 @@ def _floor(groups: list[list[int]], sizes: list[int], budget: int, floor: int) -
 
 
 def _comment(language: str | None) -> str:
-    if language in ("python", "shell", "ruby", "yaml", "toml"):
+    if language in ("python", "shell", "ruby", "yaml", "toml", "ini"):
         return "#"
     return "--" if language == "sql" else "//"
 

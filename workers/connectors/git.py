@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from freshindex.acl.model import FOLDER_SIDECAR, is_sidecar
+from freshindex.acl.model import is_sidecar
 from freshindex.core import flock
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
@@ -289,8 +289,9 @@ class GitConnector:
             mode, kind, oid = meta.split()
             if kind != "blob":
                 continue  # a submodule (commit)
-            if any(part.startswith(".") for part in path.split("/")) and path.rsplit("/", 1)[-1] != FOLDER_SIDECAR:
-                continue  # .github/, .gitignore: not documentation, as in a folder source
+            # Hidden paths are listed: what a team commits is its content (.github/CONTRIBUTING.md,
+            # .github/SECURITY.md, .readthedocs.yaml), unlike a folder's .venv or .cache.  One with no parser
+            # (.gitignore) is recorded skipped as ``unsupported_type``, as any other such file.
             blobs[path] = (mode, oid)
         date = self.git("show", "-s", "--format=%cI", commit).stdout.decode().strip() or None
         tree = self._trees[commit] = Tree(commit, date, blobs)

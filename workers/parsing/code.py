@@ -48,6 +48,8 @@ LANGUAGES = {
     ".tsx": "typescript", ".jsx": "javascript", ".go": "go", ".rs": "rust", ".java": "java", ".rb": "ruby",
     ".sh": "shell", ".c": "c", ".h": "c", ".cpp": "cpp", ".hpp": "cpp", ".cs": "csharp", ".kt": "kotlin",
     ".sql": "sql", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml",
+    # Configuration read as it is written (one block per section header or the file): tox.ini, setup.cfg.
+    ".ini": "ini", ".cfg": "ini", ".conf": "ini",
 }
 
 _DECL = re.compile(
