@@ -289,6 +289,7 @@ class WebhookIntake:
         self.settings, self._services, self.clock = settings, services, clock
         self._providers_from = providers
         self._providers: WebhookProviders | None = None
+        self._providers_lock = threading.Lock()
         self._secrets = WebhookSecrets(settings, clock=secrets_clock)
         self._known = _KnownSources(source_ttl_s)
         self._batcher = DeliveryBatcher(self._write, on_batch=lambda n: self.metrics.webhook_batch_size.observe(n))
@@ -309,12 +310,21 @@ class WebhookIntake:
 
     @property
     def providers(self) -> WebhookProviders:
-        """:data:`GENERIC` and the providers given (loaded on first use)."""
+        """:data:`GENERIC` and the providers given (loaded once, on first use: may block, see
+        :attr:`providers_loaded`)."""
         if self._providers is None:
-            given = self._providers_from() if callable(self._providers_from) else self._providers_from
-            given = given or WebhookProviders()
-            self._providers = WebhookProviders({GENERIC.name: GENERIC, **given.providers}, given.ref_options)
+            with self._providers_lock:  # concurrent first requests load once
+                if self._providers is None:
+                    given = self._providers_from() if callable(self._providers_from) else self._providers_from
+                    given = given or WebhookProviders()
+                    self._providers = WebhookProviders({GENERIC.name: GENERIC, **given.providers},
+                                                       given.ref_options)
         return self._providers
+
+    @property
+    def providers_loaded(self) -> bool:
+        """True once :attr:`providers` answers without calling the loader (no thread hop needed)."""
+        return self._providers is not None
 
     def provider(self, name: str) -> WebhookProvider:
         """The provider served at ``/v1/webhooks/{name}/...``, or 404."""
@@ -448,8 +458,12 @@ def router(intake: WebhookIntake) -> APIRouter:
             (422, "A body that is not the provider's event."), (503, "The registry is down; retry."))}})
     async def webhook(provider: str, source_id: str, request: Request) -> JSONResponse:
         try:
-            # Before reading the body: an unknown source costs us no bytes.
-            intake.provider(provider)
+            # Before reading the body: an unknown source costs us no bytes.  The first request loads the
+            # providers (connector specs, maybe the registry or files): off the event loop.
+            if intake.providers_loaded:
+                intake.provider(provider)
+            else:
+                await run_in_threadpool(intake.provider, provider)
             if not intake.source_checked(source_id):
                 await run_in_threadpool(intake.secret_for, source_id)
             body = await read_capped(request, intake.settings.max_body_bytes)

@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import hmac
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from fastapi import FastAPI
 
 from freshindex.api.app import create_app
 from freshindex.api.routes_webhooks import (
@@ -25,8 +27,10 @@ from freshindex.api.routes_webhooks import (
     sign_generic,
     sign_github,
 )
+from freshindex.api.routes_webhooks import router as webhook_router
 from freshindex.cli import cli
 from freshindex.dispatch import start_dispatcher
+from freshindex.health.metrics import Metrics
 from freshindex.registry import Registry
 from freshindex.services import Services
 from freshindex.settings import load_settings
@@ -101,8 +105,6 @@ def test_intake_without_http_unions_paths_and_refuses_replays(tmp_path: Path) ->
     reg = Registry.open(f"sqlite:///{tmp_path / 'r.db'}")
     reg.add_source("docs", kind="folder", location=str(tmp_path), owner="t", kb="default")
     settings = load_settings(data_dir=tmp_path, webhooks={"secrets": {"docs": SECRET}}).webhooks
-    from freshindex.health.metrics import Metrics
-
     svc = type("S", (), {"registry": reg, "metrics": Metrics()})()
     intake = WebhookIntake(settings, svc)
     # When three events arrive, one naming no paths
@@ -226,6 +228,32 @@ def test_github_signature_is_checked_on_the_raw_bytes_and_gitlab_token(server: S
         r = http.post("/v1/webhooks/s3/docs", content=s3, headers=generic_headers(s3))
         assert r.status_code == 202 and r.json()["ticket"] == ok.json()["ticket"]
     assert server.svc.registry.get_ticket(ok.json()["ticket"]).paths == ("a b.md", "new.md")
+
+
+def test_the_first_request_loads_the_providers_off_the_event_loop(tmp_path: Path) -> None:
+    # Given an app whose webhook providers come from a loader that records the thread it runs on
+    loads: list[int] = []
+
+    def loader() -> None:
+        loads.append(threading.get_ident())
+        return None  # the generic provider alone
+
+    settings = load_settings(data_dir=tmp_path, webhooks={"secrets": {"docs": SECRET}}).webhooks
+    svc = type("S", (), {"registry": None, "metrics": Metrics()})()
+    app = FastAPI()
+    app.include_router(webhook_router(WebhookIntake(settings, svc, providers=loader)))
+
+    @app.get("/loop-thread")
+    async def loop_thread() -> int:  # an async route runs on the event loop's thread
+        return threading.get_ident()
+
+    with app_in_thread(app) as url, httpx.Client(base_url=url, timeout=10) as http:
+        # When two webhook requests arrive for a provider nobody declared
+        codes = [http.post("/v1/webhooks/nosuch/docs", content=b"{}").status_code for _ in range(2)]
+        loop = http.get("/loop-thread").json()
+    # Then both are refused, and the loader ran once, on a thread other than the event loop's
+    assert codes == [404, 404]
+    assert len(loads) == 1 and loads[0] != loop
 
 
 def test_an_accepted_event_is_followed_to_done_and_its_document_is_found(server: Server) -> None:
