@@ -80,6 +80,10 @@ class DocumentError(PermanentError):
 
     #: Left out by the source's ``--include`` / ``--exclude`` patterns (a skip, never an error).
     EXCLUDED = "excluded"
+    #: Found unchanged, but its record moved (new content staged, another writer) before the touch was
+    #: written (``registry.touches``): the run records it ``skipped`` and the next sync processes it again.
+    #: Never raised, so not in :data:`SKIP`: the document's own state is left as it was.
+    TOUCH_MOVED = "touch_moved"
 
     #: Reasons that are a skip, not a failure: the document is listed as ``skipped`` with the reason
     #: (``freshindex documents list --skipped``) and never makes a run ``partial``.  ``empty``: the

@@ -15,10 +15,11 @@ What it does not do: decide that a document is unchanged (the pipeline does,
 :mod:`workers.batch`); touch a document whose record moved since that
 decision (its content, version or state is no longer the one compared with):
 such a document is left as it was, its attempt closed without ending it,
-recorded ``skipped`` (:data:`MOVED_DETAIL`) unless the run already holds an
-outcome for it, and returned, so it is planned again on the next sync and
-never recorded ``unchanged`` over a change; touch or close an attempt another
-run holds (only the run's own are ended or closed).
+recorded ``skipped`` (reason :attr:`core.errors.DocumentError.TOUCH_MOVED`,
+:data:`MOVED_DETAIL`) unless the run already holds an outcome for it, and
+returned, so it is planned again on the next sync and never recorded
+``unchanged`` over a change; touch or close an attempt another run holds
+(only the run's own are ended or closed).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.sql import ColumnElement
 
 from freshindex.core.enums import DocumentOutcomeKind, DocumentState
+from freshindex.core.errors import DocumentError
 from freshindex.registry.attempts import AttemptsStore
 from freshindex.registry.base import _batches, _doc_record
 from freshindex.registry.document_acl import DocumentAclStore, _acls_current
@@ -36,8 +38,9 @@ from freshindex.registry.records import DocumentOutcome, DocumentRecord, Documen
 from freshindex.registry.schema import Document, DocumentAttempt, DocumentResult, utcnow
 from freshindex.registry.staging import _result_row
 
-#: The reason and detail of the ``skipped`` outcome of a document not touched because its record moved.
-MOVED_REASON = "touch_moved"
+#: The reason (the declared code) and detail of the ``skipped`` outcome of a document not touched because its
+#: record moved.
+MOVED_REASON = DocumentError.TOUCH_MOVED
 MOVED_DETAIL = "record moved since it was judged unchanged; planned again next sync"
 
 

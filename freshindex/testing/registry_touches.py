@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy import select, text, update
 
 from freshindex.core.enums import DocumentOutcomeKind
-from freshindex.core.errors import StaleTaskError
+from freshindex.core.errors import DocumentError, StaleTaskError
 from freshindex.core.ids import sha256_hex
 from freshindex.registry import Registry
 from freshindex.registry import db as registry_db
@@ -136,8 +136,11 @@ class TouchContract(RegistrySuite):
         # Then it is recorded skipped with why, and the run's summary says so instead of "unchanged"
         assert _results(reg, run)[ids["k1"]] == DocumentOutcomeKind.SKIPPED
         [skip] = [e for e in reg.document_errors(run_id=run, outcome=DocumentOutcomeKind.SKIPPED)]
-        assert (skip.key, skip.reason, skip.detail) == ("k1", registry_touches.MOVED_REASON,
+        assert (skip.key, skip.reason, skip.detail) == ("k1", DocumentError.TOUCH_MOVED,
                                                         registry_touches.MOVED_DETAIL)
+        # And its reason is one of the declared per-document codes, as every other recorded reason is
+        declared = {v for k, v in vars(DocumentError).items() if k.isupper() and isinstance(v, str)}
+        assert skip.reason in declared
         info, _ = reg.finish_sync_run(run)
         counts = info.summary["documents"]
         assert (counts[DocumentOutcomeKind.UNCHANGED], counts[DocumentOutcomeKind.SKIPPED]) == (2, 1)
