@@ -33,9 +33,15 @@ __all__ = ["OCR_PASSAGE_MATCH", "QuestionScore", "holds", "key_matches", "norm",
 OCR_PASSAGE_MATCH = 0.9
 
 
+#: What the chunker's layout adds around a page's words: whitespace, a Markdown table's pipes (and the backslash
+#: escaping a pipe inside a cell, ``a \\| b``), and the colon after a definition-list term (``SEND_ERROR: CMake
+#: Error, ...`` for ``<dt>SEND_ERROR</dt><dd>CMake Error, ...</dd>``).
+_LAYOUT = re.compile(r"[\s|:]+|\\(?=\|)")
+
+
 def norm(text: str) -> str:
-    """Whitespace and table pipes removed: a passage matches however the chunker laid the text out."""
-    return re.sub(r"[\s|]+", "", text)
+    """The layout removed (:data:`_LAYOUT`): a passage matches however the chunker laid the text out."""
+    return _LAYOUT.sub("", text)
 
 
 def _get(item: Any, name: str) -> Any:

@@ -88,6 +88,11 @@ def test_the_scorer_rules() -> None:
     assert holds("interval N01 applies", {"text": "interval NO1 applies", "ocr": True})
     assert not holds("interval N01 applies", {"text": "interval NO1 applies"})
     assert norm(" a |\tb\n") == "ab"
+    # the chunker's layout of a page's words: a definition list's "term: definition", a pipe escaped in a cell
+    page = "SEND_ERROR CMake Error, continue processing. On Off || Not Defined YES"
+    chunk = "SEND_ERROR: CMake Error, continue processing.\n\n| On | Off \\|\\| Not Defined | YES |"
+    assert score_items([{"key": "message.html", "text": chunk}], "message.html", page).passage is True
+    assert score_items([{"key": "message.html", "text": chunk}], "message.html", "SEND_ERROR stops").passage is False
 
 
 def test_joined_chunks_drop_overlaps_and_continued_lines() -> None:
