@@ -161,6 +161,20 @@ def test_split_neighbours_are_joined_back_without_their_overlap() -> None:
     assert text.count("back up the registry") == 1 and got.ranked[0].score == 0.9
 
 
+def test_a_split_part_ranked_past_the_limit_still_rides_with_its_picked_neighbour() -> None:
+    # Given a function split in two whose first half is picked first, while its second half (the body holding
+    # the answer) ranks after the limit of two chunks, and after a third part of another section
+    cands = [cand("sig", "util", 0.9, "def parse_bool(value):", nxt="body", path=("parse_bool",)),
+             cand("other", "d2", 0.8), cand("third", "d3", 0.75), cand("far", "d4", 0.6, path=("x",)),
+             cand("body", "util", 0.5, "    return value.lower() in ('true', 'yes')", prev="sig",
+                  path=("parse_bool",))]
+    got = assemble("q", cands, policy=policy(fact=QueryBudget(max_chunks=2, per_document=2)))
+    # Then the body is joined into the picked signature (taking no slot), the rest stay out
+    assert [c.chunk_id for c in got.ranked] == ["sig", "other"] and got.joined == 1
+    assert got.ranked[0].text.endswith("in ('true', 'yes')")
+    assert got.dropped.get("max_chunks") == 2  # "third" and "far": the rider is not counted as dropped
+
+
 def test_ordinals_join_within_one_section_only_and_off_when_disabled() -> None:
     cands = [cand("o1", "d1", 0.9, "Alpha part of the section.", ordinal=4),
              cand("o2", "d1", 0.8, "Beta part of the section.", ordinal=5),
