@@ -97,3 +97,15 @@ def test_contraction_tails_are_no_terms() -> None:
     # Then "m", "s" and "t" are not among its terms (no chunk would hold them)
     assert not {"m", "s", "t", "isn"} & set(terms)
     assert {"window", "output", "missing"} <= set(terms)
+
+
+def test_a_test_file_ranks_after_the_code_it_exercises_at_equal_match() -> None:
+    from freshindex.injection.stages.filter import is_test_file
+
+    # Test code and fixtures by the common conventions; documentation ABOUT testing is not a test
+    for key in ("tests/test_api.py", "src/pkg/tests/fixtures/page.html", "test/unit/run.sh", "pkg/test_util.py",
+                "server/handler_test.go", "web/app.test.ts", "web/button.spec.js"):
+        assert is_test_file(key), key
+    for key in ("topics/testing/overview.html", "library/test.html", "docs/testing.md", "src/contest.py",
+                "latest/attestation.md"):
+        assert not is_test_file(key), key

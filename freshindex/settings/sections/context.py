@@ -43,6 +43,10 @@ class ContextSettings(BaseModel):
     min_score: float = Field(default=0.25, ge=-1, le=1, description="the dense cosine at least one admitted hit "
                              "must reach; below it the answer is insufficient evidence (no_evidence) whatever the "
                              "lexical side found. The refusal (refusal_*) then decides on the evidence admitted")
+    test_file_weight: float = Field(default=0.8, gt=0, le=1, description="the fused score of a chunk of a test "
+                                    "file (a tests/ or test/ folder, test_*, *_test.*, *.test.*, *.spec.*) is "
+                                    "multiplied by this: a repository's tests restate what its code and docs "
+                                    "define, so they rank after them at equal match (1 = no difference)")
     lexical_rerank: bool = Field(default=True, description="reorder each document's chunks in the admitted pool by "
                                  "the IDF-weighted share of the question's terms each holds (the fused order of "
                                  "documents stands; injection.assemble.coverage_reranker); an application's own "
