@@ -107,5 +107,5 @@ def test_a_test_file_ranks_after_the_code_it_exercises_at_equal_match() -> None:
                 "server/handler_test.go", "web/app.test.ts", "web/button.spec.js"):
         assert is_test_file(key), key
     for key in ("topics/testing/overview.html", "library/test.html", "docs/testing.md", "src/contest.py",
-                "latest/attestation.md"):
+                "latest/attestation.md", "command/add_test.html", "prop_test/TIMEOUT.html", "ref/test_client.html"):
         assert not is_test_file(key), key

@@ -89,10 +89,11 @@ def _rejected(state: QuestionState, h: ScoredHit, rules: bool) -> tuple[str | No
         return "bad_payload", None
 
 
-#: A test file by its key: a ``tests``/``test`` folder, or a test file's name in the common conventions
-#: (``test_x.py``, ``x_test.go``, ``x.test.ts``, ``x.spec.js``).  A folder named ``testing`` (documentation
-#: about testing: ``topics/testing/overview.html``) is not one.
-_TEST_FILE = re.compile(r"(?:^|/)tests?/|(?:^|/)test_[^/]+$|_test\.[A-Za-z0-9]+$|\.(?:test|spec)\.[A-Za-z0-9]+$")
+#: A test file by its key: a ``tests``/``test`` folder (test code and its fixtures), or a source file named as
+#: a test in the common conventions (``test_x.py``, ``x_test.go``, ``x.test.ts``, ``x.spec.js``).  A page
+#: ABOUT tests is not one: ``topics/testing/overview.html``, ``command/add_test.html``, ``prop_test/TIMEOUT.html``.
+_CODE = r"\.(?:py|go|rs|js|jsx|mjs|cjs|ts|tsx|java|kt|rb|c|cc|cpp|h|hpp|cs|sh|php|swift|scala)$"
+_TEST_FILE = re.compile(rf"(?:^|/)tests?/|(?:^|/)test_[^/]+{_CODE}|_test{_CODE}|\.(?:test|spec){_CODE}")
 
 
 def is_test_file(key: str) -> bool:

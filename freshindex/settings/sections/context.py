@@ -44,7 +44,7 @@ class ContextSettings(BaseModel):
                              "must reach; below it the answer is insufficient evidence (no_evidence) whatever the "
                              "lexical side found. The refusal (refusal_*) then decides on the evidence admitted")
     test_file_weight: float = Field(default=0.8, gt=0, le=1, description="the fused score of a chunk of a test "
-                                    "file (a tests/ or test/ folder, test_*, *_test.*, *.test.*, *.spec.*) is "
+                                    "file (a tests/ or test/ folder; source files named test_*, *_test.*, *.test.*, *.spec.*) is "
                                     "multiplied by this: a repository's tests restate what its code and docs "
                                     "define, so they rank after them at equal match (1 = no difference)")
     lexical_rerank: bool = Field(default=True, description="reorder each document's chunks in the admitted pool by "
