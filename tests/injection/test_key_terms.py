@@ -152,3 +152,26 @@ def test_a_word_of_general_english_is_a_readers_wording_and_a_word_outside_it_is
     off = signals("Which folder should image files live in?", [evidence_tokens(evidence)],
                   weights=TermWeights(idf=idf, missing_idf=ABSENT), lexical_top=None, dense_top=0.5, present=set(idf))
     assert set(off.missing) == {"folder", "live"}
+
+
+def test_another_form_of_an_ordinary_word_and_words_joined_by_a_slash_are_a_readers_wording() -> None:
+    from freshindex.injection.refusal import ordinary_words, question_terms
+
+    words = ordinary_words()
+    idf = {"message": 2.0, "print": 2.5, "prefix": 3.0, "hyphen": 4.0}
+    evidence = "STATUS messages print with a two-hyphen prefix."
+
+    def missing(question: str) -> tuple[str, ...]:
+        return signals(question, [evidence_tokens(evidence)], weights=TermWeights(idf=idf, missing_idf=ABSENT,
+                       ordinary=words), lexical_top=None, dense_top=0.5, present=set(idf)).missing
+
+    # A plural the tokenizer folds to a non-word ("dashes" -> dashe), another form of a word's stem ("mutate" of
+    # "mutation"), words joined by a slash ("note/warning"), a Latin abbreviation ("e.g."): none is a name
+    assert missing("Why do STATUS messages print two dashes in front, e.g. with a note/warning prefix?") == ()
+    assert missing("Do STATUS messages mutate the prefix they print?") == ()
+    terms, compounds = question_terms("Make a note/warning box, e.g. for ccache/distcc in lib/x86_64-linux-gnu")
+    assert {"note", "warning", "ccache", "distcc"} <= set(terms) and "note/warning" not in terms
+    assert "e.g" not in terms and "e" not in terms
+    # while a path, a file name or a dotted name still counts whole, and a word outside English still is a name
+    assert set(compounds) == {"lib/x86_64-linux-gnu"}
+    assert missing("Do STATUS messages print via duckdb?") == ("duckdb",)
