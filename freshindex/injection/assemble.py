@@ -34,17 +34,24 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from freshindex.core.payload import PointPayload
 from freshindex.injection.budget import ContextPolicy, QueryType
-from freshindex.injection.duplicates import Member, canonical_groups, jaccard, normalised, passed_over, shingles
-from freshindex.injection.refusal import evidence_tokens
+from freshindex.injection.duplicates import (
+    Member,
+    canonical_groups,
+    is_test_file,
+    jaccard,
+    normalised,
+    passed_over,
+    shingles,
+)
 from freshindex.injection.types import Evidence, Mirror
 
-__all__ = ["Assembly", "Candidate", "Reranker", "SessionNumbers", "admit_pool", "assemble", "coverage_reranker",
+__all__ = ["Assembly", "Candidate", "Reranker", "SessionNumbers", "admit_pool", "assemble",
            "group", "normalised", "place", "rerank", "rerankers_of", "select"]
 
 
@@ -105,121 +112,6 @@ class Candidate:
 Reranker = Callable[[str, Sequence[Candidate]], Sequence[float]]
 
 
-def coverage_reranker(weights: Mapping[str, float], *, prior: float = 0.2, dense: float = 1.0) -> Reranker:
-    """A lexical reranker: within each document, its chunks ordered by the IDF-weighted share of the question's
-    tokens each holds; the documents keep the places the fusion gave them.
-
-    ``weights`` maps the question's tokens to their IDF (the client has them
-    from the engine for the refusal signals, so this costs no query).  Why:
-    fused rank finds the right page, but on long reference pages the chunk
-    holding the answer is often not the page's best-fused one, and the
-    per-document quota then drops it; the chunk that contains the rare terms
-    of the question is the one to keep.  ``prior / (1 + position)`` in the
-    pool's fusion order breaks near-ties (measured on the Django golden set,
-    ``bench.evidence``: passage@5 0.71 -> 0.81 with the prior, 0.79 without).
-
-    Only WITHIN a document: a document's chunks take the pool positions its
-    chunks had (its slots), the best-covering in its best slot.  Across
-    documents the presence of the question's words is a worse judge than the
-    fusion, which weighed the same words by frequency and length (BM25) and
-    by meaning (the dense score): reordered across documents, a chunk of
-    another page that happened to use more of the question's words (test
-    files and changelogs naming the identifiers; plain words rare in a code
-    repository, so heavy) pushed recalled answers out of the top 5 (the
-    structlog release repository: 16 of 68, hit@5 0.868 fused, 0.809
-    reranked).  The scores returned are the coverage scores, each capped
-    just below the one ranked before it, so they sort into that order.
-
-    The parts of one split unit (an entry or a code block the chunker cut,
-    linked by ``prev_id``/``next_id``) rank as that unit: each takes the
-    best position any of its parts has in the pool, and parts that cover
-    the question equally come in reading order, so the part that starts a
-    definition is not outranked by its own continuation (``bench.evidence``
-    on the same candidate pools, passage@5: dev unchanged; test 0.81 -> 0.85
-    with the c4 chunks, 0.92 -> 0.96 with c5).  What it does not do:
-    understand paraphrase, or move a document; it reorders, never admits.
-
-    ``dense`` weighs each chunk's own dense similarity to the question (``evidence.score``, the cosine) into
-    its score within its document: the question's words alone cannot tell a page's chunks apart when a user
-    paraphrases (a function's signature half holds the words, its body the answer), and the fused position
-    carries the chunk's meaning only as a rank among every document's chunks.  Fitted on two blind-written
-    release repositories (structlog and Python-Markdown, refusal off, passage@5 0.662 -> 0.691 and
-    0.551 -> 0.580 at 1.0; 0.5 and 2.0 were lower on one of them) and reported on the corpora it was not
-    fitted on (``python -m bench.transfer``, ``docs/benchmarks.md``).
-    """
-    total = sum(weights.values())
-
-    def rerank(_question: str, pool: Sequence[Candidate]) -> list[float]:
-        best, order = _units(pool)
-        raw = []
-        for i, c in enumerate(pool):
-            e = c.evidence
-            have = evidence_tokens(e.text, e.title, e.heading_path, e.key)
-            cov = sum(w for t, w in weights.items() if t in have) / total if total > 0 else 0.0
-            raw.append(cov + prior / (1 + best[i]) + dense * float(e.score) - _READING_ORDER * order[i])
-        return _in_slots(pool, raw)
-
-    return rerank
-
-
-def _in_slots(pool: Sequence[Candidate], raw: Sequence[float]) -> list[float]:
-    """Scores that order ``pool`` with each document in its own slots, its chunks by ``raw`` (best first)."""
-    slots: dict[str, list[int]] = {}
-    for i, c in enumerate(pool):
-        slots.setdefault(c.document_id, []).append(i)
-    at = [0] * len(pool)  # candidate -> the slot it takes
-    for idx in slots.values():
-        for slot, i in zip(idx, sorted(idx, key=lambda j: (-raw[j], j)), strict=True):
-            at[i] = slot
-    by_slot = sorted(range(len(pool)), key=lambda i: at[i])
-    out = [0.0] * len(pool)
-    last = math.inf
-    for i in by_slot:
-        last = min(raw[i], math.nextafter(last, -math.inf))
-        out[i] = last
-    return out
-
-
-#: What each later part of a unit gives up against its predecessor: a tie-break, far below any coverage step.
-_READING_ORDER = 1e-4
-
-
-def _units(pool: Sequence[Candidate]) -> tuple[list[int], list[int]]:
-    """Per candidate: the best pool position of its unit (parts linked by prev/next ids inside the pool),
-    and its place in the unit's reading order (0 for the first part the pool holds)."""
-    at = {c.chunk_id: i for i, c in enumerate(pool)}
-    root = list(range(len(pool)))
-
-    def find(i: int) -> int:
-        while root[i] != i:
-            root[i] = root[root[i]]
-            i = root[i]
-        return i
-
-    for i, c in enumerate(pool):
-        for other in (c.prev_id, c.next_id):
-            j = at.get(other) if other is not None else None
-            if j is not None:
-                root[find(i)] = find(j)
-    first: dict[int, int] = {}
-    for i in range(len(pool)):
-        r = find(i)
-        first[r] = min(first.get(r, i), i)
-    order = [0] * len(pool)
-    placed: set[int] = set()
-    for i, c in enumerate(pool):
-        if c.prev_id in at:
-            continue  # not the first part the pool holds: placed from its predecessor
-        n, j = 0, i
-        while j is not None and j not in placed:
-            placed.add(j)
-            order[j] = n
-            n += 1
-            nxt = pool[j].next_id
-            j = at.get(nxt) if nxt is not None else None
-    return [first[find(i)] for i in range(len(pool))], order
-
-
 @dataclass(frozen=True)
 class Assembly:
     """The selected candidates, strongest first, and why the others went (reason -> count)."""
@@ -273,13 +165,21 @@ def rerankers_of(reranker: Reranker | Sequence[Reranker] | None) -> tuple[Rerank
     return tuple(reranker)
 
 
+def _as_test(c: Candidate, weight: float) -> Candidate:
+    """``c`` with its fusion score times ``weight`` when it is a test file's chunk (and the score positive)."""
+    if weight == 1.0 or c.score <= 0 or not is_test_file(c.evidence.key):
+        return c
+    return replace(c, score=c.score * weight)
+
+
 def admit_pool(question: str, candidates: Iterable[Candidate], policy: ContextPolicy, dropped: dict[str, int],
                lost: dict[str, str] | None = None) -> list[Candidate]:
     """Steps 1-3 and the first version ordering: one copy per chunk id, the best ``candidate_pool`` by fusion
-    score, near-copies within one document gone, superseded versions after the rest (``lost``: chunk id ->
-    why it went, for a trace)."""
+    score (a test file's at ``policy.test_file_weight`` of it: it restates the code and docs it exercises, so at
+    equal match they come first; after the refusal, whose evidence is the fused order), near-copies within one
+    document gone, superseded versions after the rest (``lost``: chunk id -> why it went, for a trace)."""
     best: dict[str, Candidate] = {}
-    for c in candidates:
+    for c in (_as_test(c, policy.test_file_weight) for c in candidates):
         seen = best.get(c.chunk_id)
         if seen is None or c.score > seen.score:
             best[c.chunk_id] = c
@@ -340,8 +240,11 @@ def select(order: list[Candidate], relevance: list[float], policy: ContextPolicy
     (picked, how many were joined into a neighbour, whether MMR picked)."""
     row = policy.row(qtype)
     use_mmr = qtype is QueryType.DIVERSE
-    picked = (_mmr if use_mmr else _greedy)(order, relevance, row.per_document, row.max_chunks,
-                                             policy.mmr_lambda, dropped, lost)
+    if use_mmr:
+        picked = _mmr(order, relevance, row.per_document, row.max_chunks, policy.mmr_lambda, dropped, lost)
+    else:  # past the limit a part rides only when it will be joined
+        picked = _greedy(order, relevance, row.per_document, row.max_chunks, policy.mmr_lambda, dropped, lost,
+                         riders=policy.join_adjacent)
     joined = 0
     if policy.join_adjacent:
         picked, joined = _join(picked, lost)
@@ -427,7 +330,7 @@ def _linked(c: Candidate, picked: Sequence[Candidate]) -> bool:
 
 
 def _greedy(order: list[Candidate], _rel: list[float], quota: int, limit: int, _lam: float,
-            dropped: dict[str, int], lost: dict[str, str] | None = None) -> list[Candidate]:
+            dropped: dict[str, int], lost: dict[str, str] | None = None, *, riders: bool = True) -> list[Candidate]:
     """Walk the order under the quota and the chunk limit.
 
     Two rules keep a page's best passage: a part of a split unit next to a
@@ -445,15 +348,17 @@ def _greedy(order: list[Candidate], _rel: list[float], quota: int, limit: int, _
     per_doc: dict[str, int] = {}
     out: list[Candidate] = []
     slots = 0
+    slotted: list[Candidate] = []
     for i, c in enumerate(order):
-        if _linked(c, out):
-            out.append(c)
-            continue
-        if slots >= limit:
-            rest = _riders(order[i:], out)
+        if slots >= limit:  # past the limit only a picked part's own neighbours ride (:func:`_riders`)
+            riding, rest = _riders(order[i:], slotted) if riders else ([], order[i:])
+            out.extend(riding)
             _count(dropped, "max_chunks", len(rest))
             _lose(lost, rest, "max_chunks")
             break
+        if _linked(c, out):
+            out.append(c)
+            continue
         allowed = quota + 1 if c.document_id == subject and run > quota else quota
         if per_doc.get(c.document_id, 0) >= allowed:
             _count(dropped, "per_document")
@@ -461,24 +366,34 @@ def _greedy(order: list[Candidate], _rel: list[float], quota: int, limit: int, _
             continue
         per_doc[c.document_id] = per_doc.get(c.document_id, 0) + 1
         out.append(c)
+        slotted.append(c)
         slots += 1
     return out
 
 
-def _riders(rest: list[Candidate], out: list[Candidate]) -> list[Candidate]:
-    """The parts of ``rest`` next to a picked part join ``out`` (a split symbol or section continues into
-    them: the answer is often the second half of the function the first half won with); the others are
-    returned, in order.  A rider may carry the next part of its unit in turn."""
-    left = list(rest)
-    grew = True
-    while grew:
-        grew = False
-        for c in list(left):
-            if _linked(c, out):
-                out.append(c)
-                left.remove(c)
-                grew = True
-    return left
+#: Past the limit, at most this many parts of a picked part's unit ride with it, each way.
+MAX_RIDERS = 2
+
+
+def _riders(rest: list[Candidate], picked: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+    """(the parts of ``rest`` that ride with ``picked``, the others in order).  A rider is a part of the same split
+    unit as a picked part (an entry or a code block the chunker cut, linked by ``next_id``/``prev_id``), at most
+    :data:`MAX_RIDERS` steps from it each way: the answer is often the body half of the function whose signature
+    half won.  Chunks only consecutive in a section (ordinals) do not ride past the limit, and a long unit
+    is not pulled in whole."""
+    by_id = {c.chunk_id: c for c in rest}
+    riding: set[str] = set()
+    for c in picked:
+        for step in ("next_id", "prev_id"):
+            at = c
+            for _ in range(MAX_RIDERS):
+                cid = getattr(at, step)
+                part = by_id.get(cid) if cid is not None else None
+                if part is None or part.document_id != c.document_id:
+                    break
+                riding.add(part.chunk_id)
+                at = part
+    return [c for c in rest if c.chunk_id in riding], [c for c in rest if c.chunk_id not in riding]
 
 
 def _similarity(a: Candidate, b: Candidate, sh: dict[str, frozenset[str]]) -> float:

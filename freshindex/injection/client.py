@@ -37,9 +37,10 @@ from freshindex.acl.access import SensitiveRecheck, Verdict, denial_records
 from freshindex.core.errors import ModelMismatchError, NotFoundError, StoreError
 from freshindex.core.naming import Naming
 from freshindex.core.types import Embedder
-from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers, coverage_reranker, rerankers_of
+from freshindex.injection.assemble import Candidate, Reranker, SessionNumbers, rerankers_of
 from freshindex.injection.budget import ContextPolicy, Tokenizer
 from freshindex.injection.context import LineOptions, PacketOptions, compose
+from freshindex.injection.coverage import coverage_reranker
 from freshindex.injection.observer import Observers, QueryObserver
 from freshindex.injection.planning import report as subquery_report
 from freshindex.injection.planning import run as run_plan

@@ -268,3 +268,18 @@ def _better(a: Member, ai: int, a_hub: bool, b: Member, bi: int, b_hub: bool, te
     if sa != sb:
         return sa > sb
     return ai < bi
+
+
+#: A test file by its key: a ``tests``/``test`` folder (test code and its fixtures), or a source file named as a
+#: test (``test_x.py``, ``x_test.go``, ``XTest.java``, ``x_spec.rb``, ``x.test.ts``, ``x.spec.js``), in any case.
+#: A page ABOUT tests is not one: ``topics/testing/overview.html``, ``command/add_test.html``.
+_CODE = r"\.(?:py|go|rs|js|jsx|mjs|cjs|ts|tsx|java|kt|rb|c|cc|cpp|h|hpp|cs|sh|php|swift|scala)$"
+_TEST_FILE = re.compile(rf"(?:^|/)tests?/|(?:^|/)test_[^/]+{_CODE}|(?:_test|_spec){_CODE}|\.(?:test|spec){_CODE}",
+                        re.IGNORECASE)
+#: JUnit's convention, in its own case: ``FooTest.java``, ``BarTests.kt`` (``contest.py`` is no test).
+_CLASS_TEST = re.compile(r"[a-z0-9]Tests?\.(?:java|kt|cs|scala|swift)$")
+
+
+def is_test_file(key: str) -> bool:
+    """Whether the document ``key`` is a repository's test (its tests restate what its code and docs define)."""
+    return _TEST_FILE.search(key) is not None or _CLASS_TEST.search(key) is not None

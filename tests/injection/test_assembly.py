@@ -381,3 +381,22 @@ def test_the_callers_limit_lowers_max_chunks_and_drops_are_merged() -> None:
     assert [e.chunk_id for e in packet.evidence] == ["c0", "c1"]
     assert packet.dropped == {"low_score": 3, "max_chunks": 4}
     assert compose("q", "kb", "kb-v2", [], tokenizer=WORDPIECE).insufficient
+
+
+def test_past_the_limit_the_picked_parts_unit_rides_but_not_the_rest_of_its_section() -> None:
+    # Given a long section of six chunks (consecutive ordinals), its first fused first, another page second, the
+    # others after both; the first chunk is also split in two linked parts; and a limit of two chunks
+    sec = [cand(f"s{i}", "long", 0.9 if i == 0 else 0.5 - 0.05 * i, f"Section chunk {i}, its own words {i}.",
+                ordinal=i) for i in range(6)]
+    sec[0] = cand("s0", "long", 0.9, "Section chunk 0, its first half", ordinal=0, nxt="s0b")
+    half = cand("s0b", "long", 0.2, "and its second half.", prev="s0")
+    cands = [sec[0], cand("other", "d2", 0.8), *sec[1:], half]
+    rows = policy(fact=QueryBudget(max_chunks=2, per_document=2))
+    got = assemble("q", cands, policy=rows)
+    # Then the first chunk's second half rides (joined into it); the section's other chunks stay out
+    assert [c.chunk_id for c in got.ranked] == ["s0", "other"] and got.joined == 1
+    assert got.ranked[0].text.endswith("second half.") and "chunk 1" not in got.ranked[0].text
+    assert got.dropped.get("max_chunks") == 5
+    # And with joining off nothing rides past the limit: a rider would be one more item
+    off = ContextPolicy(join_adjacent=False, budgets=rows.budgets)
+    assert [c.chunk_id for c in assemble("q", cands, policy=off).ranked] == ["s0", "other"]

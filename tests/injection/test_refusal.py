@@ -19,9 +19,10 @@ from freshindex.core.errors import StoreError
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PointPayload
 from freshindex.health.metrics import Metrics
-from freshindex.injection.assemble import Candidate, assemble, coverage_reranker
+from freshindex.injection.assemble import Candidate, assemble
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
 from freshindex.injection.client import InjectionClient, QueryHooks
+from freshindex.injection.coverage import coverage_reranker
 from freshindex.injection.observer import QueryObserver
 from freshindex.injection.refusal import (
     RefusalPolicy,

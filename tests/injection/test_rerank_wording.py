@@ -12,8 +12,9 @@ from dataclasses import replace
 
 import pytest
 
-from freshindex.injection.assemble import Candidate, assemble, coverage_reranker
+from freshindex.injection.assemble import Candidate, assemble
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
+from freshindex.injection.coverage import coverage_reranker
 from freshindex.injection.refusal import question_terms
 from freshindex.injection.types import Evidence
 
@@ -100,11 +101,12 @@ def test_contraction_tails_are_no_terms() -> None:
 
 
 def test_a_test_file_ranks_after_the_code_it_exercises_at_equal_match() -> None:
-    from freshindex.injection.stages.filter import is_test_file
+    from freshindex.injection.assemble import is_test_file
 
     # Test code and fixtures by the common conventions; documentation ABOUT testing is not a test
     for key in ("tests/test_api.py", "src/pkg/tests/fixtures/page.html", "test/unit/run.sh", "pkg/test_util.py",
-                "server/handler_test.go", "web/app.test.ts", "web/button.spec.js"):
+                "server/handler_test.go", "web/app.test.ts", "web/button.spec.js", "src/test/java/FooTest.java",
+                "spec/models/user_spec.rb", "Tests/Unit.cs", "pkg/test_x.PY"):
         assert is_test_file(key), key
     for key in ("topics/testing/overview.html", "library/test.html", "docs/testing.md", "src/contest.py",
                 "latest/attestation.md", "command/add_test.html", "prop_test/TIMEOUT.html", "ref/test_client.html"):

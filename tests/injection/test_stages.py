@@ -11,10 +11,11 @@ import pytest
 from freshindex.acl import PUBLIC, Principal
 from freshindex.core.errors import ConfigError
 from freshindex.core.payload import PointPayload
-from freshindex.injection.assemble import Candidate, assemble, coverage_reranker
+from freshindex.injection.assemble import Candidate, assemble
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
 from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
 from freshindex.injection.context import LineOptions, PacketOptions, compose
+from freshindex.injection.coverage import coverage_reranker
 from freshindex.injection.cross_encoder import cross_encoder_reranker
 from freshindex.injection.refusal import RefusalPolicy
 from freshindex.injection.stages import NAMES, REQUIRED, Trace, disabled_of

@@ -14,7 +14,6 @@ does not do: order or cap candidates (the packet part does).
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -89,26 +88,9 @@ def _rejected(state: QuestionState, h: ScoredHit, rules: bool) -> tuple[str | No
         return "bad_payload", None
 
 
-#: A test file by its key: a ``tests``/``test`` folder (test code and its fixtures), or a source file named as
-#: a test in the common conventions (``test_x.py``, ``x_test.go``, ``x.test.ts``, ``x.spec.js``).  A page
-#: ABOUT tests is not one: ``topics/testing/overview.html``, ``command/add_test.html``, ``prop_test/TIMEOUT.html``.
-_CODE = r"\.(?:py|go|rs|js|jsx|mjs|cjs|ts|tsx|java|kt|rb|c|cc|cpp|h|hpp|cs|sh|php|swift|scala)$"
-_TEST_FILE = re.compile(rf"(?:^|/)tests?/|(?:^|/)test_[^/]+{_CODE}|_test{_CODE}|\.(?:test|spec){_CODE}")
-
-
-def is_test_file(key: str) -> bool:
-    """Whether the document ``key`` is a repository's test (its tests restate what its code and docs define)."""
-    return _TEST_FILE.search(key) is not None
-
-
 def _candidate(h: ScoredHit, p: PointPayload, snapshot_id: str, revision: str | None,
                state: QuestionState) -> Candidate:
     rank_score = h.fused if h.fused is not None else h.score
-    # A test ranks after the code and docs it exercises at equal match: it restates them (the fused score is a
-    # rank fusion, so the weight moves a test chunk down by a few places, never out of the pool).
-    weight = state.deps.policy.test_file_weight
-    if weight != 1.0 and rank_score > 0 and is_test_file(p.key):
-        rank_score *= weight
     # evidence.score stays the dense cosine (what callers see); Candidate.score orders the pool
     candidate = replace(Candidate.from_point(h.id, h.score, p, snapshot_id, revision=revision), score=rank_score)
     status: Any = state.statuses.get(h.id) if state.statuses is not None else None
