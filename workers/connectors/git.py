@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from freshindex.acl.model import is_sidecar
+from freshindex.acl.model import FOLDER_SIDECAR, is_sidecar
 from freshindex.core import flock
 from freshindex.core.errors import ConfigError, DocumentError, SourceError
 from freshindex.core.types import ObjectRef
@@ -89,6 +89,25 @@ def redact(text: str) -> str:
 
 _CREDENTIALS = ("a git location must not carry credentials: put the token in a file and name it with "
                 "--option token_file=PATH (or settings sources.git_token_file)")
+
+
+#: Hidden folders a repository keeps its project documentation and automation in (contributing and security
+#: guides, issue templates, CI workflows).  Any other hidden folder (.aws, .ssh, .kube, .yarn, .venv) is skipped.
+HIDDEN_FOLDERS = frozenset({".github", ".gitlab", ".circleci"})
+#: A hidden file outside those folders is listed when it is documentation or configuration by its extension
+#: (.readthedocs.yaml, .pre-commit-config.yaml); one without (.gitignore, .env, .npmrc) is not.
+HIDDEN_FILE_TYPES = (".md", ".rst", ".txt", ".yml", ".yaml", ".toml")
+
+
+def hidden_listed(path: str) -> bool:
+    """Whether a tracked ``path`` is listed: a path with no hidden part always, a hidden one only as
+    :data:`HIDDEN_FOLDERS` and :data:`HIDDEN_FILE_TYPES` say (an ACL sidecar always, it is read apart)."""
+    *folders, name = path.split("/")
+    if name == FOLDER_SIDECAR:
+        return True
+    if any(f.startswith(".") and f not in HIDDEN_FOLDERS for f in folders):
+        return False
+    return not name.startswith(".") or name.lower().endswith(HIDDEN_FILE_TYPES)
 
 
 def check_location(location: str, _options: Mapping[str, Any] | None = None) -> str:
@@ -289,9 +308,8 @@ class GitConnector:
             mode, kind, oid = meta.split()
             if kind != "blob":
                 continue  # a submodule (commit)
-            # Hidden paths are listed: what a team commits is its content (.github/CONTRIBUTING.md,
-            # .github/SECURITY.md, .readthedocs.yaml), unlike a folder's .venv or .cache.  One with no parser
-            # (.gitignore) is recorded skipped as ``unsupported_type``, as any other such file.
+            if not hidden_listed(path):
+                continue  # .aws/credentials, .ssh/, .yarn/releases/: not documentation (hidden_listed)
             blobs[path] = (mode, oid)
         date = self.git("show", "-s", "--format=%cI", commit).stdout.decode().strip() or None
         tree = self._trees[commit] = Tree(commit, date, blobs)

@@ -48,8 +48,9 @@ LANGUAGES = {
     ".tsx": "typescript", ".jsx": "javascript", ".go": "go", ".rs": "rust", ".java": "java", ".rb": "ruby",
     ".sh": "shell", ".c": "c", ".h": "c", ".cpp": "cpp", ".hpp": "cpp", ".cs": "csharp", ".kt": "kotlin",
     ".sql": "sql", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml",
-    # Configuration read as it is written (one block per section header or the file): tox.ini, setup.cfg.
-    ".ini": "ini", ".cfg": "ini", ".conf": "ini",
+    # A project's tool configuration, read as written (the file is one block): tox.ini, setup.cfg.  Not .conf:
+    # a server's configuration (redis.conf, nginx.conf) holds credentials more often than documentation.
+    ".ini": "ini", ".cfg": "ini",
 }
 
 _DECL = re.compile(

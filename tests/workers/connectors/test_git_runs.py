@@ -220,21 +220,28 @@ def test_processes_sharing_one_cache_fetch_one_at_a_time(repo: Path, tmp_path: P
             assert all(f"page{n}.md" in keys for keys in got), got
 
 
-def test_tracked_hidden_files_are_listed_and_parsed_like_any_other(repo: Path, tmp_path: Path) -> None:
+def test_a_repositorys_hidden_documentation_is_listed_and_no_other_hidden_file(repo: Path, tmp_path: Path) -> None:
     # Given a repository that commits its contributor guide under .github/ and its tool configuration as dotfiles
     (repo / ".github").mkdir()
     (repo / ".github" / "CONTRIBUTING.md").write_text("# Contributing\n\nRun the tests before a pull request.\n")
     (repo / ".readthedocs.yaml").write_text("build:\n  tools:\n    python: '3.12'\n")
     (repo / ".gitignore").write_text("*.pyc\n")
     (repo / "tox.ini").write_text("[tox]\nenv_list = py312\n")
-    _git(repo, "add", ".")
+    # and, committed by mistake or by a dotfiles repository, credentials and generated bundles
+    for path, text in ((".aws/credentials", "[default]\naws_secret_access_key = x\n"), (".ssh/id_rsa", "KEY\n"),
+                       (".yarn/releases/yarn.cjs", "module.exports = 1;\n"), (".github/.hidden/x.md", "x\n")):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    _git(repo, "add", "-f", ".")
     _git(repo, "commit", "-qm", "community files")
     # When the source is listed
     keys = _planner_lists(repo, tmp_path, Cursor(), 1)
-    # Then what the team committed is listed, hidden or not (a folder source still skips .venv and .cache) ...
-    assert {".github/CONTRIBUTING.md", ".readthedocs.yaml", ".gitignore", "tox.ini"} <= set(keys)
+    # Then the project's documentation and configuration are listed, hidden or not ...
+    assert {".github/CONTRIBUTING.md", ".readthedocs.yaml", "tox.ini"} <= set(keys)
+    # ... and no other hidden folder, nor a hidden file that is not documentation or configuration by its type
+    assert not {".aws/credentials", ".ssh/id_rsa", ".yarn/releases/yarn.cjs", ".github/.hidden/x.md",
+                ".gitignore"} & set(keys)
     # ... and the configuration formats have a parser, while a file without one is skipped as before
     from freshindex.workers.parsing.registry import spec_for
 
     assert spec_for(".readthedocs.yaml") is not None and spec_for("tox.ini") is not None
-    assert spec_for(".gitignore") is None
