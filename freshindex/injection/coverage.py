@@ -17,7 +17,7 @@ from freshindex.injection.refusal import evidence_tokens
 __all__ = ["coverage_reranker"]
 
 
-def coverage_reranker(weights: Mapping[str, float], *, prior: float = 0.2, dense: float = 1.0) -> Reranker:
+def coverage_reranker(weights: Mapping[str, float], *, prior: float = 0.2) -> Reranker:
     """A lexical reranker: within each document, its chunks ordered by the IDF-weighted share of the question's
     tokens each holds; the documents keep the places the fusion gave them.
 
@@ -39,7 +39,7 @@ def coverage_reranker(weights: Mapping[str, float], *, prior: float = 0.2, dense
     files and changelogs naming the identifiers; plain words rare in a code
     repository, so heavy) pushed recalled answers out of the top 5 (the
     structlog release repository: 16 of 68, hit@5 0.868 fused, 0.809
-    reranked).  The scores returned are those scores (coverage, prior, dense similarity), each capped
+    reranked).  The scores returned are the coverage scores, each capped
     just below the one ranked before it, so they sort into that order.
 
     The parts of one split unit (an entry or a code block the chunker cut,
@@ -50,14 +50,6 @@ def coverage_reranker(weights: Mapping[str, float], *, prior: float = 0.2, dense
     on the same candidate pools, passage@5: dev unchanged; test 0.81 -> 0.85
     with the c4 chunks, 0.92 -> 0.96 with c5).  What it does not do:
     understand paraphrase, or move a document; it reorders, never admits.
-
-    ``dense`` weighs each chunk's own dense similarity to the question (``evidence.score``, the cosine) into
-    its score within its document: the question's words alone cannot tell a page's chunks apart when a user
-    paraphrases (a function's signature half holds the words, its body the answer), and the fused position
-    carries the chunk's meaning only as a rank among every document's chunks.  Fitted on two blind-written
-    release repositories (structlog and Python-Markdown, refusal off, passage@5 0.662 -> 0.691 and
-    0.551 -> 0.580 at 1.0; 0.5 and 2.0 were lower on one of them) and reported on the corpora it was not
-    fitted on (``python -m bench.transfer``, ``docs/benchmarks.md``).
     """
     total = sum(weights.values())
 
@@ -68,7 +60,7 @@ def coverage_reranker(weights: Mapping[str, float], *, prior: float = 0.2, dense
             e = c.evidence
             have = evidence_tokens(e.text, e.title, e.heading_path, e.key)
             cov = sum(w for t, w in weights.items() if t in have) / total if total > 0 else 0.0
-            raw.append(cov + prior / (1 + best[i]) + dense * float(e.score) - _READING_ORDER * order[i])
+            raw.append(cov + prior / (1 + best[i]) - _READING_ORDER * order[i])
         return _in_slots(pool, raw)
 
     return rerank

@@ -69,7 +69,7 @@ class Evidence:
     ``score`` (the API's ``score``, same bytes): the relevance the packet's order was decided on when the
     line's rerank stage ran a reranker (the last reranker's score in the chain; with the default
     ``context.lexical_rerank``, the coverage reranker's: the IDF-weighted share of the question's terms the
-    chunk holds plus a small rank prior plus the chunk's dense similarity); when no reranker ran (none configured, ``rerank`` switched off,
+    chunk holds plus a small rank prior); when no reranker ran (none configured, ``rerank`` switched off,
     or a question with no weighted terms), the hit's dense cosine similarity to the question, and the order
     is then the engine's fused rank, which this score does not show.  A joined or grouped item carries the
     best score of its parts.  Comparable within one packet only, never across packets or knowledge bases.

@@ -92,8 +92,7 @@ def relative_scores(scores: Sequence[float]) -> list[float]:
     """The scores of one packet's sources mapped onto 0-1, order kept: ``score / best``.
 
     The service's score orders the sources of one answer; its scale depends on how the server ranks
-    (by default the coverage reranker's share of the question's terms plus a rank prior plus the chunk's dense
-    similarity, about -1 to 2.2; with
+    (by default the coverage reranker's share of the question's terms plus a rank prior, 0 to 1.2; with
     ``context.lexical_rerank`` off, a rank-fusion score; an application's reranker, any number). So the
     mapping is relative: the strongest source is 1.0 and each other is its share of the strongest. Should
     a score be negative (a reranker's), the lowest becomes 0: ``(score - low) / (best - low)`` with

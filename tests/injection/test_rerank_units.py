@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from freshindex.injection.assemble import Candidate, assemble
-from freshindex.injection.coverage import coverage_reranker
 from freshindex.injection.budget import ContextPolicy, QueryBudget, QueryType
+from freshindex.injection.coverage import coverage_reranker
 from freshindex.injection.types import Evidence
 
 

@@ -8,8 +8,6 @@ and in code.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from freshindex.injection.assemble import Candidate, assemble
@@ -71,25 +69,6 @@ def test_within_a_page_the_chunk_holding_the_questions_terms_takes_the_pages_bes
     order = [pool[i].chunk_id for i in sorted(range(len(pool)), key=lambda i: -scores[i])]
     # Then the answer takes its page's first slot, the other page keeps its own
     assert order == ["answer", "other", "toc"]
-
-
-def test_within_a_page_the_chunk_closer_in_meaning_wins_when_the_words_tie() -> None:
-    # Given a function split in two: its signature half fused first (it holds the name asked about), its body
-    # half, which answers in words the question does not use, fused lower but closer in meaning (dense score)
-    def part(cid: str, text: str, fused: float, dense: float) -> Candidate:
-        c = _cand(cid, "util", text, fused)
-        return Candidate(replace(c.evidence, score=dense), c.document_id, fused)
-
-    pool = [part("signature", "def parse_bool(value: str) -> bool:\n    \"\"\"Parse a boolean.\"\"\"", 0.9, 0.40),
-            _cand("other", "faq", "Booleans in the configuration file.", 0.8),
-            part("body", "# def parse_bool(...) (continued)\nif value.lower() in ('true', 'yes', 'on', '1'):\n    return True", 0.7, 0.62)]
-    weights = {"parse": 2.0, "bool": 1.0}
-    scores = coverage_reranker(weights)("Which strings does parse_bool read as true?", pool)
-    order = [pool[i].chunk_id for i in sorted(range(len(pool)), key=lambda i: -scores[i])]
-    # Then the body takes the page's first slot; without the dense weight the signature keeps it
-    assert order == ["body", "other", "signature"]
-    words_only = coverage_reranker(weights, dense=0.0)("Which strings does parse_bool read as true?", pool)
-    assert max(range(3), key=lambda i: words_only[i]) == 0
 
 
 def test_contraction_tails_are_no_terms() -> None:

@@ -48,7 +48,7 @@ class ContextSettings(BaseModel):
                                     "multiplied by this: a repository's tests restate what its code and docs "
                                     "define, so they rank after them at equal match (1 = no difference)")
     lexical_rerank: bool = Field(default=True, description="reorder each document's chunks in the admitted pool by "
-                                 "the IDF-weighted share of the question's terms each holds plus its dense similarity (the fused order of "
+                                 "the IDF-weighted share of the question's terms each holds (the fused order of "
                                  "documents stands; injection.coverage.coverage_reranker); an application's own "
                                  "rerankers run after it")
     disabled_stages: frozenset[str] = Field(default_factory=frozenset, description="stages of the query line "
