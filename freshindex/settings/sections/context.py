@@ -67,12 +67,12 @@ class ContextSettings(BaseModel):
                           "calibrated signals say the evidence does not support an answer")
     refusal_depth: int = Field(default=5, ge=1, le=100, description="admitted candidates (fused order) whose text "
                                "counts as evidence for the refusal signals")
-    # Fitted by bench.transfer (bench.heldout) on three whole corpora; its README figures are leave-one-corpus-out.
-    refusal_bias: float = Field(default=-9.2978, description="refusal score intercept where no calibration applies "
+    # Fitted by bench.transfer (bench.heldout) on six whole corpora; its README figures are leave-one-corpus-out.
+    refusal_bias: float = Field(default=-10.5168, description="refusal score intercept where no calibration applies "
                                 "(a knowledge base too small to calibrate, calibration off)")
-    refusal_coverage_weight: float = Field(default=9.2928, description="weight of the IDF-weighted coverage of the "
+    refusal_coverage_weight: float = Field(default=10.4683, description="weight of the IDF-weighted coverage of the "
                                            "question's terms in the evidence")
-    refusal_lexical_weight: float = Field(default=3.1591, description="weight of the best BM25 score per question "
+    refusal_lexical_weight: float = Field(default=2.9146, description="weight of the best BM25 score per question "
                                           "term")
     refusal_dense_weight: float = Field(default=0.0, description="weight of the best dense cosine (0: it depends "
                                         "on the embedding model, the lexical signals do not)")
@@ -98,7 +98,7 @@ class ContextSettings(BaseModel):
                                             "absent identifier per chunk)")
     refusal_calibration_min_chunks: int = Field(default=30, ge=1, description="a knowledge base with fewer points "
                                                 "keeps the shipped refusal bias (too small to calibrate)")
-    refusal_target_false_rate: float = Field(default=0.075, ge=0, lt=1, description="the calibrated bias refuses at "
+    refusal_target_false_rate: float = Field(default=0.02, ge=0, lt=1, description="the calibrated bias refuses at "
                                              "most this share of the answerable pseudo-questions (fitted with the "
                                              "weights: pseudo-questions are easier than real ones)")
     refusal_calibration_refit_share: float = Field(default=0.1, ge=0, le=1, description="a build inherits its "
