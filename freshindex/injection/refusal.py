@@ -284,8 +284,10 @@ def question_terms(question: str) -> tuple[tuple[str, ...], dict[str, tuple[str,
     """
     question = _uncontracted(question)
     compounds, _alone = _compounds(question)
+    either = {toks[0] for piece in question.split() if _WORDS_OR.fullmatch(piece.strip(_EDGE))
+              for toks in (lexical.tokenize(piece),) if toks}
     terms = tuple(t for t in dict.fromkeys(lexical.tokenize(question))
-                  if t not in FUNCTION_WORDS and not _WORDS_OR.fullmatch(t))  # "note/warning": its words are terms
+                  if t not in FUNCTION_WORDS and t not in either)  # "note/warning": its words are the terms
     return terms, compounds
 
 
@@ -299,9 +301,12 @@ def _uncontracted(question: str) -> str:
     return _CONTRACTION.sub("", question)
 
 
-#: Plain words joined by slashes ("note/warning", "ccache/distcc"): letters only, no path, file or version; and
-#: a Latin abbreviation's letters ("e.g", "i.e"): a reader's wording, never a name to find.
-_WORDS_OR = re.compile(r"[^\W\d_]+(?:/[^\W\d_]+)+|[^\W\d_](?:\.[^\W\d_])+")
+#: Two plain words joined by a slash, as written ("note/warning", "ccache/distcc"; not a path: "/opt/local",
+#: "opt/local/lib", "lib/x86_64"), and a Latin abbreviation ("e.g.", "i.e."): a reader's wording, never a
+#: name to find whole.
+_WORDS_OR = re.compile(r"[^\W\d_]+/[^\W\d_]+|[^\W\d_](?:\.[^\W\d_])+\.?")
+#: Punctuation around a word as written ("(note/warning),", "e.g.,"), stripped before :data:`_WORDS_OR` reads it.
+_EDGE = "\"'()[]{}<>,;:!?`"
 
 
 def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
@@ -312,7 +317,7 @@ def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
         toks = lexical.tokenize(piece)
         # tokenize emits a compound whole first, then its parts, each part a piece of the whole; plain words
         # joined by slashes are a reader's "either/or" (note/warning), not a name to find whole
-        if len(toks) > 1 and _WORDS_OR.fullmatch(toks[0]):
+        if len(toks) > 1 and _WORDS_OR.fullmatch(piece.strip(_EDGE)):
             alone.update(toks[1:])
         elif len(toks) > 1 and all(p in toks[0] and p != toks[0] for p in toks[1:]):
             compounds.setdefault(toks[0], tuple(toks[1:]))

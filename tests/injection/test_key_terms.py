@@ -178,4 +178,6 @@ def test_another_form_of_an_ordinary_word_and_words_joined_by_a_slash_are_a_read
     assert "e.g" not in terms and "e" not in terms
     # while a path, a file name or a dotted name still counts whole, and a word outside English still is a name
     assert set(compounds) == {"lib/x86_64-linux-gnu"}
+    terms, compounds = question_terms("Set R_LD_LIBRARY_PATH to find /opt/local/lib or usr/local/lib, not /opt/x")
+    assert {"opt/local/lib", "usr/local/lib", "opt/x"} <= set(compounds) and "opt/local/lib" in terms
     assert missing("Do STATUS messages print via duckdb?") == ("duckdb",)
