@@ -126,16 +126,21 @@ class SourcesStore(_Base):
             row = s.scalars(q).first()
             if row is None:
                 return None
-            cursor = dict((row.options or {}).get(self.CURSOR_OPTION) or {})
-            pending = cursor.get("pending")
-            if pending:
-                status = s.scalar(select(SyncRun.status).where(SyncRun.id == pending.get("run")))
-                if status != RunStatus.RUNNING:
-                    cursor.pop("pending")
-                    if status in SUCCESSFUL_RUNS:
-                        cursor["synced"] = {k: v for k, v in pending.items() if k != "run"}
-                    row.options = {**(row.options or {}), self.CURSOR_OPTION: cursor}
-            return cursor.get("synced")
+            return self._settled_cursor(s, row).get("synced")
+
+    def _settled_cursor(self, s: Any, row: Source) -> dict[str, Any]:
+        """``row``'s cursor with a finished run's pending one promoted (that run succeeded or was partial) or
+        dropped (it failed or was held), written back to the row when it changed; a running run's stays."""
+        cursor = dict((row.options or {}).get(self.CURSOR_OPTION) or {})
+        pending = cursor.get("pending")
+        if pending:
+            status = s.scalar(select(SyncRun.status).where(SyncRun.id == pending.get("run")))
+            if status != RunStatus.RUNNING:
+                cursor.pop("pending")
+                if status in SUCCESSFUL_RUNS:
+                    cursor["synced"] = {k: v for k, v in pending.items() if k != "run"}
+                row.options = {**(row.options or {}), self.CURSOR_OPTION: cursor}
+        return cursor
 
     def source_revisions(self, kb: str) -> dict[str, str]:
         """Source id -> the revision (a git commit) its last successful run listed, for the sources of ``kb``
@@ -159,14 +164,16 @@ class SourcesStore(_Base):
             return {k: v for k, v in pending.items() if k != "run"}
 
     def set_pending_cursor(self, source_id: str, value: dict[str, Any]) -> None:
-        """Record where the source's open run listed (promoted by :meth:`source_cursor` once it succeeds)."""
+        """Record where the source's open run listed (promoted by :meth:`source_cursor` once it succeeds); a
+        finished run's pending cursor is settled first, as :meth:`source_cursor` would."""
         with self.session() as s:
-            row = s.get(Source, source_id)
+            row = s.scalars(self._for_update(select(Source).where(Source.id == source_id))).first()
             run = s.scalar(select(SyncRun.id).where(SyncRun.source_id == source_id, SyncRun.status == RunStatus.RUNNING)
                            .order_by(SyncRun.id.desc()).limit(1))
             if row is None or run is None:
                 return
-            cursor = dict((row.options or {}).get(self.CURSOR_OPTION) or {})
+            # A finished run's cursor nobody has read yet is promoted (or dropped) first, never overwritten.
+            cursor = self._settled_cursor(s, row)
             cursor["pending"] = {**value, "run": run}
             row.options = {**(row.options or {}), self.CURSOR_OPTION: cursor}
 

@@ -420,5 +420,19 @@ class SourceStateContract(RegistrySuite):
         assert reg.source_cursor(sid) == {"commit": "c1", "ref": "main"}
         assert reg.planned_cursor(sid, run) is None
 
+    def test_a_finished_runs_unread_cursor_is_settled_before_the_next_run_records(self, reg: Registry) -> None:
+        # Given a git source whose run listed c1 and succeeded, its cursor read by no one yet
+        sid = self.fresh("repo")
+        reg.add_source(sid, kind="git", location="/srv/repo", owner="t", kb=self.fresh("kb"))
+        first, _ = reg.start_sync_run(sid, "test")
+        reg.set_pending_cursor(sid, {"commit": "c1", "ref": "main"})
+        self.finish(reg, first)
+        # When the next run records c2 before anything reads the cursor
+        second, _ = reg.start_sync_run(sid, "test")
+        reg.set_pending_cursor(sid, {"commit": "c2", "ref": "main"})
+        # Then c1 was promoted, not overwritten: the open run diffs against it, and plans c2
+        assert reg.source_cursor(sid) == {"commit": "c1", "ref": "main"}
+        assert reg.planned_cursor(sid, second) == {"commit": "c2", "ref": "main"}
+
 
 __all__ = ["AttemptsContract", "RunLedgerContract", "SourceStateContract"]
