@@ -373,8 +373,9 @@ class WebhookIntake:
         return f"push to {pushed[:200]}: {source_id} follows {wanted}, nothing to sync"
 
     def source_checked(self, source_id: str) -> bool:
-        """True when :meth:`secret_for` would answer without reading the registry (no thread hop needed)."""
-        return bool(self._secrets.get(source_id)) and self._known.fresh(source_id)
+        """True when :meth:`secret_for` would answer without reading the registry or the secrets file (no
+        thread hop needed: this runs on the event loop)."""
+        return bool(self._secrets.cached(source_id)) and self._known.fresh(source_id)
 
     def reject(self, exc: Rejected) -> Rejected:
         self.metrics.webhook_rejections.labels(exc.reason).inc()

@@ -61,6 +61,14 @@ class WebhookSecrets:
             return None
         return None if st is None else (st.st_mtime_ns, st.st_size, st.st_ino)
 
+    def cached(self, source_id: str) -> str | None:
+        """The source's secret as of the last check, when no check of the file is due now; else None.  Never
+        touches the file: an event loop may call it (a due check is :meth:`get`'s, in a thread)."""
+        if self._settings.secrets_file is not None and \
+                self._clock() - self._checked_at >= self._settings.secrets_file_check_s:
+            return None
+        return self._secrets.get(source_id)
+
     def get(self, source_id: str) -> str | None:
         """The source's secret as of the last check (which this call may make), or None."""
         if self._settings.secrets_file is not None:

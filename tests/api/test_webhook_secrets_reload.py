@@ -126,6 +126,24 @@ def test_serve_follows_the_file_on_every_request_with_the_check_at_zero(tmp_path
         svc.close()
 
 
+def test_the_event_loops_fast_path_never_reads_the_file(tmp_path: Path) -> None:
+    # Given secrets from a file, checked every 5 s
+    secrets = tmp_path / "s.json"
+    write_secrets(secrets, {"docs": "one"})
+    settings = load_settings(data_dir=tmp_path, webhooks={"secrets_file": str(secrets),
+                                                          "secrets_file_check_s": 5}).webhooks
+    clock = Clock()
+    held = WebhookSecrets(settings, clock=clock)
+    # Within the interval the cached secret answers; the file is replaced meanwhile and not read
+    write_secrets(secrets, {"docs": "two"})
+    assert held.cached("docs") == "one"
+    # Past the interval a check is due: the fast path answers nothing (the route takes a thread), and the
+    # check itself, made there, reads the new file
+    clock.now += 5
+    assert held.cached("docs") is None
+    assert held.get("docs") == "two" and held.cached("docs") == "two"
+
+
 def test_a_broken_file_keeps_the_last_good_secrets_and_a_removed_file_takes_them_away(tmp_path: Path) -> None:
     # Given secrets from a file and one inline (inline wins and stays whatever the file does)
     secrets = tmp_path / "s.json"
