@@ -301,9 +301,8 @@ def _uncontracted(question: str) -> str:
     return _CONTRACTION.sub("", question)
 
 
-#: Two plain words joined by a slash, as written ("note/warning", "ccache/distcc"; not a path: "/opt/local",
-#: "opt/local/lib", "lib/x86_64"), and a Latin abbreviation ("e.g.", "i.e."): a reader's wording, never a
-#: name to find whole.
+#: Two plain words joined by a slash ("note/warning"; not a path: "/opt/local", "opt/local/lib") and a Latin
+#: abbreviation ("e.g."): a reader's wording, never a name to find whole.
 _WORDS_OR = re.compile(r"[^\W\d_]+/[^\W\d_]+|[^\W\d_](?:\.[^\W\d_])+\.?")
 #: Punctuation around a word as written ("(note/warning),", "e.g.,"), stripped before :data:`_WORDS_OR` reads it.
 _EDGE = "\"'()[]{}<>,;:!?`"
@@ -427,11 +426,8 @@ def ordinary_words() -> frozenset[str]:
 
 
 def is_ordinary(token: str, ordinary: AbstractSet[str]) -> bool:
-    """Whether ``token`` (as the lexical tokenizer emits it) is a word of ``ordinary`` or an inflection of one:
-    a plural the tokenizer folded to a non-word (``dashe`` of "dashes", ``boxe`` of "boxes"), a past tense or
-    an -ing form ("duplicated", "emitting", "normalised").  Only these endings, each undone to a word the
-    vocabulary has: a name that merely shares a stem with a word (``tomli``, ``rustls``, ``puppeteer``) is
-    not one."""
+    """Whether ``token`` (as tokenized) is a word of ``ordinary`` or an inflection of one undone to it: a plural
+    folded to a non-word (``dashe``), an -ed or -ing form; never a name sharing a stem (``tomli``, ``rustls``)."""
     if token in ordinary:
         return True
     if not token.isalpha() or len(token) < 4:
