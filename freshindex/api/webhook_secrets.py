@@ -64,10 +64,13 @@ class WebhookSecrets:
     def cached(self, source_id: str) -> str | None:
         """The source's secret as of the last check, when no check of the file is due now; else None.  Never
         touches the file: an event loop may call it (a due check is :meth:`get`'s, in a thread)."""
-        if self._settings.secrets_file is not None and \
-                self._clock() - self._checked_at >= self._settings.secrets_file_check_s:
+        if self._settings.secrets_file is not None and self._due(self._clock()):
             return None
         return self._secrets.get(source_id)
+
+    def _due(self, now: float) -> bool:
+        """Whether a check of the file is due at ``now`` (``secrets_file_check_s`` since the last)."""
+        return now - self._checked_at >= self._settings.secrets_file_check_s
 
     def get(self, source_id: str) -> str | None:
         """The source's secret as of the last check (which this call may make), or None."""
@@ -78,7 +81,7 @@ class WebhookSecrets:
     def _refresh(self) -> None:
         now = self._clock()
         with self._lock:
-            if now - self._checked_at < self._settings.secrets_file_check_s:
+            if not self._due(now):
                 return
             self._checked_at = now
             stamp = self._file_stamp()  # before the read: a change during it is seen at the next check

@@ -284,8 +284,7 @@ def question_terms(question: str) -> tuple[tuple[str, ...], dict[str, tuple[str,
     """
     question = _uncontracted(question)
     compounds, _alone = _compounds(question)
-    either = {toks[0] for piece in question.split() if _WORDS_OR.fullmatch(piece.strip(_EDGE))
-              for toks in (lexical.tokenize(piece),) if toks}
+    either = {toks[0] for piece in question.split() if _either_or(piece) for toks in (lexical.tokenize(piece),)}
     terms = tuple(t for t in dict.fromkeys(lexical.tokenize(question))
                   if t not in FUNCTION_WORDS and t not in either)  # "note/warning": its words are the terms
     return terms, compounds
@@ -302,10 +301,14 @@ def _uncontracted(question: str) -> str:
 
 
 #: Two plain words joined by a slash ("note/warning"; not a path: "/opt/local", "opt/local/lib") and a Latin
-#: abbreviation ("e.g."): a reader's wording, never a name to find whole.
+#: abbreviation ("e.g."), read without the punctuation around them (:data:`_EDGE`): a reader's wording.
 _WORDS_OR = re.compile(r"[^\W\d_]+/[^\W\d_]+|[^\W\d_](?:\.[^\W\d_])+\.?")
-#: Punctuation around a word as written ("(note/warning),", "e.g.,"), stripped before :data:`_WORDS_OR` reads it.
 _EDGE = "\"'()[]{}<>,;:!?`"
+
+
+def _either_or(piece: str) -> bool:
+    """Whether a whitespace-separated ``piece`` of a question is :data:`_WORDS_OR`'s reader's wording."""
+    return _WORDS_OR.fullmatch(piece.strip(_EDGE)) is not None
 
 
 def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
@@ -316,7 +319,7 @@ def _compounds(question: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
         toks = lexical.tokenize(piece)
         # tokenize emits a compound whole first, then its parts, each part a piece of the whole; plain words
         # joined by slashes are a reader's "either/or" (note/warning), not a name to find whole
-        if len(toks) > 1 and _WORDS_OR.fullmatch(piece.strip(_EDGE)):
+        if len(toks) > 1 and _either_or(piece):
             alone.update(toks[1:])
         elif len(toks) > 1 and all(p in toks[0] and p != toks[0] for p in toks[1:]):
             compounds.setdefault(toks[0], tuple(toks[1:]))
@@ -428,10 +431,8 @@ def ordinary_words() -> frozenset[str]:
 def is_ordinary(token: str, ordinary: AbstractSet[str]) -> bool:
     """Whether ``token`` (as tokenized) is a word of ``ordinary`` or an inflection of one undone to it: a plural
     folded to a non-word (``dashe``), an -ed or -ing form; never a name sharing a stem (``tomli``, ``rustls``)."""
-    if token in ordinary:
-        return True
-    if not token.isalpha() or len(token) < 4:
-        return False
+    if token in ordinary or not token.isalpha() or len(token) < 4:
+        return token in ordinary
     bases = [token + "s"]  # the tokenizer's fold of a plural kept its "e": dashes -> dashe
     if token.endswith("e"):
         bases.append(token[:-1])

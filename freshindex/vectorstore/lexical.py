@@ -81,7 +81,7 @@ class SparseVector:
         return bool(self.indices)
 
 
-def fold(word: str) -> str:
+def _fold(word: str) -> str:
     """The symmetric plural fold: ``connections`` -> ``connection``, ``policies`` -> ``policy``."""
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -130,7 +130,7 @@ def _word_tokens_uncached(raw: str) -> list[str]:
         whole = raw.lower()
         if whole in STOPWORDS or len(whole) > MAX_TOKEN_LEN:
             return []
-        folded = fold(whole)
+        folded = _fold(whole)
         if folded != whole and raw.isupper() and len(raw) > 3:
             # An upper-case plural is a name (the STORAGES or CACHES setting): kept whole beside the fold,
             # so the name matches itself and not only the common word.
@@ -144,14 +144,14 @@ def _word_tokens_uncached(raw: str) -> list[str]:
             parts.append(piece.lower())
         parts.extend(s.lower() for s in sub)
     # A lone letter says nothing (``v`` of ``v2``, ``e`` of ``e.g``); a lone digit may (``404``).
-    parts = [fold(p) for p in parts if p not in STOPWORDS and (len(p) > 1 or p.isdigit() or _CJK.match(p))]
-    compound = len(parts) != 1 or parts[0] != fold(whole)
+    parts = [_fold(p) for p in parts if p not in STOPWORDS and (len(p) > 1 or p.isdigit() or _CJK.match(p))]
+    compound = len(parts) != 1 or parts[0] != _fold(whole)
     tokens = []
     if compound and len(whole) <= MAX_TOKEN_LEN and whole not in STOPWORDS:
         tokens.append(whole)
     # A plain word is its folded self; a compound is itself plus its parts.
     if not compound:
-        return [] if whole in STOPWORDS or len(whole) > MAX_TOKEN_LEN else [fold(whole)]
+        return [] if whole in STOPWORDS or len(whole) > MAX_TOKEN_LEN else [_fold(whole)]
     seen: set[str] = set(tokens)
     for p in parts:
         if p and len(p) <= MAX_TOKEN_LEN and p not in seen:
@@ -282,5 +282,5 @@ def idf_from_hits(tokens: Sequence[str], indices: Sequence[int], answers: Sequen
 
 
 
-__all__ = ["LEXICAL_VERSION", "STOPWORDS", "SparseVector", "code_names", "document_vector", "fold", "identifiers", "idf_from_hits",
+__all__ = ["LEXICAL_VERSION", "STOPWORDS", "SparseVector", "code_names", "document_vector", "identifiers", "idf_from_hits",
            "lexical_text", "query_vector", "token_index", "tokenize"]
