@@ -64,11 +64,10 @@ One signal decides alone: a question naming an identifier (a compound as
 above, not a hyphenated word or a version) that no rechecked candidate holds
 in any form (whole, a namespace suffix such as ``path.walk`` of
 ``pathlib.path.walk``, or inside a longer identifier) is refused whatever the
-score (``unknown_names``).  Paraphrase cannot stand in for a name: pages
-about ``sys`` and about monitoring do not answer a question about
-``sys.monitoring``; the typical unanswerable question names something the
-corpus lacks, and scored with its other words it passes.  It has no fitted
-constant.  Text read by OCR misreads names (``N01_kind`` as ``NO1_kind``,
+score (``unknown_names``; a file's name, ``config.h.in``, is the reader's own file: only missing).
+Paraphrase cannot stand in for a name: pages about ``sys`` and about monitoring do not answer a question about
+``sys.monitoring``; the typical unanswerable question names something the corpus lacks, and scored with its
+other words it passes.  It has no fitted constant.  Text read by OCR misreads names (``N01_kind`` as ``NO1_kind``,
 ``R_ENCODING_LOCALES`` as ``RLENCODING_LOCALES``): a candidate read by OCR
 holds a name also when one of its tokens is a single edit away once the
 glyphs OCR confuses are folded (:func:`ocr_close`), and such a token counts
@@ -110,6 +109,7 @@ from typing import Any
 import snowballstemmer  # type: ignore[import-untyped]  # no stubs, no py.typed
 
 from freshindex.injection.budget import WordPieceCounter
+from freshindex.injection.duplicates import is_file_name
 from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats
@@ -131,9 +131,9 @@ class RefusalReason(StrEnum):
 
 #: Bumped when the signals of the same evidence change (a calibration fitted on other signals is not this one's).
 #: 2: a key term spelt otherwise in the evidence (:func:`held`) is in it; 3: a name's words apart are not it;
-#: 4: an inflection of an ordinary word is ordinary (a plural folded to ``dashe``, "duplicated", "emitting":
-#: :func:`is_ordinary`), and plain words joined by a slash ("note/warning") are words apart, not one name.
-SIGNALS_VERSION = 4
+#: 4: an inflection of an ordinary word is ordinary (``dashe``, "emitting": :func:`is_ordinary`), plain words
+#: joined by a slash ("note/warning") are words apart; 5: a file's name is never unknown (:func:`is_file_name`).
+SIGNALS_VERSION = 5
 
 #: What the refusal needs from a store: the engine's IDF per token present for the caller.
 TermStats = LexicalStats
@@ -407,7 +407,7 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
                            key=lambda t: (-weight[t], t)))
     coverage = 1.0 - sum(weight[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
-    unknown = tuple(t for t in missing if t in compounds and is_name(t) and not known(t, seen))
+    unknown = tuple(t for t in missing if t in compounds and is_name(t) and not is_file_name(t) and not known(t, seen))
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
                    weights=weight, key_terms=key_terms, unknown=unknown)
 

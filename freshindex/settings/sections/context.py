@@ -85,7 +85,8 @@ class ContextSettings(BaseModel):
     refusal_unknown_names: bool = Field(default=True, description="refuse, whatever the calibrated score, a "
                                         "question naming an identifier (dotted, snake_case, CamelCase, an "
                                         "upper-case name) that no document the caller may read mentions in any "
-                                        "of its forms; off leaves such questions to the score")
+                                        "of its forms (a file's name, config.h.in, is the reader's own file: it "
+                                        "only counts as missing); off leaves such questions to the score")
     refusal_ordinary_words: bool = Field(default=True, description="a plain word of general English (a whole "
                                          "word of the bundled WordPiece vocabulary) is never a key term: its absence "
                                          "from the evidence is a reader's wording, not a name the corpus lacks; it "
