@@ -285,17 +285,18 @@ def is_test_file(key: str) -> bool:
     return _TEST_FILE.search(key) is not None or _CLASS_TEST.search(key) is not None
 
 
-#: Extensions that make a dotted token a file name (the last one; ``.h.in`` and ``.tar.gz`` end in one too).
-#: Not ``log``, ``env``, ``cmd`` or ``sqlite3``: ``math.log``, ``os.environ``-like names and ``dbm.sqlite3`` are
-#: attributes and modules, which a corpus either holds or does not.
+#: Extensions that make a dotted token a file name (the last one: ``.h.in`` and ``.tar.gz`` end in one too). Only
+#: ones no library names an attribute or module after: not ``json``, ``html``, ``xml``, ``csv``, ``pdf``, ``lock``,
+#: ``svg``, ``zip``, ``h``, ``c``, ``js``, ``ts``, ``yaml``, ``conf``, ``log`` or ``sqlite3`` (``httpx.Response.json``,
+#: ``asyncio.Lock``, R's ``read.csv``, ``numpy.matrix.H``, ``dbm.sqlite3``: names a corpus holds or does not).
 _FILE_NAME = re.compile(
-    r"[^\s/]*[\w-]\.(?:in|h|hh|hpp|c|cc|cxx|cpp|txt|md|rst|json|ya?ml|toml|ini|cfg|conf|xml|html?|csv|deb|rpm|"
-    r"zip|tar|gz|tgz|bz2|xz|whl|py|pyi|js|mjs|ts|sh|bat|ps1|exe|dll|so|dylib|jar|png|jpe?g|gif|svg|pdf|lock)",
+    r"[^\s/]*[\w-]\.(?:in|am|ac|cmake|hh|hpp|cc|cxx|cpp|txt|md|rst|yml|toml|ini|cfg|deb|rpm|tar|gz|tgz|bz2|xz|"
+    r"whl|py|pyi|mjs|sh|bat|exe|dll|so|dylib|jar|png|jpe?g|gif)",
     re.IGNORECASE)
 
 
 def is_file_name(token: str) -> bool:
     """Whether ``token`` is a file's name (``config.h.in``, ``name_version-revision_arch.deb``): a reader's own
     file, which documentation names by its role ("the input file", "the package"), not a name it must hold."""
-    return _FILE_NAME.fullmatch(token) is not None
+    return _FILE_NAME.fullmatch(token.rsplit("/", 1)[-1]) is not None  # a path's file: ``cmake/config.h.in``
 

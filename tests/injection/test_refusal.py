@@ -334,6 +334,7 @@ def test_a_name_written_otherwise_or_no_name_at_all_is_not_unknown(question: str
     ("In my config.h.in, how do I get a macro defined as 0 or 1 from a variable?", "config.h.in"),
     ("Can the package be named like name_version-revision_arch.deb?", "name_version-revision_arch.deb"),
     ("Why does my setup.py install no console script?", "setup.py"),
+    ("Where does cmake/config.h.in get its macro defined as 0 or 1?", "cmake/config.h.in"),  # a path's file
 ])
 def test_a_readers_own_file_name_is_missing_not_unknown(question: str, name: str) -> None:
     # Given a question naming a file of the reader's own that no evidence holds (pages name files by role)
@@ -343,8 +344,9 @@ def test_a_readers_own_file_name_is_missing_not_unknown(question: str, name: str
     # Then it costs the coverage its share, as any missing key term, and decides nothing alone
     assert s.unknown == () and name in s.missing
     assert decide(RefusalPolicy(bias=10.0), s) is None
-    # while a module's name of the same shape is still unknown (``sqlite3`` and ``log`` are no file types here)
-    for module in ("dbm.sqlite3", "math.log2"):
+    # while an attribute or module named like a file type is still unknown (the name is the corpus's or absent)
+    for module in ("dbm.sqlite3", "math.log2", "httpx.response.json", "asyncio.lock", "read.csv", "numpy.matrix.h",
+                   "elementtree.xml", "scipy.stats.skewnorm.pdf", "django.utils.html"):
         other = signals(f"What does {module} return?", [held], weights=TermWeights(idf={}, missing_idf=9.0),
                         lexical_top=5.0, dense_top=0.8, present=held)
         assert other.unknown == (module,)
