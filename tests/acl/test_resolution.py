@@ -257,7 +257,8 @@ def test_the_permission_service_answers_are_cached_for_their_ttl(http_service: _
 
 def test_the_permission_service_fails_closed_and_counts(http_service: _Service) -> None:
     errors: list[tuple[str, str]] = []
-    svc = PermissionService(http_service.url, timeout_s=0.3, on_error=lambda kind, reason: errors.append((kind, reason)))
+    # A timeout of 1 s: an ordinary answer on a loaded machine comes well within it, a slow one (2.5 s) not
+    svc = PermissionService(http_service.url, timeout_s=1.0, on_error=lambda kind, reason: errors.append((kind, reason)))
     http_service.acls["docs:bad.md"] = {"groups": ["user:root"]}
     http_service.acls["docs:junk.md"] = b"<html>"
     http_service.members["eve"] = {"groups": ["bad group"]}
@@ -267,7 +268,7 @@ def test_the_permission_service_fails_closed_and_counts(http_service: _Service) 
     with pytest.raises(AclSourceError):
         svc.check("docs", "junk.md")
     assert svc.groups_of("eve") == frozenset()
-    http_service.delay = 1.0
+    http_service.delay = 2.5
     http_service.acls["docs:slow.md"] = {"groups": ["public"]}
     with pytest.raises(AclSourceError) as err:
         svc.check("docs", "slow.md")

@@ -177,23 +177,24 @@ def test_throttling_is_retried_after_retry_after(server, srv, provider, status) 
 
 
 def test_a_slow_answer_times_out_and_is_retried_then_gives_up_without_the_key(server, srv) -> None:
-    # Given a timeout of 0.4 s and a server whose first answer takes 1.2 s
+    # Given a timeout of 1 s and a server whose first answer takes 3 s (an answer within 1 s needs no
+    # retry even on a loaded machine)
     metrics = Metrics()
-    emb = _remote(server[1], metrics=metrics, timeout_s=0.4, retries=1, api_key=KEY)
-    srv.faults.append(Fault(delay_s=1.2))
+    emb = _remote(server[1], metrics=metrics, timeout_s=1.0, retries=1, api_key=KEY)
+    srv.faults.append(Fault(delay_s=3.0))
     try:
         # Then the request is retried and the call succeeds
         started = time.monotonic()
         assert emb.embed(["slow"]).shape == (1, 384)
-        assert time.monotonic() - started < 1.2
+        assert time.monotonic() - started < 3.0
         assert _count(metrics, "freshindex_remote_embed_retries_total", provider="openai", outcome="timeout") == 1
         # And when every attempt is slow, the call fails as retryable, naming the timeout, never the key
-        srv.faults.extend([Fault(delay_s=1.2), Fault(delay_s=1.2)])
+        srv.faults.extend([Fault(delay_s=3.0), Fault(delay_s=3.0)])
         with pytest.raises(EmbeddingError) as failed:
             emb.embed(["slow again"])
     finally:
         emb.close()
-    assert "2 attempts" in str(failed.value) and "timeout_s=0.4" in str(failed.value)
+    assert "2 attempts" in str(failed.value) and "timeout_s=1.0" in str(failed.value)
     assert KEY not in str(failed.value)
 
 
