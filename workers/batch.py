@@ -59,6 +59,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
+from freshindex.core.errors import RetryableError
 from freshindex.core.ids import document_id
 from freshindex.registry.records import DocumentRecord, DocumentTouch, SourceInfo
 
@@ -211,8 +212,10 @@ class RunBatch:
         """The loop stops early: write what is held if the registry takes it, else close those attempts."""
         try:
             self.flush()
-        except Exception:  # already released by flush; the loop's own error is the one that matters
-            log.warning("touches held by an aborted run were not written", exc_info=True)
+        except Exception as exc:  # already released by flush; the loop's own error is the one that matters
+            # The registry away (a full disk, an outage) is one line; anything else keeps its traceback.
+            log.warning("touches held by an aborted run were not written: %s", exc,
+                        exc_info=not isinstance(exc, RetryableError))
 
     def drop(self) -> None:
         """The run no longer takes writes: close the held documents' attempts without an outcome, write nothing."""
@@ -262,8 +265,9 @@ class RunBatch:
         """Close the attempts of ``doc_ids``, crashes kept (best effort: False when the registry is away)."""
         try:
             self.registry.end_document_attempts(doc_ids, outcome=False, run_id=self.run_id)
-        except Exception:  # an attempt left open costs a crash counted on the next sync
-            log.warning("could not end the attempts of %d held touches", len(doc_ids), exc_info=True)
+        except Exception as exc:  # an attempt left open costs a crash counted on the next sync
+            log.warning("could not end the attempts of %d held touches: %s", len(doc_ids), exc,
+                        exc_info=not isinstance(exc, RetryableError))
             return False
         return True
 

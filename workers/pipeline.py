@@ -213,8 +213,8 @@ def _end_attempt(ctx: PipelineContext, doc_id: str, *, outcome: bool, run_id: in
     # Only this run's attempt: a run that took over the source holds its own.
     try:
         ctx.registry.end_document_attempt(doc_id, outcome=outcome, run_id=run_id)
-    except Exception:
-        log.warning("could not end the attempt on %s", doc_id, exc_info=True)
+    except Exception as exc:  # the registry away is one line; anything else keeps its traceback
+        log.warning("could not end the attempt on %s: %s", doc_id, exc, exc_info=not isinstance(exc, RetryableError))
 
 
 def record_stale(ctx: PipelineContext, task: str, exc: StaleTaskError, **context: object) -> None:

@@ -284,6 +284,9 @@ def _close_aborted(svc: RunnerServices, run_id: int, exc: BaseException) -> None
         svc.registry.set_run_build(run_id, status=BuildStatus.FAILED, snapshot_id=None, error=error)
         if finished_now:
             svc.metrics.sync_runs.labels(run.source_id, "failed").inc()
+    except RetryableError as down:  # the registry is down or full: one line, the lease frees the source
+        log.warning("could not close aborted run %s: %s", run_id, down,
+                    extra={"event": "sync_abort_unrecorded", "run": run_id})
     except Exception:
         log.exception("could not close aborted run %s", run_id)
     log.error("sync aborted", extra={"event": "sync_aborted", "run": run_id, "error": error})

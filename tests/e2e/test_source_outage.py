@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from freshindex.core.errors import EmbeddingError, SourceError
+from freshindex.core.errors import EmbeddingError, RetryableError, SourceError
 from freshindex.registry.records import SourceSetup
 from freshindex.schedules.plan import due_sources
 from freshindex.services import Services
@@ -215,6 +215,35 @@ def test_an_inline_sync_that_raises_mid_run_closes_its_run(tmp_path: Path, monke
         monkeypatch.undo()
         again = sync_inline(svc, "notes")
         assert again.run.status == "succeeded" and again.exit_code != EXIT_NOTHING_INDEXED
+    finally:
+        svc.close()
+
+
+def test_a_run_the_full_registry_cannot_close_is_one_warning_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # Given an inline sync that aborts while the registry refuses writes (a full disk)
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "n.md").write_text("# Note\n\nnote text\n")
+    svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"}))
+    try:
+        svc.registry.add_source("notes", kind="folder", location=str(folder), owner="t", kb="default")
+
+        def down(_texts):
+            raise RetryableError("registry unavailable: database or disk is full")
+
+        def full(*_a, **_k):
+            raise RetryableError("registry unavailable: database or disk is full")
+
+        monkeypatch.setattr(svc.embedder, "embed", down)
+        monkeypatch.setattr(svc.registry, "finish_sync_run", full)
+        # When the sync runs
+        with caplog.at_level("WARNING", logger="freshindex.runner"), pytest.raises(RetryableError):
+            sync_inline(svc, "notes")
+        # Then the unclosed run is one warning line naming why, with no traceback (the lease frees the source)
+        unclosed = [r for r in caplog.records if r.getMessage().startswith("could not close aborted run")]
+        assert len(unclosed) == 1 and unclosed[0].levelname == "WARNING" and unclosed[0].exc_info is None
+        assert "disk is full" in unclosed[0].getMessage()
     finally:
         svc.close()
 
