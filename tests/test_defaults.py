@@ -62,6 +62,7 @@ def test_the_refusal_defaults_are_the_refusal_settings() -> None:
 
 def test_the_calibration_defaults_are_the_calibration_settings() -> None:
     assert Calibration() == Calibration(enabled=CONTEXT.refusal_calibration, sample=CONTEXT.refusal_calibration_sample,
+                                        perturbed=CONTEXT.refusal_calibration_perturbed,
                                         min_chunks=CONTEXT.refusal_calibration_min_chunks,
                                         target_false_rate=CONTEXT.refusal_target_false_rate)
     assert Calibration.from_mapping({}) == Calibration.from_mapping(CONTEXT.model_dump()) == Calibration()

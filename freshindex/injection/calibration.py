@@ -104,6 +104,7 @@ class Calibration:
 
     enabled: bool = _DEFAULTS.refusal_calibration
     sample: int = _DEFAULTS.refusal_calibration_sample
+    perturbed: int = _DEFAULTS.refusal_calibration_perturbed
     min_chunks: int = _DEFAULTS.refusal_calibration_min_chunks
     target_false_rate: float = _DEFAULTS.refusal_target_false_rate
     min_score: float = _DEFAULTS.min_score
@@ -112,6 +113,7 @@ class Calibration:
     def from_mapping(cls, data: Mapping[str, Any]) -> Calibration:
         return cls(enabled=bool(data.get("refusal_calibration", cls.enabled)),
                    sample=int(data.get("refusal_calibration_sample", cls.sample)),
+                   perturbed=int(data.get("refusal_calibration_perturbed", cls.perturbed)),
                    min_chunks=int(data.get("refusal_calibration_min_chunks", cls.min_chunks)),
                    target_false_rate=float(data.get("refusal_target_false_rate", cls.target_false_rate)),
                    min_score=float(data.get("min_score", cls.min_score)))
@@ -188,7 +190,8 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
     """The calibration record of ``collection`` (see the module docstring); never raises for a small corpus."""
     started = clock()
     base = {"version": CALIBRATION_VERSION, "snapshot_id": snapshot_id, "shipped_bias": policy.bias,
-            "policy": policy.scoring(), "target_false_rate": settings.target_false_rate, "sample": settings.sample}
+            "policy": policy.scoring(), "target_false_rate": settings.target_false_rate, "sample": settings.sample,
+            "perturbed_sample": settings.perturbed}
     points = store.count(collection)
 
     def done(status: str, **fields: Any) -> dict[str, Any]:
@@ -202,7 +205,8 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
     if points < settings.min_chunks:
         return done("too_small", min_chunks=settings.min_chunks)
     asked = pseudo_signals(store, embedder, collection=collection, snapshot_id=snapshot_id, policy=policy,
-                           sample=settings.sample, min_score=settings.min_score, naming=naming)
+                           sample=settings.sample, min_score=settings.min_score, naming=naming,
+                           perturbed=settings.perturbed)
     every_ans, every_per = asked.scores(policy, "answerable"), asked.scores(policy, "perturbed")
     # Only questions that reached the decision say anything about the bias: one with no admitted evidence
     # is refused whatever the bias (counted apart, as no_evidence).
@@ -414,24 +418,34 @@ class PseudoSignals:
 
 def pseudo_signals(store: VectorStore, embedder: Embedder, *, collection: str, snapshot_id: str,
                    policy: RefusalPolicy, sample: int = _DEFAULTS.refusal_calibration_sample,
-                   min_score: float = _DEFAULTS.min_score, naming: Naming = Naming()) -> PseudoSignals:
+                   min_score: float = _DEFAULTS.min_score, naming: Naming = Naming(),
+                   perturbed: int | None = None) -> PseudoSignals:
     """The pseudo-questions of ``collection`` (the module docstring says how) asked through the real query path.
 
     The same sample and questions for the same ``snapshot_id``: a benchmark
     refitting the weights reads the signals the build's calibration read.
     ``policy`` gives what the signals depend on (depth, key-term rarity),
-    not the weights.
+    not the weights.  ``perturbed``: how many of the perturbed questions are asked, spread evenly over the
+    sample (None: all; the answerable ones, the only ones the bias is fitted on, are the same either way).
     """
     if not isinstance(store, LexicalStats):
         raise TypeError("pseudo-questions need the engine's lexical statistics (a LexicalStats store)")
     rng = random.Random(_seed(snapshot_id))
     chunks, surveyed = _sample(store, collection, sample, rng)
-    answerable, perturbed = _questions(store, collection, chunks, rng)
+    answerable, absent = _questions(store, collection, chunks, rng)
+    absent = _spread(absent, perturbed)
     ask = _asker(store, embedder, collection, policy, min_score, naming)
-    return PseudoSignals(ask(answerable), ask(perturbed), len(chunks),
+    return PseudoSignals(ask(answerable), ask(absent), len(chunks),
                          answerable_kinds=[content_kind(p) for _q, p in answerable],
                          answerable_questions=[q for q, _p in answerable],
-                         perturbed_kinds=[content_kind(p) for _q, p in perturbed], surveyed=surveyed)
+                         perturbed_kinds=[content_kind(p) for _q, p in absent], surveyed=surveyed)
+
+
+def _spread(items: Asked, k: int | None) -> Asked:
+    """``k`` of ``items`` at even steps, in order (the sample is drawn kind by kind: every kind keeps its share)."""
+    if k is None or k >= len(items):
+        return list(items)
+    return [items[i * len(items) // k] for i in range(k)]
 
 
 def _asker(store: VectorStore, embedder: Embedder, collection: str, policy: RefusalPolicy, min_score: float,

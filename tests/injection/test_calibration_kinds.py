@@ -88,6 +88,16 @@ def test_calibration_samples_each_kind_in_proportion_and_phrases_code_as_a_reade
         for kind in KINDS:
             share = asked.surveyed[kind] / total
             assert abs(asked.answerable_kinds.count(kind) - share * n) <= max(3.0, 0.15 * n), (kind, asked.surveyed)
+        # And asking only some of the perturbed questions (they report, never fit) leaves the answerable ones and
+        # the kinds of the perturbed ones as they were
+        few = pseudo_signals(svc.store, svc.embedder, collection=active.collection, snapshot_id=active.id,
+                             policy=svc.refusal_policy, sample=60, min_score=svc.settings.context.min_score,
+                             naming=svc.naming, perturbed=12)
+        assert len(asked.perturbed) > 12 and len(few.perturbed) == len(few.perturbed_kinds) == 12
+        assert few.answerable == asked.answerable and few.answerable_questions == asked.answerable_questions
+        assert set(few.perturbed_kinds) == set(asked.perturbed_kinds), (few.perturbed_kinds, asked.perturbed_kinds)
+        assert cal["perturbed"] + cal["no_evidence_perturbed"] == min(svc.settings.context.refusal_calibration_perturbed,
+                                                                       len(asked.perturbed))
         # And a question about code names no identifier whole: a reader writes its words
         code = [q for q, k in zip(asked.answerable_questions, asked.answerable_kinds, strict=True) if k == "code"]
         assert code

@@ -96,7 +96,13 @@ class ContextSettings(BaseModel):
                                       "(injection.calibration); false: the shipped bias everywhere")
     refusal_calibration_sample: int = Field(default=200, ge=10, le=5000, description="chunks sampled to make the "
                                             "calibration's pseudo-questions (one answerable and one naming an "
-                                            "absent identifier per chunk)")
+                                            "absent identifier per chunk; refusal_calibration_perturbed says how "
+                                            "many of the latter are asked)")
+    refusal_calibration_perturbed: int = Field(default=50, ge=0, le=5000, description="of the sample's "
+                                               "pseudo-questions naming an absent identifier, how many are asked "
+                                               "(spread evenly over the sample): they only report the share the "
+                                               "fitted bias refuses, never move it, and each costs a query at build "
+                                               "time")
     refusal_calibration_min_chunks: int = Field(default=30, ge=1, description="a knowledge base with fewer points "
                                                 "keeps the shipped refusal bias (too small to calibrate)")
     refusal_target_false_rate: float = Field(default=0.02, ge=0, lt=1, description="the calibrated bias refuses at "
