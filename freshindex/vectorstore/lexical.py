@@ -98,8 +98,14 @@ def _cjk_tokens(run: str) -> list[str]:
 
 def tokenize(text: str) -> list[str]:
     """The lexical tokens of ``text``, in order, repeats kept (term frequency counts them)."""
+    text = text[:MAX_CHARS]
     out: list[str] = []
-    for m in _RAW.finditer(text[:MAX_CHARS]):
+    if not _CJK.search(text):  # most texts: no word needs the CJK split, so none is searched for it
+        cached, extend = _word_tokens_cached, out.extend
+        for raw in _RAW.findall(text):
+            extend(cached(raw) if len(raw) <= 64 else _word_tokens_uncached(raw))
+        return out
+    for m in _RAW.finditer(text):
         raw = m.group(0)
         if _CJK.search(raw):
             for piece in _PART.findall(raw):

@@ -30,6 +30,16 @@ def test_questions_lose_their_stopwords_and_cjk_becomes_bigrams() -> None:
     assert tokenize("") == [] and not query_vector("how do I do it")
 
 
+def test_a_text_without_cjk_tokenizes_as_one_with_cjk_does_word_by_word() -> None:
+    # The fast path (no CJK anywhere in the text) and the word-by-word path give the same tokens
+    latin = ("Set DATABASES and get_object_or_404(Model); run migrate --no-input on django.db.models, "
+             "__init__.py and _base.py, HttpResponse 404 v2 e.g. STORAGES " + "x" * 70 + " a_" + "y" * 80)
+    assert [*tokenize(latin), "配置", "置数"] == tokenize(latin + " 配置数")
+    assert tokenize("配置数 " + latin) == ["配置", "置数", *tokenize(latin)]
+    long_word = "w" * 70  # longer than the memoised words and than a whole token: dropped, as before
+    assert tokenize(long_word) == tokenize("配 " + long_word)[1:] == []
+
+
 def test_document_weights_saturate_and_a_query_weighs_each_token_once() -> None:
     once, many = document_vector("timeout"), document_vector("timeout " * 50)
     assert once.indices == many.indices == (token_index("timeout"),)
