@@ -231,7 +231,8 @@ def test_a_gibibyte_declaring_a_kilobyte_is_refused_at_its_first_step() -> None:
     with pytest.raises(DocumentError) as err:
         parse(data, "docx")
     assert err.value.reason == DocumentError.PARSE_FAILED and "declares 1,000 bytes" in err.value.detail
-    assert time.perf_counter() - started < 0.5  # the old reader inflated all of it: 5.9 s and 2.1 GB
+    # A bound a loaded machine keeps, far under what inflating it all costs (the old reader: 5.9 s and 2.1 GB)
+    assert time.perf_counter() - started < 2.0
 
 
 def test_what_the_directory_shows_is_refused_without_inflating() -> None:
@@ -251,7 +252,7 @@ def test_what_the_directory_shows_is_refused_without_inflating() -> None:
     with pytest.raises(DocumentError) as err:
         parse(package("docx", {MAIN["docx"]: honest}), "docx")
     assert err.value.reason == DocumentError.TOO_LARGE and "unpacks to 301 MiB, limit 256 MiB" in err.value.detail
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 2.0  # refused from the directory: inflating 300 MiB takes far longer
 
 
 def test_too_many_parts_are_refused_before_the_directory_is_read() -> None:

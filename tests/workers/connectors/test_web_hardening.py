@@ -53,16 +53,16 @@ def listed(conn: WebConnector) -> dict[str, str]:
 # -- link extraction in linear time (item 2) ------------------------------------------------
 
 
-def test_a_megabyte_of_unterminated_start_tags_is_read_in_under_a_second() -> None:
+def test_a_megabyte_of_unterminated_start_tags_is_read_in_seconds_not_hours() -> None:
     hostile = b'<a href="first.html">f</a>' + b"<a " * 350_000  # 1 MB; html.parser took hours
     started = time.perf_counter()
     links, _ = page_links(hostile, "http://h/docs/index.html")
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 3.0
     assert links == ["http://h/docs/first.html"]
     # A megabyte-long link is no URL a document could be keyed by (1,024 characters at most): dropped, fast.
     started = time.perf_counter()
     assert page_links(b'<a href="' + b"a/" * 500_000 + b'">x</a><a href="b.html">', "http://h/")[0] == ["http://h/b.html"]
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 3.0
 
 
 def test_a_page_over_its_cpu_budget_keeps_the_links_read_so_far_and_says_it_was_cut() -> None:
@@ -219,7 +219,7 @@ def test_generated_hostile_pages_are_read_in_linear_time_into_normalised_links(p
     page = ("".join(pieces) * times)[:300_000].encode()
     started = time.perf_counter()
     links = read_page(page, "http://h/docs/index.html").links
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 3.0
     assert all(normalise(u) == u and u.startswith(("http://", "https://")) for u in links)
 
 
