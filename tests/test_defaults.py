@@ -34,7 +34,7 @@ def _shared(part: Any, settings: dict[str, Any], prefix: str = "") -> dict[str, 
 def test_the_context_policy_defaults_are_the_context_settings() -> None:
     shared = _shared(ContextPolicy(), CONTEXT.model_dump(), "")
     assert set(shared) == {"window_tokens", "default_share", "token_margin", "candidate_pool", "near_duplicate",
-                           "mmr_lambda", "join_adjacent", "test_file_weight", "budgets", "disabled_stages"}
+                           "mmr_lambda", "join_adjacent", "test_file_weight", "changelog_weight", "budgets", "disabled_stages"}
     shared.pop("budgets")
     assert all(part == settings for part, settings in shared.values()), shared
 

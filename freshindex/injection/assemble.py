@@ -42,7 +42,9 @@ from freshindex.core.payload import PointPayload
 from freshindex.injection.budget import ContextPolicy, QueryType
 from freshindex.injection.duplicates import (
     Member,
+    asks_about_changes,
     canonical_groups,
+    is_changelog,
     is_test_file,
     jaccard,
     normalised,
@@ -165,21 +167,28 @@ def rerankers_of(reranker: Reranker | Sequence[Reranker] | None) -> tuple[Rerank
     return tuple(reranker)
 
 
-def _as_test(c: Candidate, weight: float) -> Candidate:
-    """``c`` with its fusion score times ``weight`` when it is a test file's chunk (and the score positive)."""
-    if weight == 1.0 or c.score <= 0 or not is_test_file(c.evidence.key):
+def _as_test(c: Candidate, weight: float, changelog: float = 1.0) -> Candidate:
+    """``c`` with its fusion score times ``weight`` when it is a test file's chunk, times ``changelog`` when it is a
+    changelog's (and the score positive)."""
+    if c.score <= 0:
         return c
-    return replace(c, score=c.score * weight)
+    if weight != 1.0 and is_test_file(c.evidence.key):
+        return replace(c, score=c.score * weight)
+    if changelog != 1.0 and is_changelog(c.evidence.key):
+        return replace(c, score=c.score * changelog)
+    return c
 
 
 def admit_pool(question: str, candidates: Iterable[Candidate], policy: ContextPolicy, dropped: dict[str, int],
                lost: dict[str, str] | None = None) -> list[Candidate]:
     """Steps 1-3 and the first version ordering: one copy per chunk id, the best ``candidate_pool`` by fusion
     score (a test file's at ``policy.test_file_weight`` of it: it restates the code and docs it exercises, so at
-    equal match they come first; after the refusal, whose evidence is the fused order), near-copies within one
-    document gone, superseded versions after the rest (``lost``: chunk id -> why it went, for a trace)."""
+    equal match they come first; a changelog's at ``policy.changelog_weight`` unless the question asks what
+    changed; after the refusal, whose evidence is the fused order), near-copies within one document gone,
+    superseded versions after the rest (``lost``: chunk id -> why it went, for a trace)."""
     best: dict[str, Candidate] = {}
-    for c in (_as_test(c, policy.test_file_weight) for c in candidates):
+    changelog = 1.0 if asks_about_changes(question) else policy.changelog_weight
+    for c in (_as_test(c, policy.test_file_weight, changelog) for c in candidates):
         seen = best.get(c.chunk_id)
         if seen is None or c.score > seen.score:
             best[c.chunk_id] = c

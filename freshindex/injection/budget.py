@@ -95,6 +95,8 @@ class ContextPolicy:
     join_adjacent: bool = _DEFAULTS.join_adjacent
     #: the fused score of a test file's chunk is multiplied by this (``injection.stages.filter.is_test_file``)
     test_file_weight: float = _DEFAULTS.test_file_weight
+    #: the same for a changelog's chunk, unless the question asks what changed (``injection.duplicates.is_changelog``)
+    changelog_weight: float = _DEFAULTS.changelog_weight
     #: stages of the query line switched off (``injection.stages``; checked by the client)
     disabled_stages: frozenset[str] = frozenset(_DEFAULTS.disabled_stages)
     budgets: Mapping[QueryType, QueryBudget] = field(default_factory=lambda: dict(DEFAULT_BUDGETS))

@@ -285,6 +285,28 @@ def is_test_file(key: str) -> bool:
     return _TEST_FILE.search(key) is not None or _CLASS_TEST.search(key) is not None
 
 
+#: A changelog by its key: a file named for one (``CHANGELOG.md``, ``CHANGES.rst``, ``NEWS``, ``HISTORY.txt``,
+#: ``release-notes.md``, ``whatsnew.html``), or a page in a folder of them (``releases/3.2.html``, ``release/3.23.html``,
+#: ``change_log/release-2.1.md``, ``whatsnew/3.11.html``). Software documentation's convention, not one corpus's.
+_CHANGELOG = re.compile(
+    r"(?:^|/)(?:change_?logs?|changes|news|history|release[-_]?notes|whats_?new)(?:\.[a-z0-9]+)?$"
+    r"|(?:^|/)(?:releases?|change_?logs?|release[-_]?notes|whats_?new)/[^/]+$", re.IGNORECASE)
+#: A question about what changed: a version number, or a word asking about a release or a change.
+_ASKS_CHANGES = re.compile(
+    r"\b\d+\.\d+|\b(?:release[sd]?|version|versions|changelog|changed?|changes|new|newer|newly|latest|now|"
+    r"added|removed|deprecated|dropped|fixed|introduced|since|upgrad\w*|migrat\w*)\b", re.IGNORECASE)
+
+
+def is_changelog(key: str) -> bool:
+    """Whether the document ``key`` is a changelog or release note (it names what each release touched)."""
+    return _CHANGELOG.search(key) is not None
+
+
+def asks_about_changes(question: str) -> bool:
+    """Whether ``question`` asks what a release changed (a version number, "new", "removed", "since" ...)."""
+    return _ASKS_CHANGES.search(question) is not None
+
+
 #: Extensions that make a dotted token a file name (the last one: ``.h.in`` and ``.tar.gz`` end in one too). Only
 #: ones no library names an attribute or module after: not ``json``, ``html``, ``xml``, ``csv``, ``pdf``, ``lock``,
 #: ``svg``, ``zip``, ``h``, ``c``, ``js``, ``ts``, ``yaml``, ``conf``, ``log`` or ``sqlite3`` (``httpx.Response.json``,

@@ -1,0 +1,75 @@
+"""A changelog ranks after the page that documents the same thing at equal match (``context.changelog_weight``),
+unless the question asks what changed.
+
+Through the real client on a small indexed folder (hashing embedder): the changelog names more of the question's
+words than the guide that documents the behaviour, so by fusion alone it would lead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from freshindex.injection.duplicates import asks_about_changes, is_changelog
+from freshindex.services import Services
+from freshindex.settings import load_settings
+from freshindex.workers.runner import sync_inline
+
+
+@pytest.mark.parametrize("key", ["CHANGELOG.md", "docs/changelog.md", "CHANGES.rst", "NEWS", "HISTORY.txt",
+                                 "docs/release-notes.md", "releases/3.2.html", "release/3.23.html",
+                                 "docs/change_log/release-2.1.md", "whatsnew/3.11.html", "whatsnew/changelog.html"])
+def test_a_changelog_or_release_note_is_known_by_its_key(key: str) -> None:
+    assert is_changelog(key)
+
+
+@pytest.mark.parametrize("key", ["docs/extensions/footnotes.md", "ref/settings.html", "src/structlog/processors.py",
+                                 "variable/CMAKE_EXPORT_COMPILE_COMMANDS.html", "docs/newsletter.md",
+                                 "topics/history-of-the-project/overview.html", "src/news/feed.py", "pyproject.toml"])
+def test_a_page_that_only_mentions_news_or_releases_is_no_changelog(key: str) -> None:
+    assert not is_changelog(key)
+
+
+def test_a_question_about_what_changed_is_told_from_one_about_how_it_works() -> None:
+    for q in ("What was fixed about PyEval_EvalCodeEx() in the 3.11.2 release?", "Is <center> a block element now?",
+              "Which Python versions were added and removed in the latest release?", "What is new in 2.0?",
+              "Since when is the option deprecated?"):
+        assert asks_about_changes(q), q
+    for q in ("What CSS class is put on the title paragraph of an admonition?",
+              "Which setting defines the default primary key field type for models?",
+              "How do I make footnotes number by first reference?"):
+        assert not asks_about_changes(q), q
+
+
+GUIDE = "# Jobs\n\nA failed job is tried again, five attempts in all.\n"
+CHANGELOG = "# Changelog\n\n## 2.0\n\n- The retry budget of a job: five attempts now when the job fails.\n"
+
+
+def _keys(tmp_path: Path, question: str, **context: object) -> list[str]:
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True, exist_ok=True)
+    (root / "docs" / "jobs.md").write_text(GUIDE)
+    (root / "CHANGELOG.md").write_text(CHANGELOG)
+    svc = Services(load_settings(data_dir=tmp_path / f"data-{uuid.uuid4().hex}", embedding={"provider": "hashing"},
+                                 context={"min_score": 0.0, "refusal": False, **context}))
+    try:
+        svc.registry.add_source("repo", kind="folder", location=str(root), owner="t", kb="default")
+        assert sync_inline(svc, "repo").build_status == "built"
+        return [e.key for e in svc.client.retrieve(question, kb="default", limit=2).evidence]
+    finally:
+        svc.close()
+
+
+def test_the_guide_leads_the_changelog_unless_the_question_asks_what_changed(tmp_path: Path) -> None:
+    how = "What is the retry budget of a job that fails?"
+    # Given a guide and a changelog that uses more of the question's words, weighed alike (weight 1)
+    alike = _keys(tmp_path, how, changelog_weight=1.0)
+    assert alike[0] == "CHANGELOG.md", alike
+    # When the changelog weighs less, the guide comes first and the changelog stays in the evidence
+    weighed = _keys(tmp_path, how, changelog_weight=0.5)
+    assert weighed == ["docs/jobs.md", "CHANGELOG.md"], weighed
+    # And a question about what changed keeps the changelog first
+    changed = _keys(tmp_path, "What changed about the retry budget of a job that fails in 2.0?", changelog_weight=0.5)
+    assert changed[0] == "CHANGELOG.md", changed
