@@ -90,7 +90,9 @@ def test_a_captured_generic_body_under_a_new_id_is_a_replay_and_starts_no_sync(s
         later = signed_generic(body, "d-5", ts=int(captured["X-Freshindex-Timestamp"]) + 1)
         assert http.post("/v1/webhooks/generic/docs", content=body, headers=later).status_code == 202
         server.settle()
-        assert len(server.runs()) == 2
+        # (one ticket for both, or a follow-up when the first was claimed between them: no event lost either way)
+        tickets = server.tickets()
+        assert sum(t.events for t in tickets) == 3 and len(server.runs()) == len(tickets) in (2, 3), tickets
     assert server.rejections("replayed_body") == 2 and server.rejections("replayed") == 1
 
 

@@ -75,7 +75,7 @@ class RecordingCounter(WordPieceCounter):
 
 
 @needs_wordpiece
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(texts, max_size=6))
 def test_line_wise_wordpiece_count_equals_one_whole_encode(lines: list[str]) -> None:
     # Given text of several lines, When counted line by line (cached), Then it is the whole-text encode count.
@@ -85,6 +85,7 @@ def test_line_wise_wordpiece_count_equals_one_whole_encode(lines: list[str]) -> 
     assert counter.count(text) == counter.encode_count(text)  # the second time from the cache
 
 
+@settings(deadline=None)  # a loaded machine stalls an example past the default 200 ms: no property of the code
 @given(st.lists(texts, max_size=6))
 def test_conservative_count_is_its_per_character_definition(lines: list[str]) -> None:
     text = "\n".join(lines)
@@ -148,7 +149,7 @@ def _reference_clean(text: str) -> str:
                    or unicodedata.category(ch) not in ("Cc", "Cf", "Co", "Cn", "Cs"))
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(), texts, st.text(alphabet=st.characters(max_codepoint=0x7F))))
 def test_character_cleaning_equals_its_per_character_definition(text: str) -> None:
     assert render._clean(text) == _reference_clean(text)

@@ -30,7 +30,7 @@ from freshindex.workers.runner import sync_inline
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
-LOCK_TTL = 2.0
+LOCK_TTL = 5.0  # the dead builder's lock must outlive its kill and the store's reopening on a loaded machine
 
 
 @pytest.fixture
