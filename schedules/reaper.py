@@ -112,8 +112,10 @@ def reap(registry: ReaperRegistry, actions: ReapActions, *, lease_s: float, metr
         try:
             item = (_reap_running(registry, actions, run, lease_s, max_resumes) if run.status == RunStatus.RUNNING
                     else _reap_build(registry, actions, run, max_resumes))
-        except Exception:  # one bad run must not stop the others being recovered
-            log.exception("could not reap run %s", run.id)
+        except Exception as exc:  # one bad run must not stop the others being recovered
+            # The registry away or full is one line (its traceback at debug); anything else keeps its traceback.
+            log.error("could not reap run %s: %s", run.id, exc, exc_info=not isinstance(exc, RetryableError))
+            log.debug("could not reap run %s", run.id, exc_info=True)
             continue
         done.append(item)
         if metrics is not None:

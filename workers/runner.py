@@ -287,6 +287,7 @@ def _close_aborted(svc: RunnerServices, run_id: int, exc: BaseException) -> None
     except RetryableError as down:  # the registry is down or full: one line, the lease frees the source
         log.warning("could not close aborted run %s: %s", run_id, down,
                     extra={"event": "sync_abort_unrecorded", "run": run_id})
+        log.debug("could not close aborted run %s", run_id, exc_info=True)  # a registry's own bug shows here
     except Exception:
         log.exception("could not close aborted run %s", run_id)
     log.error("sync aborted", extra={"event": "sync_aborted", "run": run_id, "error": error})
@@ -445,8 +446,9 @@ def _reap(svc: RunnerServices, app: Any | None, *, only: int | None = None) -> b
 
         actions = enqueue_actions(app) if app is not None else ReapActions(build=build_here)
         return bool(reap(svc.registry, actions, lease_s=lease, metrics=svc.metrics).reaped)
-    except Exception:  # a broker or registry blip: the next check (or beat) tries again
-        log.warning("reaping stalled runs failed", exc_info=True)
+    except Exception as exc:  # a broker or registry blip: the next check (or beat) tries again
+        log.warning("reaping stalled runs failed: %s", exc, exc_info=not isinstance(exc, RetryableError))
+        log.debug("reaping stalled runs failed", exc_info=True)
         return False
 
 
