@@ -286,24 +286,37 @@ def is_test_file(key: str) -> bool:
 
 
 #: A changelog by its key: a file named for one (``CHANGELOG.md``, ``CHANGES.rst``, ``NEWS``, ``HISTORY.txt``,
-#: ``release-notes.md``, ``whatsnew.html``), or a page in a folder of them (``releases/3.2.html``, ``release/3.23.html``,
-#: ``change_log/release-2.1.md``, ``whatsnew/3.11.html``). Software documentation's convention, not one corpus's.
+#: ``release-notes.md``, ``whats-new.html``), or a page in a folder of them (``releases/3.2.html``,
+#: ``releases/5.0/index.html``, ``release/3.23.html``, ``change_log/release-2.1.md``, ``whatsnew/3.11.html``,
+#: ``changelog.d/1.bugfix.md``). Documentation files only: ``history.py`` or ``release/bump.py`` is code.
+#: Software documentation's convention, not one corpus's.
+_DOC_EXT = r"\.(?:md|markdown|rst|txt|html?|adoc|asciidoc)"
 _CHANGELOG = re.compile(
-    r"(?:^|/)(?:change_?logs?|changes|news|history|release[-_]?notes|whats_?new)(?:\.[a-z0-9]+)?$"
-    r"|(?:^|/)(?:releases?|change_?logs?|release[-_]?notes|whats_?new)/[^/]+$", re.IGNORECASE)
-#: A question about what changed: a version number, or a word asking about a release or a change.
+    rf"(?:^|/)(?:change[-_]?logs?|changes|news|history|release[-_]?notes|whats[-_]?new)(?:{_DOC_EXT})?$"
+    rf"|(?:^|/)(?:releases?|change[-_]?logs?|release[-_]?notes|whats[-_]?new|changelog\.d|news\.d)/"
+    rf"(?:[^/]+/)*[^/]+{_DOC_EXT}$", re.IGNORECASE)
+#: A question about what changed: a version number (``3.2``, ``2.x``, ``v1.4.2``; not ``0.5 s``, ``1.5 GB`` or an
+#: address), "what's new", "added in", "changes since", "since version", "release notes", "which release" ...
+#: Not a lone "new", "change" or "now": "how do I change the port", "create a new project" ask how it works.
 _ASKS_CHANGES = re.compile(
-    r"\b\d+\.\d+|\b(?:release[sd]?|version|versions|changelog|changed?|changes|new|newer|newly|latest|now|"
-    r"added|removed|deprecated|dropped|fixed|introduced|since|upgrad\w*|migrat\w*)\b", re.IGNORECASE)
+    r"(?<![\d.])\bv?\d+\.(?:\d+|x)(?:\.\d+)?\b(?!\.\d)(?!\s*(?:%|[kmgt]i?b|ms|s|secs?|seconds?|minutes?)\b)"
+    r"|\bwhat(?:'s| is| has| was)? (?:new|changed)\b"
+    r"|\b(?:new|added|removed|deprecated|dropped|introduced|changed|fixed) (?:in|since|between)\b"
+    r"|\b(?:changes?|differences?) (?:in|since|between)\b"
+    r"|\bsince (?:version|release|v?\d)"
+    r"|\b(?:release notes?|changelog|change log)\b"
+    r"|\b(?:which|what|latest|recent|previous|next|newest|this|last) (?:[\w.-]+ ){0,2}(?:releases?|versions?)\b",
+    re.IGNORECASE)
 
 
 def is_changelog(key: str) -> bool:
-    """Whether the document ``key`` is a changelog or release note (it names what each release touched)."""
-    return _CHANGELOG.search(key) is not None
+    """Whether the document ``key`` is a changelog or release note (it names what each release touched); a web
+    key's query or fragment is not part of its name."""
+    return _CHANGELOG.search(key.split("#", 1)[0].split("?", 1)[0]) is not None
 
 
 def asks_about_changes(question: str) -> bool:
-    """Whether ``question`` asks what a release changed (a version number, "new", "removed", "since" ...)."""
+    """Whether ``question`` asks what a release changed (a version number, "what's new", "removed in" ...)."""
     return _ASKS_CHANGES.search(question) is not None
 
 

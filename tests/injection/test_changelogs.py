@@ -20,26 +20,34 @@ from freshindex.workers.runner import sync_inline
 
 @pytest.mark.parametrize("key", ["CHANGELOG.md", "docs/changelog.md", "CHANGES.rst", "NEWS", "HISTORY.txt",
                                  "docs/release-notes.md", "releases/3.2.html", "release/3.23.html",
-                                 "docs/change_log/release-2.1.md", "whatsnew/3.11.html", "whatsnew/changelog.html"])
+                                 "docs/change_log/release-2.1.md", "whatsnew/3.11.html", "whatsnew/changelog.html",
+                                 "docs/releases/5.0/index.html", "changelog.d/1.bugfix.md", "doc/whats-new.rst",
+                                 "change-log.md", "https://example.org/changelog?page=2"])
 def test_a_changelog_or_release_note_is_known_by_its_key(key: str) -> None:
     assert is_changelog(key)
 
 
 @pytest.mark.parametrize("key", ["docs/extensions/footnotes.md", "ref/settings.html", "src/structlog/processors.py",
                                  "variable/CMAKE_EXPORT_COMPILE_COMMANDS.html", "docs/newsletter.md",
-                                 "topics/history-of-the-project/overview.html", "src/news/feed.py", "pyproject.toml"])
+                                 "topics/history-of-the-project/overview.html", "src/news/feed.py", "pyproject.toml",
+                                 "src/prompt_toolkit/history.py", "lib/changes.ts", "tools/release/bump.py",
+                                 "docs/news/index.md"])
 def test_a_page_that_only_mentions_news_or_releases_is_no_changelog(key: str) -> None:
     assert not is_changelog(key)
 
 
 def test_a_question_about_what_changed_is_told_from_one_about_how_it_works() -> None:
-    for q in ("What was fixed about PyEval_EvalCodeEx() in the 3.11.2 release?", "Is <center> a block element now?",
+    for q in ("What was fixed about PyEval_EvalCodeEx() in the 3.11.2 release?", "What's new in Django?",
               "Which Python versions were added and removed in the latest release?", "What is new in 2.0?",
-              "Since when is the option deprecated?"):
+              "Since version 3, is the option deprecated?", "What changed between the two releases?",
+              "Where are the release notes?", "Which 2.x release stopped supporting it?"):
         assert asks_about_changes(q), q
     for q in ("What CSS class is put on the title paragraph of an admonition?",
               "Which setting defines the default primary key field type for models?",
-              "How do I make footnotes number by first reference?"):
+              "How do I make footnotes number by first reference?", "How do I change the default port?",
+              "How do I create a new project?", "How do I release a connection back to the pool?",
+              "How do I commit changes to the session?", "Is the buffer size fixed?", "Set the timeout to 0.5 seconds",
+              "Why can I not connect to 127.0.0.1?", "What is the minimum Python version the package needs?"):
         assert not asks_about_changes(q), q
 
 
