@@ -29,6 +29,8 @@ bias is refitted on pseudo-questions made from the snapshot's own chunks:
 * each asked through the real query path (:class:`InjectionClient` over the
   new collection, refusal disabled, as a principal that may read the chunk),
   recording the score the refusal would give without its bias;
+* only ``perturbed`` (``context.refusal_calibration_perturbed``) of the perturbed questions are asked, at
+  even steps over the sample: they report what the bias buys and are never fitted on;
 * the bias is the largest that refuses at most ``target`` of the answerable
   pseudo-questions that reached the decision (one with no admitted evidence
   is refused whatever the bias; counted apart as ``no_evidence_*``).  The
@@ -80,8 +82,8 @@ __all__ = ["CALIBRATION_VERSION", "KINDS", "SURVEY", "Calibration", "PseudoSigna
            "fit_bias", "pseudo_signals", "reader_form"]
 
 #: Bumped when the pseudo-questions or the fit change: a record of another version is recomputed on request.
-CALIBRATION_VERSION = 4  # 2: answerable pseudo-questions carry a reader's words; 3: the record says its weights;
-#: 4: sampled per content kind, phrased in a reader's spelling
+CALIBRATION_VERSION = 5  # 2: answerable pseudo-questions carry a reader's words; 3: the record says its weights;
+#: 4: sampled per content kind, phrased in a reader's spelling; 5: ``perturbed_sample`` of the perturbed ones asked
 
 #: Distinctive-term candidates looked up per sampled chunk (one IDF batch for the whole sample).
 _CANDIDATES = 12
@@ -442,7 +444,8 @@ def pseudo_signals(store: VectorStore, embedder: Embedder, *, collection: str, s
 
 
 def _spread(items: Asked, k: int | None) -> Asked:
-    """``k`` of ``items`` at even steps, in order (the sample is drawn kind by kind: every kind keeps its share)."""
+    """``k`` of ``items`` at even steps, in the sample's seeded order: each kind keeps about its share (a kind
+    sampled once may lose its one perturbed question, and its ``kinds`` row then reports none)."""
     if k is None or k >= len(items):
         return list(items)
     return [items[i * len(items) // k] for i in range(k)]
