@@ -510,9 +510,26 @@ class StaleCheck:
         if rel not in self._removed:
             self._removed[rel] = self._grams(self.old.text(rel)) - self._grams(self.new.text(rel))
         removed = self._removed[rel]
-        if removed and self._grams(ev["text"]) & removed:
+        if removed and any(self._grams(part) & removed for part in self.parts(ev["text"])):
             return "holds old-release text the update removed"
         return None
+
+    @staticmethod
+    def parts(text: str) -> list[str]:
+        """A served text cut where the packet joined two chunks: at a line it repeats (a continuation's context
+        line, its heading again). A run across that seam is the packet's, not the document's: the old release
+        may have had those words side by side (a term's heading right after the paragraph before it) where the
+        new one put a note between them (seen on CMake's cpack_gen/deb.html)."""
+        parts: list[list[str]] = [[]]
+        seen: set[str] = set()
+        for line in text.splitlines():
+            key = line.strip()
+            if key and key in seen:
+                parts.append([])
+                continue
+            seen.add(key)
+            parts[-1].append(line)
+        return ["\n".join(p) for p in parts if p]
 
 
 # -- figures ------------------------------------------------------------------

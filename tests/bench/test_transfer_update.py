@@ -46,6 +46,23 @@ def test_an_item_of_a_deleted_document_or_holding_removed_old_text_is_stale_and_
     assert stale(ev("page.html", 'It is "quoted" here and stays the same across both releases of this manual')) is None
 
 
+def test_a_run_across_the_seam_of_two_joined_chunks_is_not_old_text(tmp_path):
+    # Given a term whose paragraph the old release followed with the next term, and the new with a note between
+    old, new = tmp_path / "old", tmp_path / "new"
+    para = "The alpha option sets how many widgets the tool builds before it stops and reports."
+    for root, between in ((old, ""), (new, "New in version 3.3: the widgets are counted per target.\n")):
+        root.mkdir()
+        (root / "ref.md").write_text(f"ALPHA_OPTION\n{para}\n{between}ALPHA_OPTION_EXTRA\nAnother option.\n")
+    stale = transfer.StaleCheck(old, new)
+    # When the packet joins the term's chunk and its continuation, which repeats the term's heading line
+    joined = f"ALPHA_OPTION\n{para}\nALPHA_OPTION\nNew in version 3.3: the widgets are counted per target."
+    # Then the run across the seam ("... stops and reports alpha option") is not old text the item holds
+    assert stale(ev("ref.md", joined)) is None
+    # And the old adjacency inside one part still is
+    assert stale(ev("ref.md", f"{para}\nALPHA_OPTION_EXTRA\nAnother option.")) == \
+        "holds old-release text the update removed"
+
+
 def row(qid: str, kind: str, stale5: list | None, *, hit: bool = True) -> dict:
     run = {"insufficient": False, "hit5": hit, "passage5": hit, "passage5_exact": hit, "passage5_strict": hit,
            "passage5_any_page": hit, "rr10": 1.0 if hit else 0.0, "rank10": 1 if hit else None, "ms5": 1.0,
