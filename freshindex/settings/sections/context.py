@@ -47,12 +47,12 @@ class ContextSettings(BaseModel):
                                     "file (a tests/ or test/ folder; source files named test_*, *_test.*, *.test.*, *.spec.*) is "
                                     "multiplied by this: a repository's tests restate what its code and docs "
                                     "define, so they rank after them at equal match (1 = no difference)")
-    changelog_weight: float = Field(default=1.0, gt=0, le=1, description="the fused score of a chunk of a "
+    changelog_weight: float = Field(default=0.5, gt=0, le=1, description="the fused score of a chunk of a "
                                     "changelog or release note (CHANGELOG.md, NEWS, releases/3.2.html, "
                                     "whatsnew/...) is multiplied by this unless the question asks what changed (a "
                                     "version number, new, removed, since, latest ...): a changelog names everything "
                                     "a release touched, so at equal match the page that documents it comes first "
-                                    "(1 = no difference)")
+                                    "(1 = no difference; 0.5 picked leave-one-corpus-out on six corpora)")
     lexical_rerank: bool = Field(default=True, description="reorder each document's chunks in the admitted pool by "
                                  "the IDF-weighted share of the question's terms each holds (the fused order of "
                                  "documents stands; injection.coverage.coverage_reranker); an application's own "
