@@ -651,8 +651,7 @@ def pseudo_questions(svc: Any, kb: str) -> dict[str, Any]:
     ctx = svc.settings.context.model_dump()
     active = svc.registry.active_snapshot(kb)
     asked = pseudo_signals(svc.store, svc.embedder, collection=active.collection, snapshot_id=active.id,
-                           policy=svc.refusal_policy, sample=Calibration.from_mapping(ctx).sample,
-                           min_score=svc.settings.context.min_score, naming=svc.naming)
+                           policy=svc.refusal_policy, settings=Calibration.from_mapping(ctx), naming=svc.naming)
     return {"snapshot_id": active.id, "sampled": asked.sampled,
             "calibration": (active.verification or {}).get("calibration"),
             "answerable": [signal_list(x) for x in asked.answerable],

@@ -106,7 +106,7 @@ class Calibration:
 
     enabled: bool = _DEFAULTS.refusal_calibration
     sample: int = _DEFAULTS.refusal_calibration_sample
-    perturbed: int = _DEFAULTS.refusal_calibration_perturbed
+    perturbed: int | None = _DEFAULTS.refusal_calibration_perturbed  # None: every perturbed question
     min_chunks: int = _DEFAULTS.refusal_calibration_min_chunks
     target_false_rate: float = _DEFAULTS.refusal_target_false_rate
     min_score: float = _DEFAULTS.min_score
@@ -207,8 +207,7 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
     if points < settings.min_chunks:
         return done("too_small", min_chunks=settings.min_chunks)
     asked = pseudo_signals(store, embedder, collection=collection, snapshot_id=snapshot_id, policy=policy,
-                           sample=settings.sample, min_score=settings.min_score, naming=naming,
-                           perturbed=settings.perturbed)
+                           settings=settings, naming=naming)
     every_ans, every_per = asked.scores(policy, "answerable"), asked.scores(policy, "perturbed")
     # Only questions that reached the decision say anything about the bias: one with no admitted evidence
     # is refused whatever the bias (counted apart, as no_evidence).
@@ -419,24 +418,24 @@ class PseudoSignals:
 
 
 def pseudo_signals(store: VectorStore, embedder: Embedder, *, collection: str, snapshot_id: str,
-                   policy: RefusalPolicy, sample: int = _DEFAULTS.refusal_calibration_sample,
-                   min_score: float = _DEFAULTS.min_score, naming: Naming = Naming(),
-                   perturbed: int | None = None) -> PseudoSignals:
+                   policy: RefusalPolicy, settings: Calibration = Calibration(),
+                   naming: Naming = Naming()) -> PseudoSignals:
     """The pseudo-questions of ``collection`` (the module docstring says how) asked through the real query path.
 
     The same sample and questions for the same ``snapshot_id``: a benchmark
     refitting the weights reads the signals the build's calibration read.
     ``policy`` gives what the signals depend on (depth, key-term rarity),
-    not the weights.  ``perturbed``: how many of the perturbed questions are asked, spread evenly over the
-    sample (None: all; the answerable ones, the only ones the bias is fitted on, are the same either way).
+    not the weights.  ``settings``: the sample's size, the dense floor the questions are asked with, and how
+    many of the perturbed questions are asked, spread evenly over the sample (``perturbed`` None: all; the
+    answerable ones, the only ones the bias is fitted on, are the same either way).
     """
     if not isinstance(store, LexicalStats):
         raise TypeError("pseudo-questions need the engine's lexical statistics (a LexicalStats store)")
     rng = random.Random(_seed(snapshot_id))
-    chunks, surveyed = _sample(store, collection, sample, rng)
+    chunks, surveyed = _sample(store, collection, settings.sample, rng)
     answerable, absent = _questions(store, collection, chunks, rng)
-    absent = _spread(absent, perturbed)
-    ask = _asker(store, embedder, collection, policy, min_score, naming)
+    absent = _spread(absent, settings.perturbed)
+    ask = _asker(store, embedder, collection, policy, settings.min_score, naming)
     return PseudoSignals(ask(answerable), ask(absent), len(chunks),
                          answerable_kinds=[content_kind(p) for _q, p in answerable],
                          answerable_questions=[q for q, _p in answerable],

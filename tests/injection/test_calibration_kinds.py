@@ -11,9 +11,10 @@ read back; the pseudo-questions are asked again through
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
-from freshindex.injection.calibration import KINDS, content_kind, pseudo_signals, reader_form
+from freshindex.injection.calibration import KINDS, Calibration, content_kind, pseudo_signals, reader_form
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
@@ -78,9 +79,9 @@ def test_calibration_samples_each_kind_in_proportion_and_phrases_code_as_a_reade
             assert got["answerable"] + got["no_evidence_answerable"] > 0, (kind, got)
             assert got["false_refusals"] is None or 0.0 <= got["false_refusals"] <= 1.0
         # When its pseudo-questions are made again (the same sample: seeded by the snapshot id)
+        every = Calibration(sample=60, min_score=svc.settings.context.min_score, perturbed=None)
         asked = pseudo_signals(svc.store, svc.embedder, collection=active.collection, snapshot_id=active.id,
-                               policy=svc.refusal_policy, sample=60, min_score=svc.settings.context.min_score,
-                               naming=svc.naming)
+                               policy=svc.refusal_policy, settings=every, naming=svc.naming)
         # Then each kind is asked about in proportion to its share of the knowledge base (one question or so
         # apart: a chunk with too few distinctive words makes none)
         n = len(asked.answerable_kinds)
@@ -91,8 +92,7 @@ def test_calibration_samples_each_kind_in_proportion_and_phrases_code_as_a_reade
         # And asking only some of the perturbed questions (they report, never fit) leaves the answerable ones and
         # the kinds of the perturbed ones as they were
         few = pseudo_signals(svc.store, svc.embedder, collection=active.collection, snapshot_id=active.id,
-                             policy=svc.refusal_policy, sample=60, min_score=svc.settings.context.min_score,
-                             naming=svc.naming, perturbed=12)
+                             policy=svc.refusal_policy, settings=replace(every, perturbed=12), naming=svc.naming)
         assert len(asked.perturbed) > 12 and len(few.perturbed) == len(few.perturbed_kinds) == 12
         assert few.answerable == asked.answerable and few.answerable_questions == asked.answerable_questions
         assert set(few.perturbed_kinds) == set(asked.perturbed_kinds), (few.perturbed_kinds, asked.perturbed_kinds)
