@@ -167,7 +167,7 @@ def rerankers_of(reranker: Reranker | Sequence[Reranker] | None) -> tuple[Rerank
     return tuple(reranker)
 
 
-def _as_test(c: Candidate, weight: float, changelog: float = 1.0) -> Candidate:
+def _weighed(c: Candidate, weight: float, changelog: float = 1.0) -> Candidate:
     """``c`` with its fusion score times ``weight`` when it is a test file's chunk, times ``changelog`` when it is a
     changelog's (and the score positive)."""
     if c.score <= 0:
@@ -188,7 +188,7 @@ def admit_pool(question: str, candidates: Iterable[Candidate], policy: ContextPo
     superseded versions after the rest (``lost``: chunk id -> why it went, for a trace)."""
     best: dict[str, Candidate] = {}
     changelog = 1.0 if asks_about_changes(question) else policy.changelog_weight
-    for c in (_as_test(c, policy.test_file_weight, changelog) for c in candidates):
+    for c in (_weighed(c, policy.test_file_weight, changelog) for c in candidates):
         seen = best.get(c.chunk_id)
         if seen is None or c.score > seen.score:
             best[c.chunk_id] = c

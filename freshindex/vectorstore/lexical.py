@@ -50,6 +50,8 @@ AVG_LEN = 256.0
 
 #: A lexical text longer than this is cut (a chunk is bounded long before it).
 MAX_CHARS = 50_000
+#: Raw words up to this long have their tokens memoised (a corpus repeats its words; longer ones rarely recur).
+_MEMO_CHARS = 64
 #: Longer whole tokens are dropped (their parts still count): no one searches for them.
 MAX_TOKEN_LEN = 64
 
@@ -103,7 +105,7 @@ def tokenize(text: str) -> list[str]:
     if not _CJK.search(text):  # most texts: no word needs the CJK split, so none is searched for it
         cached, extend = _word_tokens_cached, out.extend
         for raw in _RAW.findall(text):
-            extend(cached(raw) if len(raw) <= 64 else _word_tokens_uncached(raw))
+            extend(cached(raw) if len(raw) <= _MEMO_CHARS else _word_tokens_uncached(raw))
         return out
     for m in _RAW.finditer(text):
         raw = m.group(0)
@@ -122,7 +124,7 @@ def tokenize(text: str) -> list[str]:
 def _word_tokens(raw: str) -> Sequence[str]:
     """The tokens of one raw word; memoised up to 64 characters (a corpus repeats its words,
     and a build tokenises every chunk for its sparse vector and again for the refusal's evidence)."""
-    return _word_tokens_cached(raw) if len(raw) <= 64 else _word_tokens_uncached(raw)
+    return _word_tokens_cached(raw) if len(raw) <= _MEMO_CHARS else _word_tokens_uncached(raw)
 
 
 @lru_cache(maxsize=1 << 17)

@@ -7,15 +7,12 @@ words than the guide that documents the behaviour, so by fusion alone it would l
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 
 from freshindex.injection.duplicates import asks_about_changes, is_changelog
-from freshindex.services import Services
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
+from tests.injection.ranked import first_keys
 
 
 @pytest.mark.parametrize("key", ["CHANGELOG.md", "docs/changelog.md", "CHANGES.rst", "NEWS", "HISTORY.txt",
@@ -51,23 +48,13 @@ def test_a_question_about_what_changed_is_told_from_one_about_how_it_works() -> 
         assert not asks_about_changes(q), q
 
 
-GUIDE = "# Jobs\n\nA failed job is tried again, five attempts in all.\n"
-CHANGELOG = "# Changelog\n\n## 2.0\n\n- The retry budget of a job: five attempts now when the job fails.\n"
+FILES = {"docs/jobs.md": "# Jobs\n\nA failed job is tried again, five attempts in all.\n",
+         "CHANGELOG.md": "# Changelog\n\n## 2.0\n\n- The retry budget of a job: five attempts now when the job "
+                         "fails.\n"}
 
 
 def _keys(tmp_path: Path, question: str, **context: object) -> list[str]:
-    root = tmp_path / "repo"
-    (root / "docs").mkdir(parents=True, exist_ok=True)
-    (root / "docs" / "jobs.md").write_text(GUIDE)
-    (root / "CHANGELOG.md").write_text(CHANGELOG)
-    svc = Services(load_settings(data_dir=tmp_path / f"data-{uuid.uuid4().hex}", embedding={"provider": "hashing"},
-                                 context={"min_score": 0.0, "refusal": False, **context}))
-    try:
-        svc.registry.add_source("repo", kind="folder", location=str(root), owner="t", kb="default")
-        assert sync_inline(svc, "repo").build_status == "built"
-        return [e.key for e in svc.client.retrieve(question, kb="default", limit=2).evidence]
-    finally:
-        svc.close()
+    return first_keys(tmp_path, FILES, question, **context)
 
 
 def test_the_guide_leads_the_changelog_unless_the_question_asks_what_changed(tmp_path: Path) -> None:

@@ -8,28 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from freshindex.services import Services
-from freshindex.settings import load_settings
-from freshindex.workers.runner import sync_inline
+from tests.injection.ranked import first_keys
 
 QUESTION = "What is the retry budget of a job?"
+FILES = {"docs/jobs.md": "# Jobs\n\nA failed job is tried again, five attempts in all.\n",
+         "tests/test_jobs.md": "# Test jobs\n\nThe retry budget of a job: check it allows five attempts when the "
+                               "job fails.\n"}
 
 
 def _first_key(tmp_path: Path, **context: object) -> list[str]:
-    root = tmp_path / "repo"
-    (root / "docs").mkdir(parents=True, exist_ok=True)
-    (root / "tests").mkdir(exist_ok=True)
-    (root / "docs" / "jobs.md").write_text("# Jobs\n\nA failed job is tried again, five attempts in all.\n")
-    (root / "tests" / "test_jobs.md").write_text("# Test jobs\n\nThe retry budget of a job: check it allows "
-                                                 "five attempts when the job fails.\n")
-    svc = Services(load_settings(data_dir=tmp_path / f"data-{len(context)}", embedding={"provider": "hashing"},
-                                 context={"min_score": 0.0, "refusal": False, **context}))
-    try:
-        svc.registry.add_source("repo", kind="folder", location=str(root), owner="t", kb="default")
-        assert sync_inline(svc, "repo").build_status == "built"
-        return [e.key for e in svc.client.retrieve(QUESTION, kb="default", limit=2).evidence]
-    finally:
-        svc.close()
+    return first_keys(tmp_path, FILES, QUESTION, **context)
 
 
 def test_the_guide_leads_the_test_that_names_more_of_the_question(tmp_path: Path) -> None:
