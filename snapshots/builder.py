@@ -46,7 +46,7 @@ from freshindex.core.enums import SERVING_SNAPSHOTS, BuildStatus, SnapshotStatus
 from freshindex.core.errors import ConfigError, FreshIndexError
 from freshindex.core.memory import trim_heap
 from freshindex.core.naming import Naming
-from freshindex.core.payload import PointPayload
+from freshindex.core.payload import PointPayload, served_meta
 from freshindex.core.types import Embedder, Releasable, embed_text
 from freshindex.core.vector_cache import vectors_for
 from freshindex.health.metrics import Metrics
@@ -440,7 +440,7 @@ def point_payload(row: ChunkRow, snapshot_id: str) -> PointPayload:
         chunk_id=row.id, document_id=row.document_id, source_id=row.source_id, kb=row.kb, key=row.key,
         title=row.title, heading_path=tuple(row.heading_path), anchor=row.anchor, page=row.page, kind=row.kind,
         text=row.text, content_hash=row.content_hash, doc_version=row.doc_version, acl=tuple(row.acl),
-        snapshot_id=snapshot_id, meta=row.meta, tenant=row.tenant, acl_version=row.acl_version,
+        snapshot_id=snapshot_id, meta=served_meta(row.meta), tenant=row.tenant, acl_version=row.acl_version,
         sensitivity=row.sensitivity, page_end=max(row.meta.get("pages") or [0]) or None,
         ocr_confidence=row.meta.get("ocr_confidence"),
     )

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from freshindex.core.enums import ChangesetStatus, ChunkState, DocumentOutcomeKind, DocumentState, TombstoneReason
 from freshindex.core.errors import DocumentError
+from freshindex.core.payload import served_meta
 from freshindex.core.types import ChunkDraft
 from freshindex.registry.acl_fields import apply_acl
 from freshindex.registry.base import _Base, _batches
@@ -126,8 +127,8 @@ class StagingStore(_Base):
         Added chunks become ``pending`` rows with an upsert entry; removed
         chunks are tombstoned at once (no longer servable) with a delete
         entry.  Kept chunks get their ordinal and metadata refreshed, and an
-        upsert entry when their citation moved (page, anchor, line numbers) so
-        the point's payload follows; their vector comes from the cache.
+        upsert entry when their citation moved (page, anchor, line numbers: what
+        the point carries, not a link's href alone) so the point's payload follows; their vector comes from the cache.
         ``staged.acl`` (an ``acl.model.DocumentAcl``; None keeps the stored one) is
         the document's resolved ACL: when it changes, the kept chunks get an
         upsert entry too (a re-tag, see :mod:`registry.document_acl`).
@@ -173,9 +174,11 @@ class StagingStore(_Base):
                     new_rows.append(_new_chunk_row(draft, doc, source, changeset_id if draft.id in added_ids else None, now))
                     continue
                 if draft.id not in added_ids and (
-                    row.anchor != draft.anchor or row.page != draft.page or (row.meta or {}) != dict(draft.meta)
+                    row.anchor != draft.anchor or row.page != draft.page
+                    or served_meta(row.meta or {}) != served_meta(draft.meta)
                 ):
-                    # Same text, new place (page, lines, anchor): the point's citation must follow.
+                    # Same text, new place (page, lines, anchor): the point's citation must follow.  Metadata
+                    # no point carries (core.payload.UNSERVED_META) changes the row, not the point.
                     # Rewritten from the vector cache, never re-embedded.
                     refreshed.add(draft.id)
                 elif ((acl_moved or points_unknown) and row.state == ChunkState.LIVE
