@@ -27,7 +27,9 @@ the same for a whole conversation.
 
 What it does not guarantee: near-duplicate detection is lexical (a
 paraphrase survives), and joins need the chunker's prev/next links or
-ordinals (chunks indexed without them are never joined).
+ordinals: a point does not carry its ordinal, the query line's recheck reads
+it from the registry (``ChunkStatus.ordinal``), so without a registry only
+the parts of one split unit are joined.
 """
 
 from __future__ import annotations

@@ -107,13 +107,14 @@ class ChunkStore(_Base):
                 q = (
                     select(Chunk.id, Chunk.state, Chunk.tombstoned, Chunk.document_id, Chunk.source_id,
                            Document.acl, Source.acl, Document.tenant, Document.sensitivity, Document.acl_version,
-                           Document.valid_until, Document.withdrawn_reason, Document.pending_deletion_run)
+                           Document.valid_until, Document.withdrawn_reason, Document.pending_deletion_run,
+                           Chunk.ordinal)
                     .join(Document, Document.id == Chunk.document_id)
                     .join(Source, Source.id == Chunk.source_id)
                     .where(Chunk.id.in_(batch))
                 )
                 for (cid, state, tomb, doc_id, source_id, doc_acl, source_acl, tenant, sens, version, valid_until,
-                     withdrawn, pending) in plain_rows(s.execute(q)):
+                     withdrawn, pending, ordinal) in plain_rows(s.execute(q)):
                     out[cid] = ChunkStatus(
                         id=cid, state=state, tombstoned=tomb, document_id=doc_id, source_id=source_id,
                         acl=tuple((source_acl if doc_acl is None else doc_acl) or ()), tenant=tenant or "default",
@@ -123,7 +124,7 @@ class ChunkStore(_Base):
                         expired=(valid_until is not None and valid_until <= now)
                         or (withdrawn in ("expired", "unverified") and bool(tomb)),
                         superseded=withdrawn == "superseded" and bool(tomb),
-                        pending_deletion=pending is not None and not tomb,
+                        pending_deletion=pending is not None and not tomb, ordinal=ordinal,
                     )
         return out
 

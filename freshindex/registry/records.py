@@ -137,6 +137,9 @@ class ChunkStatus:
     superseded: bool = False
     #: The deletion guard holds this document's deletion: it still serves, labelled ``pending deletion``.
     pending_deletion: bool = False
+    #: The chunk's place in its document now: which chunks are consecutive (joined in a packet) is read
+    #: here, not from the point, whose payload was written when its document was.
+    ordinal: int | None = None
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,8 @@ def _candidate(h: ScoredHit, p: PointPayload, snapshot_id: str, revision: str | 
     # evidence.score stays the dense cosine (what callers see); Candidate.score orders the pool
     candidate = replace(Candidate.from_point(h.id, h.score, p, snapshot_id, revision=revision), score=rank_score)
     status: Any = state.statuses.get(h.id) if state.statuses is not None else None
+    if isinstance(ordinal := getattr(status, "ordinal", None), int):
+        candidate = replace(candidate, ordinal=ordinal)  # the registry's: consecutive now, not when written
     if getattr(status, "pending_deletion", False):  # the deletion guard holds its document's deletion
         candidate = replace(candidate, evidence=replace(candidate.evidence, pending_deletion=True))
     return candidate
