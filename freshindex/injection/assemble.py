@@ -14,7 +14,8 @@
    documents then become one item, the canonical copy at the group's best
    place citing the others in ``Evidence.also_in`` (:mod:`injection.duplicates`);
 5. selection walks that order under the per-document quota and the type's
-   ``max_chunks`` (a split part next to a picked one rides with it; a document
+   ``max_chunks`` (a split part next to a picked one, and a chunk consecutive to
+   one that took a slot, ride with it; a document
    opening the order with more chunks than the quota may take one more); for
    ``diverse`` questions only, MMR picks instead (``mmr_lambda`` weighs
    relevance against similarity to what is picked);
@@ -335,9 +336,14 @@ def _newest_first(question: str, order: list[Candidate], relevance: list[float])
             [relevance[i] for i in first] + [min(relevance[i], floor) for i in later])
 
 
-def _linked(c: Candidate, picked: Sequence[Candidate]) -> bool:
-    """Whether ``c`` is a split part next to one already picked (it will be joined, so it takes no slot)."""
-    return any(_neighbours(p, c) or _neighbours(c, p) for p in picked)
+def _linked(c: Candidate, picked: Sequence[Candidate], slotted: Sequence[Candidate]) -> bool:
+    """Whether ``c`` will be joined to what is picked, so it takes no slot: a split part next to a picked part
+    (a unit rides whole, its parts linked by prev/next ids), or the chunk just before or after a chunk that
+    took a slot, in the same section (ordinals).  A chunk consecutive only to one that rode takes a slot:
+    a long section is not pulled into one item a neighbour at a time."""
+    if any(_parts(p, c) or _parts(c, p) for p in picked):
+        return True
+    return any(_neighbours(p, c) or _neighbours(c, p) for p in slotted)
 
 
 def _greedy(order: list[Candidate], _rel: list[float], quota: int, limit: int, _lam: float,
@@ -345,7 +351,8 @@ def _greedy(order: list[Candidate], _rel: list[float], quota: int, limit: int, _
     """Walk the order under the quota and the chunk limit.
 
     Two rules keep a page's best passage: a part of a split unit next to a
-    picked part rides with it (it is joined, taking no slot and no quota);
+    picked part, and the chunk just before or after a chunk that took a slot
+    in its section, ride with it (they are joined, taking no slot and no quota);
     and when the order opens with more of one document's chunks than the
     quota, that document is the question's subject and may take one more
     (its next chunk outranks every other document's).
@@ -367,7 +374,7 @@ def _greedy(order: list[Candidate], _rel: list[float], quota: int, limit: int, _
             _count(dropped, "max_chunks", len(rest))
             _lose(lost, rest, "max_chunks")
             break
-        if _linked(c, out):
+        if _linked(c, out, slotted):
             out.append(c)
             continue
         allowed = quota + 1 if c.document_id == subject and run > quota else quota
@@ -444,13 +451,19 @@ def _mmr(order: list[Candidate], rel: list[float], quota: int, limit: int, lam: 
     return [order[i] for i in out]
 
 
+def _parts(a: Candidate, b: Candidate) -> bool:
+    """Whether ``b`` is the part of a split unit that follows ``a`` (the chunker's prev/next ids)."""
+    return (a.document_id == b.document_id and a.evidence.heading_path == b.evidence.heading_path
+            and (a.next_id == b.chunk_id or b.prev_id == a.chunk_id))
+
+
 def _neighbours(a: Candidate, b: Candidate) -> bool:
-    """Whether ``b`` directly follows ``a`` in one section of one document."""
-    if a.document_id != b.document_id or a.evidence.heading_path != b.evidence.heading_path:
-        return False
-    if a.next_id == b.chunk_id or b.prev_id == a.chunk_id:
+    """Whether ``b`` directly follows ``a`` in one section of one document: the next part of its split unit,
+    or the chunk with the next ordinal (the registry's, :class:`registry.records.ChunkStatus`)."""
+    if _parts(a, b):
         return True
-    return a.ordinal is not None and b.ordinal is not None and b.ordinal == a.ordinal + 1
+    return (a.document_id == b.document_id and a.evidence.heading_path == b.evidence.heading_path
+            and a.ordinal is not None and b.ordinal is not None and b.ordinal == a.ordinal + 1)
 
 
 def _glue(first: str, second: str) -> str:

@@ -108,13 +108,13 @@ class ChunkStore(_Base):
                     select(Chunk.id, Chunk.state, Chunk.tombstoned, Chunk.document_id, Chunk.source_id,
                            Document.acl, Source.acl, Document.tenant, Document.sensitivity, Document.acl_version,
                            Document.valid_until, Document.withdrawn_reason, Document.pending_deletion_run,
-                           Chunk.ordinal)
+                           Chunk.ordinal, Document.content_hash)
                     .join(Document, Document.id == Chunk.document_id)
                     .join(Source, Source.id == Chunk.source_id)
                     .where(Chunk.id.in_(batch))
                 )
                 for (cid, state, tomb, doc_id, source_id, doc_acl, source_acl, tenant, sens, version, valid_until,
-                     withdrawn, pending, ordinal) in plain_rows(s.execute(q)):
+                     withdrawn, pending, ordinal, doc_hash) in plain_rows(s.execute(q)):
                     out[cid] = ChunkStatus(
                         id=cid, state=state, tombstoned=tomb, document_id=doc_id, source_id=source_id,
                         acl=tuple((source_acl if doc_acl is None else doc_acl) or ()), tenant=tenant or "default",
@@ -124,7 +124,10 @@ class ChunkStore(_Base):
                         expired=(valid_until is not None and valid_until <= now)
                         or (withdrawn in ("expired", "unverified") and bool(tomb)),
                         superseded=withdrawn == "superseded" and bool(tomb),
-                        pending_deletion=pending is not None and not tomb, ordinal=ordinal,
+                        pending_deletion=pending is not None and not tomb,
+                        # A swap, rollback or repair clears the document's hash: which version its served
+                        # chunks are in, and so their places, is not known until it is synced again.
+                        ordinal=ordinal if doc_hash is not None else None,
                     )
         return out
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy import update
+
+from freshindex.registry.schema import Document
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
 
-_WORDS = ("quartz", "falcon", "meadow", "lantern", "cobalt", "harbor", "thistle", "ember", "orchid", "glacier")
+_WORDS = ("quartz", "falcon", "meadow", "lantern", "cobalt", "harbor", "thistle", "ember", "orchid", "glacier",
+          "saffron", "walnut", "pebble", "juniper", "marble", "willow")
 
 
 def _paragraph(i: int) -> str:
@@ -23,7 +27,7 @@ def _paragraph(i: int) -> str:
 def test_consecutive_chunks_of_a_section_are_one_item(tmp_path: Path) -> None:
     root = tmp_path / "docs"
     root.mkdir()
-    body = "\n\n".join(_paragraph(i) for i in range(6))
+    body = "\n\n".join(_paragraph(i) for i in range(len(_WORDS)))
     (root / "guide.md").write_text(f"# Spindle guide\n\n## Ratchet procedure\n\n{body}\n")
     (root / "other.md").write_text("# Other\n\n## Notes\n\nNothing about the topic at all, only weather.\n")
     svc = Services(load_settings(data_dir=tmp_path / "data", embedding={"provider": "hashing"},
@@ -47,5 +51,18 @@ def test_consecutive_chunks_of_a_section_are_one_item(tmp_path: Path) -> None:
         joined = on_guide[0].text
         assert "quartz" in joined and "falcon" in joined, "the two consecutive chunks are one item"
         assert joined.index("quartz") < joined.index("falcon"), "in reading order"
+
+        # Every chunk of the section matches: only a chunk next to one that took a slot rides free, so the
+        # section is not pulled in whole: a fact question's quota is 2, 3 for the document that opens the order
+        # with more, so at most 3 slots and their 6 neighbours of the 16.
+        everything = svc.client.retrieve("spindle ratchet step gear lever spring operators mark", kb="default",
+                                         limit=5)
+        served = " ".join(e.text for e in everything.evidence if e.key == "guide.md")
+        assert 3 <= sum(w in served for w in _WORDS) <= 9
+
+        # A rollback (or swap, repair) clears the document's hash: its places are unknown until the next sync.
+        with svc.registry.session() as s:
+            s.execute(update(Document).where(Document.key == "guide.md").values(content_hash=None))
+        assert all(status.ordinal is None for status in svc.registry.chunk_status([r.id for r in guide]).values())
     finally:
         svc.close()
