@@ -91,11 +91,11 @@ class Candidate:
                    vector: Sequence[float] | None = None, stale: bool = False,
                    verified_at: str | None = None, revision: str | None = None) -> Candidate:
         """From a vector hit's payload; ``snapshot_id`` is the snapshot that served it (the alias target),
-        ``revision`` the commit that snapshot was built from for the hit's source (cited over the chunk's own)."""
+        ``revision`` the commit that snapshot was built from for the hit's source (cited over the chunk's own).
+        No ordinal: a point does not carry it (the recheck sets the registry's, ``stages.filter``)."""
         meta: dict[str, Any] = payload.meta
         read_at = str(meta["commit"])[:10] if meta.get("commit") else None
         columns = meta.get("columns") if payload.kind == "table" else None
-        ordinal = meta.get("ordinal")
         evidence = Evidence(
             n=0, chunk_id=chunk_id, score=score, text=payload.text, title=payload.title or "", key=payload.key,
             source_id=payload.source_id, heading_path=payload.heading_path, anchor=payload.anchor,
@@ -109,7 +109,6 @@ class Candidate:
         return cls(evidence, payload.document_id, score,
                    prev_id=meta.get("prev") if isinstance(meta.get("prev"), str) else None,
                    next_id=meta.get("next") if isinstance(meta.get("next"), str) else None,
-                   ordinal=ordinal if isinstance(ordinal, int) else None,
                    vector=tuple(float(x) for x in vector) if vector is not None else None)
 
 
@@ -451,19 +450,20 @@ def _mmr(order: list[Candidate], rel: list[float], quota: int, limit: int, lam: 
     return [order[i] for i in out]
 
 
+def _same_section(a: Candidate, b: Candidate) -> bool:
+    return a.document_id == b.document_id and a.evidence.heading_path == b.evidence.heading_path
+
+
 def _parts(a: Candidate, b: Candidate) -> bool:
     """Whether ``b`` is the part of a split unit that follows ``a`` (the chunker's prev/next ids)."""
-    return (a.document_id == b.document_id and a.evidence.heading_path == b.evidence.heading_path
-            and (a.next_id == b.chunk_id or b.prev_id == a.chunk_id))
+    return _same_section(a, b) and (a.next_id == b.chunk_id or b.prev_id == a.chunk_id)
 
 
 def _neighbours(a: Candidate, b: Candidate) -> bool:
     """Whether ``b`` directly follows ``a`` in one section of one document: the next part of its split unit,
     or the chunk with the next ordinal (the registry's, :class:`registry.records.ChunkStatus`)."""
-    if _parts(a, b):
-        return True
-    return (a.document_id == b.document_id and a.evidence.heading_path == b.evidence.heading_path
-            and a.ordinal is not None and b.ordinal is not None and b.ordinal == a.ordinal + 1)
+    return _parts(a, b) or (_same_section(a, b) and a.ordinal is not None and b.ordinal is not None
+                            and b.ordinal == a.ordinal + 1)
 
 
 def _glue(first: str, second: str) -> str:

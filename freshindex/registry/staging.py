@@ -128,7 +128,8 @@ class StagingStore(_Base):
         chunks are tombstoned at once (no longer servable) with a delete
         entry.  Kept chunks get their ordinal and metadata refreshed, and an
         upsert entry when their citation moved (page, anchor, line numbers: what
-        the point carries, not a link's href alone) so the point's payload follows; their vector comes from the cache.
+        the point carries, not a link's href alone) so the point's payload
+        follows; their vector comes from the cache.
         ``staged.acl`` (an ``acl.model.DocumentAcl``; None keeps the stored one) is
         the document's resolved ACL: when it changes, the kept chunks get an
         upsert entry too (a re-tag, see :mod:`registry.document_acl`).
