@@ -466,15 +466,23 @@ def _neighbours(a: Candidate, b: Candidate) -> bool:
                             and b.ordinal == a.ordinal + 1)
 
 
-def _glue(first: str, second: str) -> str:
-    """``first`` then ``second`` without the overlap a split left between them, nor a repeated table header."""
+def _glue(first: str, second: str) -> tuple[str, int]:
+    """``first`` then ``second`` without the overlap a split left between them, nor a repeated table header;
+    and where ``second``'s own text starts in the result."""
     a_lines, b_lines = first.split("\n"), second.split("\n")
     if len(a_lines) > 2 and len(b_lines) > 2 and b_lines[0].startswith("|") and a_lines[:2] == b_lines[:2]:
-        return first.rstrip("\n") + "\n" + "\n".join(b_lines[2:])
+        head = first.rstrip("\n") + "\n"
+        return head + "\n".join(b_lines[2:]), len(head)
     for size in range(min(len(first), len(second), 600), 15, -1):
         if first.endswith(second[:size]):
-            return first + second[size:]
-    return first.rstrip() + "\n" + second.lstrip()
+            return first + second[size:], len(first) - size
+    head = first.rstrip() + "\n"
+    return head + second.lstrip(), len(head)
+
+
+def _focus(ea: Evidence, eb: Evidence, start: int) -> int:
+    """The joined item's :attr:`Evidence.focus`: the stronger part's (``eb`` glued at ``start``)."""
+    return ea.focus if ea.score >= eb.score else start + eb.focus
 
 
 def _join(picked: list[Candidate], lost: dict[str, str] | None = None) -> tuple[list[Candidate], int]:
@@ -493,9 +501,10 @@ def _join(picked: list[Candidate], lost: dict[str, str] | None = None) -> tuple[
                     page = min(pages) if pages else None
                     last = max(pages) if pages else None
                     mirrors = (*ea.also_in, *(m for m in eb.also_in if m not in ea.also_in))
+                    text, start = _glue(ea.text, eb.text)
                     merged = replace(
                         a,
-                        evidence=replace(ea, text=_glue(ea.text, eb.text), score=max(ea.score, eb.score),
+                        evidence=replace(ea, text=text, score=max(ea.score, eb.score), focus=_focus(ea, eb, start),
                                          page=page, page_end=last if last != page else None,
                                          stale=ea.stale or eb.stale, also_in=mirrors),
                         score=max(a.score, b.score), next_id=b.next_id,

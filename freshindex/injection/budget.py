@@ -214,6 +214,15 @@ def compress(text: str, fits: Callable[[str], bool]) -> str | None:
     return got if got is not None else longest(text.split(), " ")
 
 
+def _cut(e: Evidence, fits: Callable[[str], bool]) -> str | None:
+    """``e``'s text cut to fit: a joined item from its strongest part on (:attr:`Evidence.focus`), so the
+    context glued before the chunk that matched goes first, not the chunk; then at a sentence end."""
+    if 0 < e.focus < len(e.text):
+        tail = TRUNCATED.lstrip() + " " + e.text[e.focus:].lstrip()
+        return tail if fits(tail) else compress(tail, fits)
+    return compress(e.text, fits)
+
+
 def fit(ranked: Sequence[Evidence], limit: int, counter: Tokenizer, render: Render) -> Fitted:
     """The strongest evidence whose rendered block has at most ``limit`` tokens.
 
@@ -241,7 +250,7 @@ def fit(ranked: Sequence[Evidence], limit: int, counter: Tokenizer, render: Rend
             def fits_alone(t: str, e: Evidence = e) -> bool:
                 return counter.count(render([replace(e, text=t)], token)) <= limit
 
-            cut = compress(e.text, fits_alone)
+            cut = _cut(e, fits_alone)
             if cut is not None:
                 kept.append(replace(e, text=cut))
                 best = render(kept, token)

@@ -109,6 +109,10 @@ class Evidence:
     #: Its document vanished from the source but the deletion guard holds the deletion for a person:
     #: still served, labelled ``PENDING_DELETION`` in its header (render.py).
     pending_deletion: bool = False
+    #: Where the part that ranked this item starts in ``text``: 0, or in a joined item (a chunk with the
+    #: consecutive ones riding with it) the strongest part's offset.  Cutting to fit a budget keeps from here,
+    #: so the chunk that matched is not cut away for the context before it.  Not served (the text is).
+    focus: int = 0
 
     @property
     def citation(self) -> str:
