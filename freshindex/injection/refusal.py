@@ -64,7 +64,9 @@ One signal decides alone: a question naming an identifier (a compound as
 above, not a hyphenated word or a version) that no rechecked candidate holds
 in any form (whole, a namespace suffix such as ``path.walk`` of
 ``pathlib.path.walk``, or inside a longer identifier) is refused whatever the
-score (``unknown_names``; a file's name, ``config.h.in``, is the reader's own file: only missing).
+score (``unknown_names``; a file's name, ``config.h.in``, is the reader's own file: only missing); so is
+a name it spells capitalised inside a sentence, not a word of general English (``Flatpak``, ``SARIF``:
+:mod:`injection.proper_names`), that no permitted point holds.
 Paraphrase cannot stand in for a name: pages about ``sys`` and about monitoring do not answer a question about
 ``sys.monitoring``; the typical unanswerable question names something the corpus lacks, and scored with its
 other words it passes.  It has no fitted constant.  Text read by OCR misreads names (``N01_kind`` as ``NO1_kind``,
@@ -110,6 +112,7 @@ import snowballstemmer  # type: ignore[import-untyped]  # no stubs, no py.typed
 
 from freshindex.injection.budget import WordPieceCounter
 from freshindex.injection.duplicates import is_file_name
+from freshindex.injection.proper_names import proper_names
 from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats
@@ -165,8 +168,7 @@ class RefusalPolicy:
     unknown_names: bool = _DEFAULTS.refusal_unknown_names
     #: a plain word of general English (ordinary_words) is no key term (module docstring)
     ordinary_words: bool = _DEFAULTS.refusal_ordinary_words
-    #: (signal name, weight) for signals other stages add to the query's signal board
-    #: (``injection.stages.base.SignalBoard.extra``): each adds ``weight * value`` to the score; none by default
+    #: (signal name, weight) for signals other stages add (``stages.base.SignalBoard.extra``): + weight * value
     extra_weights: tuple[tuple[str, float], ...] = ()
 
     @classmethod
@@ -252,10 +254,8 @@ FUNCTION_WORDS = frozenset(
 def absent_idf(points: int) -> float:
     """The weight of a question token no permitted point has: the IDF of a token in exactly one document.
 
-    The rarest a present token can be (Qdrant's BM25 IDF with n = 1), not
-    the formula's value at n = 0: that one is ln(2N + 2), and in a small
-    collection, where every present token weighs little, it would let one
-    missing common word outweigh all the others.
+    The rarest a present token can be (Qdrant's BM25 IDF with n = 1), not the formula's value at n = 0,
+    ln(2N + 2): in a small collection that would let one missing common word outweigh all the others.
     """
     n = max(int(points), 1)
     return math.log(1.0 + (n - 1 + 0.5) / 1.5)
@@ -407,7 +407,10 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
                            key=lambda t: (-weight[t], t)))
     coverage = 1.0 - sum(weight[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
-    unknown = tuple(t for t in missing if t in compounds and is_name(t) and not is_file_name(t) and not known(t, seen))
+    # a name the question spells capitalised (proper_names) no candidate holds is as unknown as an identifier
+    proper = proper_names(question) - set(compounds)
+    unknown = tuple(t for t in missing if ((t in compounds and is_name(t) and not is_file_name(t)) or t in proper)
+                    and not known(t, seen))
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
                    weights=weight, key_terms=key_terms, unknown=unknown)
 
@@ -498,10 +501,9 @@ def name_forms(token: str) -> list[str]:
 def known(token: str, seen: set[str]) -> bool:
     """Whether some rechecked candidate holds ``token`` in one of its forms (:func:`name_forms`).
 
-    The candidates, not the engine's IDF: the IDF counts points the caller
-    may no longer read, and a name only they hold must read as unknown
-    (denied and absent look the same).  A name in the collection reaches the
-    candidates through its lexical side, which matches it whole.
+    The candidates, not the engine's IDF: the IDF counts points the caller may no longer read, and a name
+    only they hold must read as unknown (denied and absent look the same).  A name in the collection
+    reaches the candidates through its lexical side, which matches it whole.
     """
     return any(f in seen or _inside(f, seen) for f in name_forms(token)) or held(token, seen, name=True)
 
@@ -540,8 +542,7 @@ def stem(token: str) -> str:
     return str(_stemmer().stemWord(token)) if token.isalpha() else token
 
 
-#: Keyed by one query's evidence tokens, which differ from query to query: a few entries serve the calls of one
-#: query (each term asks with the same set); thousands would only hold memory in a long-lived serve (~330 KiB each).
+#: Keyed by one query's evidence tokens: a few entries serve one query's calls (~330 KiB each, so no more).
 @functools.lru_cache(maxsize=16)
 def _variants(tokens: frozenset[str]) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
     """(stems of the plain words, identifiers with their separators removed, the plain words by length)."""
@@ -589,11 +590,10 @@ def decide(policy: RefusalPolicy, s: Signals) -> tuple[RefusalReason, str] | Non
         return None
     # Missing terms carry at least key_term_share of the question's weight: name them, heaviest first.
     key = list(s.missing) if s.missing and 1.0 - s.coverage >= policy.key_term_share else []
-    # No figures in the sentence: it reaches the caller, and the term weights are the engine's
-    # collection-wide IDF, which counts points the caller may not read; printed to two decimals
-    # they would tell how many denied chunks hold a term.  The signals go to the decision sink
-    # (logs, metrics) instead.  A term only denied points hold reads as missing, like one no
-    # point holds, and every missing term weighs the same, so the names and their order say nothing.
+    # No figures in the sentence: it reaches the caller, and the term weights are the engine's collection-wide
+    # IDF, which counts points the caller may not read (printed, they would tell how many denied chunks hold a
+    # term); the signals go to the decision sink (logs, metrics).  A term only denied points hold reads as
+    # missing, like one no point holds, and every missing term weighs the same: names and order say nothing.
     if key:
         named = ", ".join(repr(t) for t in key[:5])
         return RefusalReason.KEY_TERMS_MISSING, f"the question's key terms {named} are not in the evidence"

@@ -90,9 +90,11 @@ class ContextSettings(BaseModel):
                                            "identifiers and absent terms always are")
     refusal_unknown_names: bool = Field(default=True, description="refuse, whatever the calibrated score, a "
                                         "question naming an identifier (dotted, snake_case, CamelCase, an "
-                                        "upper-case name) that no document the caller may read mentions in any "
-                                        "of its forms (a file's name, config.h.in, is the reader's own file: it "
-                                        "only counts as missing); off leaves such questions to the score")
+                                        "upper-case name) or a capitalised name inside a sentence that is not "
+                                        "a word of general English (Flatpak, SARIF) that no document the caller "
+                                        "may read mentions in any of its forms (a file's name, config.h.in, is "
+                                        "the reader's own file: it only counts as missing); off leaves such "
+                                        "questions to the score")
     refusal_ordinary_words: bool = Field(default=True, description="a plain word of general English (a whole "
                                          "word of the bundled WordPiece vocabulary) is never a key term: its absence "
                                          "from the evidence is a reader's wording, not a name the corpus lacks; it "

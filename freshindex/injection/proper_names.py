@@ -1,0 +1,38 @@
+"""Proper names a question spells: a capitalised word inside a sentence ("on Kubernetes", "a SARIF file").
+
+A reader names a product, a format or a tool with a capital letter (``Flatpak``,
+``Parquet``, ``Bazel``, ``SARIF``) and a word of the sentence without one.  Such
+a name the permitted corpus holds in no form is what an unanswerable question
+asks about, like an identifier it lacks (:func:`injection.refusal.signals`:
+``unknown``).  The first word of a sentence is capitalised by grammar, not as a
+name, and is never one here; nor is a word with a capital inside it
+(``CPack``, ``JSONPath``), which the tokenizer already takes as a compound name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from freshindex.vectorstore import lexical
+
+__all__ = ["proper_names"]
+
+#: A sentence ends at . ? ! or : followed by a space, or at a line break.
+_SENTENCE = re.compile(r"(?<=[.?!:;])\s+|\n+")
+#: Capitalised (``Kubernetes``) or upper-case (``SARIF``, ``GPUs``): a capital, then letters with no capital
+#: after a small one.
+_CAPITALISED = re.compile(r"[A-Z](?:[a-z]+|[A-Z]+s?)")
+_EDGE = "\"'()[]{}<>,;:!?`*_."
+
+
+def proper_names(question: str) -> frozenset[str]:
+    """The lexical tokens of the capitalised words of ``question`` that are not the first word of a sentence."""
+    names: set[str] = set()
+    for sentence in _SENTENCE.split(question):
+        for piece in sentence.split()[1:]:
+            word = piece.strip(_EDGE)
+            if _CAPITALISED.fullmatch(word):
+                tokens = lexical.tokenize(word)
+                if tokens:
+                    names.add(tokens[0])
+    return frozenset(names)
