@@ -32,7 +32,7 @@ from freshindex.core.enums import DocumentOutcomeKind, DocumentState
 from freshindex.core.errors import DocumentError, RetryableError, StaleTaskError
 from freshindex.core.ids import content_hash, document_id
 from freshindex.core.types import ChunkDraft, Embedder, ParsedDocument
-from freshindex.core.vector_cache import EmbedResult, Lookup, complete, look_up
+from freshindex.core.vector_cache import EmbedResult
 from freshindex.health.metrics import Metrics
 from freshindex.health.observer import SyncObserver
 from freshindex.registry import DocumentFailure, DocumentOutcome, DocumentRecord, Registry, SourceInfo
@@ -45,7 +45,6 @@ from freshindex.workers.chunking import Chunker
 from freshindex.workers.connectors import ChunkMeta, Connector, check_key, for_run
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
 from freshindex.workers.document_acl import resolve_document_acl
-from freshindex.workers.embed_batch import Deferred, EmbedBatches
 from freshindex.workers.embedding import embed_with_cache
 from freshindex.workers.handoff import EmbedPayload, Stage, StageHandoff
 from freshindex.workers.parsing import OcrDeferred, Parsers
@@ -87,8 +86,6 @@ class PipelineContext:
     #: Set by :func:`workers.runner.sync_inline`: the run's refusal, source and document records read, and the
     #: touches of unchanged documents written, a batch at a time (:mod:`workers.batch`); None elsewhere.
     batch: RunBatch | None = None
-    #: Set by :func:`workers.runner.sync_inline`: changed documents' new chunks embedded together (workers/embed_batch.py).
-    embeds: EmbedBatches | None = None
 
     @property
     def line(self) -> DocumentLine:
@@ -161,9 +158,7 @@ def process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = St
         except BaseException:
             _end_attempt(ctx, doc_id, outcome=False, run_id=run_id)  # alive: a retry or a recorded error, not a crash
             raise
-        if ctx.embeds is not None and ctx.embeds.holds(doc_id):  # no outcome yet: staged with its vectors later
-            _end_attempt(ctx, doc_id, outcome=False, run_id=run_id)
-        elif batch is None or not batch.holds(doc_id):  # else ended with the batch of touches it is in
+        if batch is None or not batch.holds(doc_id):  # else ended with the batch of touches it is in
             _end_attempt(ctx, doc_id, outcome=True, run_id=run_id)
         if batch is not None:
             batch.flush_if_due()
@@ -287,7 +282,6 @@ class _Change:
     result: EmbedResult
     size: int  # bytes fetched
     provenance: dict[str, Any]  # keyword arguments of Registry.record_provenance
-    lookup: Lookup | None = None  # set: the new chunks wait for a model call with others' (workers/embed_batch.py)
 
 
 def _process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = Stage.ALL,
@@ -311,8 +305,6 @@ def _process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = S
         return _record_document_error(ctx, job, exc)
     if isinstance(decided, DocumentOutcome):
         return decided  # unchanged, or a mirror of an indexed twin
-    if decided.lookup is not None and ctx.embeds is not None:  # staged once the model call is back
-        return ctx.embeds.defer(ctx, Deferred(job, fetched.known, fetched.acl, decided))
     return _stage(ctx, job, fetched.known, fetched.acl, decided)
 
 
@@ -395,8 +387,6 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
     # The same content under the same permissions is already indexed elsewhere: one canonical
     # document with this one as its mirror, one set of points (registry/twins.py).
     acl = fetched.acl
-    if ctx.embeds is not None and ctx.embeds.waiting(digest):  # the twin found below must be staged already
-        ctx.embeds.flush(ctx)
     twin = (ctx.registry.canonical_twin(job.doc_id, source.kb, digest, acl=acl, parser_version=job.version_now(ctx))
             if acl is not None else None)
     if twin is not None:
@@ -514,16 +504,10 @@ def _diff_and_embed(ctx: PipelineContext, job: _Job, digest: str, parsed: Parsed
     if added and hand_off is not None and job.stage in (Stage.PARSE, Stage.OCR):
         hand_off()
     # A text over the model's input limit, or one a remote model refuses, fails this document only.
-    vectors = ahead.vectors if ahead else None
-    if ctx.embeds is not None and job.stage is Stage.ALL:  # the inline loop: the model call waits for others
-        lookup = look_up({c.content_hash: c.embed_text for c in added}, ctx.embedder, ctx.registry, ahead=vectors)
-        result = EmbedResult({}, 0, 0, 0.0) if lookup.todo else complete(lookup, {}, ctx.embedder, ctx.registry)
-    else:
-        lookup, result = None, embed_with_cache(added, ctx.embedder, ctx.registry, ahead=vectors)
+    result = embed_with_cache(added, ctx.embedder, ctx.registry, ahead=ahead.vectors if ahead else None)
     if ahead is not None and ahead.vectors:
         result = dataclasses.replace(result, seconds=result.seconds + ahead.embed_seconds)
-    return _Change(digest, parsed, chunks, old_ids, new_ids, added_ids, removed_ids, moved, result, size, prov,
-                   lookup if lookup and lookup.todo else None)
+    return _Change(digest, parsed, chunks, old_ids, new_ids, added_ids, removed_ids, moved, result, size, prov)
 
 
 def _hand_to_embed(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str, parsed: ParsedDocument,

@@ -20,16 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freshindex.core.enums import SUCCESSFUL_RUNS, BuildStatus, DocumentOutcomeKind, RunStatus
-from freshindex.core.errors import DocumentError, FreshIndexError, LockHeldError, RetryableError, StaleTaskError
+from freshindex.core.errors import FreshIndexError, LockHeldError, RetryableError, StaleTaskError
 from freshindex.core.exit_codes import ExitCode
-from freshindex.core.vector_cache import EmbedResult
 from freshindex.registry import DocumentErrorInfo, SnapshotInfo, SyncRunInfo
 from freshindex.registry.runs import lease_alive
 from freshindex.schedules.reaper import Heartbeat
 from freshindex.snapshots import BuildResult
 from freshindex.workers import pipeline, planner
 from freshindex.workers.batch import RunBatch
-from freshindex.workers.embed_batch import Deferred, EmbedBatches
 from freshindex.workers.ports import RunnerServices
 from freshindex.workers.steps.pool import LinePool, portable, usable_cores
 
@@ -167,10 +165,7 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
         ahead = _working_ahead(svc, ctx, total)
         # The run's refusal, source and records read, and unchanged documents' touches written, a batch at a time.
         batch = RunBatch(svc.registry, plan.run_id, plan.changeset_id, source_id, [d.key for d in plan.documents])
-        # Changed documents' new chunks go to the model together, a batch of the embedder's size at a time, in a
-        # thread of its own; each document is staged once its vectors are cached (workers/embed_batch.py).
-        embeds = EmbedBatches(_embed_batch_size(svc), stage=_stage_deferred, fail=_fail_deferred)
-        ctx = dataclasses.replace(ctx, ahead=ahead, batch=batch, embeds=embeds)
+        ctx = dataclasses.replace(ctx, ahead=ahead, batch=batch)
         queued = 1  # the next document to hand ahead (the first is the loop's own)
         try:
             for n, doc in enumerate(plan.documents, start=1):
@@ -186,25 +181,18 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
                     # every further write would be refused too.
                     stale = outcome.error_detail
                     break
-                if (stale := _stage_embedded(ctx, embeds, wait=False)) is not None:
-                    break
                 if progress:
                     progress(n, total, doc.key)
             if stale is None:
-                stale = _stage_embedded(ctx, embeds, wait=True)
-            if stale is None:
                 stale = _write_held(ctx, batch)
             else:
-                embeds.close()  # refused: the deferred documents are not staged (their attempts are closed)
                 batch.drop()  # refused: nothing more is written, the held documents' attempts closed
         except BaseException as exc:
-            embeds.close()  # not waited for: the deferred documents are processed again by the next sync
             if ahead is not None:
                 ahead.abandon()  # not waited for: a thread may be sitting out a remote model's Retry-After
             batch.release()  # the touches held, written if the registry takes them: as each was before
             _close_aborted(svc, plan.run_id, exc)
             raise
-        embeds.close()
         if ahead is not None:
             ahead.discard()
         if stale is None:
@@ -235,37 +223,6 @@ def _write_held(ctx: pipeline.PipelineContext, batch: RunBatch) -> str | None:
     return None
 
 
-def _embed_batch_size(svc: RunnerServices) -> int:
-    """Texts a model call of the inline loop waits for: ``embedding.batch_size`` (a remote model's
-    ``embedding.batch_max_inputs``), so each call the model makes is a full one."""
-    e = svc.settings.embedding
-    return e.batch_max_inputs if e.remote else e.batch_size
-
-
-def _stage_deferred(ctx: pipeline.PipelineContext, d: Deferred, result: EmbedResult) -> None:
-    """Stage a deferred document now that its vectors are cached, with its counts and model seconds."""
-    pipeline._stage(ctx, d.job, d.known, d.acl, dataclasses.replace(d.change, result=result, lookup=None))
-
-
-def _fail_deferred(ctx: pipeline.PipelineContext, d: Deferred, exc: DocumentError) -> None:
-    """Record the model's error against the deferred document that raised it (its call embedded one by one)."""
-    pipeline._record_document_error(ctx, d.job, exc)
-
-
-def _stage_embedded(ctx: pipeline.PipelineContext, embeds: EmbedBatches, *, wait: bool) -> str | None:
-    """Stage the deferred documents whose model call is back (``wait``: all of them, sending what waits);
-    why not when the run no longer takes writes."""
-    try:
-        if wait:
-            embeds.flush(ctx)
-        else:
-            embeds.stage_ready(ctx)
-    except StaleTaskError as exc:
-        pipeline.record_stale(ctx, "sync_inline", exc, source=ctx.batch.source_id if ctx.batch else None)
-        return exc.why
-    return None
-
-
 def _working_ahead(svc: RunnerServices, ctx: pipeline.PipelineContext, total: int) -> pipeline.ParseAhead | None:
     """The working-ahead threads of an inline sync (``sync.parse_ahead``), with a pool of
     ``pipeline.processes`` processes (0: the usable cores) that runs the document line when it is more than
@@ -286,7 +243,7 @@ def _working_ahead(svc: RunnerServices, ctx: pipeline.PipelineContext, total: in
         else:
             log.info("document line parsed in threads: it does not pickle into processes (a chunker counting "
                      "with the embedder's own tokenizer)", extra={"event": "parse_pool_off"})
-    return pipeline.ParseAhead(embed=False, pool=pool)  # embedded with other documents' chunks (embed_batch)
+    return pipeline.ParseAhead(embed=True, pool=pool)
 
 
 def _follow_joined(svc: RunnerServices, run_id: int, *, progress: Progress | None, poll: float) -> SyncRunInfo | None:

@@ -102,10 +102,9 @@ def test_bytes_already_indexed_are_not_parsed_ahead(tmp_path: Path) -> None:
         svc.close()
 
 
-def test_syncs_work_ahead_by_default_and_embed_in_batches(tmp_path: Path, monkeypatch: Any) -> None:
-    """By default a sync parses the next documents in threads, which do not embed: the new chunks of many
-    documents are embedded together (workers/embed_batch.py); ``sync.parse_ahead=false`` does one document
-    after another."""
+def test_syncs_work_ahead_by_default_and_embed_there(tmp_path: Path, monkeypatch: Any) -> None:
+    """By default a sync parses and embeds the next documents in threads; ``sync.parse_ahead=false`` does
+    one document after another."""
     made: list[pipeline.ParseAhead] = []
 
     class Recorded(pipeline.ParseAhead):
@@ -116,7 +115,7 @@ def test_syncs_work_ahead_by_default_and_embed_in_batches(tmp_path: Path, monkey
     monkeypatch.setattr(pipeline, "ParseAhead", Recorded)
     root = tmp_path / "src"
     _tree(root)
-    for name, ahead, expected in (("default", None, [False]), ("off", False, [])):
+    for name, ahead, expected in (("default", None, [True]), ("off", False, [])):
         made.clear()
         svc, report = _sync(tmp_path, name, ahead, root)
         try:
@@ -188,13 +187,12 @@ def test_an_interrupted_sync_does_not_wait_for_its_threads_and_closes_their_atte
         tmp_path: Path, monkeypatch: Any, where: str) -> None:
     """Ctrl-C while a thread waits on the model (a remote one sitting out its Retry-After, say): the sync
     stops at once, and the attempts its threads opened are closed, so the next sync counts no crash.
-    Interrupted between two documents, or while the loop waits for that very thread (a signal).  The model
-    runs in the embed thread (workers/embed_batch.py), a call per document with ``batch_size`` 1."""
+    Interrupted between two documents, or while the loop waits for that very thread (a signal)."""
     root = tmp_path / "src"
     root.mkdir()
     for n in range(4):
         (root / f"page{n}.md").write_text(f"# Page {n}\n\nInstall the agent {n} on every host and restart it.\n")
-    svc = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing", "batch_size": 1}))
+    svc = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing"}))
     svc.registry.add_source("docs", kind="folder", location=str(root), owner="t", kb="kb")
     real = svc.embedder
     entered, release, finished = threading.Event(), threading.Event(), threading.Event()
@@ -208,7 +206,7 @@ def test_an_interrupted_sync_does_not_wait_for_its_threads_and_closes_their_atte
             return getattr(real, name)
 
         def embed(self, texts: list[str]) -> Any:
-            if threading.current_thread().name == "freshindex-embed-batch" and any("agent 2" in t for t in texts):
+            if threading.current_thread().name == "freshindex-parse-ahead" and any("agent 2" in t for t in texts):
                 entered.set()
                 release.wait(60)
                 finished.set()
@@ -218,14 +216,14 @@ def test_an_interrupted_sync_does_not_wait_for_its_threads_and_closes_their_atte
     process = pipeline.process_document
 
     def between(ctx: Any, task: Any, *a: Any, **kw: Any) -> Any:
-        if task.key == "page3.md":  # page2's call was handed to the embed thread before this call
+        if task.key == "page1.md":  # page2 was handed to its thread before this call
             assert entered.wait(30)
             raise KeyboardInterrupt
         return process(ctx, task, *a, **kw)
 
     main = threading.get_ident()
 
-    def interrupt_the_wait() -> None:  # the loop waits for page2's call (page3's would be sent next)
+    def interrupt_the_wait() -> None:  # the loop is in take("page2.md"), joining the stuck thread
         if entered.wait(30):
             time.sleep(0.3)
             signal.pthread_kill(main, signal.SIGINT)
