@@ -25,14 +25,16 @@ _CAPITALISED = re.compile(r"[A-Z](?:[a-z]+|[A-Z]+s?)")
 _EDGE = "\"'()[]{}<>,;:!?`*_."
 
 
-def proper_names(question: str) -> frozenset[str]:
-    """The lexical tokens of the capitalised words of ``question`` that are not the first word of a sentence."""
-    names: set[str] = set()
+def proper_names(question: str) -> dict[str, str]:
+    """The capitalised words of ``question`` that are not the first word of a sentence: their lexical token
+    (``kubernete``, the tokenizer folds a plural) -> the word as the reader wrote it, in lower case, for a
+    refusal to name."""
+    names: dict[str, str] = {}
     for sentence in _SENTENCE.split(question):
         for piece in sentence.split()[1:]:
             word = piece.strip(_EDGE)
             if _CAPITALISED.fullmatch(word):
                 tokens = lexical.tokenize(word)
                 if tokens:
-                    names.add(tokens[0])
-    return frozenset(names)
+                    names.setdefault(tokens[0], word.lower())
+    return names

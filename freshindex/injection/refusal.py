@@ -408,9 +408,9 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
     coverage = 1.0 - sum(weight[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
     # a name the question spells capitalised (proper_names) no candidate holds is as unknown as an identifier
-    proper = proper_names(question) - set(compounds)
-    unknown = tuple(t for t in missing if ((t in compounds and is_name(t) and not is_file_name(t)) or t in proper)
-                    and not known(t, seen))
+    proper = {t: word for t, word in proper_names(question).items() if t not in compounds}
+    unknown = tuple(proper.get(t, t) for t in missing if ((t in compounds and is_name(t) and not is_file_name(t))
+                                                          or t in proper) and not known(t, seen))
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
                    weights=weight, key_terms=key_terms, unknown=unknown)
 
