@@ -466,23 +466,26 @@ def _neighbours(a: Candidate, b: Candidate) -> bool:
                             and b.ordinal == a.ordinal + 1)
 
 
-def _glue(first: str, second: str) -> tuple[str, int]:
+def _glue(first: str, second: str) -> tuple[str, int, int]:
     """``first`` then ``second`` without the overlap a split left between them, nor a repeated table header;
-    and where ``second``'s own text starts in the result."""
+    where ``second``'s text starts in the result, and how many of its first characters were left out there
+    (a header, leading space; not an overlap, which ``first`` holds)."""
     a_lines, b_lines = first.split("\n"), second.split("\n")
     if len(a_lines) > 2 and len(b_lines) > 2 and b_lines[0].startswith("|") and a_lines[:2] == b_lines[:2]:
         head = first.rstrip("\n") + "\n"
-        return head + "\n".join(b_lines[2:]), len(head)
+        return head + "\n".join(b_lines[2:]), len(head), len(b_lines[0]) + len(b_lines[1]) + 2
     for size in range(min(len(first), len(second), 600), 15, -1):
         if first.endswith(second[:size]):
-            return first + second[size:], len(first) - size
+            return first + second[size:], len(first) - size, 0
     head = first.rstrip() + "\n"
-    return head + second.lstrip(), len(head)
+    rest = second.lstrip()
+    return head + rest, len(head), len(second) - len(rest)
 
 
-def _focus(ea: Evidence, eb: Evidence, start: int) -> int:
-    """The joined item's :attr:`Evidence.focus`: the stronger part's (``eb`` glued at ``start``)."""
-    return ea.focus if ea.score >= eb.score else start + eb.focus
+def _focus(ea: Evidence, eb: Evidence, start: int, removed: int) -> int:
+    """The joined item's :attr:`Evidence.focus`: the stronger part's (``eb`` glued at ``start``, its first
+    ``removed`` characters left out)."""
+    return ea.focus if ea.score >= eb.score else start + max(0, eb.focus - removed)
 
 
 def _join(picked: list[Candidate], lost: dict[str, str] | None = None) -> tuple[list[Candidate], int]:
@@ -501,10 +504,11 @@ def _join(picked: list[Candidate], lost: dict[str, str] | None = None) -> tuple[
                     page = min(pages) if pages else None
                     last = max(pages) if pages else None
                     mirrors = (*ea.also_in, *(m for m in eb.also_in if m not in ea.also_in))
-                    text, start = _glue(ea.text, eb.text)
+                    text, start, removed = _glue(ea.text, eb.text)
                     merged = replace(
                         a,
-                        evidence=replace(ea, text=text, score=max(ea.score, eb.score), focus=_focus(ea, eb, start),
+                        evidence=replace(ea, text=text, score=max(ea.score, eb.score),
+                                         focus=_focus(ea, eb, start, removed),
                                          page=page, page_end=last if last != page else None,
                                          stale=ea.stale or eb.stale, also_in=mirrors),
                         score=max(a.score, b.score), next_id=b.next_id,

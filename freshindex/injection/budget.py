@@ -186,9 +186,11 @@ class Fitted:
 #: evidence (rank order) and a fence token to reuse (or None) -> the rendered block.
 Render = Callable[[Sequence[Evidence], "str | None"], str]
 
-_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_SENTENCE_KEPT = re.compile(r"((?<=[.!?。！？])\s+|\n+)")
 _TOKEN_IN = re.compile(r"DATA-([0-9a-f]{32})")
 TRUNCATED = " […]"
+#: A Markdown table's rule line, under its header (``|---|:--:|``).
+_TABLE_RULE = re.compile(r"\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*")
 
 
 def _token_of(rendered: str) -> str | None:
@@ -197,28 +199,36 @@ def _token_of(rendered: str) -> str | None:
 
 
 def compress(text: str, fits: Callable[[str], bool]) -> str | None:
-    """The longest prefix of ``text`` cut at a sentence end (else a word end) for which ``fits`` holds."""
-    def longest(pieces: list[str], sep: str) -> str | None:
-        lo, hi, best = 1, len(pieces), None
+    """The longest prefix of ``text`` cut at a sentence end (else a word end) for which ``fits`` holds; the
+    lines it keeps stay lines (a table's rows, a list)."""
+    def longest(count: int, prefix: Callable[[int], str]) -> str | None:
+        lo, hi, best = 1, count, None
         while lo <= hi:
             mid = (lo + hi) // 2
-            candidate = sep.join(pieces[:mid]).rstrip() + TRUNCATED
+            candidate = prefix(mid).rstrip() + TRUNCATED
             if fits(candidate):
                 best, lo = candidate, mid + 1
             else:
                 hi = mid - 1
         return best
 
-    sentences = [s for s in _SENTENCE.split(text) if s.strip()]
-    got = longest(sentences, " ") if len(sentences) > 1 else None
-    return got if got is not None else longest(text.split(), " ")
+    parts = _SENTENCE_KEPT.split(text)  # sentences at even places, what separated them at odd ones
+    ends = [i + 1 for i in range(0, len(parts), 2) if parts[i].strip()]
+    got = longest(len(ends), lambda k: "".join(parts[: ends[k - 1]])) if len(ends) > 1 else None
+    words = text.split()
+    return got if got is not None else longest(len(words), lambda k: " ".join(words[:k]))
 
 
 def _cut(e: Evidence, fits: Callable[[str], bool]) -> str | None:
     """``e``'s text cut to fit: a joined item from its strongest part on (:attr:`Evidence.focus`), so the
-    context glued before the chunk that matched goes first, not the chunk; then at a sentence end."""
-    if 0 < e.focus < len(e.text):
-        tail = TRUNCATED.lstrip() + " " + e.text[e.focus:].lstrip()
+    context glued before the chunk that matched goes first, not the chunk; then at a sentence end.  A
+    table keeps its header (its first two lines) above the rows it keeps, with no marker among the rows."""
+    lines = e.text.split("\n", 2)
+    table = len(lines) > 2 and lines[0].lstrip().startswith("|") and _TABLE_RULE.fullmatch(lines[1])
+    header = "\n".join(lines[:2]) + "\n" if table else ""
+    if len(header) < e.focus < len(e.text):
+        rest = e.text[e.focus:].lstrip()
+        tail = header + rest if header else TRUNCATED.lstrip() + " " + rest
         return tail if fits(tail) else compress(tail, fits)
     return compress(e.text, fits)
 
@@ -252,7 +262,7 @@ def fit(ranked: Sequence[Evidence], limit: int, counter: Tokenizer, render: Rend
 
             cut = _cut(e, fits_alone)
             if cut is not None:
-                kept.append(replace(e, text=cut))
+                kept.append(replace(e, text=cut, focus=0))
                 best = render(kept, token)
                 best_tokens = counter.count(best)
                 compressed = 1
