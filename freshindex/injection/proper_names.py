@@ -6,7 +6,9 @@ a name the permitted corpus holds in no form is what an unanswerable question
 asks about, like an identifier it lacks (:func:`injection.refusal.signals`:
 ``unknown``).  The first word of a sentence is capitalised by grammar, not as a
 name, and is never one here; nor is a word with a capital inside it
-(``CPack``, ``JSONPath``), which the tokenizer already takes as a compound name.
+(``CPack``, ``JSONPath``), which the tokenizer already takes as a compound name; nor
+are the words of a fragment of three words or fewer (a sign-off: "Thanks, Priya") or of a sentence in
+Title Case ("How Do I Enable Autoreload?"), where capitals say nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ _SENTENCE = re.compile(r"(?<=[.?!:;])\s+|\n+")
 #: Capitalised (``Kubernetes``) or upper-case (``SARIF``, ``GPUs``): a capital, then letters with no capital
 #: after a small one.
 _CAPITALISED = re.compile(r"[A-Z](?:[a-z]+|[A-Z]+s?)")
-_EDGE = "\"'()[]{}<>,;:!?`*_."
+_EDGE = "\"'()[]{}<>,;:!?`*_.\u2018\u2019\u201c\u201d"
+#: A sentence of at most this many words is a fragment (a sign-off, "Using Docker."): its names are no subject.
+_FRAGMENT = 3
 
 
 def proper_names(question: str) -> dict[str, str]:
@@ -31,8 +35,12 @@ def proper_names(question: str) -> dict[str, str]:
     refusal to name."""
     names: dict[str, str] = {}
     for sentence in _SENTENCE.split(question):
-        for piece in sentence.split()[1:]:
-            word = piece.strip(_EDGE)
+        pieces = sentence.split()
+        words = [p.strip(_EDGE) for p in pieces[1:]]
+        # a fragment ("Thanks, Priya") names no subject; in Title Case every word is capitalised
+        if len(pieces) <= _FRAGMENT or 2 * sum(w[:1].isupper() for w in words) > len(words):
+            continue
+        for word in words:
             if _CAPITALISED.fullmatch(word):
                 tokens = lexical.tokenize(word)
                 if tokens:

@@ -373,8 +373,8 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
     seen = have if present is None else (have | set(present))
     # A name OCR misread is held by the candidate that holds the misreading (ocr_close), for presence and
     # for coverage alike: the misreading is what the lexical side indexed.
-    noisy = set(ocr_read)
-    for t in compounds:
+    noisy, proper = set(ocr_read), {t: w for t, w in proper_names(question).items() if t not in compounds}
+    for t in (*compounds, *proper):
         if t not in seen and noisy and any(ocr_close(t, o) for o in noisy):
             seen.add(t)
             if any(ocr_close(t, o) for o in have):
@@ -408,7 +408,6 @@ def signals(question: str, evidence: Iterable[AbstractSet[str]], *, weights: Ter
     coverage = 1.0 - sum(weight[t] for t in missing) / whole if whole > 0 and key_terms else 1.0
     lex = (lexical_top or 0.0) / total if total > 0 else 0.0
     # a name the question spells capitalised (proper_names) no candidate holds is as unknown as an identifier
-    proper = {t: word for t, word in proper_names(question).items() if t not in compounds}
     unknown = tuple(proper.get(t, t) for t in missing if ((t in compounds and is_name(t) and not is_file_name(t))
                                                           or t in proper) and not known(t, seen))
     return Signals(coverage=coverage, lexical=lex, dense=float(dense_top or 0.0), terms=terms, missing=missing,
@@ -484,11 +483,9 @@ def is_name(token: str) -> bool:
 
 
 def name_forms(token: str) -> list[str]:
-    """``token`` and its namespace suffixes: ``pathlib.path.walk`` is also written ``path.walk`` and ``walk``.
-
-    The last part alone is left out: ``walk`` existing says nothing about ``Path.walk``.
-    """
-    forms, start = [token], 0
+    """``token``, its namespace suffixes (``pathlib.path.walk``: ``path.walk``; not ``walk`` alone, which says
+    nothing about ``Path.walk``) and a plural's singular (``urls``: the tokenizer folds a lower-case ``urls``)."""
+    forms, start = [token, token[:-1]] if len(token) > 3 and token.endswith("s") and token.isalpha() else [token], 0
     for i, c in enumerate(token):
         if c in _SEPARATORS and i > start:
             rest = token[i + 1:]

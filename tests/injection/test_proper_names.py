@@ -29,6 +29,9 @@ def _signals(question: str, pool: set[str] = _POOL):
                                                                            "kubernete": "kubernetes"}),
     ("Bazel: which options does the generator accept?", {}),  # first word of a sentence: grammar
     ("Which LogRecord attribute holds it, and is it on by default?", {}),  # capital inside: compound
+    ("How Do I Enable Autoreload In The Dev Server?", {}),  # Title Case: capitals say nothing
+    ("How do I reload the dev server?\nThanks, Priya", {}),  # a sign-off is a fragment, not the subject
+    ("Does the \u201cBazel\u201d generator take options?", {"bazel": "bazel"}),  # curly quotes are edges
 ])
 def test_proper_names_are_capitalised_words_inside_a_sentence(question: str, names: dict[str, str]) -> None:
     # token -> the word as the reader wrote it (the tokenizer folds a plural: the refusal names the word)
@@ -75,3 +78,19 @@ def test_through_the_client_a_named_absent_product_is_refused_and_a_present_one_
         assert not answered.insufficient and answered.evidence[0].key == "cpack.md"
     finally:
         svc.close()
+
+
+def test_an_upper_case_plural_is_held_by_its_singular() -> None:
+    # "URLs" is a compound name; evidence writing "urls" in lower case holds only the folded "url"
+    s = _signals("How do I return URLs from a view?", {"return", "url", "view"})
+    assert s.unknown == ()
+
+
+def test_a_capitalised_name_ocr_misread_is_held_by_the_scanned_candidate() -> None:
+    pool = {"build", "emscriplen", "toolchain"}  # a scan read "Emscripten" as "Emscriplen"
+    weights = TermWeights(idf={t: 1.0 for t in pool}, missing_idf=9.0, ordinary=ordinary_words())
+    q = "How do I build the package with the Emscripten toolchain?"
+    read = signals(q, [frozenset(pool)], weights=weights, lexical_top=8.0, dense_top=0.8, present=pool,
+                   ocr_read=pool)
+    typed = signals(q, [frozenset(pool)], weights=weights, lexical_top=8.0, dense_top=0.8, present=pool)
+    assert read.unknown == () and typed.unknown == ("emscripten",)
