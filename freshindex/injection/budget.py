@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
+from freshindex.injection.render import MD_SEPARATOR
 from freshindex.injection.types import Evidence
 from freshindex.models.tokens import ConservativeCounter, WordPieceCounter, minilm_counter
 from freshindex.settings.sections.context import ContextSettings, QueryBudgetSettings
@@ -189,8 +190,6 @@ Render = Callable[[Sequence[Evidence], "str | None"], str]
 _SENTENCE_KEPT = re.compile(r"((?<=[.!?。！？])\s+|\n+)")
 _TOKEN_IN = re.compile(r"DATA-([0-9a-f]{32})")
 TRUNCATED = " […]"
-#: A Markdown table's rule line, under its header (``|---|:--:|``).
-_TABLE_RULE = re.compile(r"\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*")
 
 
 def _token_of(rendered: str) -> str | None:
@@ -224,7 +223,7 @@ def _cut(e: Evidence, fits: Callable[[str], bool]) -> str | None:
     context glued before the chunk that matched goes first, not the chunk; then at a sentence end.  A
     table keeps its header (its first two lines) above the rows it keeps, with no marker among the rows."""
     lines = e.text.split("\n", 2)
-    table = len(lines) > 2 and lines[0].lstrip().startswith("|") and _TABLE_RULE.fullmatch(lines[1])
+    table = len(lines) > 2 and lines[0].lstrip().startswith("|") and MD_SEPARATOR.match(lines[1])
     header = "\n".join(lines[:2]) + "\n" if table else ""
     if len(header) < e.focus < len(e.text):
         rest = e.text[e.focus:].lstrip()

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FENCE_PREFIX",
+    "MD_SEPARATOR",
     "insufficient_block",
     "markdown_table",
     "neutralise",
@@ -210,14 +211,15 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str
     return "\n".join([head, sep, *("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)])
 
 
-_MD_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+#: A Markdown table's rule line under its header (``|---|:--:|``).
+MD_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 
 
 def _table_body(e: Evidence) -> str:
     """A table chunk's text with its Markdown header: added from ``table_columns`` when the text lacks one."""
     text = e.text
     lines = text.split("\n")
-    if not e.table_columns or any(_MD_SEPARATOR.match(line) for line in lines[:4]):
+    if not e.table_columns or any(MD_SEPARATOR.match(line) for line in lines[:4]):
         return text
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.strip()]
     return markdown_table(e.table_columns, rows)
