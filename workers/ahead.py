@@ -73,6 +73,10 @@ class Prepared:
     embed_seconds: float = 0.0  # wall time of that embedding
     #: The thread opened the document's attempt (the poison-pill counter) before it fetched: the loop adopts it.
     attempt_open: bool = False
+    #: Found a touch (its bytes or its shape are the indexed ones) with no attempt opened: with a pool, nothing
+    #: done so far ran a parser in this process, so nothing could have killed it; the loop opens the attempt
+    #: itself only if it goes on to parse (``workers.pipeline._decide``).
+    attempt_deferred: bool = False
 
 
 class ParseAhead:
@@ -117,7 +121,8 @@ class ParseAhead:
                etag: str | None = None, media_type: str | None = None) -> None:
         """Start on ``key`` (read by its extension, else ``media_type``); with ``run_id``, inside the document's
         own attempt (the poison-pill counter, :func:`workers.pipeline.begin_attempt`), which the loop adopts or
-        :meth:`discard` closes."""
+        :meth:`discard` closes.  With a pool the attempt is opened after the fetch and the shape hash, only for a
+        document to be parsed: a touch found before that opens none (:attr:`Prepared.attempt_deferred`)."""
         self._ctx = ctx
         while len(self._pending) >= self.held:
             self._drop(self._pending.pop(next(iter(self._pending))))
@@ -132,10 +137,15 @@ class ParseAhead:
         box: list[Prepared] = []
         done = threading.Event()
 
+        # With a pool the shape is hashed in its processes: up to the parse, nothing here runs a parser in this
+        # process, so the attempt is opened only for a document that will be parsed.  A release's touches (most
+        # of its pages) then cost no attempt transaction each, and a process killed meanwhile charges them none.
+        defer = run_id is not None and self.pool is not None
+
         def work() -> None:
             out = Prepared()
             try:
-                if run_id is not None:
+                if run_id is not None and not defer:
                     # A document some process died on is parsed only in the loop's own attempt.
                     if not self._open_attempt(ctx, doc_id, etag, run_id):
                         return
@@ -151,10 +161,17 @@ class ParseAhead:
                     return  # failed as too_large by the main path, nothing held
                 out.data, out.digest = data, content_hash(data)
                 if indexed is not None and out.digest == indexed.content_hash:
+                    out.attempt_deferred = defer
                     return
-                if indexed is not None and indexed.shape_hash and self._shape(line, Raw(data, key, media_type)) == indexed.shape_hash:
+                if (indexed is not None and indexed.shape_hash
+                        and self._shape(line, Raw(data, key, media_type), pooled=defer) == indexed.shape_hash):
                     out.shape = indexed.shape_hash  # changed only where the parser does not read (navigation)
+                    out.attempt_deferred = defer
                     return
+                if defer and run_id is not None:  # to be parsed: in its attempt (refused: the loop's own, bytes kept)
+                    if not self._open_attempt(ctx, doc_id, etag, run_id):
+                        return
+                    out.attempt_open = True
                 # The held touches' attempts are closed first: a death in here is this document's (workers/batch.py).
                 with ctx.batch.working() if ctx.batch is not None else contextlib.nullcontext():
                     drafted = self._draft(line, doc_id, Raw(data, key, media_type))  # the line's steps: parse .. chunk
@@ -193,9 +210,10 @@ class ParseAhead:
             self._jobs.put(None)
         self._workers = []
 
-    def _shape(self, line: DocumentLine, raw: Raw) -> str | None:
+    def _shape(self, line: DocumentLine, raw: Raw, *, pooled: bool = False) -> str | None:
         """The shape hash of ``raw``: in the pool when there is one (a parse, off this process's GIL), else here;
-        None when a process of the pool died (the loop then decides, as without a shape)."""
+        None when a process of the pool died (the loop then decides, as without a shape), or when the pool's
+        processes would not read as this one does and ``pooled`` (no attempt is open: the parse decides)."""
         if self.pool is None:
             return line.parsers.shape(raw.data, raw.key, raw.media_type)
         try:
@@ -203,7 +221,7 @@ class ParseAhead:
         except PoolBroken:
             return None
         except PoolMismatch:
-            return line.parsers.shape(raw.data, raw.key, raw.media_type)
+            return None if pooled else line.parsers.shape(raw.data, raw.key, raw.media_type)
 
     def _draft(self, line: DocumentLine, doc_id: str, raw: Raw) -> Drafted | None:
         """The line's steps on ``raw``: in this thread, or in the pool (None when a process of it died)."""

@@ -32,7 +32,9 @@ touch, the end of its attempt), about 20 ms a page on SQLite.  On that path
 What it does not do: batch anything of a changed document (its staging, one
 transaction with its chunks, is unchanged); open attempts (each document's
 attempt is still opened before its fetch, so a parser that kills the process
-is charged to its document); serve the distributed path, where each Celery
+is charged to its document; with a pool of processes, whose processes hash
+the shapes, before its parse: a touch found first opens none,
+``workers.ahead.Prepared.attempt_deferred``); serve the distributed path, where each Celery
 task writes its own document.  What it costs: a process killed with touches
 held loses them (they are written again by the next sync, which plans those
 documents again); an unchanged document costs no transaction of its own
@@ -146,7 +148,8 @@ class RunBatch:
 
     # -- touches -----------------------------------------------------------------------------
 
-    def touch(self, touch: DocumentTouch, *, counted: Callable[[str], None] | None = None) -> None:
+    def touch(self, touch: DocumentTouch, *, counted: Callable[[str], None] | None = None,
+              attempt: bool = True) -> None:
         """Hold ``touch`` until the batch is written (:meth:`flush_if_due`, :meth:`flush`).
 
         ``counted``: called once the batch is written, with ``unchanged`` when the touch was, ``skipped``
@@ -154,13 +157,16 @@ class RunBatch:
 
         Its document's attempt stays open until the next attempt is opened (:meth:`closing`) or a document is
         worked on in this process (:meth:`settle`, :meth:`working`), which close it first; while a thread
-        works on one, it is closed now."""
+        works on one, it is closed now.  ``attempt=False``: none was opened (a touch found by a thread working
+        ahead with a pool, ``workers.ahead.Prepared.attempt_deferred``), none to close."""
         if not self._touches:
             self._held_since = self.clock()
         self._touches.append(touch)
         self._held_ids.add(touch.document_id)
         if counted is not None:
             self._counted[touch.document_id] = counted
+        if not attempt:
+            return
         with self._attempts:
             now = self._working > 0
             if not now:

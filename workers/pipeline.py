@@ -148,7 +148,8 @@ def process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = St
         if why is not None:
             raise StaleTaskError(run_id, changeset_id, why)
         ready = ctx.ahead.take(key) if ctx.ahead is not None else None
-        if ready is None or not ready.attempt_open:  # else the thread that worked ahead opened it: adopted
+        # Else adopted from the thread that worked ahead, or deferred by it (a touch: see _own_attempt).
+        if ready is None or not (ready.attempt_open or ready.attempt_deferred):
             poisoned = begin_attempt(ctx, run_id, changeset_id, source_id, key, task.etag, task.size,
                                      task.media_type)
             if poisoned is not None:
@@ -218,11 +219,8 @@ def _end_attempt(ctx: PipelineContext, doc_id: str, *, outcome: bool, run_id: in
 
 
 def record_stale(ctx: PipelineContext, task: str, exc: StaleTaskError, **context: object) -> None:
-    """Count and log a task fenced off by :class:`core.errors.StaleTaskError`.
-
-    The metric ``freshindex_stale_tasks_total{task}`` and the stale run's
-    ``stale_tasks`` column both count it; the registry was not changed.
-    """
+    """Count and log a task fenced off by :class:`core.errors.StaleTaskError`: the metric
+    ``freshindex_stale_tasks_total{task}`` and the stale run's ``stale_tasks`` column; the registry is unchanged."""
     try:
         total = ctx.registry.count_stale_task(exc.run_id)
     except RetryableError:  # counting is best effort; the fence already held
@@ -248,6 +246,7 @@ class _Job:
     media_type: str | None = None  # the listing's, for a key without an extension a parser reads
     #: The version the document records when processed now (:func:`version_now`); "" until asked.
     version: str = ""
+    attempt: bool = True  # its attempt is open (False: deferred by a thread working ahead, see _own_attempt)
 
     def version_now(self, ctx: PipelineContext) -> str:
         if not self.version:
@@ -297,7 +296,8 @@ def _process_document(ctx: PipelineContext, task: DocumentTask, stage: Stage = S
     t = task
     source = ctx.batch.source() if ctx.batch is not None else ctx.registry.get_source(t.source_id)
     job = _Job(t.run_id, t.changeset_id, t.source_id, t.key, t.etag, t.size, started, source,
-               document_id(t.source_id, t.key), stage=stage, media_type=t.media_type)
+               document_id(t.source_id, t.key), stage=stage, media_type=t.media_type,
+               attempt=ready is None or ready.attempt_open or not ready.attempt_deferred)
     try:
         fetched = _fetch(ctx, job, ready)
         decided = _decide(ctx, job, fetched)
@@ -344,8 +344,9 @@ def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, dige
     touch = DocumentTouch(document_id=job.doc_id, etag=job.etag, size=len(fetched.data),
                           content_hash=known.content_hash, parser_version=known.parser_version,
                           seconds=time.perf_counter() - job.started, shape_hash=shape_hash, acl=fetched.acl)
-    if ctx.batch is not None:  # written with its batch, its attempt ended there (workers/batch.py)
-        ctx.batch.touch(touch, counted=lambda outcome: ctx.observer.document_outcome(job.source_id, outcome))
+    if ctx.batch is not None:  # written with its batch, its attempt (if open) ended there (workers/batch.py)
+        ctx.batch.touch(touch, counted=lambda outcome: ctx.observer.document_outcome(job.source_id, outcome),
+                        attempt=job.attempt)
     # Alone, as a batch of one: re-checked against what was compared (row locked), so a concurrent writer's change
     # is not overwritten; its attempt ends in the same transaction.
     elif ctx.registry.touch_documents(job.run_id, job.changeset_id, job.source_id, [touch]):
@@ -363,6 +364,8 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
         return same
     if (same := _touch_if_same_shape(ctx, job, fetched)) is not None:
         return same
+    if (poisoned := _own_attempt(ctx, job)) is not None:
+        return poisoned
     if ctx.batch is not None:  # parsed, chunked, embedded from here: a death here is this document's only
         ctx.batch.settle()
     ready, source = fetched.ready, job.source
@@ -413,10 +416,23 @@ def _touch_if_same_shape(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> 
     if ready is not None and ready.shape:
         shape: str | None = ready.shape
     else:
+        if (poisoned := _own_attempt(ctx, job)) is not None:
+            return poisoned
         if ctx.batch is not None:  # a parse in this process: a death in it is this document's only
             ctx.batch.settle()
         shape = ctx.parsers.for_source(job.source.options).shape(fetched.data, job.key, job.media_type)
     return _touch_if_unchanged(ctx, job, fetched, known.content_hash, shape) if shape == known.shape_hash else None
+
+
+def _own_attempt(ctx: PipelineContext, job: _Job) -> DocumentOutcome | None:
+    """Open the attempt a thread working ahead deferred (it found a touch; the loop, since, did not) before a parser
+    runs on the document here: the poison-pill outcome when a process died on it too often, else None."""
+    if job.attempt:
+        return None
+    poisoned = begin_attempt(ctx, job.run_id, job.changeset_id, job.source_id, job.key, job.etag, job.size,
+                             job.media_type)
+    job.attempt = poisoned is None
+    return poisoned
 
 
 def _draft_in_pool(ctx: PipelineContext, job: _Job, data: bytes) -> Prepared | DocumentOutcome | None:

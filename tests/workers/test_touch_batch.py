@@ -25,6 +25,7 @@ import pytest
 from sqlalchemy import select, update
 
 from freshindex.core.enums import DocumentOutcomeKind
+from freshindex.core.ids import document_id
 from freshindex.registry.schema import Document, DocumentAttempt, DocumentResult
 from freshindex.registry.touches import MOVED_DETAIL
 from freshindex.services import Services
@@ -311,6 +312,47 @@ def test_with_a_pool_the_shape_of_a_touched_page_is_hashed_in_its_processes(
         assert len(hashed_here) <= 1  # the loop's first page is its own (nothing works ahead of it)
     finally:
         svc.close()
+
+
+def test_with_a_pool_a_touch_opens_no_attempt_and_a_page_parsed_here_opens_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from freshindex.workers import pipeline
+
+    # Given 8 indexed pages, synced with two processes
+    svc = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing"},
+                                 pipeline={"processes": 2, "pool_min_documents": 1}))
+    try:
+        svc.registry.add_source("docs", kind="folder", location=str(tmp_path / "src"), owner="t", kb="kb")
+        _write(tmp_path / "src", 8, "15.18")
+        sync_inline(svc, "docs")
+        # When a release moves the furniture of every page and the text of p05, and the loop finds p03 no longer
+        # a touch although the thread working ahead found it one (as when its record moved in between)
+        _write(tmp_path / "src", 8, "15.20")
+        (tmp_path / "src" / "p05.html").write_bytes(_page(5, "15.20").replace(b"backups", b"restores"))
+        opened: list[str] = []
+        for name in ("begin_attempt_ahead", "begin_document_attempt"):
+            real = getattr(svc.registry, name)
+            monkeypatch.setattr(svc.registry, name, functools.partial(_opening, opened, real))
+        real_shape = pipeline._touch_if_same_shape
+        monkeypatch.setattr(pipeline, "_touch_if_same_shape", lambda ctx, job, fetched: (
+            None if job.key == "p03.html" else real_shape(ctx, job, fetched)))
+        report = sync_inline(svc, "docs")
+        # Then every page is recorded: p05 modified, the others unchanged (p03 after a parse here)
+        expected = {f"p{n:02d}.html": DocumentOutcomeKind.UNCHANGED for n in range(8)}
+        expected["p05.html"] = DocumentOutcomeKind.MODIFIED
+        assert _results(svc, report.run.id) == expected
+        # And attempts were opened for the page parsed in the pool (p05), the page parsed here (p03), and the
+        # loop's first page (nothing works ahead of it), not for the touches found ahead; none is left open
+        ids = {document_id("docs", f"p{n:02d}.html"): f"p{n:02d}.html" for n in range(8)}
+        assert {ids[d] for d in opened} == {"p00.html", "p03.html", "p05.html"}
+        assert _open_attempts(svc) == set()
+    finally:
+        svc.close()
+
+
+def _opening(opened: list[str], real: Callable[..., Any], document_id: str, **kwargs: Any) -> Any:
+    opened.append(document_id)
+    return real(document_id, **kwargs)
 
 
 POISON = b"POISON: this page kills the process that parses it"
