@@ -21,7 +21,12 @@ and the vector cache) and the model.  They write one thing: the document's
 attempt, the poison-pill counter (:func:`workers.pipeline.begin_attempt`),
 opened before the fetch so that a parser that kills the process is
 charged to its document; the loop adopts that attempt, and a document a
-process died on is never worked ahead (:meth:`Registry.begin_attempt_ahead`).
+process died on is never parsed ahead (:meth:`Registry.begin_attempt_ahead`).
+With a pool of processes the shape hash is computed in them, so the attempt
+is opened after the fetch and the shape hash, before the parse: a touch
+found by its bytes or its shape opens none.  Not covered then: a shape
+hash whose memory makes the kernel kill the whole container (cgroup v2's
+``memory.oom.group``), not only the pool's process, charges no page.
 On the inline path the opening also closes the attempts of the touches the
 loop holds (:meth:`workers.batch.RunBatch.closing`), and a thread parses,
 chunks and embeds inside :meth:`workers.batch.RunBatch.working`, so a death
@@ -53,6 +58,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from freshindex.workers.connectors import Connector
+    from freshindex.workers.parsing import Parsers
     from freshindex.workers.pipeline import PipelineContext
     from freshindex.workers.steps import DocumentLine
 
@@ -71,7 +77,7 @@ class Prepared:
     #: Embedded ahead (``embed=True``): content hash -> vector, for the chunks new to the document and the cache.
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     embed_seconds: float = 0.0  # wall time of that embedding
-    #: The thread opened the document's attempt (the poison-pill counter) before it fetched: the loop adopts it.
+    #: The thread opened the document's attempt (the poison-pill counter) before it parsed: the loop adopts it.
     attempt_open: bool = False
     #: Found a touch (its bytes or its shape are the indexed ones) with no attempt opened: with a pool, nothing
     #: done so far ran a parser in this process, so nothing could have killed it; the loop opens the attempt
@@ -103,12 +109,14 @@ class ParseAhead:
     #: crossed back and the next document was fetched and sent (PostgreSQL 15's manual, hashing embedder, 2 cores:
     #: the full build 9 % and the release update 10-12 % faster with 3-6 than with 1).
     PER_PROCESS = 4
+    MAX_DEPTH = 16  #: at most this many ahead on many cores (each holds its bytes, parse and chunks)
 
     def __init__(self, *, embed: bool = False, pool: LinePool | None = None) -> None:
         self.embed = embed
         self.pool = pool
         #: Documents the loop keeps submitted ahead of the one it processes: :attr:`PER_PROCESS` per process of the pool.
-        self.depth = pool.processes * self.PER_PROCESS if pool is not None else self.HELD - 1
+        self.depth = (max(pool.processes, min(pool.processes * self.PER_PROCESS, self.MAX_DEPTH)) if pool is not None
+                      else self.HELD - 1)
         self.held = self.depth + 1
         #: Threads embedding at once: as many as held before :attr:`PER_PROCESS` (an in-process model's runs
         #: each take their own memory; more at once on the same cores would only raise the peak).
@@ -122,6 +130,7 @@ class ParseAhead:
         self._ctx: PipelineContext | None = None
         self._lock = threading.Lock()
         self._opened: set[str] = set()  # documents whose attempt a thread opened and nobody has taken or closed
+        self._run_id: int | None = None  # the run whose attempts the threads open (one run per ParseAhead)
         self._abandoned = False
 
     def submit(self, ctx: PipelineContext, source_id: str, key: str, *, run_id: int | None = None,
@@ -131,6 +140,7 @@ class ParseAhead:
         :meth:`discard` closes.  With a pool the attempt is opened after the fetch and the shape hash, only for a
         document to be parsed: a touch found before that opens none (:attr:`Prepared.attempt_deferred`)."""
         self._ctx = ctx
+        self._run_id = run_id if run_id is not None else self._run_id
         while len(self._pending) >= self.held:
             self._drop(self._pending.pop(next(iter(self._pending))))
         try:
@@ -182,13 +192,14 @@ class ParseAhead:
                 # The held touches' attempts are closed first: a death in here is this document's (workers/batch.py).
                 with ctx.batch.working() if ctx.batch is not None else contextlib.nullcontext():
                     drafted = self._draft(line, doc_id, Raw(data, key, media_type))  # the line's steps: parse .. chunk
-                    if drafted is None:
-                        return  # its process died: the loop parses it again, alone (workers/pipeline.py)
-                    out.parsed, out.chunks, out.error = drafted.parsed, drafted.chunks, drafted.error
-                    if self.embed and out.chunks:
-                        with self._embedding:
-                            out.vectors, out.embed_seconds = embed_new(ctx, doc_id if known is not None else None,
-                                                                       out.chunks)
+                if drafted is None:
+                    return  # its process died: the loop parses it again, alone (workers/pipeline.py)
+                out.parsed, out.chunks, out.error = drafted.parsed, drafted.chunks, drafted.error
+                if self.embed and out.chunks:
+                    # A slot first, then working(): a thread waiting for one is not working on its document here.
+                    with self._embedding, ctx.batch.working() if ctx.batch is not None else contextlib.nullcontext():
+                        out.vectors, out.embed_seconds = embed_new(ctx, doc_id if known is not None else None,
+                                                                   out.chunks)
             except DocumentError as exc:
                 out.error = exc
             except Exception:  # a fetch error (retried by the main path) or a bug: nothing prepared
@@ -315,10 +326,23 @@ class ParseAhead:
     def _close(self, doc_id: str) -> None:
         if self._ctx is None:
             return
-        try:  # alive, no outcome: closed, crashes kept (none were counted)
-            self._ctx.registry.end_document_attempt(doc_id, outcome=False)
+        try:  # alive, no outcome: closed, crashes kept (none were counted); this run's only, not a later run's
+            self._ctx.registry.end_document_attempt(doc_id, outcome=False, run_id=self._run_id)
         except Exception:  # best effort: an attempt left open costs a crash counted on the next sync
             pass
+
+
+def loop_shape(ahead: ParseAhead | None, parsers: Parsers, data: bytes, key: str, media_type: str | None) -> str | None:
+    """The shape hash the loop computes itself: in the pool's processes when there is a pool (a parser that kills
+    its process then does not kill the sync; None when one died: the parse decides, in the pool), else here."""
+    if ahead is not None and ahead.pool is not None:
+        try:
+            return ahead.pool.shape(parsers, Raw(data, key, media_type))
+        except PoolBroken:
+            return None
+        except PoolMismatch:
+            pass  # its processes would not read as this one does
+    return parsers.shape(data, key, media_type)
 
 
 def embed_new(ctx: PipelineContext, indexed: str | None,
@@ -343,4 +367,4 @@ def embed_new(ctx: PipelineContext, indexed: str | None,
     return dict(zip(missing, vectors, strict=True)), seconds
 
 
-__all__ = ["ParseAhead", "Prepared", "embed_new"]
+__all__ = ["ParseAhead", "Prepared", "embed_new", "loop_shape"]

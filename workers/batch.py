@@ -23,7 +23,7 @@ touch, the end of its attempt), about 20 ms a page on SQLite.  On that path
   kill the process on them: in the transaction that opens the next
   document's attempt (``closing=`` of
   :meth:`Registry.begin_document_attempt` and ``begin_attempt_ahead``, which
-  every document takes anyway), and before a document is parsed, chunked or
+  every parsed document takes anyway), and before a document is parsed, chunked or
   embedded in this process (:meth:`RunBatch.settle` in the loop,
   :meth:`RunBatch.working` in the threads working ahead; a touch held while
   a thread works closes its own attempt).  A process that dies in that
@@ -38,7 +38,7 @@ the shapes, before its parse: a touch found first opens none,
 task writes its own document.  What it costs: a process killed with touches
 held loses them (they are written again by the next sync, which plans those
 documents again); an unchanged document costs no transaction of its own
-beyond its attempt's opening, except one held while a document is parsed in
+beyond its attempt's opening (none with a pool), except one held while a document is parsed in
 this process (a changed one: its attempt closed then, in a transaction of
 its own or shared with the others held).  Not covered: a page whose shape
 hash (the HTML parser, run in a thread working ahead when there is no pool

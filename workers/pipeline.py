@@ -39,7 +39,7 @@ from freshindex.registry import DocumentFailure, DocumentOutcome, DocumentRecord
 from freshindex.registry.records import DocumentTouch, MirroredDocument, StagedDocument
 from freshindex.registry.touches import MOVED_DETAIL, MOVED_REASON
 from freshindex.settings.model import SyncSettings
-from freshindex.workers.ahead import ParseAhead, Prepared
+from freshindex.workers.ahead import ParseAhead, Prepared, loop_shape
 from freshindex.workers.batch import RunBatch
 from freshindex.workers.chunking import Chunker
 from freshindex.workers.connectors import ChunkMeta, Connector, check_key, for_run
@@ -174,7 +174,7 @@ def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_i
                   etag: str | None, size: int, media_type: str | None = None) -> DocumentOutcome | None:
     """The poison-pill rule, one for the Celery task and the inline runner: None to go on, or the failure.
 
-    Counted in the registry before anything is fetched or parsed
+    Counted in the registry before anything is fetched or parsed (with a pool, before the parse: ahead)
     (:meth:`registry.Registry.begin_document_attempt`), so a process that
     dies on the document (SIGKILL, a native parser's segfault, the OOM
     killer, Celery's hard time limit) leaves its attempt open and the next
@@ -420,7 +420,7 @@ def _touch_if_same_shape(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> 
             return poisoned
         if ctx.batch is not None:  # a parse in this process: a death in it is this document's only
             ctx.batch.settle()
-        shape = ctx.parsers.for_source(job.source.options).shape(fetched.data, job.key, job.media_type)
+        shape = loop_shape(ctx.ahead, ctx.parsers.for_source(job.source.options), fetched.data, job.key, job.media_type)
     return _touch_if_unchanged(ctx, job, fetched, known.content_hash, shape) if shape == known.shape_hash else None
 
 

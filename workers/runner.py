@@ -161,7 +161,7 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
         stale = None
         # The next documents are fetched, parsed, chunked and embedded in threads while this one is staged
         # (workers/ahead.py), so the model works while this loop writes the registry; with a pool of
-        # processes (pipeline.processes) one document ahead per process, so parsing uses every core.
+        # processes (pipeline.processes) four documents ahead per process, so parsing uses every core.
         ahead = _working_ahead(svc, ctx, total)
         # The run's refusal, source and records read, and unchanged documents' touches written, a batch at a time.
         batch = RunBatch(svc.registry, plan.run_id, plan.changeset_id, source_id, [d.key for d in plan.documents])

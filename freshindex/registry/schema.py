@@ -285,7 +285,7 @@ class DocumentStart(Base):
 class DocumentAttempt(Base):
     """A worker process began processing this document (migration 0012): the poison-pill counter.
 
-    Written before the fetch and parse, so a process killed on the document
+    Written before the fetch and parse (with a pool, before the parse), so a process killed on the document
     (SIGKILL, a segfault in a native parser, the OOM killer) leaves ``open``
     set; the next attempt that finds it open counts a crash.  An attempt
     that ends in the process (an outcome, or an error the task retries)

@@ -29,13 +29,13 @@ from collections.abc import Collection, Sequence
 from sqlalchemy import delete, select, update
 from sqlalchemy.sql import ColumnElement
 
-from freshindex.core.enums import DocumentOutcomeKind, DocumentState
+from freshindex.core.enums import DocumentOutcomeKind, DocumentState, RunStatus
 from freshindex.core.errors import DocumentError
 from freshindex.registry.attempts import AttemptsStore
 from freshindex.registry.base import _batches, _doc_record
 from freshindex.registry.document_acl import DocumentAclStore, _acls_current
 from freshindex.registry.records import DocumentOutcome, DocumentRecord, DocumentTouch
-from freshindex.registry.schema import Document, DocumentAttempt, DocumentResult, utcnow
+from freshindex.registry.schema import Document, DocumentAttempt, DocumentResult, SyncRun, utcnow
 from freshindex.registry.staging import _result_row
 
 #: The reason (the declared code) and detail of the ``skipped`` outcome of a document not touched because its
@@ -98,8 +98,11 @@ class TouchStore(AttemptsStore, DocumentAclStore):
                         document_id=d, key=docs[d].key if d in docs else "", outcome=DocumentOutcomeKind.SKIPPED,
                         error_reason=MOVED_REASON, error_detail=MOVED_DETAIL), now) for d in moved])
             ours = DocumentAttempt.sync_run_id == run_id
+            # With an outcome the crash count starts again: this run's attempt, and one a run no longer running left
+            # open (a touch found ahead with a pool opens none of its own: workers/ahead.py).
+            left = DocumentAttempt.sync_run_id.in_(select(SyncRun.id).where(SyncRun.status != RunStatus.RUNNING))
             for batch in _batches([t.document_id for t in done]):
-                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ours))
+                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ours | left))
             for batch in _batches(moved):
                 s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ours)
                           .values(open=False, updated_at=now))

@@ -192,6 +192,23 @@ class TouchContract(RegistrySuite):
             assert set(s.scalars(select(DocumentAttempt.sync_run_id)
                                  .where(DocumentAttempt.document_id.in_(ids.values())))) == {new}
 
+    def test_a_touch_ends_an_attempt_a_finished_run_left_open(self, reg: Registry) -> None:
+        source_id, ids = self.indexed(reg)
+        k0, k1, k2 = (ids[k] for k in TEXTS)
+        # Given a run that died holding k0's attempt open (closed since, as the reaper does)
+        dead, _ = reg.start_sync_run(source_id, "test")
+        reg.begin_document_attempt(k0, etag="e2", run_id=dead)
+        reg.finish_sync_run(dead, error="its process died")
+        # When the next run touches k0 without opening an attempt of its own (found unchanged ahead, with a
+        # pool), and k1 in the attempt it opened, and holds k2's attempt open
+        run, cs = reg.start_sync_run(source_id, "test")
+        reg.begin_document_attempt(k1, etag="e2", run_id=run)
+        reg.begin_document_attempt(k2, etag="e2", run_id=run)
+        assert reg.touch_documents(run, cs, source_id, [_touch(ids[k], k, "e2") for k in ("k0", "k1")]) == []
+        # Then k0's and k1's attempts ended with their outcomes (their counts start again); k2's is as it was
+        assert _attempts(reg, ids) == {k2: True}
+        assert reg.document_crashes(k0) == 0
+
     def test_a_writer_between_the_recheck_and_the_touch_is_not_overwritten(
         self, reg: Registry, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -1,4 +1,4 @@
-"""An inline sync parses in a pool of processes (workers/steps/pool.py), one document ahead per process.
+"""An inline sync parses in a pool of processes (workers/steps/pool.py), documents ahead for each process.
 
 Given a parser that takes a while in every process, when a folder is synced
 with ``pipeline.processes=2``, then parses ran side by side in two worker
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,3 +165,43 @@ def test_a_script_without_a_main_guard_syncs_in_threads_and_charges_nobody(tmp_p
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     # Then its pool was given up before any document went in: every page indexed, none charged
     assert "RESULT 3 0" in done.stdout, done.stdout + done.stderr
+
+
+class _SlowEmbedder:
+    """The service's embedder, slowed, counting the threads working ahead that embed at once."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.now, self.most = real, 0, 0
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def embed(self, texts: Any) -> Any:
+        ahead = threading.current_thread().name == "freshindex-parse-ahead"
+        with self.lock:
+            self.now += ahead
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(0.05)
+            return self.real.embed(texts)
+        finally:
+            with self.lock:
+                self.now -= ahead
+
+
+def test_documents_ahead_outnumber_the_processes_but_embed_no_more_at_once_than_before(tmp_path: Path) -> None:
+    # Given 16 pages synced with two processes, and an embedder that takes a while
+    root = tmp_path / "src"
+    _tree(root, 16)
+    svc = _services(tmp_path, "data", root, Parsers(), processes=2)
+    slow = _SlowEmbedder(svc.pipeline.embedder)
+    svc.__dict__["pipeline"] = dataclasses.replace(svc.pipeline, embedder=slow)
+    try:
+        report = sync_inline(svc, "docs")
+        # Then every page is indexed, and at most three threads working ahead (processes + 1) embedded at once,
+        # although eight documents were kept ahead
+        assert report.run.summary["documents"]["added"] == 16, report.as_dict()
+        assert 1 <= slow.most <= 3, slow.most
+    finally:
+        svc.close()

@@ -337,12 +337,12 @@ def test_with_a_pool_a_touch_opens_no_attempt_and_a_page_parsed_here_opens_its_o
         monkeypatch.setattr(pipeline, "_touch_if_same_shape", lambda ctx, job, fetched: (
             None if job.key == "p03.html" else real_shape(ctx, job, fetched)))
         report = sync_inline(svc, "docs")
-        # Then every page is recorded: p05 modified, the others unchanged (p03 after a parse here)
+        # Then every page is recorded: p05 modified, the others unchanged (p03 after the loop's own parse)
         expected = {f"p{n:02d}.html": DocumentOutcomeKind.UNCHANGED for n in range(8)}
         expected["p05.html"] = DocumentOutcomeKind.MODIFIED
         assert _results(svc, report.run.id) == expected
-        # And attempts were opened for the page parsed in the pool (p05), the page parsed here (p03), and the
-        # loop's first page (nothing works ahead of it), not for the touches found ahead; none is left open
+        # And attempts were opened for the page parsed ahead (p05), the page the loop parses itself (p03), and
+        # the loop's first page (nothing works ahead of it), not for the touches found ahead; none is left open
         ids = {document_id("docs", f"p{n:02d}.html"): f"p{n:02d}.html" for n in range(8)}
         assert {ids[d] for d in opened} == {"p00.html", "p03.html", "p05.html"}
         assert _open_attempts(svc) == set()
