@@ -258,13 +258,15 @@ def child_command(system: str, embedder: str, old: Path, new: Path, work: Path,
 
 
 def measure(old: Path, new: Path, work: Path, systems: set[str],
-            done: Callable[[dict[str, Any], list[str]], None] | None = None) -> tuple[dict[str, Any], list[str]]:
-    """Every run of ``systems`` in :data:`RUNS` order; a run that fails is reported and the others still run.
-    ``done`` is called after each, so a window cut short leaves its figures."""
+            done: Callable[[dict[str, Any], list[str]], None] | None = None,
+            embedders: set[str] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Every run of ``systems`` (with ``embedders``: only those embedders') in :data:`RUNS` order; a run that
+    fails is reported and the others still run.  ``done`` is called after each, so a window cut short leaves its
+    figures."""
     runs: dict[str, Any] = {}
     failed: list[str] = []
     for system, embedder in RUNS:
-        if system not in systems:
+        if system not in systems or (embedders is not None and embedder not in embedders | {"none"}):
             continue
         name = f"{system}-{embedder}"
         load = os.getloadavg()
@@ -395,6 +397,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--systems", default=DEFAULT_SYSTEMS,
                         help=f"comma-separated, of {', '.join(SYSTEMS)} (default: {DEFAULT_SYSTEMS})")
     parser.add_argument("--name", default="throughput", help="results file name")
+    parser.add_argument("--embedders", default="model,hashing",
+                        help="comma-separated, of model and hashing (default both): `--embedders hashing "
+                        "--name throughput_hashing` is a window of a few minutes, without the model's runs")
     parser.add_argument("--child", choices=("parse", "fresh"), help=argparse.SUPPRESS)
     parser.add_argument("--embedder", choices=("model", "hashing", "none"), help=argparse.SUPPRESS)
     for hidden in ("--old", "--new", "--work", "--out"):
@@ -426,7 +431,11 @@ def main() -> None:
             meta["load_avg_end"], meta["uptime_end"] = _load(), _uptime()
             write(args.name, *report(meta, runs, failed))
 
-        measure(old, new, work, systems, done)
+        embedders = {e.strip() for e in args.embedders.split(",") if e.strip()}
+        if unknown := embedders - {"model", "hashing"}:
+            raise SystemExit(f"unknown embedders: {', '.join(sorted(unknown))} (known: model, hashing)")
+        meta["embedders"] = sorted(embedders)
+        measure(old, new, work, systems, done, embedders)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
