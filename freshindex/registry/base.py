@@ -198,13 +198,22 @@ def _doc_record(r: Document) -> DocumentRecord:
 
 
 
-def _chunk_row(c: Chunk, key: str, title: str | None, acl: list[str] | None, tenant: str = "default",
-               acl_version: int = 0, sensitivity: str = "internal") -> ChunkRow:
+#: The chunk's columns :func:`_chunk_row` takes, in its order: selected as columns, not ORM objects (the builder
+#: and the verifier each read every chunk of a full build; 14,467 as objects took 1.7 s, as columns 1.1 s).
+CHUNK_ROW_COLUMNS = (Chunk.id, Chunk.document_id, Chunk.source_id, Chunk.kb, Chunk.ordinal, Chunk.content_hash,
+                     Chunk.text, Chunk.kind, Chunk.heading_path, Chunk.anchor, Chunk.page, Chunk.meta, Chunk.doc_version,
+                     Chunk.state, Chunk.tombstoned, Chunk.added_changeset_id)
+
+
+def _chunk_row(c: tuple[Any, ...], key: str, title: str | None, acl: list[str] | None, tenant: str | None = "default",
+               acl_version: int | None = 0, sensitivity: str | None = "internal") -> ChunkRow:
+    """The :class:`ChunkRow` of one chunk's :data:`CHUNK_ROW_COLUMNS` and its document's fields."""
+    (cid, document_id, source_id, kb, ordinal, chash, text, kind, heading_path, anchor, page, meta, doc_version, state,
+     tombstoned, added) = c
     return ChunkRow(
-        id=c.id, document_id=c.document_id, source_id=c.source_id, kb=c.kb, key=key, title=title,
-        ordinal=c.ordinal, content_hash=c.content_hash, text=c.text, kind=c.kind,
-        heading_path=tuple(c.heading_path or ()), anchor=c.anchor, page=c.page, meta=dict(c.meta or {}),
-        doc_version=c.doc_version, state=c.state, tombstoned=c.tombstoned, added_changeset_id=c.added_changeset_id,
+        id=cid, document_id=document_id, source_id=source_id, kb=kb, key=key, title=title, ordinal=ordinal,
+        content_hash=chash, text=text, kind=kind, heading_path=tuple(heading_path or ()), anchor=anchor, page=page,
+        meta=dict(meta or {}), doc_version=doc_version, state=state, tombstoned=tombstoned, added_changeset_id=added,
         acl=tuple(acl or ()), tenant=tenant or "default", acl_version=acl_version or 0,
         sensitivity=sensitivity or "internal",
     )

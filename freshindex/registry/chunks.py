@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from sqlalchemy import func, select
 
 from freshindex.core.enums import ChangesetStatus, ChunkState
-from freshindex.registry.base import _Base, _batches, _chunk_row
+from freshindex.registry.base import CHUNK_ROW_COLUMNS, _Base, _batches, _chunk_row
 from freshindex.registry.db import plain_rows
 from freshindex.registry.records import ChunkRow, ChunkStatus
 from freshindex.registry.schema import Changeset, ChangesetEntry, Chunk, Document, Source, Tombstone, utcnow
@@ -48,21 +48,23 @@ class ChunkStore(_Base):
             return out
 
     def chunk_rows(self, ids: Sequence[str]) -> list[ChunkRow]:
+        """The chunks as the builder writes them (read as columns: :data:`registry.base.CHUNK_ROW_COLUMNS`)."""
         out: list[ChunkRow] = []
         with self.session() as s:
             for batch in _batches(list(ids)):
                 q = (
-                    select(Chunk, Document.key, Document.title, Source.acl, Document.acl, Document.tenant,
+                    select(*CHUNK_ROW_COLUMNS, Document.key, Document.title, Source.acl, Document.acl, Document.tenant,
                            Document.acl_version, Document.sensitivity)
                     .join(Document, Document.id == Chunk.document_id)
                     .join(Source, Source.id == Chunk.source_id)
                     .where(Chunk.id.in_(batch))
                 )
-                # The document's resolved ACL; a document never resolved (null) has its source's.
-                out.extend(
-                    _chunk_row(c, key, title, source_acl if doc_acl is None else doc_acl, tenant, version, sens)
-                    for c, key, title, source_acl, doc_acl, tenant, version, sens in plain_rows(s.execute(q))
-                )
+                n = len(CHUNK_ROW_COLUMNS)
+                for r in plain_rows(s.execute(q)):
+                    key, title, source_acl, doc_acl, tenant, version, sens = r[n:]
+                    # The document's resolved ACL; a document never resolved (null) has its source's.
+                    out.append(_chunk_row(r[:n], key, title, source_acl if doc_acl is None else doc_acl, tenant,
+                                          version, sens))
         return out
 
     def live_chunk_ids_for_kb(self, kb: str) -> list[str]:
