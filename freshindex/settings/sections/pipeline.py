@@ -70,7 +70,7 @@ class DocumentLineSettings(BaseModel):
     processes: int = Field(
         default=0, ge=0,
         description="processes an in-process sync (`freshindex sync` without a broker) parses and chunks in, "
-        "four documents ahead of the loop for each (16 at most), so parsing uses every core "
+        "four documents ahead of the loop for each (16 in all at most, one each past 16), so parsing uses every core "
         "(workers/steps/pool.py); 0 = the "
         "cores this process may use; 1 = threads only, as before. Needs sync.parse_ahead, and a token counter "
         "that pickles (the bundled model's and the hashing stand-in's do; sentence-transformers and remote "
