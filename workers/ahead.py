@@ -230,17 +230,8 @@ class ParseAhead:
         self._workers = []
 
     def _shape(self, line: DocumentLine, raw: Raw, *, pooled: bool = False) -> str | None:
-        """The shape hash of ``raw``: in the pool when there is one (a parse, off this process's GIL), else here;
-        None when a process of the pool died (the loop then decides, as without a shape), or when the pool's
-        processes would not read as this one does and ``pooled`` (no attempt is open: the parse decides)."""
-        if self.pool is None:
-            return line.parsers.shape(raw.data, raw.key, raw.media_type)
-        try:
-            return self.pool.shape(line.parsers, raw)
-        except PoolBroken:
-            return None
-        except PoolMismatch:
-            return None if pooled else line.parsers.shape(raw.data, raw.key, raw.media_type)
+        """:func:`shape_hash` with this pool; ``pooled``: None rather than a hash made here (no attempt is open)."""
+        return shape_hash(self.pool, line.parsers, raw, here_on_mismatch=not pooled)
 
     def _draft(self, line: DocumentLine, doc_id: str, raw: Raw) -> Drafted | None:
         """The line's steps on ``raw``: in this thread, or in the pool (None when a process of it died)."""
@@ -332,17 +323,24 @@ class ParseAhead:
             pass
 
 
+def shape_hash(pool: LinePool | None, parsers: Parsers, raw: Raw, *, here_on_mismatch: bool = True) -> str | None:
+    """The shape hash of ``raw``: in the pool's processes when there is a pool (a parse off this process's GIL, and a
+    parser that kills its process does not kill the sync), else here.  None when a process of the pool died (the
+    parse then decides, charged as usual); when its processes would not read as this one does, made here, or None
+    without ``here_on_mismatch``."""
+    if pool is None:
+        return parsers.shape(raw.data, raw.key, raw.media_type)
+    try:
+        return pool.shape(parsers, raw)
+    except PoolBroken:
+        return None
+    except PoolMismatch:
+        return parsers.shape(raw.data, raw.key, raw.media_type) if here_on_mismatch else None
+
+
 def loop_shape(ahead: ParseAhead | None, parsers: Parsers, data: bytes, key: str, media_type: str | None) -> str | None:
-    """The shape hash the loop computes itself: in the pool's processes when there is a pool (a parser that kills
-    its process then does not kill the sync; None when one died: the parse decides, in the pool), else here."""
-    if ahead is not None and ahead.pool is not None:
-        try:
-            return ahead.pool.shape(parsers, Raw(data, key, media_type))
-        except PoolBroken:
-            return None
-        except PoolMismatch:
-            pass  # its processes would not read as this one does
-    return parsers.shape(data, key, media_type)
+    """The shape hash the loop computes itself (:func:`shape_hash`, in the working-ahead pool if there is one)."""
+    return shape_hash(ahead.pool if ahead is not None else None, parsers, Raw(data, key, media_type))
 
 
 def embed_new(ctx: PipelineContext, indexed: str | None,
@@ -367,4 +365,4 @@ def embed_new(ctx: PipelineContext, indexed: str | None,
     return dict(zip(missing, vectors, strict=True)), seconds
 
 
-__all__ = ["ParseAhead", "Prepared", "embed_new", "loop_shape"]
+__all__ = ["ParseAhead", "Prepared", "embed_new", "loop_shape", "shape_hash"]

@@ -275,6 +275,16 @@ def test_the_metric_counts_the_touches_written_and_the_run_closes_only_its_own_a
     assert ledger.ended == [(["d3"], 7)]
 
 
+def _pooled_and_indexed(tmp_path: Path) -> Services:
+    """Services syncing with two processes, its source of 8 pages of 15.18 indexed."""
+    svc = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing"},
+                                 pipeline={"processes": 2, "pool_min_documents": 1}))
+    svc.registry.add_source("docs", kind="folder", location=str(tmp_path / "src"), owner="t", kb="kb")
+    _write(tmp_path / "src", 8, "15.18")
+    sync_inline(svc, "docs")
+    return svc
+
+
 def test_with_a_pool_the_shape_of_a_touched_page_is_hashed_in_its_processes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from freshindex.workers.parsing import Parsers
@@ -290,12 +300,8 @@ def test_with_a_pool_the_shape_of_a_touched_page_is_hashed_in_its_processes(
     finally:
         pool.close()
     # Given 8 indexed pages, synced with two processes
-    svc = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing"},
-                                 pipeline={"processes": 2, "pool_min_documents": 1}))
+    svc = _pooled_and_indexed(tmp_path)
     try:
-        svc.registry.add_source("docs", kind="folder", location=str(tmp_path / "src"), owner="t", kb="kb")
-        _write(tmp_path / "src", 8, "15.18")
-        sync_inline(svc, "docs")
         _write(tmp_path / "src", 8, "15.20")
         # When a furniture-only release is synced, with this process's own shape hashing counted
         hashed_here: list[str] = []
@@ -319,12 +325,8 @@ def test_with_a_pool_a_touch_opens_no_attempt_and_a_page_parsed_here_opens_its_o
     from freshindex.workers import pipeline
 
     # Given 8 indexed pages, synced with two processes
-    svc = Services(load_settings(data_dir=tmp_path / "d", embedding={"provider": "hashing"},
-                                 pipeline={"processes": 2, "pool_min_documents": 1}))
+    svc = _pooled_and_indexed(tmp_path)
     try:
-        svc.registry.add_source("docs", kind="folder", location=str(tmp_path / "src"), owner="t", kb="kb")
-        _write(tmp_path / "src", 8, "15.18")
-        sync_inline(svc, "docs")
         # When a release moves the furniture of every page and the text of p05, and the loop finds p03 no longer
         # a touch although the thread working ahead found it one (as when its record moved in between)
         _write(tmp_path / "src", 8, "15.20")
