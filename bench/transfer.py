@@ -472,6 +472,32 @@ def ask_all(corpus: Corpus, svc: Any, questions: list[dict[str, Any]],
     return rows
 
 
+def lost_where(corpus: Corpus, svc: Any, questions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where each answerable question's passage was lost, refusal off: ``freshindex eval``'s own diagnosis
+    (:mod:`freshindex.evaluation.diagnose`: the first stage of the line that broke), counted by verdict, with
+    the question ids under each.  ``ok``: the passage is in the top 5; ``reranked_out``: its chunk was
+    recalled, then ranked below the limit; ``not_recalled``: no chunk holding it came back from the search."""
+    from freshindex.evaluation.golden import Expected, GoldenQuestion, GoldenSet
+    from freshindex.evaluation.run import evaluate
+    from freshindex.services import Services
+
+    off_settings = svc.settings.model_copy(update={"context": svc.settings.context.model_copy(update={"refusal": False})})
+    off_svc = Services(off_settings, registry=svc.registry, store=svc.store, embedder=svc.embedder,
+                       naming=svc.naming, metrics=svc.metrics)  # not closed: it owns nothing
+    asked = []
+    for q in questions:
+        if q["kind"] == "unanswerable":
+            continue
+        key, page = _expected(corpus, q["page"])
+        asked.append(GoldenQuestion(id=q["id"], question=q["question"], expected=Expected(key=key, page=page),
+                                    required_passage=q.get("passage")))
+    found = evaluate(off_svc, GoldenSet(tuple(asked), name=corpus.name), corpus.name, limit=LIMITS[0])
+    ids: dict[str, list[str]] = {}
+    for r in found.results:
+        ids.setdefault(r.verdict, []).append(r.id)
+    return {"counts": {v: len(ids[v]) for v in sorted(ids)}, "ids": {v: ids[v] for v in sorted(ids)}}
+
+
 class StaleCheck:
     """Whether a served item is stale after an update: the old release's text the update removed, or a gone document.
 
@@ -615,12 +641,15 @@ def run_corpus(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any
         rows = ask_all(corpus, svc, questions, stale)
         steps["query_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
+        lost = lost_where(corpus, svc, questions)
+        steps["diagnose_s"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
         pseudo = pseudo_questions(svc, corpus.name)
         steps["pseudo_s"] = round(time.perf_counter() - t0, 1)
     finally:
         svc.close()
     raw = {"corpus": corpus.name, "release": corpus.release, "pages": corpus.count_pages(), "index": record,
-           "dropped": dropped, "golden_problems": general, "steps": steps, "rows": rows, "pseudo": pseudo,
+           "dropped": dropped, "golden_problems": general, "steps": steps, "rows": rows, "pseudo": pseudo, "lost": lost,
            "commit": _commit(), "questions_by": questions_by(corpus.name)}
     Path(record["dir"], "rows.json").write_text(json.dumps(raw, default=str))
     return raw
@@ -708,6 +737,8 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
             "passage_at_5_any_page_refusal_off": _rate(sum(r["off"]["passage5_any_page"] for r in rows
                                                            if r["kind"] != "unanswerable"), on["answerable"]),
             "top5_is_prefix_of_top10": on["top5_is_prefix_of_top10"],
+            # where the passage was lost, refusal off (freshindex eval's diagnosis; absent in answers kept before it)
+            "passage_lost_at_refusal_off": raw.get("lost"),
             "limit10_items_refusal_off": off["limit10_items"],
             # the shipped weights and this snapshot's bias, recomputed from the recorded signals, give the client's
             # own decisions: what bench.heldout computes is what the client does
@@ -989,6 +1020,14 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
     rows = [[k, *[(lambda b: f"{b['n']}: {b['hit_at_5']} / {b['passage_at_5']} / {b['mrr_at_10']}" if b else "-")(
         per[n]["by_kind_refusal_off"].get(k)) for n in names]] for k in kinds]
     lines += table(["kind", *names], ["l", *"r" * len(names)], rows)
+    lost = {n: (per[n].get("passage_lost_at_refusal_off") or {}).get("counts") for n in names}
+    if any(lost.values()):
+        lines += ["", "Where each answerable question's passage was lost, refusal off (`freshindex eval`'s diagnosis: "
+                  "the first stage of the line that broke; `ok` = in the top 5; `-`: answers kept from before the "
+                  "diagnosis):", ""]
+        verdicts = sorted({v for c in lost.values() if c for v in c}, key=lambda v: (v != "ok", v))
+        rows = [[v, *[str(lost[n].get(v, 0)) if lost[n] else "-" for n in names]] for v in verdicts]
+        lines += table(["verdict", *names], ["l", *"r" * len(names)], rows)
     if "rmanuals" in per and per["rmanuals"].get("scanned_page_questions"):
         s = per["rmanuals"]["scanned_page_questions"]
         lines += ["", f"rmanuals, answerable questions on scanned (OCR) pages: {s['n']}, hit@5 {s['hit_at_5']}, "

@@ -204,3 +204,24 @@ def test_evidence_from_another_commit_is_the_wrong_version(tmp_path) -> None:
         assert verdict(new[:10]).verdict == "ok"
     finally:
         svc.close()
+
+
+def test_the_transfer_benchmark_counts_where_each_passage_was_lost(kb: Kb) -> None:
+    # Given three golden rows as bench.transfer keeps them: one answered, one on a document the knowledge base does
+    # not hold, and an unanswerable one
+    from types import SimpleNamespace
+
+    from bench.transfer import lost_where
+
+    corpus = SimpleNamespace(name="docs", pdf=False)
+    rows = [{"id": "a", "kind": "prose", "question": "How do I install freshindex with pip?", "page": "install.md",
+             "passage": "pip install freshindex"},
+            {"id": "b", "kind": "code", "question": "How do I install freshindex?", "page": "nowhere/missing.md",
+             "passage": "pip install freshindex"},
+            {"id": "c", "kind": "unanswerable", "question": "Who won the 1950 World Cup?", "page": None,
+             "passage": None}]
+    # When the benchmark asks where each passage was lost (refusal off)
+    lost = lost_where(corpus, kb.services, rows)  # type: ignore[arg-type]
+    # Then each answerable question is counted under freshindex eval's verdict, the unanswerable one nowhere
+    assert lost["counts"] == {"not_synced": 1, "ok": 1}
+    assert lost["ids"] == {"not_synced": ["b"], "ok": ["a"]}
