@@ -348,10 +348,19 @@ def _run_rows(runs: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def _at(meta: dict[str, Any]) -> str:
+    """The commit measured, as the report's header names it ("?" for a window recorded before commits were)."""
+    c = meta.get("commit") or {}
+    head = str(c.get("head") or "?")[:10]
+    changed = c.get("uncommitted_product_files")
+    return f"{head} (uncommitted: {', '.join(changed)})" if changed else head
+
+
 def report(meta: dict[str, Any], runs: dict[str, Any], failed: list[str]) -> tuple[dict[str, Any], list[str]]:
     values = figures(runs)
     lines = ["# Throughput on a whole manual: freshindex beside CocoIndex and a LangChain pipeline", "",
-             f"`{meta['command']}` on {meta['cores']} cores ({meta['machine']}), Python {meta['python']}, "
+             f"`{meta['command']}` at {_at(meta)} on {meta['cores']} cores ({meta.get('cpu') or meta['machine']}), "
+             f"Python {meta['python']}, "
              f"CocoIndex {meta.get('cocoindex') or '-'}; {meta['corpus']} manual, {meta['pages']} pages (old "
              f"release), {meta['pages_new']} (new).",
              f"The machine is shared with other engineers' tests: load average at the start "
@@ -408,6 +417,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cpu_model() -> str | None:
+    """The CPU's model name (Linux), so windows on different machines are not compared as one."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _commit() -> dict[str, Any]:
+    """The commit measured and the product files changed beside it (what ``bench.transfer`` records)."""
+    from bench.transfer import _commit as commit
+
+    return commit()
+
+
 def main() -> None:
     args = _parser().parse_args()
     if args.child:
@@ -431,7 +458,8 @@ def main() -> None:
                 "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "cores": os.cpu_count(),
                 "python": platform.python_version(), "cocoindex": _version("cocoindex"), "corpus": args.corpus,
                 "pages": len(old_tree), "pages_new": len(new_tree), "systems": sorted(systems),
-                "load_avg_start": _load(), "uptime_start": _uptime(), "load_avg_end": None, "uptime_end": None}
+                "load_avg_start": _load(), "uptime_start": _uptime(), "load_avg_end": None, "uptime_end": None,
+                "cpu": _cpu_model(), "commit": _commit()}
 
         def done(runs: dict[str, Any], failed: list[str]) -> None:
             meta["load_avg_end"], meta["uptime_end"] = _load(), _uptime()

@@ -474,9 +474,10 @@ def ask_all(corpus: Corpus, svc: Any, questions: list[dict[str, Any]],
 
 def lost_where(corpus: Corpus, svc: Any, questions: list[dict[str, Any]]) -> dict[str, Any]:
     """Where each answerable question's passage was lost, refusal off: ``freshindex eval``'s own diagnosis
-    (:mod:`freshindex.evaluation.diagnose`: the first stage of the line that broke), counted by verdict, with
-    the question ids under each.  ``ok``: the passage is in the top 5; ``reranked_out``: its chunk was
-    recalled, then ranked below the limit; ``not_recalled``: no chunk holding it came back from the search."""
+    (:mod:`freshindex.evaluation.diagnose`: the first stage of the line that broke, its verdicts in the line's
+    order), counted by verdict, with the question ids under each; ``ok`` is the passage in the top 5, so its
+    count is passage@5's numerator with refusal off."""
+    from freshindex.evaluation.diagnose import VERDICTS
     from freshindex.evaluation.golden import Expected, GoldenQuestion, GoldenSet
     from freshindex.evaluation.run import evaluate
     from freshindex.services import Services
@@ -495,7 +496,8 @@ def lost_where(corpus: Corpus, svc: Any, questions: list[dict[str, Any]]) -> dic
     ids: dict[str, list[str]] = {}
     for r in found.results:
         ids.setdefault(r.verdict, []).append(r.id)
-    return {"counts": {v: len(ids[v]) for v in sorted(ids)}, "ids": {v: ids[v] for v in sorted(ids)}}
+    order = sorted(ids, key=lambda v: VERDICTS.index(v) if v in VERDICTS else len(VERDICTS))
+    return {"counts": {v: len(ids[v]) for v in order}, "ids": {v: ids[v] for v in order}}
 
 
 class StaleCheck:
@@ -641,7 +643,11 @@ def run_corpus(corpus: Corpus, embedder: Any, settings_for: Callable[[Path], Any
         rows = ask_all(corpus, svc, questions, stale)
         steps["query_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
-        lost = lost_where(corpus, svc, questions)
+        try:
+            lost = lost_where(corpus, svc, questions)
+        except Exception as exc:  # a diagnostic: its failure must not throw away the answers asked above
+            print(f"[{corpus.name}] the diagnosis of the misses failed: {exc!r}", flush=True)
+            lost = {"error": repr(exc)[:500]}
         steps["diagnose_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
         pseudo = pseudo_questions(svc, corpus.name)
@@ -737,8 +743,11 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
             "passage_at_5_any_page_refusal_off": _rate(sum(r["off"]["passage5_any_page"] for r in rows
                                                            if r["kind"] != "unanswerable"), on["answerable"]),
             "top5_is_prefix_of_top10": on["top5_is_prefix_of_top10"],
-            # where the passage was lost, refusal off (freshindex eval's diagnosis; absent in answers kept before it)
+            # where the passage was lost, refusal off (freshindex eval's diagnosis; null in answers kept before it,
+            # {"error": ...} when the diagnosis failed)
             "passage_lost_at_refusal_off": raw.get("lost"),
+            # the diagnosis asks each question again: its "ok" must be the passage@5 count of the answers above
+            "passage_lost_ok_matches_answers": _lost_ok_matches(raw),
             "limit10_items_refusal_off": off["limit10_items"],
             # the shipped weights and this snapshot's bias, recomputed from the recorded signals, give the client's
             # own decisions: what bench.heldout computes is what the client does
@@ -776,6 +785,15 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
     return {"meta": meta, "corpora": per, "leave_one_corpus_out": loo,
             "defaults_fitted_on_every_corpus": defaults,
             "misses": {name: misses(raw["rows"]) for name, raw in raws.items()}, "questions": questions}
+
+
+def _lost_ok_matches(raw: dict[str, Any]) -> bool | None:
+    """Whether the diagnosis's ``ok`` count is the refusal-off passage@5 count of the kept answers (None: no
+    diagnosis)."""
+    counts = (raw.get("lost") or {}).get("counts")
+    if counts is None:
+        return None
+    return counts.get("ok", 0) == sum(bool(r["off"].get("passage5")) for r in raw["rows"] if r["kind"] != "unanswerable")
 
 
 def _chunks(index: dict[str, Any]) -> int | None:
@@ -1022,10 +1040,13 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
     lines += table(["kind", *names], ["l", *"r" * len(names)], rows)
     lost = {n: (per[n].get("passage_lost_at_refusal_off") or {}).get("counts") for n in names}
     if any(lost.values()):
+        from freshindex.evaluation.diagnose import VERDICTS
+
         lines += ["", "Where each answerable question's passage was lost, refusal off (`freshindex eval`'s diagnosis: "
-                  "the first stage of the line that broke; `ok` = in the top 5; `-`: answers kept from before the "
-                  "diagnosis):", ""]
-        verdicts = sorted({v for c in lost.values() if c for v in c}, key=lambda v: (v != "ok", v))
+                  "the first stage of the line that broke, in the line's order; `ok` = in the top 5; `-`: no "
+                  "diagnosis for that corpus: answers kept from before it, or it failed):", ""]
+        verdicts = sorted({v for c in lost.values() if c for v in c},
+                          key=lambda v: VERDICTS.index(v) if v in VERDICTS else len(VERDICTS))
         rows = [[v, *[str(lost[n].get(v, 0)) if lost[n] else "-" for n in names]] for v in verdicts]
         lines += table(["verdict", *names], ["l", *"r" * len(names)], rows)
     if "rmanuals" in per and per["rmanuals"].get("scanned_page_questions"):
@@ -1056,10 +1077,11 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
     lines += ["## Steps (wall seconds; materialise 0 = the folder was already there; index: the build's time, "
               "\"index reused\" when this run re-queried it)", ""]
     rows = [[n, *[per[n]["steps"].get(k) for k in ("materialise_s", "verify_s")], per[n]["index_seconds"],
-             per[n]["steps"].get("query_s"),
+             per[n]["steps"].get("query_s"), per[n]["steps"].get("diagnose_s"),
              per[n]["index_reused"], len(per[n]["dropped_questions"])] for n in names]
     lines += table(["corpus", "materialise", "verify golden", "index", "query (4 calls per question)",
-                    "index reused", "questions dropped"], list("lrrrrlr"), rows)
+                    "diagnose misses (1 call per answerable)", "index reused", "questions dropped"],
+                   list("lrrrrrlr"), rows)
     for n in names:
         for qid, why in per[n]["dropped_questions"].items():
             lines.append(f"- {n} {qid} dropped: {why}")

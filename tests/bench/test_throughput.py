@@ -125,3 +125,12 @@ def test_the_cocoindex_runner_builds_then_updates_five_pages_with_the_hashing_fu
     assert data["embedder"] == "hashing" and data["cocoindex"].startswith("1.0")
     # And CocoIndex's state is where it was told
     assert (tmp_path / "state" / "state").exists()
+
+
+def test_the_report_header_names_the_commit_measured_and_what_was_uncommitted() -> None:
+    from bench.throughput import _at
+
+    assert _at({"commit": {"head": "0123456789abcdef", "uncommitted_product_files": []}}) == "0123456789"
+    assert _at({"commit": {"head": "0123456789abcdef", "uncommitted_product_files": ["a.py"]}}) == \
+        "0123456789 (uncommitted: a.py)"
+    assert _at({}) == "?"  # a window recorded before the commit was

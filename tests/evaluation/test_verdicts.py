@@ -225,3 +225,12 @@ def test_the_transfer_benchmark_counts_where_each_passage_was_lost(kb: Kb) -> No
     # Then each answerable question is counted under freshindex eval's verdict, the unanswerable one nowhere
     assert lost["counts"] == {"not_synced": 1, "ok": 1}
     assert lost["ids"] == {"not_synced": ["b"], "ok": ["a"]}
+
+
+def test_the_transfer_benchmark_reads_a_pdf_golden_page_as_a_key_and_a_page() -> None:
+    from types import SimpleNamespace
+
+    from bench.transfer import _expected
+
+    assert _expected(SimpleNamespace(pdf=True), "R-FAQ.pdf#page=14") == ("R-FAQ.pdf", 14)  # type: ignore[arg-type]
+    assert _expected(SimpleNamespace(pdf=False), "ref/a.html") == ("ref/a.html", None)  # type: ignore[arg-type]
