@@ -352,7 +352,7 @@ def _at(meta: dict[str, Any]) -> str:
     """The commit measured, as the report's header names it ("?" for a window recorded before commits were)."""
     c = meta.get("commit") or {}
     head = str(c.get("head") or "?")[:10]
-    changed = c.get("uncommitted_product_files")
+    changed = [*(c.get("uncommitted_product_files") or ()), *(c.get("uncommitted_bench_files") or ())]
     return f"{head} (uncommitted: {', '.join(changed)})" if changed else head
 
 

@@ -477,7 +477,6 @@ def lost_where(corpus: Corpus, svc: Any, questions: list[dict[str, Any]]) -> dic
     (:mod:`freshindex.evaluation.diagnose`: the first stage of the line that broke, its verdicts in the line's
     order), counted by verdict, with the question ids under each; ``ok`` is the passage in the top 5, so its
     count is passage@5's numerator with refusal off."""
-    from freshindex.evaluation.diagnose import VERDICTS
     from freshindex.evaluation.golden import Expected, GoldenQuestion, GoldenSet
     from freshindex.evaluation.run import evaluate
     from freshindex.services import Services
@@ -496,8 +495,16 @@ def lost_where(corpus: Corpus, svc: Any, questions: list[dict[str, Any]]) -> dic
     ids: dict[str, list[str]] = {}
     for r in found.results:
         ids.setdefault(r.verdict, []).append(r.id)
-    order = sorted(ids, key=lambda v: VERDICTS.index(v) if v in VERDICTS else len(VERDICTS))
+    order = in_line_order(ids)
     return {"counts": {v: len(ids[v]) for v in order}, "ids": {v: ids[v] for v in order}}
+
+
+def in_line_order(verdicts: Any) -> list[str]:
+    """``verdicts`` in the order of the query line's stages (:data:`freshindex.evaluation.diagnose.VERDICTS`),
+    an unknown one last: the first stage that loses answers is the one to work on."""
+    from freshindex.evaluation.diagnose import VERDICTS
+
+    return sorted(verdicts, key=lambda v: (VERDICTS.index(v) if v in VERDICTS else len(VERDICTS), v))
 
 
 class StaleCheck:
@@ -787,6 +794,10 @@ def report(raws: dict[str, dict[str, Any]], shipped: dict[str, float], argv: lis
             "misses": {name: misses(raw["rows"]) for name, raw in raws.items()}, "questions": questions}
 
 
+def _or_dash(value: Any) -> Any:
+    return "-" if value is None else value
+
+
 def _lost_ok_matches(raw: dict[str, Any]) -> bool | None:
     """Whether the diagnosis's ``ok`` count is the refusal-off passage@5 count of the kept answers (None: no
     diagnosis)."""
@@ -914,10 +925,10 @@ def _commit() -> dict[str, Any]:
     def git(*a: str) -> str:  # not stripped: a porcelain line starts with a space
         return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.rstrip("\n")
 
-    dirty = [line[3:] for line in git("status", "--porcelain").splitlines()
-             if line[3:] and not line[3:].startswith("bench/")]
+    changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line[3:]]
     return {"head": git("rev-parse", "HEAD"), "subject": git("log", "-1", "--format=%s"),
-            "uncommitted_product_files": dirty}
+            "uncommitted_product_files": [f for f in changed if not f.startswith("bench/")],
+            "uncommitted_bench_files": [f for f in changed if f.startswith("bench/") and not f.startswith("bench/results/")]}
 
 
 def _load() -> list[float] | None:
@@ -953,6 +964,8 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
              + (f"Uncommitted product files in the tree when asked: "
                 f"{', '.join(sorted({f for n in per for f in per[n]['commit_at_query']['uncommitted_product_files']}))}. "
                 if any(per[n]["commit_at_query"]["uncommitted_product_files"] for n in per) else "")
+             + (f"Uncommitted bench files when reported: {', '.join(c['uncommitted_bench_files'])}. "
+                if c.get("uncommitted_bench_files") else "")
              + "Questions asked through `InjectionClient.retrieve` at limit 5 and 10; a refused answerable question "
              "counts as a miss; passages compared with whitespace and `|` removed, on an item of the question's page "
              f"(on an item read by OCR, {OCR_PASSAGE_MATCH:.0%} of the passage's characters aligned in order: OCR "
@@ -1039,16 +1052,17 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
         per[n]["by_kind_refusal_off"].get(k)) for n in names]] for k in kinds]
     lines += table(["kind", *names], ["l", *"r" * len(names)], rows)
     lost = {n: (per[n].get("passage_lost_at_refusal_off") or {}).get("counts") for n in names}
-    if any(lost.values()):
-        from freshindex.evaluation.diagnose import VERDICTS
-
+    failed_diagnosis = {n: (per[n].get("passage_lost_at_refusal_off") or {}).get("error") for n in names}
+    if any(lost.values()) or any(failed_diagnosis.values()):
         lines += ["", "Where each answerable question's passage was lost, refusal off (`freshindex eval`'s diagnosis: "
                   "the first stage of the line that broke, in the line's order; `ok` = in the top 5; `-`: no "
                   "diagnosis for that corpus: answers kept from before it, or it failed):", ""]
-        verdicts = sorted({v for c in lost.values() if c for v in c},
-                          key=lambda v: VERDICTS.index(v) if v in VERDICTS else len(VERDICTS))
+        verdicts = in_line_order({v for c in lost.values() if c for v in c})
         rows = [[v, *[str(lost[n].get(v, 0)) if lost[n] else "-" for n in names]] for v in verdicts]
-        lines += table(["verdict", *names], ["l", *"r" * len(names)], rows)
+        lines += table(["verdict", *names], ["l", *"r" * len(names)], rows) if rows else []
+        lines += [f"- {n}: the diagnosis failed: {err}" for n, err in failed_diagnosis.items() if err]
+        lines += [f"- {n}: the diagnosis's `ok` count differs from passage@5 of the answers above (asked twice, "
+                  "answered differently)" for n in names if per[n].get("passage_lost_ok_matches_answers") is False]
     if "rmanuals" in per and per["rmanuals"].get("scanned_page_questions"):
         s = per["rmanuals"]["scanned_page_questions"]
         lines += ["", f"rmanuals, answerable questions on scanned (OCR) pages: {s['n']}, hit@5 {s['hit_at_5']}, "
@@ -1077,10 +1091,10 @@ def markdown(res: dict[str, Any], shown: int = 4) -> list[str]:
     lines += ["## Steps (wall seconds; materialise 0 = the folder was already there; index: the build's time, "
               "\"index reused\" when this run re-queried it)", ""]
     rows = [[n, *[per[n]["steps"].get(k) for k in ("materialise_s", "verify_s")], per[n]["index_seconds"],
-             per[n]["steps"].get("query_s"), per[n]["steps"].get("diagnose_s"),
+             per[n]["steps"].get("query_s"), _or_dash(per[n]["steps"].get("diagnose_s")),
              per[n]["index_reused"], len(per[n]["dropped_questions"])] for n in names]
     lines += table(["corpus", "materialise", "verify golden", "index", "query (4 calls per question)",
-                    "diagnose misses (1 call per answerable)", "index reused", "questions dropped"],
+                    "diagnose (1 call per answerable, a deep search per miss)", "index reused", "questions dropped"],
                    list("lrrrrrlr"), rows)
     for n in names:
         for qid, why in per[n]["dropped_questions"].items():

@@ -234,3 +234,16 @@ def test_the_transfer_benchmark_reads_a_pdf_golden_page_as_a_key_and_a_page() ->
 
     assert _expected(SimpleNamespace(pdf=True), "R-FAQ.pdf#page=14") == ("R-FAQ.pdf", 14)  # type: ignore[arg-type]
     assert _expected(SimpleNamespace(pdf=False), "ref/a.html") == ("ref/a.html", None)  # type: ignore[arg-type]
+
+
+def test_the_transfer_benchmark_orders_verdicts_as_the_line_and_checks_its_ok_against_the_answers() -> None:
+    from bench.transfer import _lost_ok_matches, in_line_order
+
+    # the line's order, not the alphabet's: recall comes before the rerank, an unknown verdict last
+    assert in_line_order({"reranked_out", "not_recalled", "ok", "zzz"}) == ["not_recalled", "reranked_out", "ok", "zzz"]
+    rows = [{"kind": "prose", "off": {"passage5": True}}, {"kind": "code", "off": {"passage5": False}},
+            {"kind": "unanswerable", "off": {}}]
+    assert _lost_ok_matches({"rows": rows, "lost": {"counts": {"ok": 1, "reranked_out": 1}}}) is True
+    assert _lost_ok_matches({"rows": rows, "lost": {"counts": {"ok": 2}}}) is False
+    assert _lost_ok_matches({"rows": rows, "lost": {"error": "boom"}}) is None  # a failed diagnosis checks nothing
+    assert _lost_ok_matches({"rows": rows, "lost": None}) is None  # answers kept from before the diagnosis
