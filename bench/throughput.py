@@ -428,14 +428,9 @@ def _cpu_model() -> str | None:
     return None
 
 
-def _commit() -> dict[str, Any]:
-    """The commit measured and the product files changed beside it (what ``bench.transfer`` records)."""
-    from bench.transfer import _commit as commit
-
-    return commit()
-
-
 def main() -> None:
+    from bench.transfer import _commit as transfer_commit  # the same record of the commit measured
+
     args = _parser().parse_args()
     if args.child:
         _child_main(args)
@@ -459,7 +454,7 @@ def main() -> None:
                 "python": platform.python_version(), "cocoindex": _version("cocoindex"), "corpus": args.corpus,
                 "pages": len(old_tree), "pages_new": len(new_tree), "systems": sorted(systems),
                 "load_avg_start": _load(), "uptime_start": _uptime(), "load_avg_end": None, "uptime_end": None,
-                "cpu": _cpu_model(), "commit": _commit()}
+                "cpu": _cpu_model(), "commit": transfer_commit()}
 
         def done(runs: dict[str, Any], failed: list[str]) -> None:
             meta["load_avg_end"], meta["uptime_end"] = _load(), _uptime()

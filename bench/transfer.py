@@ -438,15 +438,20 @@ def judge(corpus: Corpus, q: dict[str, Any], at5: dict[str, Any], at10: dict[str
     return out
 
 
+def refusal_off(svc: Any) -> Any:
+    """``svc``'s parts wired as a second ``Services`` with ``context.refusal`` off (not closed: it owns nothing)."""
+    from freshindex.services import Services
+
+    off_settings = svc.settings.model_copy(update={"context": svc.settings.context.model_copy(update={"refusal": False})})
+    return Services(off_settings, registry=svc.registry, store=svc.store, embedder=svc.embedder,
+                    naming=svc.naming, metrics=svc.metrics)
+
+
 def ask_all(corpus: Corpus, svc: Any, questions: list[dict[str, Any]],
             stale: StaleCheck | None = None) -> list[dict[str, Any]]:
     """Every question with refusal on (the default client) and off (``context.refusal = false``); after an update,
     each top-5 item that ``stale`` calls stale is listed in the run's ``stale5``."""
-    from freshindex.services import Services
-
-    off_settings = svc.settings.model_copy(update={"context": svc.settings.context.model_copy(update={"refusal": False})})
-    off_svc = Services(off_settings, registry=svc.registry, store=svc.store, embedder=svc.embedder,
-                       naming=svc.naming, metrics=svc.metrics)  # not closed: it owns nothing
+    off_svc = refusal_off(svc)
     on, off = Asker(svc.client, corpus.name), Asker(off_svc.client, corpus.name)
     on.ask("warm up", 5)
     rows = []
@@ -479,11 +484,8 @@ def lost_where(corpus: Corpus, svc: Any, questions: list[dict[str, Any]]) -> dic
     count is passage@5's numerator with refusal off."""
     from freshindex.evaluation.golden import Expected, GoldenQuestion, GoldenSet
     from freshindex.evaluation.run import evaluate
-    from freshindex.services import Services
 
-    off_settings = svc.settings.model_copy(update={"context": svc.settings.context.model_copy(update={"refusal": False})})
-    off_svc = Services(off_settings, registry=svc.registry, store=svc.store, embedder=svc.embedder,
-                       naming=svc.naming, metrics=svc.metrics)  # not closed: it owns nothing
+    off_svc = refusal_off(svc)
     asked = []
     for q in questions:
         if q["kind"] == "unanswerable":
