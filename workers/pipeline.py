@@ -10,7 +10,7 @@ it directly.  Each is idempotent under redelivery:
   a person to confirm.
 * :func:`process_document` fetches, parses, chunks, diffs against the
   registry, embeds only what is new to the vector cache, and stages the diff
-  in one transaction.  Run twice, the second run finds the content hash
+  in one transaction (the inline loop's: a batch's, :mod:`workers.batch`).  Run twice, the second run finds the content hash
   already recorded and changes nothing.
 * :func:`finish_sync` aggregates the run and stages its changeset for the
   builder.
@@ -40,7 +40,7 @@ from freshindex.registry.records import DocumentTouch, MirroredDocument, StagedD
 from freshindex.registry.touches import MOVED_DETAIL, MOVED_REASON
 from freshindex.settings.model import SyncSettings
 from freshindex.workers.ahead import ParseAhead, Prepared, loop_shape
-from freshindex.workers.batch import RunBatch
+from freshindex.workers.batch import RunBatch, stage_held_or_now
 from freshindex.workers.chunking import Chunker
 from freshindex.workers.connectors import ChunkMeta, Connector, check_key, for_run
 from freshindex.workers.connectors.retry import RetryPolicy, fetch_with_retry
@@ -84,7 +84,7 @@ class PipelineContext:
     #: The transform steps turned on (``pipeline.steps``, :data:`workers.steps.TRANSFORMS`), between parse and chunk.
     transforms: tuple[Transform, ...] = ()
     #: Set by :func:`workers.runner.sync_inline`: the run's refusal, source and document records read, and the
-    #: touches of unchanged documents written, a batch at a time (:mod:`workers.batch`); None elsewhere.
+    #: touches and stagings of its documents written, a batch at a time (:mod:`workers.batch`); None elsewhere.
     batch: RunBatch | None = None
 
     @property
@@ -209,9 +209,8 @@ def begin_attempt(ctx: PipelineContext, run_id: int, changeset_id: int, source_i
 
 
 def _end_attempt(ctx: PipelineContext, doc_id: str, *, outcome: bool, run_id: int) -> None:
-    # Best effort: when the registry is away the attempt stays open and the
-    # next one counts a crash that was not; the error that got here matters more.
-    # Only this run's attempt: a run that took over the source holds its own.
+    # Best effort: when the registry is away the attempt stays open and the next one counts a crash that was
+    # not; the error that got here matters more.  Only this run's attempt: a run that took over holds its own.
     try:
         ctx.registry.end_document_attempt(doc_id, outcome=outcome, run_id=run_id)
     except Exception as exc:  # the registry away is one line; anything else keeps its traceback
@@ -313,9 +312,9 @@ def _fetch(ctx: PipelineContext, job: _Job, ready: Prepared | None) -> _Fetched:
     check_key(job.key)
     if job.size > ctx.max_file_bytes:
         raise DocumentError(DocumentError.TOO_LARGE, f"{job.size} bytes, limit {ctx.max_file_bytes}")
-    # Retried here through a source outage, then recorded as fetch_failed
-    # (transient): one retry loop for both runners (connectors/retry.py).
-    # Read at the revision this run planned, whichever process listed it (invariant 9).
+    # Retried here through a source outage, then recorded as fetch_failed (transient): one retry loop for both
+    # runners (connectors/retry.py).  Read at the revision this run planned, whichever process listed it
+    # (invariant 9).
     connector = for_run(ctx.connector_for(job.source), job.run_id)
     if ready is not None and ready.data is not None:
         data = ready.data
@@ -381,16 +380,17 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
               else _parse(ctx, job, fetched.data))
     ctx.observer.ocr_read(job.source_id, len(parsed.meta.get("ocr_pages", ())),
                           len(parsed.meta.get("ocr_low_confidence_pages", ())))
-    # A parser that hashes its extracted content (furniture removed) lets a
-    # page whose bytes changed only in the navigation skip chunking and
-    # staging: the release cost a parse, no embedding.
+    # A parser that hashes its extracted content (furniture removed) lets a page whose bytes changed only in the
+    # navigation skip chunking and staging: the release cost a parse, no embedding.
     digest = parsed.meta.get("content_hash") or fetched.digest
     if (same := _touch_if_unchanged(ctx, job, fetched, digest, parsed.meta.get("shape_hash"))) is not None:
         return same
-    # The same content under the same permissions is already indexed elsewhere: one canonical
-    # document with this one as its mirror, one set of points (registry/twins.py).
+    # The same content under the same permissions is already indexed elsewhere: one canonical document with
+    # this one as its mirror, one set of points (registry/twins.py); asked of the loop's batch, a held twin is
+    # written first.
     acl = fetched.acl
-    twin = (ctx.registry.canonical_twin(job.doc_id, source.kb, digest, acl=acl, parser_version=job.version_now(ctx))
+    twin = ((ctx.batch or ctx.registry).canonical_twin(job.doc_id, source.kb, digest, acl=acl,
+                                                       parser_version=job.version_now(ctx))
             if acl is not None else None)
     if twin is not None:
         mirrored = ctx.registry.stage_mirror(job.run_id, job.changeset_id, MirroredDocument(
@@ -562,7 +562,7 @@ def _record_document_error(ctx: PipelineContext, job: _Job, exc: DocumentError) 
 
 def _stage(ctx: PipelineContext, job: _Job, known: DocumentRecord | None, acl: DocumentAcl | None, change: _Change
            ) -> DocumentOutcome:
-    """Stage the change in the run's changeset with its provenance (one transaction), count it."""
+    """Stage the change in the run's changeset with its provenance (one transaction, or the batch's), count it."""
     source, result = job.source, change.result
     version = _parsed_version(ctx, job, change.parsed)
     reason = None
@@ -575,19 +575,19 @@ def _stage(ctx: PipelineContext, job: _Job, known: DocumentRecord | None, acl: D
         chunks_added=len(change.added_ids), chunks_moved=change.moved, tombstones=len(change.removed_ids),
         seconds=time.perf_counter() - job.started, rechunk_reason=reason,
     )
-    ctx.registry.stage_document(job.run_id, job.changeset_id, StagedDocument(
-        source=source, document_id=job.doc_id, key=job.key, etag=job.etag,
-        size=change.size, content_hash=change.digest, title=change.parsed.title, parser=change.parsed.parser,
-        parser_version=version, chunks=change.chunks, added_ids=change.added_ids,
-        removed_ids=change.removed_ids, outcome=outcome, acl=acl, source_hash=job.raw_digest,
-        shape_hash=change.parsed.meta.get("shape_hash"),
-        # Validity and provenance (front matter, source URI): the freshness sweep reads them (workers/provenance.py).
-        provenance=change.provenance,
-    ))
+    staged = StagedDocument(  # provenance: front matter, source URI (the freshness sweep reads them)
+        source=source, document_id=job.doc_id, key=job.key, etag=job.etag, size=change.size, content_hash=change.digest,
+        title=change.parsed.title, parser=change.parsed.parser, parser_version=version, chunks=change.chunks,
+        added_ids=change.added_ids, removed_ids=change.removed_ids, outcome=outcome, acl=acl,
+        source_hash=job.raw_digest, shape_hash=change.parsed.meta.get("shape_hash"), provenance=change.provenance)
     ctx.observer.embedded(ctx.embedder.model_id, result.embedded, result.reused, result.seconds)
-    ctx.observer.tombstoned(source.kb, "superseded", len(change.removed_ids))
-    ctx.observer.document_staged(job.source_id, job.key, outcome.outcome, {
-        "embedded": result.embedded, "reused": result.reused, "tombstones": len(change.removed_ids)})
+
+    def written() -> None:
+        ctx.observer.tombstoned(source.kb, "superseded", len(change.removed_ids))
+        ctx.observer.document_staged(job.source_id, job.key, outcome.outcome, {
+            "embedded": result.embedded, "reused": result.reused, "tombstones": len(change.removed_ids)})
+    stage_held_or_now(ctx.registry, ctx.batch if job.stage is Stage.ALL else None, job.run_id, job.changeset_id,
+                      staged, written)
     return outcome
 
 

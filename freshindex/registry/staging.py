@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -58,6 +59,17 @@ def _result_row(run_id: int, o: DocumentOutcome, at: dt.datetime) -> dict[str, A
         chunks_added=o.chunks_added, chunks_moved=o.chunks_moved, rechunk_reason=o.rechunk_reason,
         tombstones=o.tombstones, error_reason=o.error_reason, error_detail=o.error_detail, seconds=o.seconds, at=at,
     )
+
+
+@dataclass
+class BatchReads:
+    """What a batch's staging transaction read once for all its documents (``read_all``): their rows and those
+    of their chunks that exist, by id (a document or chunk missing is new); the sources' ACL versions."""
+
+    read_all: bool = False
+    documents: dict[str, Document | None] = field(default_factory=dict)
+    chunks: dict[str, Chunk] = field(default_factory=dict)
+    floors: dict[str, int] = field(default_factory=dict)
 
 
 class StagingStore(_Base):
@@ -135,73 +147,80 @@ class StagingStore(_Base):
         upsert entry too (a re-tag, see :mod:`registry.document_acl`).
         ``staged.provenance``: ``record_provenance``'s fields, in the same transaction.
         """
-        d, source, document_id, chunks = staged, staged.source, staged.document_id, staged.chunks
-        added_ids, removed_ids = staged.added_ids, staged.removed_ids
-        now = utcnow()
         with self.staging_session() as s:
             # A closed run's task must not write into a changeset staged without it: its chunks would stay pending.
             self._fence(s, run_id, changeset_id)
-            doc = s.get(Document, document_id)
-            if doc is None:
-                doc = Document(id=document_id, source_id=source.id, key=d.key, version=0, first_seen_at=now)
-                s.add(doc)
-            # A swap, rollback or repair cleared the hash: what the served points
-            # say (their ACL above all) is not known, so kept chunks are re-tagged.
-            points_unknown = doc.content_hash is None and (doc.version or 0) > 0
-            doc.etag, doc.size, doc.content_hash = d.etag, d.size, d.content_hash
-            doc.source_hash, doc.shape_hash = d.source_hash or doc.source_hash, d.shape_hash
-            doc.pending_deletion_run = None
-            doc.state, doc.error_reason, doc.error_detail = DocumentState.ACTIVE, None, None
-            doc.parser, doc.parser_version, doc.title = d.parser, d.parser_version, d.title
-            doc.version, doc.chunk_count = (doc.version or 0) + 1, len(chunks)
-            doc.updated_at, doc.deleted_at = now, None
-            acl_moved = False
-            if d.acl is not None:
-                floor = s.scalar(select(Source.acl_version).where(Source.id == source.id)) or 1
-                acl_moved = apply_acl(doc, d.acl, floor=floor)
-            s.flush()
+            self._stage_one(s, run_id, changeset_id, staged)
 
-            by_id = {c.id: c for c in chunks}
-            existing = {
-                row.id: row
-                for batch in _batches(list(by_id))
-                for row in s.scalars(select(Chunk).where(Chunk.id.in_(batch)))
-            }
-            refreshed: set[str] = set()
-            new_rows: list[dict[str, Any]] = []
-            for draft in chunks:
-                row = existing.get(draft.id)
-                if row is None:  # a new chunk: one INSERT for all of them below, not an ORM object each
-                    new_rows.append(_new_chunk_row(draft, doc, source, changeset_id if draft.id in added_ids else None, now))
-                    continue
-                if draft.id not in added_ids and (
-                    row.anchor != draft.anchor or row.page != draft.page
-                    or served_meta(row.meta or {}) != served_meta(draft.meta)
-                ):
-                    # Same text, new place (page, lines, anchor): the point's citation must follow.  Metadata
-                    # no point carries (core.payload.UNSERVED_META) changes the row, not the point.
-                    # Rewritten from the vector cache, never re-embedded.
-                    refreshed.add(draft.id)
-                elif ((acl_moved or points_unknown) and row.state == ChunkState.LIVE
-                      and draft.id not in added_ids):
-                    refreshed.add(draft.id)  # same text, new permissions (or unknown ones): re-tag the point
-                if draft.id in added_ids:
-                    row.tombstoned = False
-                    row.added_changeset_id = changeset_id
-                    if row.state == ChunkState.REMOVED:
-                        row.state = ChunkState.PENDING
-                row.ordinal, row.content_hash, row.text, row.kind = draft.ordinal, draft.content_hash, draft.text, draft.kind
-                row.heading_path, row.anchor, row.page = list(draft.heading_path), draft.anchor, draft.page
-                row.meta, row.doc_version, row.updated_at = dict(draft.meta), doc.version, now
-            if new_rows:
-                s.flush()  # the document row (and any updated chunk) before the chunks that reference it
-                s.execute(insert(Chunk), new_rows)
-            self._stage_entries(s, changeset_id, document_id, added_ids | refreshed, "upsert")
-            self._tombstone(s, changeset_id, document_id, source.kb, removed_ids, reason=TombstoneReason.SUPERSEDED)
-            self._stage_entries(s, changeset_id, document_id, removed_ids, "delete")
-            self._put_result(s, run_id, d.outcome)
-            if d.provenance is not None:
-                apply_provenance(s, doc, Provenance(**d.provenance))
+    def _stage_one(self, s: Session, run_id: int, changeset_id: int, staged: StagedDocument,
+                   reads: BatchReads | None = None) -> None:
+        """:meth:`stage_document`'s writes in the caller's fenced transaction; ``reads``: what a batch's
+        transaction read once for all its documents (:meth:`registry.touches.TouchStore.stage_documents`)."""
+        d, source, document_id, chunks = staged, staged.source, staged.document_id, staged.chunks
+        added_ids, removed_ids = staged.added_ids, staged.removed_ids
+        now = utcnow()
+        reads = reads or BatchReads()
+        doc = reads.documents[document_id] if reads.read_all else s.get(Document, document_id)
+        if doc is None:
+            doc = Document(id=document_id, source_id=source.id, key=d.key, version=0, first_seen_at=now)
+            s.add(doc)
+        # A swap, rollback or repair cleared the hash: what the served points
+        # say (their ACL above all) is not known, so kept chunks are re-tagged.
+        points_unknown = doc.content_hash is None and (doc.version or 0) > 0
+        doc.etag, doc.size, doc.content_hash = d.etag, d.size, d.content_hash
+        doc.source_hash, doc.shape_hash = d.source_hash or doc.source_hash, d.shape_hash
+        doc.pending_deletion_run = None
+        doc.state, doc.error_reason, doc.error_detail = DocumentState.ACTIVE, None, None
+        doc.parser, doc.parser_version, doc.title = d.parser, d.parser_version, d.title
+        doc.version, doc.chunk_count = (doc.version or 0) + 1, len(chunks)
+        doc.updated_at, doc.deleted_at = now, None
+        acl_moved = False
+        if d.acl is not None:
+            if source.id not in reads.floors:
+                reads.floors[source.id] = s.scalar(select(Source.acl_version).where(Source.id == source.id)) or 1
+            acl_moved = apply_acl(doc, d.acl, floor=reads.floors[source.id])
+        s.flush()
+
+        existing = ({c.id: reads.chunks[c.id] for c in chunks if c.id in reads.chunks} if reads.read_all else {
+            row.id: row
+            for batch in _batches([c.id for c in chunks])
+            for row in s.scalars(select(Chunk).where(Chunk.id.in_(batch)))
+        })
+        refreshed: set[str] = set()
+        new_rows: list[dict[str, Any]] = []
+        for draft in chunks:
+            row = existing.get(draft.id)
+            if row is None:  # a new chunk: one INSERT for all of them below, not an ORM object each
+                new_rows.append(_new_chunk_row(draft, doc, source, changeset_id if draft.id in added_ids else None, now))
+                continue
+            if draft.id not in added_ids and (
+                row.anchor != draft.anchor or row.page != draft.page
+                or served_meta(row.meta or {}) != served_meta(draft.meta)
+            ):
+                # Same text, new place (page, lines, anchor): the point's citation must follow.  Metadata
+                # no point carries (core.payload.UNSERVED_META) changes the row, not the point.
+                # Rewritten from the vector cache, never re-embedded.
+                refreshed.add(draft.id)
+            elif ((acl_moved or points_unknown) and row.state == ChunkState.LIVE
+                  and draft.id not in added_ids):
+                refreshed.add(draft.id)  # same text, new permissions (or unknown ones): re-tag the point
+            if draft.id in added_ids:
+                row.tombstoned = False
+                row.added_changeset_id = changeset_id
+                if row.state == ChunkState.REMOVED:
+                    row.state = ChunkState.PENDING
+            row.ordinal, row.content_hash, row.text, row.kind = draft.ordinal, draft.content_hash, draft.text, draft.kind
+            row.heading_path, row.anchor, row.page = list(draft.heading_path), draft.anchor, draft.page
+            row.meta, row.doc_version, row.updated_at = dict(draft.meta), doc.version, now
+        if new_rows:
+            s.flush()  # the document row (and any updated chunk) before the chunks that reference it
+            s.execute(insert(Chunk), new_rows)
+        self._stage_entries(s, changeset_id, document_id, added_ids | refreshed, "upsert")
+        self._tombstone(s, changeset_id, document_id, source.kb, removed_ids, reason=TombstoneReason.SUPERSEDED)
+        self._stage_entries(s, changeset_id, document_id, removed_ids, "delete")
+        self._put_result(s, run_id, d.outcome)
+        if d.provenance is not None:
+            apply_provenance(s, doc, Provenance(**d.provenance))
 
     def stage_deletion(self, run_id: int, changeset_id: int, document_id: str, *, reason: str = TombstoneReason.DELETED,
                        moved_to: str | None = None, skipped: tuple[str, str] | None = None) -> int:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from sqlalchemy import delete, exists, select, update
+from sqlalchemy.orm import Session
 from sqlalchemy.sql import ColumnElement
 
 from freshindex.core.enums import DocumentOutcomeKind, DocumentState, RunStatus
@@ -34,9 +35,9 @@ from freshindex.core.errors import DocumentError
 from freshindex.registry.attempts import AttemptsStore
 from freshindex.registry.base import _batches, _doc_record
 from freshindex.registry.document_acl import DocumentAclStore, _acls_current
-from freshindex.registry.records import DocumentOutcome, DocumentRecord, DocumentTouch
-from freshindex.registry.schema import Document, DocumentAttempt, DocumentResult, SyncRun, utcnow
-from freshindex.registry.staging import _result_row
+from freshindex.registry.records import DocumentOutcome, DocumentRecord, DocumentTouch, StagedDocument
+from freshindex.registry.schema import Chunk, Document, DocumentAttempt, DocumentResult, SyncRun, utcnow
+from freshindex.registry.staging import BatchReads, _result_row
 
 #: The reason (the declared code) and detail of the ``skipped`` outcome of a document not touched because its
 #: record moved.
@@ -97,18 +98,35 @@ class TouchStore(AttemptsStore, DocumentAclStore):
                     index_elements=["sync_run_id", "document_id"]), [_result_row(run_id, DocumentOutcome(
                         document_id=d, key=docs[d].key if d in docs else "", outcome=DocumentOutcomeKind.SKIPPED,
                         error_reason=MOVED_REASON, error_detail=MOVED_DETAIL), now) for d in moved])
+            _end_done(s, run_id, [t.document_id for t in done])
             ours = DocumentAttempt.sync_run_id == run_id
-            # With an outcome the crash count starts again: this run's attempt, and one no other running run holds
-            # (a dead run's: a touch found ahead with a pool opens none of its own, workers/ahead.py).  A correlated
-            # NOT EXISTS: an IN over the runs read every run on PostgreSQL (117 ms a batch at 200k runs, 1.3 ms so).
-            held = exists().where(SyncRun.id == DocumentAttempt.sync_run_id, SyncRun.status == RunStatus.RUNNING,
-                                  SyncRun.id != run_id)
-            for batch in _batches([t.document_id for t in done]):
-                s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ~held))
             for batch in _batches(moved):
                 s.execute(update(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ours)
                           .values(open=False, updated_at=now))
             return moved
+
+    def stage_documents(self, run_id: int, changeset_id: int, staged: Sequence[StagedDocument]) -> None:
+        """:meth:`StagingStore.stage_document` for each of ``staged`` (distinct documents), in one fenced
+        transaction, and their attempts ended in it with an outcome, as :meth:`touch_documents` ends its own:
+        a batch is staged whole or not at all.  Their document rows and existing chunk rows are read in one
+        statement a batch of ids, not one a document.
+
+        Raises :class:`core.errors.StaleTaskError`, writing nothing, when the run no longer takes writes.
+        """
+        if not staged:
+            return
+        with self.staging_session() as s:
+            self._fence(s, run_id, changeset_id)
+            reads = BatchReads(read_all=True)
+            ids = [d.document_id for d in staged]
+            reads.documents = dict.fromkeys(ids)
+            for batch in _batches(sorted(set(ids))):
+                reads.documents.update((d.id, d) for d in s.scalars(select(Document).where(Document.id.in_(batch))))
+            for batch in _batches(sorted({c.id for d in staged for c in d.chunks})):
+                reads.chunks.update((c.id, c) for c in s.scalars(select(Chunk).where(Chunk.id.in_(batch))))
+            for d in staged:
+                self._stage_one(s, run_id, changeset_id, d, reads)
+            _end_done(s, run_id, ids)
 
     def end_document_attempts(self, document_ids: Collection[str], *, outcome: bool,
                               run_id: int | None = None) -> None:
@@ -123,6 +141,17 @@ class TouchStore(AttemptsStore, DocumentAclStore):
                     s.execute(delete(DocumentAttempt).where(*where))
                 else:
                     s.execute(update(DocumentAttempt).where(*where).values(open=False, updated_at=utcnow()))
+
+
+def _end_done(s: Session, run_id: int, document_ids: Sequence[str]) -> None:
+    """End the attempts of ``document_ids``, done in run ``run_id``: the crash count starts again.  This run's
+    attempt, and one no other running run holds (a dead run's: a touch found ahead with a pool opens none of
+    its own, workers/ahead.py).  A correlated NOT EXISTS: an IN over the runs read every run on PostgreSQL
+    (117 ms a batch at 200k runs, 1.3 ms so)."""
+    held = exists().where(SyncRun.id == DocumentAttempt.sync_run_id, SyncRun.status == RunStatus.RUNNING,
+                          SyncRun.id != run_id)
+    for batch in _batches(list(document_ids)):
+        s.execute(delete(DocumentAttempt).where(DocumentAttempt.document_id.in_(batch), ~held))
 
 
 def _still(doc: Document | None, touch: DocumentTouch) -> bool:

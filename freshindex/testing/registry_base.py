@@ -61,20 +61,26 @@ def add_source(reg: Registry, source_id: str, kb: str) -> SourceInfo:
     return reg.add_source(source_id, kind="folder", location="/kb", owner="team", kb=kb)
 
 
-def stage(reg: Registry, run: int, cs: int, source: SourceInfo, key: str, texts: list[str], *,
-          acl: Any = None) -> tuple[str, set[str]]:
-    """Stage ``texts`` as the new version of document ``key``; returns (document id, chunk ids)."""
+def staged(reg: Registry, source: SourceInfo, key: str, texts: list[str], *, acl: Any = None) -> StagedDocument:
+    """``texts`` as the new version of document ``key``, diffed against its live chunks, as a task stages it."""
     doc = document_id(source.id, key)
     drafts = [draft(doc, i, t) for i, t in enumerate(texts)]
     new = {d.id for d in drafts}
     old = reg.live_chunk_ids(doc)
-    reg.stage_document(run, cs, StagedDocument(
+    return StagedDocument(
         source=source, document_id=doc, key=key, etag="e", size=1, content_hash=sha256_hex(*texts),
         title=key, parser="text", parser_version="v", chunks=drafts, added_ids=new - old, removed_ids=old - new,
         outcome=DocumentOutcome(document_id=doc, key=key, outcome=DocumentOutcomeKind.ADDED, chunks_added=len(new - old)),
         acl=acl,
-    ))
-    return doc, new
+    )
+
+
+def stage(reg: Registry, run: int, cs: int, source: SourceInfo, key: str, texts: list[str], *,
+          acl: Any = None) -> tuple[str, set[str]]:
+    """Stage ``texts`` as the new version of document ``key``; returns (document id, chunk ids)."""
+    d = staged(reg, source, key, texts, acl=acl)
+    reg.stage_document(run, cs, d)
+    return d.document_id, {c.id for c in d.chunks}
 
 
 def sync(reg: Registry, source: SourceInfo, docs: dict[str, list[str]], *, delete: tuple[str, ...] = ()) -> int:

@@ -20,20 +20,23 @@ document is unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
 from sqlalchemy import select, text, update
 
+from freshindex.acl.model import DocumentAcl
 from freshindex.core.enums import DocumentOutcomeKind
 from freshindex.core.errors import DocumentError, StaleTaskError
 from freshindex.core.ids import sha256_hex
 from freshindex.registry import Registry
 from freshindex.registry import db as registry_db
+from freshindex.registry import staging as registry_staging
 from freshindex.registry import touches as registry_touches
 from freshindex.registry.records import DocumentTouch
-from freshindex.registry.schema import Document, DocumentAttempt, DocumentResult
-from freshindex.testing.registry_base import RegistrySuite, stage, sync
+from freshindex.registry.schema import ChangesetEntry, Chunk, Document, DocumentAttempt, DocumentResult, Tombstone
+from freshindex.testing.registry_base import RegistrySuite, stage, staged, sync
 
 TEXTS = {f"k{n}": [f"text of document {n}"] for n in range(3)}
 
@@ -49,6 +52,24 @@ def _results(reg: Registry, run: int) -> dict[str, str]:
     with reg.session() as s:
         return {r.document_id: r.outcome for r in s.scalars(select(DocumentResult)
                                                             .where(DocumentResult.sync_run_id == run))}
+
+
+def _written(reg: Registry, source_id: str, run: int) -> dict[str, object]:
+    """What a source's stagings wrote, named by key and ordinal (not by ids, which carry the source)."""
+    with reg.session() as s:
+        docs = {d.id: d for d in s.scalars(select(Document).where(Document.source_id == source_id))}
+        chunks = {c.id: c for c in s.scalars(select(Chunk).where(Chunk.document_id.in_(docs)))}
+        name = {i: (docs[c.document_id].key, c.ordinal, c.text) for i, c in chunks.items()}
+        return {
+            "documents": sorted((d.key, d.state, d.version, d.content_hash, d.chunk_count) for d in docs.values()),
+            "chunks": sorted((*name[i], c.state, c.tombstoned) for i, c in chunks.items()),
+            "entries": sorted((name[e.chunk_id], e.op) for e in s.scalars(
+                select(ChangesetEntry).where(ChangesetEntry.document_id.in_(docs)))),
+            "tombstones": sorted(name[t.chunk_id] for t in s.scalars(
+                select(Tombstone).where(Tombstone.document_id.in_(docs)))),
+            "results": sorted((docs[r.document_id].key, r.outcome, r.chunks_added) for r in s.scalars(
+                select(DocumentResult).where(DocumentResult.sync_run_id == run))),
+        }
 
 
 def _attempts(reg: Registry, ids: dict[str, str]) -> dict[str, bool]:
@@ -99,6 +120,62 @@ class TouchContract(RegistrySuite):
         assert {d.etag for d in reg.documents(list(ids.values())).values()} == {"e"}
         assert _results(reg, run) == {}
         assert _attempts(reg, ids) == {d: True for d in ids.values()}
+
+    def test_a_batch_of_stagings_writes_what_each_staged_alone_writes_and_ends_their_attempts(
+            self, reg: Registry) -> None:
+        # Given the same two versions of three documents, staged one transaction each in one source and as
+        # one batch (stage_documents) in another: a second version that changes k0, drops k1's chunk, keeps k2
+        alone, batched = self.source(reg, "alone"), self.source(reg, "batched")
+        versions = [TEXTS, {"k0": ["text of document 0", "a new part"], "k1": ["another text"], "k2": TEXTS["k2"]}]
+        for texts in versions:
+            runs = {}
+            for src in (alone, batched):
+                runs[src.id] = run_cs = reg.start_sync_run(src.id, "test")
+                if src is alone:
+                    for key, t in texts.items():
+                        stage(reg, *run_cs, src, key, t)
+                    continue
+                held = [staged(reg, src, key, t) for key, t in texts.items()]
+                for d in held:
+                    reg.begin_document_attempt(d.document_id, etag="e", run_id=run_cs[0])
+                reg.stage_documents(*run_cs, held)
+                # Then the batch's attempts ended with it (the crash count starts again)
+                assert _attempts(reg, {d.key: d.document_id for d in held}) == {}
+            # Then the batch wrote exactly what the documents staged alone wrote: rows, entries, tombstones, outcomes
+            assert _written(reg, batched.id, runs[batched.id][0]) == _written(reg, alone.id, runs[alone.id][0])
+            for src in (alone, batched):
+                reg.finish_sync_run(runs[src.id][0])
+        assert _written(reg, batched.id, 0)["tombstones"] == [("k1", 0, "text of document 1")]
+
+    def test_a_batch_of_stagings_is_written_whole_or_not_at_all(self, reg: Registry,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+        source = self.source(reg, "whole")
+        run, cs = reg.start_sync_run(source.id, "test")
+        held = [staged(reg, source, key, t) for key, t in TEXTS.items()]
+        calls = [0]
+        real = registry_staging.apply_acl
+
+        def fail_on_the_third(*args: object, **kwargs: object) -> bool:  # the process dies in the third document
+            calls[0] += 1
+            if calls[0] == 3:
+                raise RuntimeError("the process died here")
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(registry_staging, "apply_acl", fail_on_the_third)
+        for d in held:
+            reg.begin_document_attempt(d.document_id, etag="e", run_id=run)
+        with pytest.raises(RuntimeError):
+            reg.stage_documents(run, cs, [dataclasses.replace(d, acl=DocumentAcl(("public",))) for d in held])
+        # Then nothing of the batch is written (no document, chunk or outcome) and the attempts are still open
+        assert _written(reg, source.id, run) == {"documents": [], "chunks": [], "entries": [], "tombstones": [],
+                                                 "results": []}
+        assert _attempts(reg, {d.key: d.document_id for d in held}) == {d.document_id: True for d in held}
+        # And a refused run's batch is not written either
+        reg.finish_sync_run(run)
+        monkeypatch.undo()
+        with pytest.raises(StaleTaskError):
+            reg.stage_documents(run, cs, held)
+        assert _written(reg, source.id, run)["documents"] == []
 
     def test_a_refused_run_writes_nothing_of_its_batch(self, reg: Registry) -> None:
         source_id, ids = self.indexed(reg)
