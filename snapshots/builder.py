@@ -56,6 +56,7 @@ from freshindex.registry.protocols import BuilderRegistry
 from freshindex.snapshots.bluegreen import BlueGreen, Recycle
 from freshindex.snapshots.builder_base import PhaseHook
 from freshindex.snapshots.lock import WriterLock
+from freshindex.snapshots.sparse_ahead import Pending, SparseAhead
 from freshindex.snapshots.verify import Held, Verification
 from freshindex.vectorstore.base import PointRecord, VectorStore
 from freshindex.vectorstore.lexical import lexical_text
@@ -115,6 +116,10 @@ class Builder(BlueGreen, Verification):
     The build itself (clone, apply, full write, swap, retain) is here; blue/green
     recycling comes from :class:`snapshots.bluegreen.BlueGreen`, the checks before
     a swap from :class:`snapshots.verify.Verification`."""
+
+    #: Worker processes computing sparse vectors ahead (:class:`snapshots.sparse_ahead.SparseAhead`);
+    #: None: one on a large build with a second core, 0: none.
+    sparse_processes: int | None = None
 
     def __init__(self, registry: BuilderRegistry, store: VectorStore, embedder: Embedder, metrics: Metrics,
                  options: BuildOptions | None = None) -> None:
@@ -341,24 +346,40 @@ class Builder(BlueGreen, Verification):
                                      "seconds": round(time.perf_counter() - t0, 3)})
 
     def _upsert(self, collection: str, ids: Sequence[str], snapshot_id: str, batch: int = 1000) -> int:
+        """Write the points of ``ids``, ``batch`` at a time; returns how many vectors were embedded.
+
+        The next batch's rows are read and its sparse vectors started in a worker process
+        (:mod:`snapshots.sparse_ahead`) before this batch's points are made and written, so on a large build
+        the tokenizing runs on another core beside the engine's writes; the points are the same either way.
+        """
         embedded = 0
-        for i in range(0, len(ids), batch):
-            rows = self.registry.chunk_rows(ids[i : i + batch])
-            # Only a model change (or a wiped cache) embeds here: the pipeline
-            # filled the cache; the same rule refills it for the next build.
-            result = vectors_for({r.content_hash: embed_text(r.heading_path, r.text, title=r.title) for r in rows},
-                                 self.embedder, self.registry)
-            embedded += result.embedded
-            self.store.upsert(
-                collection,
-                [PointRecord(id=r.id, vector=np.asarray(result.vectors[r.content_hash]).tolist(),
-                             payload=point_payload(r, snapshot_id).to_dict(),
-                             lexical=lexical_text(text=r.text, title=r.title, heading_path=r.heading_path, key=r.key,
-                                                  meta=r.meta))
-                 for r in rows],
-            )
+        batches = [ids[i : i + batch] for i in range(0, len(ids), batch)]
+        with SparseAhead(len(ids), processes=self.sparse_processes) as sparse:
+            ahead = self._read_ahead(batches[0], sparse) if batches else None
+            for n in range(len(batches)):
+                assert ahead is not None
+                rows, texts, pending = ahead
+                ahead = self._read_ahead(batches[n + 1], sparse) if n + 1 < len(batches) else None
+                # Only a model change (or a wiped cache) embeds here: the pipeline
+                # filled the cache; the same rule refills it for the next build.
+                result = vectors_for({r.content_hash: embed_text(r.heading_path, r.text, title=r.title) for r in rows},
+                                     self.embedder, self.registry)
+                embedded += result.embedded
+                self.store.upsert(
+                    collection,
+                    [PointRecord(id=r.id, vector=np.asarray(result.vectors[r.content_hash]).tolist(),
+                                 payload=point_payload(r, snapshot_id).to_dict(), lexical=text, sparse=sv)
+                     for r, text, sv in zip(rows, texts, pending.vectors(), strict=True)],
+                )
         self.store.flush(collection)
         return embedded
+
+    def _read_ahead(self, ids: Sequence[str], sparse: SparseAhead) -> tuple[list[ChunkRow], list[str], Pending]:
+        """The rows of ``ids``, their lexical texts, and their sparse vectors under way."""
+        rows = self.registry.chunk_rows(ids)
+        texts = [lexical_text(text=r.text, title=r.title, heading_path=r.heading_path, key=r.key, meta=r.meta)
+                 for r in rows]
+        return rows, texts, sparse.submit(texts)
 
     def _fail(self, kb: str, snapshot_id: str, collection: str, active: SnapshotInfo | None, exc: FreshIndexError,
               started: float) -> BuildResult:

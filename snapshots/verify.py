@@ -104,7 +104,11 @@ class Verification(BuilderBase):
     def _check_written(self, collection: str, written: Sequence[str], checks: dict[str, Any],
                        batch: int = 1000) -> None:
         """The "written" and "sample" checks, a batch of points and registry rows at a time (a full
-        build writes every chunk: holding them all at once, texts twice, was the build's peak memory)."""
+        build writes every chunk: holding them all at once, texts twice, was the build's peak memory).
+
+        Every written point is compared with its chunk's content hash alone; only the sampled ones are
+        read as whole rows (their ACL and source): reading every row again, its JSON columns decoded, cost
+        a full build of 14k chunks about a second for fields the check never looked at."""
         rng = random.Random(collection)
         sample = set(rng.sample(list(written), min(self.verify_sample, len(written))))
         missing: list[str] = []
@@ -112,12 +116,14 @@ class Verification(BuilderBase):
         bad: list[tuple[str, str]] = []
         for i in range(0, len(written), batch):
             ids = written[i : i + batch]
-            rows = {r.id: r for r in self.registry.chunk_rows(list(ids))}
+            hashes = self.registry.chunk_hashes(list(ids))
+            sampled = [cid for cid in ids if cid in sample]
+            rows = {r.id: r for r in self.registry.chunk_rows(sampled)} if sampled else {}
             payloads = {p.id: _read_payload(p.payload) for p in self.store.retrieve(collection, ids)}
             missing += [cid for cid in ids if cid not in payloads]
-            wrong += [cid for cid in ids if cid in payloads and cid in rows
-                      and ((pl := payloads[cid]) is None or pl.content_hash != rows[cid].content_hash)]
-            bad += [(cid, why) for cid in ids if cid in sample and cid in payloads
+            wrong += [cid for cid in ids if cid in payloads and cid in hashes
+                      and ((pl := payloads[cid]) is None or pl.content_hash != hashes[cid])]
+            bad += [(cid, why) for cid in sampled if cid in payloads
                     and (why := _disagreement(payloads[cid], rows.get(cid)))]
         checks["written_checked"] = len(written)
         if missing or wrong:

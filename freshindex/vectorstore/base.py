@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from freshindex.core.clock import as_utc
+from freshindex.vectorstore.lexical import SparseVector
 
 #: Name of the dense vector in every collection.
 DENSE = "dense"
@@ -48,13 +49,17 @@ class PointRecord:
 
     ``lexical`` is the text the lexical side indexes (see
     :func:`vectorstore.lexical.lexical_text`); None writes no lexical vector
-    and is what reads return.
+    and is what reads return.  ``sparse``: that text's
+    :func:`vectorstore.lexical.document_vector` when the writer computed it
+    already (a build computes them in a worker process); None: the store
+    computes it from ``lexical``.
     """
 
     id: str
     vector: Sequence[float] | None
     payload: dict[str, Any]
     lexical: str | None = None
+    sparse: SparseVector | None = None
 
 
 @dataclass(frozen=True)

@@ -34,13 +34,14 @@ def dense_of(vector: Any) -> list[float] | None:
 
 
 def point_vectors(p: PointRecord) -> dict[str, Any]:
-    """The named vectors of a point to write: dense, and lexical when it has lexical text."""
+    """The named vectors of a point to write: dense, and lexical when it has lexical text (its sparse vector
+    when given, else computed from the text)."""
     # The engine reads any sequence of numbers (ints, numpy floats); a list goes as it is: converting
     # every component of every point (384 float() calls each) was a tenth of a build's store writes.
     vector = p.vector if isinstance(p.vector, list) else list(p.vector or ())
     out: dict[str, Any] = {DENSE: vector}
     if p.lexical:
-        sv = lexical.document_vector(p.lexical)
+        sv = p.sparse if p.sparse is not None else lexical.document_vector(p.lexical)
         if sv:
             out[LEXICAL] = qe.SparseVector(list(sv.indices), list(sv.values))
     return out

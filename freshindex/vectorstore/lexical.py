@@ -193,6 +193,20 @@ def document_vector(text: str, *, k1: float = K1, b: float = B, avg_len: float =
     return _vector(weights)
 
 
+def document_vectors(texts: Sequence[str],
+                     version: str = LEXICAL_VERSION) -> list[tuple[tuple[int, ...], tuple[float, ...]]] | None:
+    """:func:`document_vector` of each of ``texts`` as plain (indices, values) pairs, which pickle compactly:
+    what a build's worker process sends back (:mod:`snapshots.sparse_ahead`).  None when ``version`` is not
+    this module's :data:`LEXICAL_VERSION`: a worker running other code must not have its vectors written."""
+    if version != LEXICAL_VERSION:
+        return None
+    out = []
+    for text in texts:
+        sv = document_vector(text)
+        out.append((sv.indices, sv.values))
+    return out
+
+
 def query_vector(text: str) -> SparseVector:
     """Each unique token of ``text`` with weight 1."""
     return _vector({token_index(t): 1.0 for t in set(tokenize(text))})
@@ -290,5 +304,5 @@ def idf_from_hits(tokens: Sequence[str], indices: Sequence[int], answers: Sequen
 
 
 
-__all__ = ["LEXICAL_VERSION", "STOPWORDS", "SparseVector", "code_names", "document_vector", "identifiers", "idf_from_hits",
-           "lexical_text", "query_vector", "token_index", "tokenize"]
+__all__ = ["LEXICAL_VERSION", "STOPWORDS", "SparseVector", "code_names", "document_vector", "document_vectors",
+           "identifiers", "idf_from_hits", "lexical_text", "query_vector", "token_index", "tokenize"]

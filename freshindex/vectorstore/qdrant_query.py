@@ -23,10 +23,11 @@ def dense_of(vector: Any) -> Any:
 
 
 def point_vectors(p: PointRecord) -> dict[str, Any]:
-    """The named vectors of a point to write: dense, and lexical when it has lexical text."""
+    """The named vectors of a point to write: dense, and lexical when it has lexical text (its sparse vector
+    when given, else computed from the text)."""
     out: dict[str, Any] = {DENSE: [float(x) for x in p.vector or ()]}
     if p.lexical:
-        sv = lexical.document_vector(p.lexical)
+        sv = p.sparse if p.sparse is not None else lexical.document_vector(p.lexical)
         if sv:
             out[LEXICAL] = qm.SparseVector(indices=list(sv.indices), values=list(sv.values))
     return out
