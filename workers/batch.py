@@ -209,6 +209,8 @@ class RunBatch:
         ``written``: called once it is written; never when it is not.  Its attempt (open: the loop opened it
         before the parse) is held as a touch's is (:meth:`touch`).  A later document with the same content
         writes the batch first (:meth:`canonical_twin`): the twin lookup reads what is staged."""
+        if self.holds(staged.document_id):  # a key listed twice: one staging a batch, each as it was written
+            self.flush()
         self._hold(staged.document_id)
         self._staged.append(staged)
         self._staged_chunks += len(staged.chunks)
@@ -218,11 +220,18 @@ class RunBatch:
 
     def canonical_twin(self, document_id: str, kb: str, content_hash: str, *, acl: Any,
                        parser_version: str | None = None) -> str | None:
-        """The registry's :meth:`canonical_twin`, the batch written first if a document held here has that
-        content: a twin staged in this batch is found, as one staged alone would be."""
-        if any(d.content_hash == content_hash for d in self._staged):
+        """The registry's :meth:`canonical_twin`, as if every held document were written: the batch is written
+        first when a held document has that content (a twin staged or re-tagged in this batch is found), and
+        again when the twin found is a held document (its held staging may change its content, its held touch
+        its permissions: the answer is asked again of what they wrote)."""
+        if any(d.content_hash == content_hash for d in self._staged) or any(
+                t.content_hash == content_hash for t in self._touches):
             self.flush()
-        return self.registry.canonical_twin(document_id, kb, content_hash, acl=acl, parser_version=parser_version)
+        twin = self.registry.canonical_twin(document_id, kb, content_hash, acl=acl, parser_version=parser_version)
+        if twin is not None and self.holds(twin):
+            self.flush()
+            twin = self.registry.canonical_twin(document_id, kb, content_hash, acl=acl, parser_version=parser_version)
+        return twin
 
     def holds(self, doc_id: str) -> bool:
         """A touch or staging of ``doc_id`` is held: its attempt ends when the batch is written, not now."""
@@ -258,7 +267,7 @@ class RunBatch:
             if staged:
                 self.registry.stage_documents(self.run_id, self.changeset_id, staged)
             for done in written:
-                done()
+                _quietly(done)
             moved = self.registry.touch_documents(self.run_id, self.changeset_id, self.source_id, touches)
         except BaseException:
             self._release(ids)
@@ -334,6 +343,14 @@ class RunBatch:
                         exc_info=not isinstance(exc, RetryableError))
             return False
         return True
+
+
+def _quietly(done: Callable[[], None]) -> None:
+    """A written staging's metrics: an observer that raises costs its own count, not the batch's touches."""
+    try:
+        done()
+    except Exception:
+        log.exception("counting a written staging failed")
 
 
 def stage_held_or_now(registry: BatchRegistry, batch: RunBatch | None, run_id: int, changeset_id: int,

@@ -111,17 +111,21 @@ class TouchStore(AttemptsStore, DocumentAclStore):
         a batch is staged whole or not at all.  Their document rows and existing chunk rows are read in one
         statement a batch of ids, not one a document.
 
-        Raises :class:`core.errors.StaleTaskError`, writing nothing, when the run no longer takes writes.
+        Raises :class:`core.errors.StaleTaskError`, writing nothing, when the run no longer takes writes, and
+        ValueError when a document is in ``staged`` twice.
         """
         if not staged:
             return
+        if len({d.document_id for d in staged}) != len(staged):
+            raise ValueError("stage_documents: a document staged twice in one batch")
         with self.staging_session() as s:
             self._fence(s, run_id, changeset_id)
             reads = BatchReads(read_all=True)
             ids = [d.document_id for d in staged]
             reads.documents = dict.fromkeys(ids)
-            for batch in _batches(sorted(set(ids))):
-                reads.documents.update((d.id, d) for d in s.scalars(select(Document).where(Document.id.in_(batch))))
+            for batch in _batches(sorted(set(ids))):  # locked (PostgreSQL) in id order, as touch_documents does
+                reads.documents.update((d.id, d) for d in s.scalars(self._for_update(
+                    select(Document).where(Document.id.in_(batch)).order_by(Document.id))))
             for batch in _batches(sorted({c.id for d in staged for c in d.chunks})):
                 reads.chunks.update((c.id, c) for c in s.scalars(select(Chunk).where(Chunk.id.in_(batch))))
             for d in staged:

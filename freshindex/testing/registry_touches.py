@@ -170,9 +170,13 @@ class TouchContract(RegistrySuite):
         assert _written(reg, source.id, run) == {"documents": [], "chunks": [], "entries": [], "tombstones": [],
                                                  "results": []}
         assert _attempts(reg, {d.key: d.document_id for d in held}) == {d.document_id: True for d in held}
+        # And a document twice in one batch is refused before anything is written
+        monkeypatch.undo()
+        with pytest.raises(ValueError, match="twice"):
+            reg.stage_documents(run, cs, [held[0], held[0]])
+        assert _written(reg, source.id, run)["documents"] == []
         # And a refused run's batch is not written either
         reg.finish_sync_run(run)
-        monkeypatch.undo()
         with pytest.raises(StaleTaskError):
             reg.stage_documents(run, cs, held)
         assert _written(reg, source.id, run)["documents"] == []

@@ -4,11 +4,13 @@ The batch holds 4 documents here, so 13 pages make several batches and a
 remainder written before the run is finished.  What is checked: a full build
 and a release update staged in batches write what staging each page alone
 writes (documents, chunks, changeset entries, tombstones, outcomes, the
-mirror of a page whose twin is held in the same batch), with one staging
+mirror of a page whose twin is held in the same batch, and no mirror of a
+held page whose staging changes the text), with one staging
 transaction per batch and no attempt ended one by one; a run closed under
 the loop writes none of the stagings it held and leaves no attempt open; a
 process killed with stagings held loses only them (the next sync stages
-them, their vectors from the cache) and nothing half-written.
+them, their vectors from the cache) and nothing half-written; a page that
+kills the process charges none of the stagings held before it a crash.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline, runner
 from freshindex.workers.batch import RunBatch, stage_held_or_now
+from freshindex.workers.parsing import Parsers
 from freshindex.workers.runner import sync_inline
+from tests.workers.test_touch_batch import POISON, _Killed, _unless_killed
 
 SIZE = 4
 
@@ -168,10 +172,6 @@ def test_a_run_closed_under_the_loop_writes_none_of_the_stagings_it_held(tmp_pat
     assert again.build_status == "built" and not again.errors
 
 
-class _Killed(BaseException):
-    """Stands for SIGKILL: nothing after it runs in the process (see the patches that go with it)."""
-
-
 def test_a_killed_run_loses_only_the_stagings_it_held_and_the_next_sync_stages_them(
         tmp_path: Path, svc: Services) -> None:
     root = tmp_path / "batched-src"
@@ -203,3 +203,80 @@ def test_a_killed_run_loses_only_the_stagings_it_held_and_the_next_sync_stages_t
     assert sorted(r[0] for r in _written(svc, again.run.id)["results"]) == [f"p{n:02d}.html" for n in range(4, 10)]
     assert again.run.summary["chunks_reused"] >= 2, again.run.summary
     assert again.build_status == "built" and not again.errors and _open_attempts(svc) == set()
+
+
+def _alone(tmp_path: Path, run: Callable[[Services, Path], Any]) -> Any:
+    """``run`` on services of their own whose loop stages each page alone (as a Celery task stages it)."""
+    alone = _services(tmp_path, "alone")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(pipeline, "stage_held_or_now", lambda reg, _batch, *a: stage_held_or_now(reg, None, *a))
+            return run(alone, tmp_path / "alone-src")
+    finally:
+        alone.close()
+
+
+def test_a_page_that_takes_the_old_text_of_a_held_page_is_not_made_its_mirror(tmp_path: Path, svc: Services) -> None:
+    # Given p01 indexed with a text T, then a release where p01 changes and p02 takes T: while p01's staging is
+    # held, the registry still says p01 holds T
+    def releases(services: Services, root: Path) -> list[dict[str, Any]]:
+        out = []
+        for release in (1, 2):
+            root.mkdir(exist_ok=True)
+            for n in range(6):
+                title, body = f"Chapter {n}", f"Chapter {n} explains backups, number {n}."
+                if (release, n) in ((1, 1), (2, 2)):
+                    title, body = "Ferries", "The ferry leaves at noon."
+                elif (release, n) == (2, 1):
+                    body = "Chapter 1 now explains restores."
+                (root / f"p{n:02d}.html").write_bytes(
+                    f"<html><head><title>{title}</title></head><body><main><h1>Chapter</h1><p>{body}</p>"
+                    f"</main></body></html>".encode())
+            report = sync_inline(services, "docs")
+            out.append({**_written(services, report.run.id), "points": report.snapshot.point_count})
+        return out
+
+    one_by_one = _alone(tmp_path, releases)
+    batched = releases(svc, tmp_path / "batched-src")
+    # Then p02 keeps points of its own, as when each page is staged alone (not a mirror of p01's new text)
+    assert batched == one_by_one
+    assert [d[4:] for d in batched[1]["documents"] if d[0] == "p02.html"] == [(1, None)]
+
+
+def test_a_page_that_kills_the_sync_charges_none_of_the_stagings_held_before_it(tmp_path: Path, svc: Services) -> None:
+    # Given 10 new pages (the last two held in a batch when the sync reaches its 11th) and a page, planned last,
+    # whose parser kills the process
+    src = tmp_path / "batched-src"
+    _write(src, 10, "15.18")
+    (src / "zz-poison.html").write_bytes(b"<html><body><main><p>" + POISON + b"</p></main></body></html>")
+    real = Parsers.parse
+
+    def parse(self: Parsers, data: bytes, key: str, *rest: Any) -> Any:
+        if POISON in data:
+            raise _Killed
+        return real(self, data, key, *rest)
+
+    # When the source is synced again after each death (the dead run closed, as the reaper does), until a sync
+    # completes; nothing of a dying process's clean-up runs
+    deaths = 0
+    while True:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(Parsers, "parse", parse)
+            mp.setattr(RunBatch, "release", lambda self: None)
+            mp.setattr(runner, "_close_aborted", lambda *_a: None)
+            mp.setattr(runner.pipeline.ParseAhead, "abandon", lambda self: None)
+            mp.setattr(pipeline, "_end_attempt", functools.partial(_unless_killed, pipeline._end_attempt))
+            try:
+                report = sync_inline(svc, "docs")
+                break
+            except _Killed:
+                deaths += 1
+                assert deaths <= 3
+                svc.registry.finish_sync_run(svc.registry.sync_runs("docs", limit=1)[0].id, error="its process died")
+    # Then the poison page alone is recorded worker_crashed; every other page is indexed and counts no crash
+    assert deaths == 3
+    assert [(e.key, e.reason) for e in report.errors] == [("zz-poison.html", "worker_crashed")]
+    docs = svc.registry.documents_for_source("docs")
+    assert {k for k, d in docs.items() if d.state == "active"} == {f"p{n:02d}.html" for n in range(10)}
+    assert all(svc.registry.document_crashes(d.id) == 0 for k, d in docs.items() if k != "zz-poison.html")
+    assert _open_attempts(svc) == set()
