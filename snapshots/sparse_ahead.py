@@ -14,17 +14,21 @@ A build smaller than :data:`MIN_POINTS` (an update's few hundred points), or a
 process with one usable core or that may start none (a daemonic one), computes them in place: a worker's start (a
 fresh interpreter importing the lexical module, a fraction of a second) would
 cost more than it saves.  Workers start by ``spawn`` and end with the build,
-so nothing is left running beside the next one; one that cannot start, dies,
-or runs another :data:`vectorstore.lexical.LEXICAL_VERSION` is given up and the
-vectors are computed in place: the pool can make a build slower, never
-different.
+so nothing is left running beside the next one (a worker dies with a build
+killed by SIGKILL too, on Linux); one that cannot start, dies, does not answer
+within :data:`ANSWER_TIMEOUT_S` (it is stopped) or runs another
+:data:`vectorstore.lexical.LEXICAL_VERSION` is given up and the vectors are
+computed in place: the pool can make a build slower, never different.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
+import signal
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -37,6 +41,18 @@ Pairs = list[tuple[tuple[int, ...], tuple[float, ...]]]
 
 #: Builds writing fewer points compute their sparse vectors in place.
 MIN_POINTS = 2000
+
+#: Seconds a batch's answer may take (the first one includes the worker's start) before the worker is given up
+#: and stopped: a script without an ``if __name__ == "__main__":`` guard runs itself again in a spawned worker.
+ANSWER_TIMEOUT_S = 60.0
+
+
+def _worker_init() -> None:
+    """In the worker: Ctrl-C is the build's to handle, and the worker dies with the build's process (Linux's
+    ``PR_SET_PDEATHSIG``), so a build killed with SIGKILL leaves no worker behind."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
 
 def usable_cores() -> int:
@@ -74,7 +90,7 @@ class SparseAhead:
         self._executor: ProcessPoolExecutor | None = None
         if processes > 0:
             try:
-                self._executor = ProcessPoolExecutor(max_workers=processes,
+                self._executor = ProcessPoolExecutor(max_workers=processes, initializer=_worker_init,
                                                      mp_context=multiprocessing.get_context("spawn"))
             except (OSError, ValueError) as exc:
                 log.warning("sparse vectors computed in the build's process: no worker (%s)", exc)
@@ -98,8 +114,8 @@ class SparseAhead:
     def collect(self, future: Future[Pairs | None]) -> Pairs | None:
         """A worker's answer; None (and no worker from now on) when it failed or ran another lexical version."""
         try:
-            pairs = future.result()
-        except Exception as exc:
+            pairs = future.result(timeout=ANSWER_TIMEOUT_S)
+        except Exception as exc:  # its failure, or no answer in time
             self._give_up(exc)
             return None
         if not isinstance(pairs, list):
@@ -111,7 +127,11 @@ class SparseAhead:
         if self._executor is not None:
             log.warning("sparse vectors computed in the build's process from now on: the worker failed (%s)", exc)
             executor, self._executor = self._executor, None
+            processes = list((getattr(executor, "_processes", None) or {}).values())
             executor.shutdown(wait=False, cancel_futures=True)
+            for process in processes:  # one still busy (a script run again in it) is stopped, not awaited
+                with contextlib.suppress(Exception):
+                    process.terminate()
 
     def close(self) -> None:
         if self._executor is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,9 +13,10 @@ import pytest
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.snapshots import Builder, sparse_ahead
-from freshindex.snapshots.sparse_ahead import MIN_POINTS, SparseAhead
+from freshindex.snapshots.sparse_ahead import MIN_POINTS, Pending, SparseAhead
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import DENSE, LEXICAL
+from freshindex.vectorstore.lexical import lexical_text
 from freshindex.workers.runner import sync_inline
 from tests.snapshots.conftest import ONE_STRATEGY
 
@@ -84,6 +86,10 @@ def test_a_full_build_writes_the_same_points_with_and_without_the_worker(tmp_pat
     try:
         svc.registry.add_source("s", kind="folder", location=str(root), owner="t", kb="kb1")
         sync_inline(svc, "s")
+        answers: list[bool] = []
+        collect = SparseAhead.collect
+        monkeypatch.setattr(SparseAhead, "collect",
+                            lambda self, future: (lambda got: answers.append(got is not None) or got)(collect(self, future)))
         written = {}
         for processes in (0, 1):
             svc.builder.sparse_processes = processes
@@ -91,6 +97,33 @@ def test_a_full_build_writes_the_same_points_with_and_without_the_worker(tmp_pat
             assert result.status == "built" and result.point_count > 6
             written[processes] = _points(svc, svc.naming.collection(result.snapshot_id))
         assert written[0] == written[1]
-        assert all(sparse for _payload, _dense, sparse in written[1].values())
+        # Every batch of the worker's build was answered by the worker (none computed in place after a give-up)
+        assert len(answers) >= 3 and all(answers)
+        # And each point holds its own text's vector, recomputed here from the registry (not the builder's pairing)
+        rows = {r.id: r for r in svc.registry.chunk_rows(sorted(written[1]))}
+        for point_id, (_payload, _dense, sparse) in written[1].items():
+            r = rows[point_id]
+            sv = lexical.document_vector(lexical_text(text=r.text, title=r.title, heading_path=r.heading_path,
+                                                      key=r.key, meta=r.meta))
+            assert sparse is not None and sparse[0] == list(sv.indices)
+            assert sparse[1] == pytest.approx(list(sv.values), rel=1e-6)
     finally:
         svc.close()
+
+
+def test_a_worker_that_does_not_answer_in_time_is_stopped_and_the_vectors_computed_in_place(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker busy with something else (a script without a __main__ guard, run again in it): stands for it here
+    with SparseAhead(0, processes=1) as ahead:
+        executor = ahead._executor
+        assert executor is not None
+        ahead.submit(TEXTS).vectors()  # the worker is up
+        monkeypatch.setattr(sparse_ahead, "ANSWER_TIMEOUT_S", 0.5)
+        processes = list(executor._processes.values())  # type: ignore[union-attr]
+        stuck = ahead._executor.submit(time.sleep, 30)  # type: ignore[union-attr]
+        vectors = Pending(ahead, TEXTS, stuck).vectors()
+        # Then the batch is computed in place, the worker is given up and stopped, not awaited
+        assert vectors == [lexical.document_vector(t) for t in TEXTS] and not ahead.parallel
+        for process in processes:
+            process.join(timeout=10)
+            assert not process.is_alive()
