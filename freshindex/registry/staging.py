@@ -63,10 +63,9 @@ def _result_row(run_id: int, o: DocumentOutcome, at: dt.datetime) -> dict[str, A
 
 @dataclass
 class BatchReads:
-    """What a batch's staging transaction read once for all its documents (``read_all``): their rows and those
+    """What a batch's staging transaction read once for all its documents: their rows and those
     of their chunks that exist, by id (a document or chunk missing is new); the sources' ACL versions."""
 
-    read_all: bool = False
     documents: dict[str, Document | None] = field(default_factory=dict)
     chunks: dict[str, Chunk] = field(default_factory=dict)
     floors: dict[str, int] = field(default_factory=dict)
@@ -159,8 +158,7 @@ class StagingStore(_Base):
         d, source, document_id, chunks = staged, staged.source, staged.document_id, staged.chunks
         added_ids, removed_ids = staged.added_ids, staged.removed_ids
         now = utcnow()
-        reads = reads or BatchReads()
-        doc = reads.documents[document_id] if reads.read_all else s.get(Document, document_id)
+        doc = reads.documents[document_id] if reads is not None else s.get(Document, document_id)
         if doc is None:
             doc = Document(id=document_id, source_id=source.id, key=d.key, version=0, first_seen_at=now)
             s.add(doc)
@@ -176,12 +174,13 @@ class StagingStore(_Base):
         doc.updated_at, doc.deleted_at = now, None
         acl_moved = False
         if d.acl is not None:
-            if source.id not in reads.floors:
-                reads.floors[source.id] = s.scalar(select(Source.acl_version).where(Source.id == source.id)) or 1
-            acl_moved = apply_acl(doc, d.acl, floor=reads.floors[source.id])
+            floors = reads.floors if reads is not None else {}
+            if source.id not in floors:
+                floors[source.id] = s.scalar(select(Source.acl_version).where(Source.id == source.id)) or 1
+            acl_moved = apply_acl(doc, d.acl, floor=floors[source.id])
         s.flush()
 
-        existing = ({c.id: reads.chunks[c.id] for c in chunks if c.id in reads.chunks} if reads.read_all else {
+        existing = ({c.id: reads.chunks[c.id] for c in chunks if c.id in reads.chunks} if reads is not None else {
             row.id: row
             for batch in _batches([c.id for c in chunks])
             for row in s.scalars(select(Chunk).where(Chunk.id.in_(batch)))

@@ -120,7 +120,7 @@ class TouchStore(AttemptsStore, DocumentAclStore):
             raise ValueError("stage_documents: a document staged twice in one batch")
         with self.staging_session() as s:
             self._fence(s, run_id, changeset_id)
-            reads = BatchReads(read_all=True)
+            reads = BatchReads()
             ids = [d.document_id for d in staged]
             reads.documents = dict.fromkeys(ids)
             for batch in _batches(sorted(set(ids))):  # locked (PostgreSQL) in id order, as touch_documents does

@@ -28,9 +28,8 @@ from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline, runner
 from freshindex.workers.batch import RunBatch, stage_held_or_now
-from freshindex.workers.parsing import Parsers
 from freshindex.workers.runner import sync_inline
-from tests.workers.test_touch_batch import POISON, _Killed, _unless_killed
+from tests.workers.test_touch_batch import _Killed, sync_past_a_poison_page
 
 SIZE = 4
 
@@ -245,34 +244,11 @@ def test_a_page_that_takes_the_old_text_of_a_held_page_is_not_made_its_mirror(tm
 
 def test_a_page_that_kills_the_sync_charges_none_of_the_stagings_held_before_it(tmp_path: Path, svc: Services) -> None:
     # Given 10 new pages (the last two held in a batch when the sync reaches its 11th) and a page, planned last,
-    # whose parser kills the process
+    # whose parser kills the process (added by the helper)
     src = tmp_path / "batched-src"
     _write(src, 10, "15.18")
-    (src / "zz-poison.html").write_bytes(b"<html><body><main><p>" + POISON + b"</p></main></body></html>")
-    real = Parsers.parse
-
-    def parse(self: Parsers, data: bytes, key: str, *rest: Any) -> Any:
-        if POISON in data:
-            raise _Killed
-        return real(self, data, key, *rest)
-
-    # When the source is synced again after each death (the dead run closed, as the reaper does), until a sync
-    # completes; nothing of a dying process's clean-up runs
-    deaths = 0
-    while True:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(Parsers, "parse", parse)
-            mp.setattr(RunBatch, "release", lambda self: None)
-            mp.setattr(runner, "_close_aborted", lambda *_a: None)
-            mp.setattr(runner.pipeline.ParseAhead, "abandon", lambda self: None)
-            mp.setattr(pipeline, "_end_attempt", functools.partial(_unless_killed, pipeline._end_attempt))
-            try:
-                report = sync_inline(svc, "docs")
-                break
-            except _Killed:
-                deaths += 1
-                assert deaths <= 3
-                svc.registry.finish_sync_run(svc.registry.sync_runs("docs", limit=1)[0].id, error="its process died")
+    # When the source is synced again after each death until a sync completes
+    report, deaths = sync_past_a_poison_page(svc, src)
     # Then the poison page alone is recorded worker_crashed; every other page is indexed and counts no crash
     assert deaths == 3
     assert [(e.key, e.reason) for e in report.errors] == [("zz-poison.html", "worker_crashed")]

@@ -362,9 +362,6 @@ POISON = b"POISON: this page kills the process that parses it"
 
 def test_a_document_that_kills_the_sync_charges_only_itself_not_the_touches_held_before_it(
         tmp_path: Path, svc: Services) -> None:
-    from freshindex.workers import pipeline
-    from freshindex.workers.parsing import Parsers
-
     # Given 10 indexed pages, then a release that moves only their mtimes (10 touches, the last 2 held when
     # the sync reaches its 11th document) and a new page, planned last, whose parser kills the process
     src = tmp_path / "src"
@@ -372,6 +369,24 @@ def test_a_document_that_kills_the_sync_charges_only_itself_not_the_touches_held
     sync_inline(svc, "docs")
     for page in src.iterdir():
         os.utime(page, ns=(page.stat().st_mtime_ns + 10**9,) * 2)
+    report, deaths = sync_past_a_poison_page(svc, src)
+    # Then the poison page killed 1 + document_crash_retries syncs and the next recorded it worker_crashed,
+    # and it only: every other page is indexed and counts no crash
+    assert deaths == 3
+    assert [(e.key, e.reason) for e in report.errors] == [("zz-poison.html", "worker_crashed")]
+    docs = svc.registry.documents_for_source("docs")
+    assert {k for k, d in docs.items() if d.state == "active"} == {f"p{n:02d}.html" for n in range(10)}
+    assert all(svc.registry.document_crashes(d.id) == 0 for k, d in docs.items() if k != "zz-poison.html")
+    assert _open_attempts(svc) == set()
+
+
+def sync_past_a_poison_page(svc: Services, src: Path) -> tuple[Any, int]:
+    """Add a page planned last whose parser kills the process, then sync the source again after each death
+    (the dead run closed, as the reaper does) until a sync completes, nothing of a dying process's clean-up
+    running; the completed sync's report and the deaths."""
+    from freshindex.workers import pipeline
+    from freshindex.workers.parsing import Parsers
+
     (src / "zz-poison.html").write_bytes(b"<html><body><main><p>" + POISON + b"</p></main></body></html>")
     real = Parsers.parse
 
@@ -380,8 +395,6 @@ def test_a_document_that_kills_the_sync_charges_only_itself_not_the_touches_held
             raise _Killed
         return real(self, data, key, *rest)
 
-    # When the source is synced again after each death (the dead run closed, as the reaper does), until a sync
-    # completes; nothing of a dying process's clean-up runs
     deaths = 0
     while True:
         with pytest.MonkeyPatch.context() as mp:
@@ -391,20 +404,11 @@ def test_a_document_that_kills_the_sync_charges_only_itself_not_the_touches_held
             mp.setattr(runner.pipeline.ParseAhead, "abandon", lambda self: None)
             mp.setattr(pipeline, "_end_attempt", functools.partial(_unless_killed, pipeline._end_attempt))
             try:
-                report = sync_inline(svc, "docs")
-                break
+                return sync_inline(svc, "docs"), deaths
             except _Killed:
                 deaths += 1
                 assert deaths <= 3
                 svc.registry.finish_sync_run(svc.registry.sync_runs("docs", limit=1)[0].id, error="its process died")
-    # Then the poison page killed 1 + document_crash_retries syncs and the next recorded it worker_crashed,
-    # and it only: every other page is indexed and counts no crash
-    assert deaths == 3
-    assert [(e.key, e.reason) for e in report.errors] == [("zz-poison.html", "worker_crashed")]
-    docs = svc.registry.documents_for_source("docs")
-    assert {k for k, d in docs.items() if d.state == "active"} == {f"p{n:02d}.html" for n in range(10)}
-    assert all(svc.registry.document_crashes(d.id) == 0 for k, d in docs.items() if k != "zz-poison.html")
-    assert _open_attempts(svc) == set()
 
 
 def _unless_killed(real: Callable[..., None], *args: Any, **kwargs: Any) -> None:
