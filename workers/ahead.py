@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from freshindex.core.errors import DocumentError
 from freshindex.core.ids import content_hash, document_id
-from freshindex.core.types import ChunkDraft, ParsedDocument
+from freshindex.core.types import ChunkDraft, ParsedDocument, may_kill_the_process
 from freshindex.workers.connectors import check_key, for_run
 from freshindex.workers.steps import Drafted, Raw
 from freshindex.workers.steps.pool import LinePool, PoolBroken, PoolMismatch
@@ -77,6 +77,9 @@ class Prepared:
     #: Embedded ahead (``embed=True``): content hash -> vector, for the chunks new to the document and the cache.
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     embed_seconds: float = 0.0  # wall time of that embedding
+    #: The vector cache as the thread read it: content hash -> its cached vector, None where it had none (the
+    #: loop does not ask the registry again for these: a cached vector never changes under its key).
+    looked: dict[str, np.ndarray | None] = field(default_factory=dict)
     #: The thread opened the document's attempt (the poison-pill counter) before it parsed: the loop adopts it.
     attempt_open: bool = False
     #: Found a touch (its bytes or its shape are the indexed ones) with no attempt opened: with a pool, nothing
@@ -189,17 +192,17 @@ class ParseAhead:
                     if not self._open_attempt(ctx, doc_id, etag, run_id):
                         return
                     out.attempt_open = True
-                # The held touches' attempts are closed first: a death in here is this document's (workers/batch.py).
-                with ctx.batch.working() if ctx.batch is not None else contextlib.nullcontext():
-                    drafted = self._draft(line, doc_id, Raw(data, key, media_type))  # the line's steps: parse .. chunk
+                drafted = self._draft(ctx, line, doc_id, Raw(data, key, media_type))  # the line's steps: parse .. chunk
                 if drafted is None:
                     return  # its process died: the loop parses it again, alone (workers/pipeline.py)
                 out.parsed, out.chunks, out.error = drafted.parsed, drafted.chunks, drafted.error
                 if self.embed and out.chunks:
                     # A slot first, then working(): a thread waiting for one is not working on its document here.
-                    with self._embedding, ctx.batch.working() if ctx.batch is not None else contextlib.nullcontext():
+                    # An embedder that cannot kill this process (hashing, remote) needs no attempt closed first.
+                    risky = ctx.batch is not None and may_kill_the_process(ctx.embedder)
+                    with self._embedding, ctx.batch.working() if risky else contextlib.nullcontext():  # type: ignore[union-attr]
                         out.vectors, out.embed_seconds = embed_new(ctx, doc_id if known is not None else None,
-                                                                   out.chunks)
+                                                                   out.chunks, looked=out.looked)
             except DocumentError as exc:
                 out.error = exc
             except Exception:  # a fetch error (retried by the main path) or a bug: nothing prepared
@@ -233,15 +236,17 @@ class ParseAhead:
         """:func:`shape_hash` with this pool; ``pooled``: None rather than a hash made here (no attempt is open)."""
         return shape_hash(self.pool, line.parsers, raw, here_on_mismatch=not pooled)
 
-    def _draft(self, line: DocumentLine, doc_id: str, raw: Raw) -> Drafted | None:
-        """The line's steps on ``raw``: in this thread, or in the pool (None when a process of it died)."""
-        if self.pool is None:
-            return line.draft(doc_id, raw)
-        try:
-            return self.pool.draft(line, doc_id, raw)
-        except PoolBroken:
-            return None
-        except PoolMismatch:  # the workers would not parse as this process does: here, then
+    def _draft(self, ctx: PipelineContext, line: DocumentLine, doc_id: str, raw: Raw) -> Drafted | None:
+        """The line's steps on ``raw``: in the pool (None when a process of it died), or in this thread, the held
+        documents' attempts closed first (``RunBatch.working``): a death in here is this document's only."""
+        if self.pool is not None:
+            try:
+                return self.pool.draft(line, doc_id, raw)
+            except PoolBroken:
+                return None
+            except PoolMismatch:  # the workers would not parse as this process does: here, then
+                pass
+        with ctx.batch.working() if ctx.batch is not None else contextlib.nullcontext():
             return line.draft(doc_id, raw)
 
     def take(self, key: str) -> Prepared | None:
@@ -343,15 +348,20 @@ def loop_shape(ahead: ParseAhead | None, parsers: Parsers, data: bytes, key: str
     return shape_hash(ahead.pool if ahead is not None else None, parsers, Raw(data, key, media_type))
 
 
-def embed_new(ctx: PipelineContext, indexed: str | None,
-              chunks: list[ChunkDraft]) -> tuple[dict[str, np.ndarray], float]:
+def embed_new(ctx: PipelineContext, indexed: str | None, chunks: list[ChunkDraft], *,
+              looked: dict[str, np.ndarray | None] | None = None) -> tuple[dict[str, np.ndarray], float]:
     """Vectors of the chunks that are not among the live ones of document ``indexed`` (None: a new document)
     and whose content the vector cache lacks (what the loop's diff will embed), and the seconds it took;
-    nothing on any failure (the loop embeds them itself and meets the failure there)."""
+    nothing on any failure (the loop embeds them itself and meets the failure there).  ``looked`` receives
+    what the cache held for each hash asked (None: nothing), so that the loop need not ask again."""
     try:
         live = ctx.registry.live_chunk_ids(indexed) if indexed is not None else set()
         texts = {c.content_hash: c.embed_text for c in chunks if c.id not in live}
-        cached = ctx.registry.cached_vectors(ctx.embedder.model_id, list(texts)) if texts else {}
+        # The inline loop's batch holds the vectors it has not written yet: asked first.
+        read = ctx.batch.cached_vectors if ctx.batch is not None else ctx.registry.cached_vectors
+        cached = read(ctx.embedder.model_id, list(texts)) if texts else {}
+        if looked is not None:
+            looked.update((h, cached.get(h)) for h in texts)
         missing = [h for h in texts if h not in cached]
         if not missing:
             return {}, 0.0

@@ -30,6 +30,12 @@ touch, the end of its attempt), about 20 ms a page on SQLite.  On that path
   :data:`STAGED_CHUNKS` staged chunks; a document whose content a held one
   has writes the batch before it looks for its twin
   (:meth:`RunBatch.canonical_twin`);
+* holds the vectors the loop embeds (or a thread working ahead embedded) for
+  the vector cache and writes them when the batch is written, before its
+  stagings (:meth:`RunBatch.vector_cache`): one transaction a batch rather
+  than one a changed document.  The loop reads the cache only for the
+  hashes neither the batch nor the thread that prepared the document (which
+  hands on what it read, ``workers.ahead.Prepared.looked``) knows;
 * closes the attempts of the held documents before another document can
   kill the process on them: in the transaction that opens the next
   document's attempt (``closing=`` of
@@ -39,6 +45,10 @@ touch, the end of its attempt), about 20 ms a page on SQLite.  On that path
   :meth:`RunBatch.working` in the threads working ahead; a touch held while
   a thread works closes its own attempt).  A process that dies in that
   work leaves open only the attempts of the documents in flight in it.
+  Work that cannot kill this process closes none: a parse in the pool's
+  processes, an embedding by the hashing stand-in or a remote model
+  (``core.types.may_kill_the_process``).  Closing them there cost the full
+  build of a 1,167-page manual a transaction per changed page.
 
 What it does not do: open attempts (each document's
 attempt is still opened before its fetch, so a parser that kills the process
@@ -48,7 +58,7 @@ the shapes, before its parse: a touch found first opens none,
 task writes its own document.  What it costs: a process killed with touches
 or stagings held loses them (the next sync plans those documents again: their
 etags were not recorded; their vectors are in the cache, so nothing is
-embedded again); an unchanged document costs no transaction of its own
+embedded again, except the vectors the batch held); an unchanged document costs no transaction of its own
 beyond its attempt's opening (none with a pool), except one held while a document is parsed in
 this process (a changed one: its attempt closed then, in a transaction of
 its own or shared with the others held).  Not covered: a page whose shape
@@ -69,9 +79,12 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+import numpy as np
+
+from freshindex.acl.resolution import AclResolver, SourceAcl
 from freshindex.core.errors import RetryableError
 from freshindex.core.ids import document_id
 from freshindex.registry.records import DocumentRecord, DocumentTouch, SourceInfo, StagedDocument
@@ -80,6 +93,9 @@ log = logging.getLogger("freshindex.pipeline")
 
 #: Staged chunks a batch holds at most before it is written (a batch of long documents is written sooner).
 STAGED_CHUNKS = 2048
+#: The knowledge base's content hashes are read once a run (8 bytes each) when it holds at most this many
+#: documents per document the run plans; else each twin lookup asks the registry.
+TWIN_SNAPSHOT_PER_DOCUMENT = 20
 
 
 class BatchRegistry(Protocol):
@@ -97,6 +113,22 @@ class BatchRegistry(Protocol):
     def stage_documents(self, run_id: int, changeset_id: int, staged: Sequence[StagedDocument]) -> None: ...
     def canonical_twin(self, document_id: str, kb: str, content_hash: str, *, acl: Any,
                        parser_version: str | None = None) -> str | None: ...
+    def cached_vectors(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]: ...
+    def cache_vectors(self, model_id: str, vectors: dict[str, np.ndarray]) -> None: ...
+    def kb_content_prefixes(self, kb: str, *, limit: int) -> np.ndarray | None: ...
+
+
+class _LoopCache:
+    """The vector cache as the loop sees it for one document (:meth:`RunBatch.vector_cache`)."""
+
+    def __init__(self, batch: RunBatch, looked: Mapping[str, np.ndarray | None]) -> None:
+        self.batch, self.looked = batch, looked
+
+    def cached_vectors(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        return self.batch.cached_vectors(model_id, hashes, looked=self.looked)
+
+    def cache_vectors(self, model_id: str, vectors: dict[str, np.ndarray]) -> None:
+        self.batch.hold_vectors(model_id, vectors)
 
 
 class RunBatch:
@@ -129,6 +161,16 @@ class RunBatch:
         self._attempts = threading.Lock()
         self._open_held: set[str] = set()
         self._working = 0
+        #: The ACL sidecars the run's complete listing saw (None: unknown, every candidate is read); the
+        #: runner sets it from its plan.
+        self.sidecar_keys: frozenset[str] | None = None
+        self._acl: tuple[object, SourceAcl, AclResolver] | None = None
+        self._vectors: dict[str, dict[str, np.ndarray]] = {}  # held for the vector cache: model id -> hash -> vector
+        self._vectors_lock = threading.Lock()  # the threads working ahead read them too
+        # The twin lookup's shortcut: the knowledge base's content hashes (64-bit prefixes, sorted) when the run
+        # began looking, and every content this run staged or touched since (:meth:`canonical_twin`).
+        self._kb_hashes: tuple[str, np.ndarray | None] | None = None
+        self._run_hashes: set[str] = set()
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -143,6 +185,14 @@ class RunBatch:
             self._source = None
             self._checked_at, self._since_check = now, 0
         return self._why
+
+    def acl_resolver(self, connector: object, source_acl: SourceAcl,
+                     make: Callable[[frozenset[str] | None], AclResolver]) -> AclResolver:
+        """The run's ACL resolver for ``connector`` and ``source_acl`` (made again when either changes): its
+        sidecars are read and parsed once a run, not once a document.  Used by the loop's thread only."""
+        if self._acl is None or self._acl[0] is not connector or self._acl[1] != source_acl:
+            self._acl = (connector, source_acl, make(self.sidecar_keys))
+        return self._acl[2]
 
     def source(self) -> SourceInfo:
         """The run's source, as read at the last refusal check."""
@@ -182,6 +232,8 @@ class RunBatch:
         ahead with a pool, ``workers.ahead.Prepared.attempt_deferred``), none to close."""
         self._hold(touch.document_id)
         self._touches.append(touch)
+        if touch.content_hash:
+            self._run_hashes.add(touch.content_hash)
         if counted is not None:
             self._counted[touch.document_id] = counted
         if attempt:
@@ -213,6 +265,8 @@ class RunBatch:
             self.flush()
         self._hold(staged.document_id)
         self._staged.append(staged)
+        if staged.content_hash:
+            self._run_hashes.add(staged.content_hash)
         self._staged_chunks += len(staged.chunks)
         if written is not None:
             self._written.append(written)
@@ -223,7 +277,14 @@ class RunBatch:
         """The registry's :meth:`canonical_twin`, as if every held document were written: the batch is written
         first when a held document has that content (a twin staged or re-tagged in this batch is found), and
         again when the twin found is a held document (its held staging may change its content, its held touch
-        its permissions: the answer is asked again of what they wrote)."""
+        its permissions: the answer is asked again of what they wrote).
+
+        Content that no canonical document of ``kb`` held when the run first looked, and that the run has not
+        staged or touched since, has no twin: answered without a query.  A twin another process stages in the
+        meantime (another source of the knowledge base) is missed, as it is when two documents are processed at
+        the same time; the sweep's ``merge_twins`` converges the two copies."""
+        if self._no_twin(kb, content_hash):
+            return None
         if any(d.content_hash == content_hash for d in self._staged) or any(
                 t.content_hash == content_hash for t in self._touches):
             self.flush()
@@ -232,6 +293,53 @@ class RunBatch:
             self.flush()
             twin = self.registry.canonical_twin(document_id, kb, content_hash, acl=acl, parser_version=parser_version)
         return twin
+
+    def vector_cache(self, looked: Mapping[str, np.ndarray | None] | None = None) -> _LoopCache:
+        """The vector cache for the loop's diff of one document (``core.vector_cache.vectors_for``): a hash
+        is served by the vectors held, else by ``looked`` (what the thread that prepared the document read
+        of the cache: None there means the cache had none), else read; what is written is held."""
+        return _LoopCache(self, looked or {})
+
+    def cached_vectors(self, model_id: str, hashes: Sequence[str], *,
+                       looked: Mapping[str, np.ndarray | None] | None = None) -> dict[str, np.ndarray]:
+        """The registry's ``cached_vectors`` as if the held vectors were written (thread-safe)."""
+        found: dict[str, np.ndarray] = {}
+        ask: list[str] = []
+        with self._vectors_lock:
+            held = self._vectors.get(model_id, {})
+            for h in hashes:
+                if (v := held.get(h)) is not None:
+                    found[h] = v
+                elif looked is not None and h in looked:
+                    if (c := looked[h]) is not None:
+                        found[h] = c
+                else:
+                    ask.append(h)
+        if ask:
+            found.update(self.registry.cached_vectors(model_id, ask))
+        return found
+
+    def hold_vectors(self, model_id: str, vectors: dict[str, np.ndarray]) -> None:
+        """Vectors for the cache, written with the batch (before its stagings)."""
+        with self._vectors_lock:
+            self._vectors.setdefault(model_id, {}).update(vectors)
+
+    def _no_twin(self, kb: str, content_hash: str) -> bool:
+        """No canonical document of ``kb`` can hold ``content_hash`` (see :meth:`canonical_twin`)."""
+        if content_hash in self._run_hashes:
+            return False
+        if self._kb_hashes is None or self._kb_hashes[0] != kb:
+            limit = TWIN_SNAPSHOT_PER_DOCUMENT * max(1, len(self._ids))
+            self._kb_hashes = (kb, self.registry.kb_content_prefixes(kb, limit=limit))
+        known = self._kb_hashes[1]
+        try:
+            prefix = np.uint64(int(content_hash[:16], 16))
+        except ValueError:
+            return False
+        if known is None or len(content_hash) < 16:
+            return False
+        at = int(np.searchsorted(known, prefix))
+        return not (at < len(known) and known[at] == prefix)
 
     def holds(self, doc_id: str) -> bool:
         """A touch or staging of ``doc_id`` is held: its attempt ends when the batch is written, not now."""
@@ -259,16 +367,20 @@ class RunBatch:
         touches, self._touches, self._held_since = self._touches, [], None
         counted, self._held_ids, self._counted = self._counted, set(), {}
         staged, written, self._staged, self._written, self._staged_chunks = self._staged, self._written, [], [], 0
-        if not touches and not staged:
+        with self._vectors_lock:
+            vectors, self._vectors = self._vectors, {}
+        if not touches and not staged and not vectors:
             return
         ids = [d.document_id for d in staged] + [t.document_id for t in touches]
         self.closed(ids)  # ended or closed below, whatever happens
         try:
+            for model_id, held in vectors.items():  # before the stagings that use them
+                self.registry.cache_vectors(model_id, held)
             if staged:
                 self.registry.stage_documents(self.run_id, self.changeset_id, staged)
             for done in written:
                 _quietly(done)
-            moved = self.registry.touch_documents(self.run_id, self.changeset_id, self.source_id, touches)
+            moved = self.registry.touch_documents(self.run_id, self.changeset_id, self.source_id, touches) if touches else []
         except BaseException:
             self._release(ids)
             raise
@@ -294,6 +406,8 @@ class RunBatch:
         held = [t.document_id for t in self._touches] + [d.document_id for d in self._staged]
         self._touches, self._held_since, self._held_ids, self._counted = [], None, set(), {}
         self._staged, self._written, self._staged_chunks = [], [], 0
+        with self._vectors_lock:
+            self._vectors = {}
         if held:
             self.closed(held)
             self._release(held)

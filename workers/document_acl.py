@@ -7,6 +7,7 @@ planner keeps the previous ACL (``workers/planner.py``).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from freshindex.acl.model import AclError, DocumentAcl
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def acl_resolver(ctx: PipelineContext, source_acl: SourceAcl, connector: Connector, *,
-                 sidecar_keys: set[str] | None = None) -> AclResolver:
+                 sidecar_keys: Collection[str] | None = None) -> AclResolver:
     """An ACL resolver reading sidecars (and S3 tags) through ``connector``; one per sync or document task."""
 
     def read(key: str) -> bytes | None:
@@ -36,9 +37,20 @@ def acl_resolver(ctx: PipelineContext, source_acl: SourceAcl, connector: Connect
 
 
 def resolve_document_acl(ctx: PipelineContext, source: SourceInfo, connector: Connector, key: str) -> DocumentAcl:
-    """The document's ACL; a source that cannot say raises :class:`DocumentError` (never served wider)."""
+    """The document's ACL; a source that cannot say raises :class:`DocumentError` (never served wider).
+
+    On the inline path (``ctx.batch``) one resolver serves the whole run: each folder's sidecar is read
+    once, and with the sidecars the run's complete listing saw (``RunBatch.sidecar_keys``) nothing
+    else is read.  A document task (Celery) makes its own: its process may have listed another run.
+    """
     try:
-        return acl_resolver(ctx, SourceAcl.of(source), connector).resolve(key)
+        source_acl = SourceAcl.of(source)
+        if ctx.batch is not None:
+            resolver = ctx.batch.acl_resolver(connector, source_acl, lambda keys: acl_resolver(
+                ctx, source_acl, connector, sidecar_keys=keys))
+        else:
+            resolver = acl_resolver(ctx, source_acl, connector)
+        return resolver.resolve(key)
     except AclSourceError as exc:
         raise DocumentError(exc.reason, exc.detail) from exc
     except AclError as exc:

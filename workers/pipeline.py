@@ -31,7 +31,7 @@ from freshindex.acl.resolution import PermissionService
 from freshindex.core.enums import DocumentOutcomeKind, DocumentState
 from freshindex.core.errors import DocumentError, RetryableError, StaleTaskError
 from freshindex.core.ids import content_hash, document_id
-from freshindex.core.types import ChunkDraft, Embedder, ParsedDocument
+from freshindex.core.types import ChunkDraft, Embedder, ParsedDocument, may_kill_the_process
 from freshindex.core.vector_cache import EmbedResult
 from freshindex.health.metrics import Metrics
 from freshindex.health.observer import SyncObserver
@@ -365,8 +365,8 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
         return same
     if (poisoned := _own_attempt(ctx, job)) is not None:
         return poisoned
-    if ctx.batch is not None:  # parsed, chunked, embedded from here: a death here is this document's only
-        ctx.batch.settle()
+    if ctx.batch is not None and may_kill_the_process(ctx.embedder):  # a death in the embedding is this document's
+        ctx.batch.settle()  # only (a parse here settles in _parse; one in the pool cannot kill this process)
     ready, source = fetched.ready, job.source
     if ready is None or (ready.parsed is None and ready.error is None):
         drafted = _draft_in_pool(ctx, job, fetched.data)  # None: no pool, parsed below in this process
@@ -385,9 +385,8 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
     digest = parsed.meta.get("content_hash") or fetched.digest
     if (same := _touch_if_unchanged(ctx, job, fetched, digest, parsed.meta.get("shape_hash"))) is not None:
         return same
-    # The same content under the same permissions is already indexed elsewhere: one canonical document with
-    # this one as its mirror, one set of points (registry/twins.py); asked of the loop's batch, a held twin is
-    # written first.
+    # The same content under the same permissions is indexed elsewhere: one canonical document, this one its
+    # mirror, one set of points (registry/twins.py); asked of the loop's batch, a held twin is written first.
     acl = fetched.acl
     twin = ((ctx.batch or ctx.registry).canonical_twin(job.doc_id, source.kb, digest, acl=acl,
                                                        parser_version=job.version_now(ctx))
@@ -470,8 +469,9 @@ def _draft_in_pool(ctx: PipelineContext, job: _Job, data: bytes) -> Prepared | D
 def _parse(ctx: PipelineContext, job: _Job, data: bytes) -> ParsedDocument:
     """Parse and transform (the line's steps before chunk); in the parse stage a PDF page that needs OCR
     hands the document on to the ocr stage."""
-    line = ctx.line.for_source(job.source.options)
-    raw = Raw(data, job.key, job.media_type)
+    line, raw = ctx.line.for_source(job.source.options), Raw(data, job.key, job.media_type)
+    if ctx.batch is not None:  # a parse in this process: a death in it is this document's only
+        ctx.batch.settle()
     if job.stage is not Stage.PARSE:
         return line.parse(raw)
     try:
@@ -513,14 +513,14 @@ def _diff_and_embed(ctx: PipelineContext, job: _Job, digest: str, parsed: Parsed
     new_ids = {c.id for c in chunks}
     added_ids, removed_ids = new_ids - old_ids, old_ids - new_ids
     added = [c for c in chunks if c.id in added_ids]
-    # Moved: same content under a new id (another heading, another position).
-    # Its vector comes from the cache, but its point is rewritten.
+    # Moved: same content under a new id (another heading or position): its vector cached, its point rewritten.
     removed_hashes = set(ctx.registry.chunk_hashes(sorted(removed_ids)).values()) if removed_ids else set()
     moved = sum(1 for c in added if c.content_hash in removed_hashes)
     if added and hand_off is not None and job.stage in (Stage.PARSE, Stage.OCR):
         hand_off()
     # A text over the model's input limit, or one a remote model refuses, fails this document only.
-    result = embed_with_cache(added, ctx.embedder, ctx.registry, ahead=ahead.vectors if ahead else None)
+    cache = ctx.batch.vector_cache(ahead.looked if ahead else None) if ctx.batch is not None else ctx.registry
+    result = embed_with_cache(added, ctx.embedder, cache, ahead=ahead.vectors if ahead else None)
     if ahead is not None and ahead.vectors:
         result = dataclasses.replace(result, seconds=result.seconds + ahead.embed_seconds)
     return _Change(digest, parsed, chunks, old_ids, new_ids, added_ids, removed_ids, moved, result, size, prov)

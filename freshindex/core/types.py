@@ -327,6 +327,14 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+def may_kill_the_process(embedder: object) -> bool:
+    """Whether ``embedder.embed`` runs native model code in this process (ONNX, torch), which a bad input or
+    the memory it takes could kill; False for one that declares ``cannot_kill_process`` (the hashing
+    stand-in: numpy only; a remote model: an HTTP request).  Attempts are closed before such work
+    (``workers.batch.RunBatch.settle``), so a death in it is not charged to documents that did not cause it."""
+    return not getattr(embedder, "cannot_kill_process", False)
+
+
 @runtime_checkable
 class Releasable(Protocol):
     """An embedder that can let go of its loaded model and load it again on the next call.

@@ -20,6 +20,9 @@ _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]")
 
 
 class HashingEmbedder:
+    #: numpy only, no native model: an embedding cannot take the process down (``core.types.may_kill_the_process``).
+    cannot_kill_process = True
+
     def __init__(self, dimension: int = 64) -> None:
         self._dim = dimension
         self.calls = 0

@@ -186,6 +186,9 @@ def retry_after_seconds(value: str | None, *, now: Callable[[], float] = time.ti
 class RemoteEmbedder:
     """An embedding model behind HTTP (see the module doc for what one call does)."""
 
+    #: The model runs in another process: a call cannot take this one down (``core.types.may_kill_the_process``).
+    cannot_kill_process = True
+
     def __init__(self, options: RemoteOptions, *, metrics: Any = None, transport: httpx.BaseTransport | None = None,
                  count_tokens: Callable[[Sequence[str]], list[int]] | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:

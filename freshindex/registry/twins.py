@@ -11,7 +11,7 @@ makes mirrors whose canonical document changed or went away re-read.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -21,6 +21,9 @@ from freshindex.registry.base import _batches
 from freshindex.registry.records import DocumentOutcome, MirroredDocument
 from freshindex.registry.schema import ChangesetEntry, Chunk, Document, Source, Tombstone, utcnow
 from freshindex.registry.withdrawals import WithdrawalStore, Withdrawn, WithdrawReason
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class TwinStore(WithdrawalStore):
@@ -48,6 +51,28 @@ class TwinStore(WithdrawalStore):
             if parser_version is not None:
                 q = q.where(Document.parser_version == parser_version)
             return s.scalar(q)
+
+    def kb_content_prefixes(self, kb: str, *, limit: int) -> np.ndarray | None:
+        """The first 64 bits of the content hash of every canonical document of ``kb`` (the documents
+        :meth:`canonical_twin` may answer), sorted, as ``uint64``; None when there are more than ``limit`` or
+        a hash is not hexadecimal.  8 bytes a document, read as a stream: what lets a run that plans most of
+        a knowledge base skip the twin lookup of content no document holds (``workers.batch.RunBatch``)."""
+        import numpy as np
+
+        with self.session() as s:
+            q = (select(Document.content_hash).join(Source, Source.id == Document.source_id)
+                 .where(Source.kb == kb, Source.removed_at.is_(None), Document.content_hash.is_not(None),
+                        Document.state == DocumentState.ACTIVE, Document.canonical_id.is_(None),
+                        Document.withdrawn_reason.is_(None))
+                 .limit(limit + 1).execution_options(yield_per=10_000))
+            try:
+                prefixes = np.fromiter((int((h or "")[:16], 16) for h in s.scalars(q)), dtype=np.uint64)
+            except ValueError:  # a hash that is not hexadecimal (or shorter than 16): no shortcut
+                return None
+        if len(prefixes) > limit:
+            return None
+        prefixes.sort()
+        return prefixes
 
     def stage_mirror(self, run_id: int, changeset_id: int, mirror: MirroredDocument) -> DocumentOutcome:
         """Record ``mirror.document_id`` as a mirror of ``mirror.canonical_id``: no chunks of its own, one set

@@ -254,6 +254,18 @@ class TwinContract(RegistrySuite):
         assert reg.canonical_twin(copy, first.kb, sha256_hex("other text"), acl=self.ENG) is None
         assert reg.canonical_twin(doc, first.kb, digest, acl=self.ENG) is None  # never its own twin
 
+    def test_the_kb_content_prefixes_are_its_canonical_documents_and_none_past_the_limit(self, reg: Registry) -> None:
+        first, doc, digest = self.canonical(reg)
+        second = add_source(reg, self.fresh("second"), first.kb)
+        run, cs = reg.start_sync_run(second.id, "test")
+        reg.stage_mirror(run, cs, self.mirror(second, "b.md", sha256_hex("a mirror"), doc))  # not canonical
+        stage(reg, run, cs, second, "c.md", ["other text"], acl=self.ENG)
+        reg.finish_sync_run(run)
+        want = sorted(int(h[:16], 16) for h in (digest, sha256_hex("other text")))
+        assert [int(p) for p in reg.kb_content_prefixes(first.kb, limit=10)] == want  # type: ignore[union-attr]
+        assert reg.kb_content_prefixes(first.kb, limit=1) is None
+        assert len(reg.kb_content_prefixes(self.fresh("empty-kb"), limit=10)) == 0  # type: ignore[arg-type]
+
     def test_a_mirror_has_no_chunks_is_named_by_its_canonical_and_is_no_twin_itself(self, reg: Registry) -> None:
         first, doc, digest = self.canonical(reg)
         second = add_source(reg, self.fresh("second"), first.kb)

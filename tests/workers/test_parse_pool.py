@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from freshindex.core.types import ParsedDocument
+import pytest
+
+from freshindex.core.types import ParsedDocument, may_kill_the_process
+from freshindex.models.hashing import HashingEmbedder
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.parsing import Parsers
@@ -205,3 +208,47 @@ def test_documents_ahead_outnumber_the_processes_but_embed_no_more_at_once_than_
         assert 1 <= slow.most <= 3, slow.most
     finally:
         svc.close()
+
+
+class _InProcessModel(HashingEmbedder):
+    """The hashing stand-in declared as a native model in this process (ONNX, torch): its embedding could kill it."""
+
+    cannot_kill_process = False
+
+
+def test_held_attempts_are_closed_before_work_only_when_that_work_can_kill_this_process(tmp_path: Path) -> None:
+    """Parses in the pool and a hashing (or remote) embedding cannot take the sync's process down: the held
+    documents' attempts then wait for the next attempt's transaction; a model in this process closes them first."""
+    from freshindex.workers.batch import RunBatch
+
+    assert not may_kill_the_process(HashingEmbedder()) and may_kill_the_process(_InProcessModel())
+    assert may_kill_the_process(object())  # an embedder that says nothing is treated as a native model
+    root = tmp_path / "src"
+    _tree(root, 8)
+    entered: dict[str, dict[str, int]] = {}
+    for name, embedder in (("hashing", HashingEmbedder()), ("in-process model", _InProcessModel())):
+        svc = _services(tmp_path, name, root, Parsers(), processes=2)
+        svc.__dict__["pipeline"] = dataclasses.replace(svc.pipeline, embedder=embedder)
+        counts = entered[name] = {"settle": 0, "working": 0}
+        real_settle, real_working = RunBatch.settle, RunBatch.working
+
+        def settle(self: RunBatch, _c: dict[str, int] = counts, _real: Any = real_settle) -> None:
+            _c["settle"] += 1
+            _real(self)
+
+        def working(self: RunBatch, _c: dict[str, int] = counts, _real: Any = real_working) -> Any:
+            _c["working"] += 1
+            return _real(self)
+
+        try:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(RunBatch, "settle", settle)
+                mp.setattr(RunBatch, "working", working)
+                report = sync_inline(svc, "docs")
+            assert report.build_status == "built" and report.run.summary["documents"]["added"] == 8
+        finally:
+            svc.close()
+    # The pool parsed every page and hashing embedded them: no attempt closed ahead of that work
+    assert entered["hashing"] == {"settle": 0, "working": 0}
+    # A model in this process: the loop settles before each page's embedding, the threads before theirs
+    assert entered["in-process model"]["settle"] >= 8 and entered["in-process model"]["working"] >= 1

@@ -8,14 +8,18 @@ mirror of a page whose twin is held in the same batch, and no mirror of a
 held page whose staging changes the text), with one staging
 transaction per batch and no attempt ended one by one; a run closed under
 the loop writes none of the stagings it held and leaves no attempt open; a
-process killed with stagings held loses only them (the next sync stages
-them, their vectors from the cache) and nothing half-written; a page that
+process killed with stagings held loses only them and the vectors held
+with them (the next sync stages them, embedded again) and nothing
+half-written; the vectors for the cache are the same rows, written a batch
+at a time, and the loop does not read the cache again for a page a thread
+prepared; a page that
 kills the process charges none of the stagings held before it a crash.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,15 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from freshindex.registry.schema import ChangesetEntry, Chunk, Document, DocumentAttempt, DocumentResult, Tombstone
+from freshindex.registry.schema import (
+    ChangesetEntry,
+    Chunk,
+    Document,
+    DocumentAttempt,
+    DocumentResult,
+    Embedding,
+    Tombstone,
+)
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers import pipeline, runner
@@ -80,6 +92,7 @@ def _written(svc: Services, run: int) -> dict[str, Any]:
             "tombstones": sorted(name[t.chunk_id] for t in s.scalars(select(Tombstone))),
             "results": sorted((docs[r.document_id].key, r.outcome, r.chunks_added, r.tombstones)
                               for r in s.scalars(select(DocumentResult).where(DocumentResult.sync_run_id == run))),
+            "vectors": sorted((e.model_id, e.content_hash, e.vector) for e in s.scalars(select(Embedding))),
         }
 
 
@@ -90,12 +103,14 @@ def _open_attempts(svc: Services) -> set[str]:
 
 def _calling(calls: dict[str, int], name: str, real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     calls[name] = calls.get(name, 0) + 1
+    if threading.current_thread() is threading.main_thread():
+        calls[f"loop:{name}"] = calls.get(f"loop:{name}", 0) + 1
     return real(*args, **kwargs)
 
 
 def _counting(svc: Services, mp: pytest.MonkeyPatch) -> dict[str, int]:
     calls: dict[str, int] = {}
-    for name in ("stage_document", "stage_documents", "end_document_attempt"):
+    for name in ("stage_document", "stage_documents", "end_document_attempt", "cached_vectors", "cache_vectors"):
         mp.setattr(svc.registry, name, functools.partial(_calling, calls, name, getattr(svc.registry, name)))
     return calls
 
@@ -121,6 +136,8 @@ def test_a_build_and_an_update_staged_in_batches_write_what_staging_each_page_al
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(pipeline, "stage_held_or_now", lambda reg, _batch, *a: stage_held_or_now(reg, None, *a))
+            mp.setattr(RunBatch, "vector_cache", lambda self, _looked=None: self.registry)  # read, written now
+            mp.setattr(RunBatch, "_no_twin", lambda self, _kb, _digest: False)  # every twin asked of the registry
             one_by_one = _two_syncs(alone, tmp_path / "alone-src", mp)
     finally:
         alone.close()
@@ -137,6 +154,11 @@ def test_a_build_and_an_update_staged_in_batches_write_what_staging_each_page_al
         assert calls.get("stage_document", 0) == 0 and calls.get("end_document_attempt", 0) <= 1
         # One a batch of 4 pages, touched or staged (+1: the twin's lookup writes its batch early)
         assert 1 <= calls["stage_documents"] <= -(-13 // SIZE) + 1
+        # The vectors for the cache (the same rows, above) written a batch at a time too, and the loop did not
+        # read the cache again for what the thread that prepared each page had read (the main thread reads for
+        # the first page only, which the loop prepares itself, and for the build)
+        assert one_calls["cache_vectors"] >= 3 and calls["cache_vectors"] <= calls["stage_documents"]
+        assert one_calls.get("loop:cached_vectors", 0) >= 4 and calls.get("loop:cached_vectors", 0) <= 2
     full, update = (b[0] for b in batched)
     # The twin held in the same batch was found: p02 is the mirror of p01 (after it changed, a page of its own)
     assert [d[5] for d in full["documents"] if d[0] == "p02.html"] == ["p01.html"]
@@ -196,11 +218,11 @@ def test_a_killed_run_loses_only_the_stagings_it_held_and_the_next_sync_stages_t
     # When the dead run is closed (the reaper's part) and the source synced again
     svc.registry.finish_sync_run(run.id, error="its process died")
     again = sync_inline(svc, "docs")
-    # Then the rest is staged (the held pages' vectors from the cache, not embedded again) and nothing is lost
+    # Then the rest is staged and nothing is lost (the held pages' vectors were held with them: embedded again)
     docs = svc.registry.documents_for_source("docs")
     assert sorted(docs) == [f"p{n:02d}.html" for n in range(10)] and all(d.version == 1 for d in docs.values())
     assert sorted(r[0] for r in _written(svc, again.run.id)["results"]) == [f"p{n:02d}.html" for n in range(4, 10)]
-    assert again.run.summary["chunks_reused"] >= 2, again.run.summary
+    assert again.run.summary["chunks_embedded"] >= 6, again.run.summary
     assert again.build_status == "built" and not again.errors and _open_attempts(svc) == set()
 
 
@@ -256,3 +278,82 @@ def test_a_page_that_kills_the_sync_charges_none_of_the_stagings_held_before_it(
     assert {k for k, d in docs.items() if d.state == "active"} == {f"p{n:02d}.html" for n in range(10)}
     assert all(svc.registry.document_crashes(d.id) == 0 for k, d in docs.items() if k != "zz-poison.html")
     assert _open_attempts(svc) == set()
+
+
+class _Cache:
+    """A registry holding only a vector cache (and recording what is asked and written)."""
+
+    def __init__(self, cached: dict[str, Any]) -> None:
+        self.cached, self.asked, self.wrote = cached, [], []
+
+    def cached_vectors(self, model_id: str, hashes: list[str]) -> dict[str, Any]:
+        self.asked.append(sorted(hashes))
+        return {h: self.cached[h] for h in hashes if h in self.cached}
+
+    def cache_vectors(self, model_id: str, vectors: dict[str, Any]) -> None:
+        self.wrote.append((model_id, sorted(vectors)))
+
+
+def test_the_loops_vector_cache_serves_held_then_looked_then_the_registry_and_writes_with_the_batch() -> None:
+    import numpy as np
+
+    def vec(x: float) -> Any:
+        return np.full(3, x, dtype=np.float32)
+
+    registry = _Cache({"c": vec(3), "d": vec(4)})
+    batch = RunBatch(registry, 1, 1, "docs", [])  # type: ignore[arg-type]
+    cache = batch.vector_cache({"b": vec(2), "d": None})  # what a thread read: b cached, d not (then)
+    cache.cache_vectors("m", {"a": vec(1)})
+    found = cache.cached_vectors("m", ["a", "b", "c", "d", "e"])
+    # a: held by the batch; b: as the thread read it; d: the thread read none, so none (it embedded it); c, e: asked
+    assert sorted(found) == ["a", "b", "c"] and registry.asked == [["c", "e"]]
+    assert batch.cached_vectors("other-model", ["a"]) == {}  # held vectors are per model
+    assert registry.wrote == []  # held, not written
+    batch.flush()  # no touch nor staging held: the vectors alone are written
+    assert registry.wrote == [("m", ["a"])]
+    batch.hold_vectors("m", {"z": vec(9)})
+    batch.drop()  # a refused run writes nothing
+    batch.flush()
+    assert registry.wrote == [("m", ["a"])]
+
+
+class _Twins:
+    """A registry answering twin lookups from a dict of content -> canonical document (and counting them)."""
+
+    def __init__(self, canonical: dict[str, str], *, limit_hit: bool = False) -> None:
+        self.canonical, self.limit_hit, self.asked = canonical, limit_hit, []
+
+    def kb_content_prefixes(self, kb: str, *, limit: int) -> Any:
+        import numpy as np
+        return None if self.limit_hit else np.sort(np.array([int(h[:16], 16) for h in self.canonical], np.uint64))
+
+    def canonical_twin(self, document_id: str, kb: str, content_hash: str, **_kw: Any) -> str | None:
+        self.asked.append(content_hash)
+        return self.canonical.get(content_hash)
+
+    def stage_documents(self, *_a: Any) -> None:
+        pass
+
+    def end_document_attempts(self, *_a: Any, **_kw: Any) -> None:
+        pass
+
+
+def test_a_twin_lookup_of_content_no_document_holds_asks_nothing_of_the_registry() -> None:
+    from types import SimpleNamespace
+
+    from freshindex.core.ids import sha256_hex
+
+    held, new, staged_now = sha256_hex("indexed"), sha256_hex("new"), sha256_hex("staged by this run")
+    registry = _Twins({held: "doc-a"})
+    batch = RunBatch(registry, 1, 1, "docs", ["a", "b", "c"])  # type: ignore[arg-type]
+    acl = object()
+    assert batch.canonical_twin("doc-b", "kb", new, acl=acl) is None and registry.asked == []  # no query
+    assert batch.canonical_twin("doc-b", "kb", held, acl=acl) == "doc-a" and registry.asked == [held]
+    # Content this run staged is asked of the registry (the batch is written first)
+    batch.stage(SimpleNamespace(document_id="doc-c", content_hash=staged_now, chunks=[]))  # type: ignore[arg-type]
+    batch.canonical_twin("doc-d", "kb", staged_now, acl=acl)
+    assert registry.asked == [held, staged_now]
+    # A knowledge base too large to read (or hashes that are not hexadecimal): every lookup is asked
+    big = _Twins({held: "doc-a"}, limit_hit=True)
+    RunBatch(big, 1, 1, "docs", ["a"]).canonical_twin("doc-b", "kb", new, acl=acl)  # type: ignore[arg-type]
+    assert big.asked == [new]
