@@ -260,6 +260,10 @@ def document_sidecar_key(key: str) -> str:
     return key + DOCUMENT_SIDECAR_SUFFIX
 
 
+#: Reads of a sidecar that failed as unavailable (an outage) before a resolver stops asking for it.
+UNAVAILABLE_READS = 3
+
+
 class AclResolver:
     """Resolve the effective :class:`acl.model.DocumentAcl` of a source's documents.
 
@@ -287,6 +291,7 @@ class AclResolver:
         self._tags = tags
         self._service = service
         self._sidecars: dict[str, Layer | AclSourceError | None] = {}
+        self._failed: dict[str, int] = {}
 
     def default(self) -> DocumentAcl:
         s = self.source
@@ -320,11 +325,17 @@ class AclResolver:
         return acl
 
     def _sidecar(self, key: str) -> Layer | None:
-        if key not in self._sidecars:
-            self._sidecars[key] = self._load(key)
-        found = self._sidecars[key]
+        found = self._sidecars[key] if key in self._sidecars else self._load(key)
         if isinstance(found, AclSourceError):
-            raise found
+            # An outage is read again by the next documents (a passing one fails one document, not a whole
+            # run's), until it failed UNAVAILABLE_READS times; a malformed sidecar is kept.
+            failed = self._failed[key] = self._failed.get(key, 0) + 1
+            if found.reason != AclSourceError.UNAVAILABLE or failed >= UNAVAILABLE_READS:
+                self._sidecars[key] = found
+            # A new error each time: the one kept, raised again and again, would grow a traceback holding
+            # every document's frames (their bytes and parses) for the resolver's life.
+            raise AclSourceError(found.reason, found.detail)
+        self._sidecars[key] = found
         return found
 
     def _load(self, key: str) -> Layer | AclSourceError | None:

@@ -75,6 +75,7 @@ each, as it does the document being worked on.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import threading
@@ -93,6 +94,8 @@ log = logging.getLogger("freshindex.pipeline")
 
 #: Staged chunks a batch holds at most before it is written (a batch of long documents is written sooner).
 STAGED_CHUNKS = 2048
+#: Batches whose written vectors the loop remembers (their hashes only): more than a thread works ahead.
+RECENT_BATCHES = 4
 #: The knowledge base's content hashes are read once a run (8 bytes each) when it holds at most this many
 #: documents per document the run plans; else each twin lookup asks the registry.
 TWIN_SNAPSHOT_PER_DOCUMENT = 20
@@ -161,12 +164,15 @@ class RunBatch:
         self._attempts = threading.Lock()
         self._open_held: set[str] = set()
         self._working = 0
-        #: The ACL sidecars the run's complete listing saw (None: unknown, every candidate is read); the
-        #: runner sets it from its plan.
-        self.sidecar_keys: frozenset[str] | None = None
-        self._acl: tuple[object, SourceAcl, AclResolver] | None = None
+        #: The location listed and the ACL sidecars its complete listing saw (None: unknown, every candidate is
+        #: read); the runner sets it from its plan.
+        self.sidecars: tuple[str, frozenset[str]] | None = None
+        self._acl: tuple[object, SourceAcl, str, AclResolver] | None = None
         self._vectors: dict[str, dict[str, np.ndarray]] = {}  # held for the vector cache: model id -> hash -> vector
         self._vectors_lock = threading.Lock()  # the threads working ahead read them too
+        # (model, hash) of the vectors the last batches wrote: a thread that found none for one before that
+        # (it works a few documents ahead, less than a batch) gets it asked again rather than embedded again.
+        self._cached: collections.deque[set[tuple[str, str]]] = collections.deque(maxlen=RECENT_BATCHES)
         # The twin lookup's shortcut: the knowledge base's content hashes (64-bit prefixes, sorted) when the run
         # began looking, and every content this run staged or touched since (:meth:`canonical_twin`).
         self._kb_hashes: tuple[str, np.ndarray | None] | None = None
@@ -186,13 +192,17 @@ class RunBatch:
             self._checked_at, self._since_check = now, 0
         return self._why
 
-    def acl_resolver(self, connector: object, source_acl: SourceAcl,
+    def acl_resolver(self, connector: object, source_acl: SourceAcl, location: str,
                      make: Callable[[frozenset[str] | None], AclResolver]) -> AclResolver:
-        """The run's ACL resolver for ``connector`` and ``source_acl`` (made again when either changes): its
-        sidecars are read and parsed once a run, not once a document.  Used by the loop's thread only."""
-        if self._acl is None or self._acl[0] is not connector or self._acl[1] != source_acl:
-            self._acl = (connector, source_acl, make(self.sidecar_keys))
-        return self._acl[2]
+        """The run's ACL resolver for ``connector``, ``source_acl`` and the source's ``location`` (made again when
+        one changes): its sidecars are read and parsed once a run, not once a document; at the location listed,
+        only those the listing saw.  A sidecar added or edited during the run counts from the next sync (the
+        planner re-resolves every listed document's ACL then).  Used by the loop's thread only."""
+        if (self._acl is None or self._acl[0] is not connector or self._acl[1] != source_acl
+                or self._acl[2] != location):
+            keys = self.sidecars[1] if self.sidecars is not None and self.sidecars[0] == location else None
+            self._acl = (connector, source_acl, location, make(keys))
+        return self._acl[3]
 
     def source(self) -> SourceInfo:
         """The run's source, as read at the last refusal check."""
@@ -310,10 +320,11 @@ class RunBatch:
             for h in hashes:
                 if (v := held.get(h)) is not None:
                     found[h] = v
-                elif looked is not None and h in looked:
+                elif looked is not None and h in looked and (looked[h] is not None
+                                                               or not any((model_id, h) in c for c in self._cached)):
                     if (c := looked[h]) is not None:
                         found[h] = c
-                else:
+                else:  # unknown, or the thread found none but this run has written one since: asked
                     ask.append(h)
         if ask:
             found.update(self.registry.cached_vectors(model_id, ask))
@@ -369,6 +380,8 @@ class RunBatch:
         staged, written, self._staged, self._written, self._staged_chunks = self._staged, self._written, [], [], 0
         with self._vectors_lock:
             vectors, self._vectors = self._vectors, {}
+            if vectors:
+                self._cached.append({(m, h) for m, held in vectors.items() for h in held})
         if not touches and not staged and not vectors:
             return
         ids = [d.document_id for d in staged] + [t.document_id for t in touches]

@@ -40,13 +40,13 @@ def resolve_document_acl(ctx: PipelineContext, source: SourceInfo, connector: Co
     """The document's ACL; a source that cannot say raises :class:`DocumentError` (never served wider).
 
     On the inline path (``ctx.batch``) one resolver serves the whole run: each folder's sidecar is read
-    once, and with the sidecars the run's complete listing saw (``RunBatch.sidecar_keys``) nothing
+    once, and with the sidecars the run's complete listing saw (``RunBatch.sidecars``) nothing
     else is read.  A document task (Celery) makes its own: its process may have listed another run.
     """
     try:
         source_acl = SourceAcl.of(source)
         if ctx.batch is not None:
-            resolver = ctx.batch.acl_resolver(connector, source_acl, lambda keys: acl_resolver(
+            resolver = ctx.batch.acl_resolver(connector, source_acl, source.location, lambda keys: acl_resolver(
                 ctx, source_acl, connector, sidecar_keys=keys))
         else:
             resolver = acl_resolver(ctx, source_acl, connector)

@@ -61,9 +61,9 @@ class SyncPlan:
     #: A live run of the source was already running: this plan joined it and
     #: planned nothing (``run_id`` is that run; follow it, do not process).
     joined: bool = False
-    #: The ACL sidecars the run's complete listing saw (None: a partial listing, or a connector without
-    #: sidecars): the inline loop reads only these (``RunBatch.acl_resolver``).
-    sidecar_keys: frozenset[str] | None = None
+    #: The source location listed and the ACL sidecars its complete listing saw (None: a partial listing, or a
+    #: connector without sidecars): the inline loop reads only these there (``RunBatch.acl_resolver``).
+    sidecars: tuple[str, frozenset[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def plan_sync(ctx: PipelineContext, source_id: str, *, trigger: str = "cli") -> 
         "deletions_held": diff.deleting if held else 0, "moved": len(diff.moves), "excluded": len(listing.excluded)})
     sidecars = getattr(listing.connector, "sidecar_keys", None) if listing.complete else None
     return SyncPlan(run_id, changeset_id, source_id, source.kb, diff.planned, deleted, len(listing.refs),
-                    sidecar_keys=frozenset(sidecars) if sidecars is not None else None)
+                    sidecars=(source.location, frozenset(sidecars)) if sidecars is not None else None)
 
 
 def list_source(ctx: PipelineContext, source: SourceInfo, run_id: int) -> Listing:

@@ -165,7 +165,7 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
         ahead = _working_ahead(svc, ctx, total)
         # The run's refusal, source and records read, and unchanged documents' touches written, a batch at a time.
         batch = RunBatch(svc.registry, plan.run_id, plan.changeset_id, source_id, [d.key for d in plan.documents])
-        batch.sidecar_keys = plan.sidecar_keys  # ACL resolution reads only the sidecars the listing saw
+        batch.sidecars = plan.sidecars  # ACL resolution reads only the sidecars the listing saw
         ctx = dataclasses.replace(ctx, ahead=ahead, batch=batch)
         queued = 1  # the next document to hand ahead (the first is the loop's own)
         try:

@@ -74,9 +74,9 @@ def test_an_inline_sync_reads_each_sidecar_once_and_no_absent_one(tmp_path: Path
         svc.close()
 
 
-def test_the_run_resolver_is_made_again_when_the_connector_or_the_source_acl_changes() -> None:
+def test_the_run_resolver_is_made_again_when_the_connector_the_source_acl_or_the_location_changes() -> None:
     batch = RunBatch(None, 1, 1, "docs", [])  # type: ignore[arg-type]
-    batch.sidecar_keys = frozenset({"a/.freshindex-acl.json"})
+    batch.sidecars = ("/src", frozenset({"a/.freshindex-acl.json"}))
     made: list[frozenset[str] | None] = []
 
     def make(keys: frozenset[str] | None) -> AclResolver:
@@ -84,11 +84,49 @@ def test_the_run_resolver_is_made_again_when_the_connector_or_the_source_acl_cha
         return AclResolver(SourceAcl("docs", ("public",)), read=lambda _k: None, sidecar_keys=keys)
 
     one, two = object(), object()
-    first = batch.acl_resolver(one, SourceAcl("docs", ("public",)), make)
-    assert batch.acl_resolver(one, SourceAcl("docs", ("public",)), make) is first
-    assert batch.acl_resolver(two, SourceAcl("docs", ("public",)), make) is not first
-    assert batch.acl_resolver(two, SourceAcl("docs", ("staff",)), make) is not first
+    first = batch.acl_resolver(one, SourceAcl("docs", ("public",)), "/src", make)
+    assert batch.acl_resolver(one, SourceAcl("docs", ("public",)), "/src", make) is first
+    assert batch.acl_resolver(two, SourceAcl("docs", ("public",)), "/src", make) is not first
+    assert batch.acl_resolver(two, SourceAcl("docs", ("staff",)), "/src", make) is not first
     assert made == [frozenset({"a/.freshindex-acl.json"})] * 3
+    # The source moved during the run: the sidecars listed at the old location say nothing there
+    batch.acl_resolver(two, SourceAcl("docs", ("staff",)), "/elsewhere", make)
+    assert made[-1] is None
+
+
+def test_a_sidecar_outage_fails_its_document_not_the_run_and_a_kept_error_is_raised_anew() -> None:
+    from freshindex.acl.resolution import UNAVAILABLE_READS, AclSourceError
+    from freshindex.core.errors import SourceError
+
+    reads: list[str] = []
+    broken = {"ok": False}
+
+    def read(key: str) -> bytes | None:
+        reads.append(key)
+        if key == ".freshindex-acl.json" and not broken["ok"]:
+            raise SourceError("503 SlowDown")
+        return b'{"groups": ["ops"]}' if key == ".freshindex-acl.json" else None
+
+    resolver = AclResolver(SourceAcl("docs", ("public",), kinds=frozenset({"sidecar"})), read=read,
+                           sidecar_keys={".freshindex-acl.json"})
+    with pytest.raises(AclSourceError) as first:
+        resolver.resolve("a.md")
+    assert first.value.reason == AclSourceError.UNAVAILABLE
+    broken["ok"] = True  # the outage passes: the next document reads the sidecar again
+    assert list(resolver.resolve("b.md").tokens) == ["ops"]
+    # An outage that goes on is asked UNAVAILABLE_READS times, then kept for the resolver's life
+    broken["ok"] = False
+    again = AclResolver(SourceAcl("docs", ("public",), kinds=frozenset({"sidecar"})), read=read,
+                        sidecar_keys={".freshindex-acl.json"})
+    reads.clear()
+    errors = []
+    for n in range(UNAVAILABLE_READS + 3):
+        with pytest.raises(AclSourceError) as raised:
+            again.resolve(f"p{n}.md")
+        errors.append(raised.value)
+    assert reads == [".freshindex-acl.json"] * UNAVAILABLE_READS
+    # Each document gets an error of its own (one kept and raised again would chain every caller's frames)
+    assert len({id(e) for e in errors}) == len(errors)
 
 
 def test_without_a_known_listing_every_candidate_sidecar_is_read() -> None:

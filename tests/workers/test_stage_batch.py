@@ -311,6 +311,10 @@ def test_the_loops_vector_cache_serves_held_then_looked_then_the_registry_and_wr
     assert registry.wrote == []  # held, not written
     batch.flush()  # no touch nor staging held: the vectors alone are written
     assert registry.wrote == [("m", ["a"])]
+    # A thread that found no vector for "a" before the batch wrote one: asked again, not embedded again
+    registry.cached["a"] = vec(1)
+    registry.asked.clear()
+    assert sorted(batch.vector_cache({"a": None}).cached_vectors("m", ["a"])) == ["a"] and registry.asked == [["a"]]
     batch.hold_vectors("m", {"z": vec(9)})
     batch.drop()  # a refused run writes nothing
     batch.flush()
