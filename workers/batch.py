@@ -198,7 +198,7 @@ class RunBatch:
         one changes): its sidecars are read and parsed once a run, not once a document; at the location listed,
         only those the listing saw.  A sidecar added or edited during the run counts from the next sync (the
         planner re-resolves every listed document's ACL then).  Used by the loop's thread only."""
-        if (self._acl is None or self._acl[0] is not connector or self._acl[1] != source_acl
+        if (self._acl is None or self._acl[0] != connector or self._acl[1] != source_acl
                 or self._acl[2] != location):
             keys = self.sidecars[1] if self.sidecars is not None and self.sidecars[0] == location else None
             self._acl = (connector, source_acl, location, make(keys))

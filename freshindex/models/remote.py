@@ -187,6 +187,8 @@ class RemoteEmbedder:
     """An embedding model behind HTTP (see the module doc for what one call does)."""
 
     #: The model runs in another process: a call cannot take this one down (``core.types.may_kill_the_process``).
+    #: It counts tokens here (the native ``tokenizers`` WordPiece) on texts the chunker has already counted with the
+    #: same kind of counter, so a text that could kill the counter would have killed the chunking first.
     cannot_kill_process = True
 
     def __init__(self, options: RemoteOptions, *, metrics: Any = None, transport: httpx.BaseTransport | None = None,

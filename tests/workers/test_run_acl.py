@@ -140,3 +140,28 @@ def test_without_a_known_listing_every_candidate_sidecar_is_read() -> None:
     AclResolver(SourceAcl("docs", ("public",)), read=read, sidecar_keys=None).resolve("a/b/page.md")
     assert asked == [".freshindex-acl.json", "a/.freshindex-acl.json", "a/b/.freshindex-acl.json",
                      "a/b/page.md.acl.json"]
+
+
+def test_a_git_sources_revisions_of_one_commit_share_the_run_resolver() -> None:
+    """A git source hands each document its own ``GitRevision`` of the planned commit: one resolver still serves."""
+    from types import SimpleNamespace
+
+    from freshindex.workers.connectors.git import GitRevision
+
+    repo, other = object(), object()
+
+    def rev(owner: object, commit: str) -> GitRevision:
+        return GitRevision(owner, SimpleNamespace(commit=commit))  # type: ignore[arg-type]
+
+    assert rev(repo, "c1") == rev(repo, "c1") and hash(rev(repo, "c1")) == hash(rev(repo, "c1"))
+    assert rev(repo, "c1") != rev(repo, "c2") and rev(repo, "c1") != rev(other, "c1")
+    batch = RunBatch(None, 1, 1, "docs", [])  # type: ignore[arg-type]
+    made: list[object] = []
+
+    def make(keys: frozenset[str] | None) -> AclResolver:
+        made.append(keys)
+        return AclResolver(SourceAcl("docs", ("public",)), read=lambda _k: None, sidecar_keys=keys)
+
+    for _ in range(3):
+        batch.acl_resolver(rev(repo, "c1"), SourceAcl("docs", ("public",)), "/repo", make)
+    assert len(made) == 1

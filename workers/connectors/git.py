@@ -370,6 +370,14 @@ class GitRevision:
     def __init__(self, repo: GitConnector, tree: Tree) -> None:
         self.repo, self.tree = repo, tree
 
+    def __eq__(self, other: object) -> bool:
+        """The same commit of the same repository object reads the same (a run's ACL resolver is kept across
+        its documents' revisions: ``workers.batch.RunBatch.acl_resolver``)."""
+        return isinstance(other, GitRevision) and other.repo is self.repo and other.tree.commit == self.tree.commit
+
+    def __hash__(self) -> int:
+        return hash((id(self.repo), self.tree.commit))
+
     def list(self) -> Iterator[ObjectRef]:
         """The files of this commit (the :class:`Connector` protocol; a run's listing is the repository's)."""
         for path, (mode, oid) in sorted(self.tree.blobs.items()):
