@@ -312,9 +312,8 @@ def _fetch(ctx: PipelineContext, job: _Job, ready: Prepared | None) -> _Fetched:
     check_key(job.key)
     if job.size > ctx.max_file_bytes:
         raise DocumentError(DocumentError.TOO_LARGE, f"{job.size} bytes, limit {ctx.max_file_bytes}")
-    # Retried here through a source outage, then recorded as fetch_failed (transient): one retry loop for both
-    # runners (connectors/retry.py).  Read at the revision this run planned, whichever process listed it
-    # (invariant 9).
+    # Retried through a source outage, then recorded as fetch_failed (transient): one retry loop for both runners
+    # (connectors/retry.py).  Read at the revision this run planned, whichever process listed it (invariant 9).
     connector = for_run(ctx.connector_for(job.source), job.run_id)
     if ready is not None and ready.data is not None:
         data = ready.data
@@ -346,8 +345,7 @@ def _touch_if_unchanged(ctx: PipelineContext, job: _Job, fetched: _Fetched, dige
     if ctx.batch is not None:  # written with its batch, its attempt (if open) ended there (workers/batch.py)
         ctx.batch.touch(touch, counted=lambda outcome: ctx.observer.document_outcome(job.source_id, outcome),
                         attempt=job.attempt)
-    # Alone, as a batch of one: re-checked against what was compared (row locked), so a concurrent writer's change
-    # is not overwritten; its attempt ends in the same transaction.
+    # Alone, a batch of one: re-checked (row locked), a concurrent writer's change kept; its attempt ends with it.
     elif ctx.registry.touch_documents(job.run_id, job.changeset_id, job.source_id, [touch]):
         ctx.observer.document_outcome(job.source_id, "skipped")
         return DocumentOutcome(document_id=job.doc_id, key=job.key, outcome=DocumentOutcomeKind.SKIPPED,
@@ -380,8 +378,7 @@ def _decide(ctx: PipelineContext, job: _Job, fetched: _Fetched) -> DocumentOutco
               else _parse(ctx, job, fetched.data))
     ctx.observer.ocr_read(job.source_id, len(parsed.meta.get("ocr_pages", ())),
                           len(parsed.meta.get("ocr_low_confidence_pages", ())))
-    # A parser that hashes its extracted content (furniture removed) lets a page whose bytes changed only in the
-    # navigation skip chunking and staging: the release cost a parse, no embedding.
+    # A parser that hashes its extracted content (furniture removed): bytes changed only in the navigation cost a parse.
     digest = parsed.meta.get("content_hash") or fetched.digest
     if (same := _touch_if_unchanged(ctx, job, fetched, digest, parsed.meta.get("shape_hash"))) is not None:
         return same
@@ -492,16 +489,19 @@ def _diff_chunks(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str
             c.meta.update(stamp)
     prov = provenance(fetched.data, kind=job.source.kind, location=job.source.location, key=job.key)
     return _diff_and_embed(ctx, job, digest, parsed, chunks, len(fetched.data), prov, _Via(
-        hand_off=lambda: _hand_to_embed(ctx, job, fetched, digest, parsed, chunks, prov), ahead=fetched.ready))
+        hand_off=lambda: _hand_to_embed(ctx, job, fetched, digest, parsed, chunks, prov), ahead=fetched.ready,
+        unknown=fetched.known is None and ctx.batch is not None))
 
 
 @dataclass(frozen=True)
 class _Via:
     """How a diff's new chunks get their vectors besides being embedded here: handed on to the embed stage
-    (``hand_off``, raising :class:`StageHandoff`), or from what a thread embedded ``ahead``."""
+    (``hand_off``, raising :class:`StageHandoff`), or from what a thread embedded ``ahead``; ``unknown``: the inline
+    run (its source's only one) read no record of the document, so it has no chunk (their foreign key) to read."""
 
     hand_off: Callable[[], None] | None = None
     ahead: Prepared | None = None
+    unknown: bool = False
 
 
 def _diff_and_embed(ctx: PipelineContext, job: _Job, digest: str, parsed: ParsedDocument, chunks: list[ChunkDraft],
@@ -509,7 +509,7 @@ def _diff_and_embed(ctx: PipelineContext, job: _Job, digest: str, parsed: Parsed
     """The diff against the document's live chunks; the new ones embedded here (or ``via.ahead``, in a thread:
     :mod:`workers.ahead`), or handed on (``via.hand_off``)."""
     hand_off, ahead = via.hand_off, via.ahead
-    old_ids = ctx.registry.live_chunk_ids(job.doc_id)
+    old_ids = set() if via.unknown else ctx.registry.live_chunk_ids(job.doc_id)
     new_ids = {c.id for c in chunks}
     added_ids, removed_ids = new_ids - old_ids, old_ids - new_ids
     added = [c for c in chunks if c.id in added_ids]

@@ -110,7 +110,8 @@ def _calling(calls: dict[str, int], name: str, real: Callable[..., Any], *args: 
 
 def _counting(svc: Services, mp: pytest.MonkeyPatch) -> dict[str, int]:
     calls: dict[str, int] = {}
-    for name in ("stage_document", "stage_documents", "end_document_attempt", "cached_vectors", "cache_vectors"):
+    for name in ("stage_document", "stage_documents", "end_document_attempt", "cached_vectors", "cache_vectors",
+                 "live_chunk_ids"):
         mp.setattr(svc.registry, name, functools.partial(_calling, calls, name, getattr(svc.registry, name)))
     return calls
 
@@ -159,6 +160,8 @@ def test_a_build_and_an_update_staged_in_batches_write_what_staging_each_page_al
         # the first page only, which the loop prepares itself, and for the build)
         assert one_calls["cache_vectors"] >= 3 and calls["cache_vectors"] <= calls["stage_documents"]
         assert one_calls.get("loop:cached_vectors", 0) >= 4 and calls.get("loop:cached_vectors", 0) <= 2
+    # A page the run found no record of has no chunks to diff against: the full build reads none, the update does
+    assert batched[0][1].get("loop:live_chunk_ids", 0) == 0 and batched[1][1]["loop:live_chunk_ids"] >= 3
     full, update = (b[0] for b in batched)
     # The twin held in the same batch was found: p02 is the mirror of p01 (after it changed, a page of its own)
     assert [d[5] for d in full["documents"] if d[0] == "p02.html"] == ["p01.html"]

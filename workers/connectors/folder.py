@@ -25,6 +25,7 @@ under their real path) and is not an error.
 from __future__ import annotations
 
 import builtins
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -186,7 +187,14 @@ def _check_location(location: str, _options: Mapping[str, Any]) -> str:
 
 
 def _source_uri(location: str, key: str) -> str:
-    return (Path(location).expanduser().resolve() / key).as_uri()
+    return (_resolved_root(location) / key).as_uri()
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved_root(location: str) -> Path:
+    """``location`` resolved once a process, as :class:`FolderConnector` resolves its root once (each page's
+    citation had resolved it again, a realpath walk per page)."""
+    return Path(location).expanduser().resolve()
 
 
 SPEC = ConnectorSpec(
