@@ -260,8 +260,11 @@ def document_sidecar_key(key: str) -> str:
     return key + DOCUMENT_SIDECAR_SUFFIX
 
 
-#: Reads of a sidecar that failed as unavailable (an outage) before a resolver stops asking for it.
+#: Reads of a sidecar that failed as unavailable (an outage) in a row before a resolver stops asking for it for
+#: UNAVAILABLE_PAUSE_S seconds (then it reads it again): a passing failure fails a few documents, not a run's rest,
+#: and an outage costs a read per pause, not one per document.
 UNAVAILABLE_READS = 3
+UNAVAILABLE_PAUSE_S = 10.0
 
 
 class AclResolver:
@@ -284,14 +287,17 @@ class AclResolver:
         sidecar_keys: Iterable[str] | None = None,
         tags: Callable[[str], Mapping[str, str]] | None = None,
         service: PermissionService | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source
+        self._clock = clock
         self._read = read
         self._known = set(sidecar_keys) if sidecar_keys is not None else None
         self._tags = tags
         self._service = service
         self._sidecars: dict[str, Layer | AclSourceError | None] = {}
-        self._failed: dict[str, int] = {}
+        self._failed: dict[str, int] = {}  # unavailable reads of a sidecar in a row
+        self._paused: dict[str, float] = {}  # a sidecar kept unavailable until then (clock seconds)
 
     def default(self) -> DocumentAcl:
         s = self.source
@@ -325,17 +331,26 @@ class AclResolver:
         return acl
 
     def _sidecar(self, key: str) -> Layer | None:
-        found = self._sidecars[key] if key in self._sidecars else self._load(key)
-        if isinstance(found, AclSourceError):
-            # An outage is read again by the next documents (a passing one fails one document, not a whole
-            # run's), until it failed UNAVAILABLE_READS times; a malformed sidecar is kept.
-            failed = self._failed[key] = self._failed.get(key, 0) + 1
-            if found.reason != AclSourceError.UNAVAILABLE or failed >= UNAVAILABLE_READS:
+        if key in self._sidecars:
+            found = self._sidecars[key]
+        elif key in self._paused and self._clock() < self._paused[key]:
+            found = AclSourceError(AclSourceError.UNAVAILABLE, f"cannot read {key}: it failed "
+                                   f"{UNAVAILABLE_READS} times in a row; read again in at most {UNAVAILABLE_PAUSE_S:g} s")
+        else:
+            found = self._load(key)
+            unavailable = isinstance(found, AclSourceError) and found.reason == AclSourceError.UNAVAILABLE
+            if not unavailable:  # a layer, none, or a malformed sidecar: kept for the resolver's life
                 self._sidecars[key] = found
-            # A new error each time: the one kept, raised again and again, would grow a traceback holding
-            # every document's frames (their bytes and parses) for the resolver's life.
+                self._failed.pop(key, None)
+            # An outage is read again by the next documents, UNAVAILABLE_READS in a row, then paused a while.
+            elif (failed := self._failed.get(key, 0) + 1) >= UNAVAILABLE_READS:
+                self._paused[key], self._failed[key] = self._clock() + UNAVAILABLE_PAUSE_S, 0
+            else:
+                self._failed[key] = failed
+        if isinstance(found, AclSourceError):
+            # A new error each time: one kept and raised again and again would grow a traceback holding every
+            # document's frames (their bytes and parses) for the resolver's life.
             raise AclSourceError(found.reason, found.detail)
-        self._sidecars[key] = found
         return found
 
     def _load(self, key: str) -> Layer | AclSourceError | None:

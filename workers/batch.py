@@ -94,8 +94,9 @@ log = logging.getLogger("freshindex.pipeline")
 
 #: Staged chunks a batch holds at most before it is written (a batch of long documents is written sooner).
 STAGED_CHUNKS = 2048
-#: Batches whose written vectors the loop remembers (their hashes only): more than a thread works ahead.
-RECENT_BATCHES = 4
+#: Vectors the loop remembers having written (their model and hash only, the most recent first kept): more than
+#: the documents a thread works ahead hold.
+RECENT_VECTORS = 16_384
 #: The knowledge base's content hashes are read once a run (8 bytes each) when it holds at most this many
 #: documents per document the run plans; else each twin lookup asks the registry.
 TWIN_SNAPSHOT_PER_DOCUMENT = 20
@@ -170,9 +171,10 @@ class RunBatch:
         self._acl: tuple[object, SourceAcl, str, AclResolver] | None = None
         self._vectors: dict[str, dict[str, np.ndarray]] = {}  # held for the vector cache: model id -> hash -> vector
         self._vectors_lock = threading.Lock()  # the threads working ahead read them too
-        # (model, hash) of the vectors the last batches wrote: a thread that found none for one before that
-        # (it works a few documents ahead, less than a batch) gets it asked again rather than embedded again.
-        self._cached: collections.deque[set[tuple[str, str]]] = collections.deque(maxlen=RECENT_BATCHES)
+        # (model, hash) of the vectors the batches wrote lately: a thread that found none for one before that (it
+        # works a few documents ahead) gets it asked again rather than embedded again.
+        self._cached: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
+        self._repeated = {d for d, n in collections.Counter(self._ids).items() if n > 1}  # planned twice (a bug)
         # The twin lookup's shortcut: the knowledge base's content hashes (64-bit prefixes, sorted) when the run
         # began looking, and every content this run staged or touched since (:meth:`canonical_twin`).
         self._kb_hashes: tuple[str, np.ndarray | None] | None = None
@@ -321,7 +323,7 @@ class RunBatch:
                 if (v := held.get(h)) is not None:
                     found[h] = v
                 elif looked is not None and h in looked and (looked[h] is not None
-                                                               or not any((model_id, h) in c for c in self._cached)):
+                                                               or (model_id, h) not in self._cached):
                     if (c := looked[h]) is not None:
                         found[h] = c
                 else:  # unknown, or the thread found none but this run has written one since: asked
@@ -352,6 +354,11 @@ class RunBatch:
         at = int(np.searchsorted(known, prefix))
         return not (at < len(known) and known[at] == prefix)
 
+    def unknown(self, doc_id: str, known: DocumentRecord | None) -> bool:
+        """No chunk of ``doc_id`` can exist: the run read no record of it (a chunk needs its document's row) and
+        plans it once (a key listed twice, which no connector should list, may have been staged by its first)."""
+        return known is None and doc_id not in self._repeated
+
     def holds(self, doc_id: str) -> bool:
         """A touch or staging of ``doc_id`` is held: its attempt ends when the batch is written, not now."""
         return doc_id in self._held_ids
@@ -380,8 +387,10 @@ class RunBatch:
         staged, written, self._staged, self._written, self._staged_chunks = self._staged, self._written, [], [], 0
         with self._vectors_lock:
             vectors, self._vectors = self._vectors, {}
-            if vectors:
-                self._cached.append({(m, h) for m, held in vectors.items() for h in held})
+            for m, held in vectors.items():
+                self._cached.update(dict.fromkeys((m, h) for h in held))
+            while len(self._cached) > RECENT_VECTORS:
+                self._cached.popitem(last=False)
         if not touches and not staged and not vectors:
             return
         ids = [d.document_id for d in staged] + [t.document_id for t in touches]

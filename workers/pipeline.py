@@ -490,7 +490,7 @@ def _diff_chunks(ctx: PipelineContext, job: _Job, fetched: _Fetched, digest: str
     prov = provenance(fetched.data, kind=job.source.kind, location=job.source.location, key=job.key)
     return _diff_and_embed(ctx, job, digest, parsed, chunks, len(fetched.data), prov, _Via(
         hand_off=lambda: _hand_to_embed(ctx, job, fetched, digest, parsed, chunks, prov), ahead=fetched.ready,
-        unknown=fetched.known is None and ctx.batch is not None))
+        unknown=ctx.batch is not None and ctx.batch.unknown(job.doc_id, fetched.known)))
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def test_the_run_resolver_is_made_again_when_the_connector_the_source_acl_or_the
 
 
 def test_a_sidecar_outage_fails_its_document_not_the_run_and_a_kept_error_is_raised_anew() -> None:
-    from freshindex.acl.resolution import UNAVAILABLE_READS, AclSourceError
+    from freshindex.acl.resolution import UNAVAILABLE_PAUSE_S, UNAVAILABLE_READS, AclSourceError
     from freshindex.core.errors import SourceError
 
     reads: list[str] = []
@@ -114,10 +114,11 @@ def test_a_sidecar_outage_fails_its_document_not_the_run_and_a_kept_error_is_rai
     assert first.value.reason == AclSourceError.UNAVAILABLE
     broken["ok"] = True  # the outage passes: the next document reads the sidecar again
     assert list(resolver.resolve("b.md").tokens) == ["ops"]
-    # An outage that goes on is asked UNAVAILABLE_READS times, then kept for the resolver's life
+    # An outage that goes on is read UNAVAILABLE_READS times in a row, then paused (a clock that stands still)
     broken["ok"] = False
+    now = [0.0]
     again = AclResolver(SourceAcl("docs", ("public",), kinds=frozenset({"sidecar"})), read=read,
-                        sidecar_keys={".freshindex-acl.json"})
+                        sidecar_keys={".freshindex-acl.json"}, clock=lambda: now[0])
     reads.clear()
     errors = []
     for n in range(UNAVAILABLE_READS + 3):
@@ -125,8 +126,17 @@ def test_a_sidecar_outage_fails_its_document_not_the_run_and_a_kept_error_is_rai
             again.resolve(f"p{n}.md")
         errors.append(raised.value)
     assert reads == [".freshindex-acl.json"] * UNAVAILABLE_READS
+    assert all(e.reason == AclSourceError.UNAVAILABLE for e in errors)
     # Each document gets an error of its own (one kept and raised again would chain every caller's frames)
     assert len({id(e) for e in errors}) == len(errors)
+    # Past the pause it is read again, and once it answers the rest of the run reads what it says
+    now[0] += UNAVAILABLE_PAUSE_S - 0.1
+    with pytest.raises(AclSourceError):
+        again.resolve("still-paused.md")
+    assert len(reads) == UNAVAILABLE_READS
+    now[0] += 0.2
+    broken["ok"] = True
+    assert list(again.resolve("after.md").tokens) == ["ops"] and len(reads) == UNAVAILABLE_READS + 1
 
 
 def test_without_a_known_listing_every_candidate_sidecar_is_read() -> None:

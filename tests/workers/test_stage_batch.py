@@ -364,3 +364,13 @@ def test_a_twin_lookup_of_content_no_document_holds_asks_nothing_of_the_registry
     big = _Twins({held: "doc-a"}, limit_hit=True)
     RunBatch(big, 1, 1, "docs", ["a"]).canonical_twin("doc-b", "kb", new, acl=acl)  # type: ignore[arg-type]
     assert big.asked == [new]
+
+
+def test_a_page_without_a_record_has_no_chunks_to_read_unless_it_is_planned_twice() -> None:
+    from freshindex.core.ids import document_id
+
+    batch = RunBatch(None, 1, 1, "docs", ["a.md", "b.md", "a.md"])  # type: ignore[arg-type]
+    assert batch.unknown(document_id("docs", "b.md"), None)
+    # A key listed twice (no connector should) may have been staged by its first occurrence: its chunks are read
+    assert not batch.unknown(document_id("docs", "a.md"), None)
+    assert not batch.unknown(document_id("docs", "b.md"), object())  # type: ignore[arg-type]
