@@ -199,8 +199,8 @@ class ParseAhead:
                 if self.embed and out.chunks:
                     # A slot first, then working(): a thread waiting for one is not working on its document here.
                     # An embedder that cannot kill this process (hashing, remote) needs no attempt closed first.
-                    risky = ctx.batch is not None and may_kill_the_process(ctx.embedder)
-                    with self._embedding, ctx.batch.working() if risky else contextlib.nullcontext():  # type: ignore[union-attr]
+                    held = ctx.batch if may_kill_the_process(ctx.embedder) else None
+                    with self._embedding, held.working() if held is not None else contextlib.nullcontext():
                         out.vectors, out.embed_seconds = embed_new(ctx, doc_id if known is not None else None,
                                                                    out.chunks, looked=out.looked)
             except DocumentError as exc:

@@ -345,11 +345,11 @@ class RunBatch:
             limit = TWIN_SNAPSHOT_PER_DOCUMENT * max(1, len(self._ids))
             self._kb_hashes = (kb, self.registry.kb_content_prefixes(kb, limit=limit))
         known = self._kb_hashes[1]
+        if known is None or len(content_hash) < 16:
+            return False
         try:
             prefix = np.uint64(int(content_hash[:16], 16))
         except ValueError:
-            return False
-        if known is None or len(content_hash) < 16:
             return False
         at = int(np.searchsorted(known, prefix))
         return not (at < len(known) and known[at] == prefix)

@@ -372,6 +372,12 @@ def test_a_document_that_kills_the_sync_charges_only_itself_not_the_touches_held
     report, deaths = sync_past_a_poison_page(svc, src)
     # Then the poison page killed 1 + document_crash_retries syncs and the next recorded it worker_crashed,
     # and it only: every other page is indexed and counts no crash
+    only_the_poison_page_was_charged(svc, report, deaths)
+
+
+def only_the_poison_page_was_charged(svc: Services, report: Any, deaths: int) -> None:
+    """After :func:`sync_past_a_poison_page` on 10 pages: it killed 1 + document_crash_retries syncs, the next
+    recorded it (only it) worker_crashed, every other page is indexed with no crash, no attempt is left open."""
     assert deaths == 3
     assert [(e.key, e.reason) for e in report.errors] == [("zz-poison.html", "worker_crashed")]
     docs = svc.registry.documents_for_source("docs")
