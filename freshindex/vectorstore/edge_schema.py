@@ -45,7 +45,7 @@ def new_config(dim: int, hnsw_m: int, indexing_threshold_kb: int | None) -> qe.E
     knowledge base's lock, and flushed before it is verified; without a WAL
     the shard takes no file lock, so reader processes can open it."""
     return qe.EdgeConfig(
-        vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+        vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, memory=qe.Memory.Cold)},
         sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
         wal_enabled=False,
         **index_params(hnsw_m, indexing_threshold_kb),

@@ -51,6 +51,7 @@ def test_a_new_edge_collection_is_quantised_without_a_graph(tmp_path: Path) -> N
     config = _config(store, "c")
     assert config["hnsw_config"]["m"] == 0 and config["hnsw_config"]["payload_m"] == 0
     assert config["quantization_config"]["scalar"]["type"] == "int8"
+    assert config["vectors"][DENSE]["memory"] == "cold"  # originals read to rescore only: not warmed on open
     store.close()
 
 
