@@ -42,15 +42,7 @@ segments, quantise, build the sparse inverted index), not a graph build:
 48 s against 772 s for 100k chunks with the default graph, and queries
 5-10x faster than on the unoptimised shard (``bench/results/query.md``).
 Pass ``hnsw_m=16`` for collections far larger than the embedded default.
-
-The original dense vectors are kept cold (``Memory.Cold``: mapped, read on
-demand): a search scans the int8 copy in RAM and reads originals only to
-rescore its candidates.  The default tier warms the whole file when a shard
-opens, preallocated holes included: opening the clone a release update
-writes into added 30 MB of resident memory for 3.7 MB of vectors (hashing
-embedder, PostgreSQL 15's manual; that update's peak went from 387 to
-350-355 MB), and query latency at 100k points did not move
-(``bench/results/query.md``).
+Why the original vectors are cold: :mod:`vectorstore.edge_schema`.
 """
 
 from __future__ import annotations
