@@ -73,7 +73,15 @@ from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
 from freshindex.core.types import Embedder
 from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
-from freshindex.injection.refusal import FUNCTION_WORDS, RefusalPolicy, Signals, ordinary_words, question_terms, stem
+from freshindex.injection.refusal import (
+    FUNCTION_WORDS,
+    RefusalPolicy,
+    Signals,
+    forget_evidence,
+    ordinary_words,
+    question_terms,
+    stem,
+)
 from freshindex.settings.sections.context import ContextSettings
 from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats, VectorStore
@@ -206,8 +214,11 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
         return done("skipped", reason="the vector store has no lexical statistics")
     if points < settings.min_chunks:
         return done("too_small", min_chunks=settings.min_chunks)
-    asked = pseudo_signals(store, embedder, collection=collection, snapshot_id=snapshot_id, policy=policy,
-                           settings=settings, naming=naming)
+    try:
+        asked = pseudo_signals(store, embedder, collection=collection, snapshot_id=snapshot_id, policy=policy,
+                               settings=settings, naming=naming)
+    finally:
+        forget_evidence()  # the memo the questions filled: not carried into the process's next build
     every_ans, every_per = asked.scores(policy, "answerable"), asked.scores(policy, "perturbed")
     # Only questions that reached the decision say anything about the bias: one with no admitted evidence
     # is refused whatever the bias (counted apart, as no_evidence).

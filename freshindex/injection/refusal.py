@@ -270,6 +270,16 @@ def evidence_tokens(text: str, title: str | None = None, heading_path: Sequence[
     return _evidence_tokens(text, title, tuple(heading_path), key)
 
 
+def forget_evidence() -> None:
+    """Let go of the memoised evidence tokens (:func:`evidence_tokens`, and their variants).
+
+    A build's calibration fills the memo with the chunks of hundreds of pseudo-questions: about 20 MB of
+    texts and token sets on a 14k-chunk manual, which a process that goes on to sync (a worker, an inline
+    run) would otherwise carry into its next build.  A serving process only tokenizes them again."""
+    _evidence_tokens.cache_clear()
+    _variants.cache_clear()
+
+
 @functools.lru_cache(maxsize=8192)
 def _evidence_tokens(text: str, title: str | None, heading_path: tuple[str, ...], key: str) -> frozenset[str]:
     return frozenset(lexical.tokenize(lexical.lexical_text(text=text, title=title, heading_path=heading_path, key=key)))
