@@ -218,7 +218,9 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
         asked = pseudo_signals(store, embedder, collection=collection, snapshot_id=snapshot_id, policy=policy,
                                settings=settings, naming=naming)
     finally:
-        forget_evidence()  # the memo the questions filled: not carried into the process's next build
+        # The memo the questions filled (about 20 MB of chunk texts and token sets on a 14k-chunk manual) is
+        # let go: a process that goes on to sync would carry it into its next build.  A reader tokenizes again.
+        forget_evidence()
     every_ans, every_per = asked.scores(policy, "answerable"), asked.scores(policy, "perturbed")
     # Only questions that reached the decision say anything about the bias: one with no admitted evidence
     # is refused whatever the bias (counted apart, as no_evidence).

@@ -50,15 +50,12 @@ decided per token, because the question's tokens are not alike:
   words outside that vocabulary (``cublas``, ``emscripten``, ``duckdb``) or
   as identifiers.  It still counts through BM25.
 
-A key term is in the evidence also when the evidence spells it another way
-(:func:`held`): the same word stem (``caching`` and ``cache``, ``emitting``
-and ``emit``: the Snowball English stemmer), an abbreviation (``bool`` for
-``boolean``: one a prefix of the other, the shorter at least four letters
-and half the longer), a word written as two (``runtime``, ``run time``), or
-an identifier split at other separators (``add_log_level``,
-``addLogLevel``; never its words apart: ``sentry`` and ``processor`` are
-not ``SentryProcessor``).  Real questions are worded by readers, and one word spelt
-otherwise than the evidence spells it must not refuse a question alone.
+A key term is in the evidence also when the evidence spells it another way (:func:`held`): the same word stem
+(``caching`` and ``cache``, ``emitting`` and ``emit``: the Snowball English stemmer), an abbreviation (``bool``
+for ``boolean``: one a prefix of the other, the shorter at least four letters and half the longer), a word written
+as two (``runtime``, ``run time``), or an identifier split at other separators (``add_log_level``,
+``addLogLevel``; never its words apart: ``sentry`` and ``processor`` are not ``SentryProcessor``).  Real questions
+are worded by readers, and one word spelt otherwise than the evidence spells it must not refuse a question alone.
 
 One signal decides alone: a question naming an identifier (a compound as
 above, not a hyphenated word or a version) that no rechecked candidate holds
@@ -70,9 +67,8 @@ a name it spells capitalised inside a sentence, not a word of general English (`
 Paraphrase cannot stand in for a name: pages about ``sys`` and about monitoring do not answer a question about
 ``sys.monitoring``; the typical unanswerable question names something the corpus lacks, and scored with its
 other words it passes.  It has no fitted constant.  Text read by OCR misreads names (``N01_kind`` as ``NO1_kind``,
-``R_ENCODING_LOCALES`` as ``RLENCODING_LOCALES``): a candidate read by OCR
-holds a name also when one of its tokens is a single edit away once the
-glyphs OCR confuses are folded (:func:`ocr_close`), and such a token counts
+``R_ENCODING_LOCALES`` as ``RLENCODING_LOCALES``): a candidate read by OCR holds a name also when one of its
+tokens is a single edit away once the glyphs OCR confuses are folded (:func:`ocr_close`), and such a token counts
 for coverage as the name.
 
 Coverage is the share of the question's weight (every term but the parts of
@@ -271,11 +267,7 @@ def evidence_tokens(text: str, title: str | None = None, heading_path: Sequence[
 
 
 def forget_evidence() -> None:
-    """Let go of the memoised evidence tokens (:func:`evidence_tokens`, and their variants).
-
-    A build's calibration fills the memo with the chunks of hundreds of pseudo-questions: about 20 MB of
-    texts and token sets on a 14k-chunk manual, which a process that goes on to sync (a worker, an inline
-    run) would otherwise carry into its next build.  A serving process only tokenizes them again."""
+    """Let go of the memoised evidence tokens and their variants (why: ``injection.calibration.calibrate``)."""
     _evidence_tokens.cache_clear()
     _variants.cache_clear()
 
