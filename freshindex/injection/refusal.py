@@ -114,7 +114,7 @@ from freshindex.vectorstore import lexical
 from freshindex.vectorstore.base import LexicalStats
 
 __all__ = ["FUNCTION_WORDS", "RefusalPolicy", "RefusalReason", "Signals", "TermStats", "TermWeights", "absent_idf",
-           "decide", "evidence_tokens", "held", "is_name", "is_ordinary", "known", "name_forms", "ocr_close", "ordinary_words",
+           "decide", "evidence_tokens", "forget_evidence", "held", "is_name", "is_ordinary", "known", "name_forms", "ocr_close", "ordinary_words",
            "question_terms", "signals", "stem"]
 
 

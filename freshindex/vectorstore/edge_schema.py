@@ -61,6 +61,10 @@ def new_config(dim: int, hnsw_m: int, indexing_threshold_kb: int | None) -> qe.E
     )
 
 
+#: A persisted ``memory`` tier, kept through a re-index (none persisted: the engine's default, as before).
+_TIERS = {"cold": qe.Memory.Cold, "cached": qe.Memory.Cached, "pinned": qe.Memory.Pinned}
+
+
 def index_current(persisted: dict[str, Any], hnsw_m: int, indexing_threshold_kb: int | None) -> bool:
     """Whether a persisted ``edge_config.json`` has these index settings (else the shard is re-indexed on open)."""
     hnsw = persisted.get("hnsw_config") or {}
@@ -71,14 +75,15 @@ def index_current(persisted: dict[str, Any], hnsw_m: int, indexing_threshold_kb:
 
 
 def config_like(persisted: dict[str, Any], hnsw_m: int, indexing_threshold_kb: int | None) -> qe.EdgeConfig:
-    """``persisted``'s vectors and WAL setting (fixed at creation) with these index settings."""
+    """``persisted``'s vectors, their memory tier and WAL setting (fixed at creation) with these index settings."""
     dense = (persisted.get("vectors") or {}).get(DENSE)
     if not dense:
         raise StoreError(f"the collection has no {DENSE!r} vector to index")
     sparse = {LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if LEXICAL in (
         persisted.get("sparse_vectors") or {}) else None
     return qe.EdgeConfig(
-        vectors={DENSE: qe.EdgeVectorParams(size=int(dense["size"]), distance=qe.Distance.Cosine)},
+        vectors={DENSE: qe.EdgeVectorParams(size=int(dense["size"]), distance=qe.Distance.Cosine,
+                                            memory=_TIERS.get(str(dense.get("memory", "")).lower()))},
         sparse_vectors=sparse, wal_enabled=persisted.get("wal_enabled", True),
         **index_params(hnsw_m, indexing_threshold_kb))
 

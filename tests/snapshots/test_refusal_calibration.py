@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from freshindex.injection.calibration import Calibration, calibrate, fit_bias
-from freshindex.injection.refusal import RefusalPolicy, RefusalReason, _evidence_tokens
+from freshindex.injection.refusal import RefusalPolicy, RefusalReason, _evidence_tokens, _variants
 from freshindex.services import Services
 from freshindex.settings import load_settings
 from freshindex.workers.runner import sync_inline
@@ -108,7 +108,7 @@ def test_a_build_calibrates_the_refusal_on_its_own_knowledge_base(tmp_path: Path
         assert (again["sampled"], again["perturbed"]) == (cal["sampled"], cal["perturbed"])
         assert again["false_refusals"] <= target
         # And the evidence memo its questions filled is let go (a syncing process carries it into no next build)
-        assert _evidence_tokens.cache_info().currsize == 0
+        assert _evidence_tokens.cache_info().currsize == 0 and _variants.cache_info().currsize == 0
         # And the client serves with the calibrated bias
         assert svc.client._policy(active.id).bias == cal["bias"]
         # When a question names an identifier the knowledge base does not have (its parts it does have)

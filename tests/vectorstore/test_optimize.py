@@ -142,6 +142,25 @@ def test_optimize_reindexes_a_collection_built_with_other_settings(tmp_path: Pat
     store.close()
 
 
+def test_a_reindex_keeps_the_cold_original_vectors(tmp_path: Path) -> None:
+    # Given a collection written by a store with an HNSW graph (its originals cold, as every new one)
+    vecs, points = _points(300)
+    first = EdgeStore(tmp_path, hnsw_m=16)
+    first.create_collection("c", DIM)
+    first.upsert("c", points)
+    first.flush("c")
+    first.close()
+    # When a store with the default index settings re-indexes it
+    store = EdgeStore(tmp_path)
+    store.optimize("c")
+    # Then the index settings are the store's and the originals stay cold
+    config = _config(store, "c")
+    assert config["hnsw_config"]["m"] == 0
+    assert config["vectors"][DENSE]["memory"] == "cold"
+    assert store.search("c", vecs[7].tolist(), limit=1)[0].id == str(uuid.UUID(int=8))
+    store.close()
+
+
 def test_reindexing_a_collection_being_queried_is_refused(tmp_path: Path) -> None:
     vecs, _ = _points(50)
     (tmp_path / "collections").mkdir(parents=True)
