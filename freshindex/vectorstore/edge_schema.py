@@ -13,7 +13,9 @@ opens, preallocated holes included: opening the clone a release update
 writes into added 30 MB of resident memory for 3.7 MB of vectors (hashing
 embedder, PostgreSQL 15's manual; that update's peak went from 387 to
 350-355 MB), and query latency at 100k points did not move
-(``bench/results/query.md``).
+(``bench/results/query.md``).  A reader that has just started pays 2-4 ms
+more a query until the originals its rescoring reads are in, and holds
+130 MB less at 100k points (``bench/results/cold_start.md``).
 """
 
 from __future__ import annotations
