@@ -41,7 +41,7 @@ from freshindex.settings import load_settings
 from freshindex.workers import pipeline, runner
 from freshindex.workers.batch import RunBatch, stage_held_or_now
 from freshindex.workers.runner import sync_inline
-from tests.workers.test_touch_batch import _Killed, only_the_poison_page_was_charged, sync_past_a_poison_page
+from tests.workers.test_touch_batch import ONLY_THE_POISON_PAGE, _Killed, charges, sync_past_a_poison_page
 
 SIZE = 4
 
@@ -275,7 +275,7 @@ def test_a_page_that_kills_the_sync_charges_none_of_the_stagings_held_before_it(
     # When the source is synced again after each death until a sync completes
     report, deaths = sync_past_a_poison_page(svc, src)
     # Then the poison page alone is recorded worker_crashed; every other page is indexed and counts no crash
-    only_the_poison_page_was_charged(svc, report, deaths)
+    assert charges(svc, report, deaths) == ONLY_THE_POISON_PAGE
 
 
 class _Cache:

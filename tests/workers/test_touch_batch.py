@@ -372,18 +372,24 @@ def test_a_document_that_kills_the_sync_charges_only_itself_not_the_touches_held
     report, deaths = sync_past_a_poison_page(svc, src)
     # Then the poison page killed 1 + document_crash_retries syncs and the next recorded it worker_crashed,
     # and it only: every other page is indexed and counts no crash
-    only_the_poison_page_was_charged(svc, report, deaths)
+    assert charges(svc, report, deaths) == ONLY_THE_POISON_PAGE
 
 
-def only_the_poison_page_was_charged(svc: Services, report: Any, deaths: int) -> None:
-    """After :func:`sync_past_a_poison_page` on 10 pages: it killed 1 + document_crash_retries syncs, the next
-    recorded it (only it) worker_crashed, every other page is indexed with no crash, no attempt is left open."""
-    assert deaths == 3
-    assert [(e.key, e.reason) for e in report.errors] == [("zz-poison.html", "worker_crashed")]
+#: What :func:`charges` reads after :func:`sync_past_a_poison_page` on 10 pages when only the poison page was
+#: charged: it killed 1 + document_crash_retries syncs, the next recorded it (only it) worker_crashed, every
+#: other page is indexed with no crash, and no attempt is left open.
+ONLY_THE_POISON_PAGE = {"deaths": 3, "errors": [("zz-poison.html", "worker_crashed")],
+                        "active": {f"p{n:02d}.html" for n in range(10)}, "others_crashed": [], "open_attempts": set()}
+
+
+def charges(svc: Services, report: Any, deaths: int) -> dict[str, Any]:
+    """What a sync past a poison page left, in the shape of :data:`ONLY_THE_POISON_PAGE`."""
     docs = svc.registry.documents_for_source("docs")
-    assert {k for k, d in docs.items() if d.state == "active"} == {f"p{n:02d}.html" for n in range(10)}
-    assert all(svc.registry.document_crashes(d.id) == 0 for k, d in docs.items() if k != "zz-poison.html")
-    assert _open_attempts(svc) == set()
+    return {"deaths": deaths, "errors": [(e.key, e.reason) for e in report.errors],
+            "active": {k for k, d in docs.items() if d.state == "active"},
+            "others_crashed": sorted(k for k, d in docs.items()
+                                     if k != "zz-poison.html" and svc.registry.document_crashes(d.id) != 0),
+            "open_attempts": _open_attempts(svc)}
 
 
 def sync_past_a_poison_page(svc: Services, src: Path) -> tuple[Any, int]:
