@@ -191,8 +191,7 @@ class Services:
         return Builder(self.registry, self.store, self.embedder, self.metrics, BuildOptions(
             naming=self.naming, pipeline_version=f"{PIPELINE_VERSION}.l{LEXICAL_VERSION}", lock_ttl=snap.lock_ttl,
             lock_wait=snap.lock_wait, verify_sample=snap.verify_sample, keep_versions=snap.keep_versions,
-            strategy=snap.strategy, reader_grace=snap.reader_grace,
-            calibrate=functools.partial(self.calibrate_refusal, private=True),  # a new version: this build's alone
+            strategy=snap.strategy, reader_grace=snap.reader_grace, calibrate=self.calibrate_refusal,
             # calibration off: never carry a parent's calibrated bias forward
             calibration_refit_share=(self.settings.context.refusal_calibration_refit_share
                                      if self.settings.context.refusal_calibration else -1.0),
@@ -205,15 +204,14 @@ class Services:
 
         return RefusalPolicy.from_mapping(self.settings.context.model_dump())
 
-    def calibrate_refusal(self, collection: str, snapshot_id: str, *, private: bool = False) -> dict[str, Any]:
-        """The refusal calibration of a built version (:func:`injection.calibration.calibrate`, the settings' policy);
-        ``private``: nothing else in this process reads ``collection`` (the builder's new version)."""
+    def calibrate_refusal(self, collection: str, snapshot_id: str) -> dict[str, Any]:
+        """The refusal calibration of a built version (:func:`injection.calibration.calibrate`, the settings' policy)."""
         from freshindex.injection.calibration import Calibration, calibrate
 
         ctx = self.settings.context.model_dump()
         return calibrate(self.store, self.embedder, collection=collection, snapshot_id=snapshot_id,
                          policy=self.refusal_policy, settings=Calibration.from_mapping(ctx),
-                         naming=self.naming, private=private)
+                         naming=self.naming)
 
     @functools.cached_property
     def snapshots(self) -> SnapshotOps:

@@ -69,10 +69,9 @@ import numpy as np
 
 from freshindex.acl import PUBLIC, Principal
 from freshindex.acl.principal import USER_PREFIX
-from freshindex.core.memory import trim_heap
 from freshindex.core.naming import Naming
 from freshindex.core.payload import PayloadError, PointPayload
-from freshindex.core.types import Embedder, Releasable
+from freshindex.core.types import Embedder
 from freshindex.injection.client import InjectionClient, QueryHooks, QueryTuning
 from freshindex.injection.refusal import (
     FUNCTION_WORDS,
@@ -196,13 +195,10 @@ def fit_bias(answerable: Sequence[float], target: float) -> float | None:
 
 
 def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapshot_id: str, policy: RefusalPolicy,
-              settings: Calibration = Calibration(), naming: Naming = Naming(), private: bool = False,
-              ) -> dict[str, Any]:
-    """The calibration record of ``collection`` (see the module docstring); never raises for a small corpus.
-
-    ``private``: nothing else in this process reads ``collection`` (a version being built), so the model and
-    the collection are never held at once (:func:`pseudo_signals`)."""
-    started = time.perf_counter()
+              settings: Calibration = Calibration(), naming: Naming = Naming(),
+              clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """The calibration record of ``collection`` (see the module docstring); never raises for a small corpus."""
+    started = clock()
     base = {"version": CALIBRATION_VERSION, "snapshot_id": snapshot_id, "shipped_bias": policy.bias,
             "policy": policy.scoring(), "target_false_rate": settings.target_false_rate, "sample": settings.sample,
             "perturbed_sample": settings.perturbed}
@@ -210,7 +206,7 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
 
     def done(status: str, **fields: Any) -> dict[str, Any]:
         return {**base, "status": status, "bias": None, "points": points, **fields,
-                "seconds": round(time.perf_counter() - started, 3)}
+                "seconds": round(clock() - started, 3)}
 
     if not settings.enabled:
         return done("skipped")
@@ -220,7 +216,7 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
         return done("too_small", min_chunks=settings.min_chunks)
     try:
         asked = pseudo_signals(store, embedder, collection=collection, snapshot_id=snapshot_id, policy=policy,
-                               settings=settings, naming=naming, private=private)
+                               settings=settings, naming=naming)
     finally:
         # The memo the questions filled (about 20 MB of chunk texts and token sets on a 14k-chunk manual) is
         # let go: a process that goes on to sync would carry it into its next build.  A reader tokenizes again.
@@ -239,7 +235,7 @@ def calibrate(store: VectorStore, embedder: Embedder, *, collection: str, snapsh
             **counts, "false_refusals": _refused(ans, bias), "perturbed_refused": _refused(per, bias),
             "shipped_false_refusals": _refused(ans, policy.bias),
             "shipped_perturbed_refused": _refused(per, policy.bias), "kinds": _by_kind(asked, policy, bias),
-            "seconds": round(time.perf_counter() - started, 3)}
+            "seconds": round(clock() - started, 3)}
 
 
 def _by_kind(asked: PseudoSignals, policy: RefusalPolicy, bias: float) -> dict[str, dict[str, Any]]:
@@ -436,7 +432,7 @@ class PseudoSignals:
 
 def pseudo_signals(store: VectorStore, embedder: Embedder, *, collection: str, snapshot_id: str,
                    policy: RefusalPolicy, settings: Calibration = Calibration(),
-                   naming: Naming = Naming(), private: bool = False) -> PseudoSignals:
+                   naming: Naming = Naming()) -> PseudoSignals:
     """The pseudo-questions of ``collection`` (the module docstring says how) asked through the real query path.
 
     The same sample and questions for the same ``snapshot_id``: a benchmark
@@ -452,8 +448,7 @@ def pseudo_signals(store: VectorStore, embedder: Embedder, *, collection: str, s
     chunks, surveyed = _sample(store, collection, settings.sample, rng)
     answerable, absent = _questions(store, collection, chunks, rng)
     absent = _spread(absent, settings.perturbed)
-    ask = _asker(store, _embedded(store, embedder, collection, [q for q, _p in [*answerable, *absent]], private),
-                 collection, policy, settings.min_score, naming)
+    ask = _asker(store, embedder, collection, policy, settings.min_score, naming)
     return PseudoSignals(ask(answerable), ask(absent), len(chunks),
                          answerable_kinds=[content_kind(p) for _q, p in answerable],
                          answerable_questions=[q for q, _p in answerable],
@@ -468,22 +463,7 @@ def _spread(items: Asked, k: int | None) -> Asked:
     return [items[i * len(items) // k] for i in range(k)]
 
 
-def _embedded(store: VectorStore, embedder: Embedder, collection: str, questions: Sequence[str],
-              private: bool) -> _Batched:
-    """An embedder that answers ``questions`` from one batched call; with ``private``, made with ``collection``
-    let go (the first question opens it again) and the model let go after it."""
-    if private:
-        store.release(collection)
-        trim_heap()
-    batched = _Batched(embedder)
-    batched.prepare(questions)
-    if private and isinstance(embedder, Releasable):
-        embedder.release()
-        trim_heap()
-    return batched
-
-
-def _asker(store: VectorStore, batched: _Batched, collection: str, policy: RefusalPolicy, min_score: float,
+def _asker(store: VectorStore, embedder: Embedder, collection: str, policy: RefusalPolicy, min_score: float,
            naming: Naming) -> Callable[[Asked], list[Signals | None]]:
     """Asks questions through the real query path on ``collection``; each one's refusal signals.
 
@@ -491,11 +471,13 @@ def _asker(store: VectorStore, batched: _Batched, collection: str, policy: Refus
     admission), not the assembly after it.  None for a question with no admitted evidence (refused
     whatever the bias).
     """
+    batched = _Batched(embedder)
     client = InjectionClient(_Pinned(store, collection), batched,
                              QueryTuning(min_score=min_score, refusal=replace(policy, enabled=False)),
                              QueryHooks(naming=naming))
 
     def ask(questions: Asked) -> list[Signals | None]:
+        batched.prepare([question for question, _p in questions])
         return [client.evidence_signals(question, kb=p.kb, principal=_principal(p), limit=5)
                 for question, p in questions]
 
