@@ -159,3 +159,21 @@ def test_a_released_model_loads_again_and_a_call_in_flight_keeps_its_session(
     again = model.embed(texts)
     assert model._session is not None and model._session is not first
     assert np.max(np.abs(again - expected)) < 1e-5
+
+
+def test_each_load_of_the_model_returns_the_heap_pages_it_freed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given an embedder whose heap trims are counted
+    from freshindex.models import onnx
+
+    trims: list[bool] = []
+    monkeypatch.setattr(onnx, "trim_heap", lambda: trims.append(True) or True)
+    model = OnnxMiniLM(threads=1)
+    # When it loads the model, embeds again without loading, then loads it again after a release
+    model.embed(["first load"])
+    loaded = len(trims)
+    model.embed(["no load"])
+    model.release()
+    model.embed(["second load"])
+    # Then the heap was trimmed once per load, never on a call that did not load
+    assert loaded == 1
+    assert len(trims) == 2
