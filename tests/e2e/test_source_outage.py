@@ -34,16 +34,30 @@ class _Endpoint:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = None
+        self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        from moto.server import ThreadedMotoServer
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
 
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self.server.start()
+        class _OneRequestPerConnection(MotoRequestHandler):
+            # HTTP/1.0: the server closes every connection after its response. With keep-alive, a
+            # handler thread kept serving boto3's pooled connection after shutdown(), so a fetch
+            # "after the outage" could still succeed (seen once under load).
+            protocol_version = "HTTP/1.0"
+
+        app = DomainDispatcherApplication(create_backend_app)
+        self.server = make_server("127.0.0.1", self.port, app, threaded=True,
+                                  request_handler=_OneRequestPerConnection)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.stop()
+            self.server.shutdown()
+            self.server.server_close()  # the port refuses connections now, rather than queueing them
+            if self.thread is not None:
+                self.thread.join()
             self.server = None
 
 
