@@ -113,6 +113,16 @@ class ParseAhead:
     #: the full build 9 % and the release update 10-12 % faster with 3-6 than with 1).
     PER_PROCESS = 4
     MAX_DEPTH = 16  #: at most this many ahead on many cores, or one per process (each holds its bytes, parse, chunks)
+    #: With a pool, a document found unchanged ahead (its bytes or its shape hash are the indexed ones: a touch,
+    #: which the loop takes in about a millisecond) makes room for one more in flight, up to :attr:`TOUCH_LEAD`
+    #: times :attr:`depth` in flight (threads) and :attr:`MAX_LEAD` documents ahead in all, holding at most
+    #: :attr:`MAX_LEAD_BYTES` of touches' bytes; a full build (no touches) keeps :attr:`depth`.  Why: on a
+    #: release's update the loop ran through the touches faster than 8 documents ahead could be shaped, and then
+    #: waited out each changed page's whole parse and embedding (PostgreSQL 15's manual, 15.18 -> 15.20, 2 cores:
+    #: the loop waited 8 s of a 12 s update with the model, 3.5 of 7 s with the hashing embedder; docs/benchmarks.md).
+    TOUCH_LEAD = 4
+    MAX_LEAD = 256
+    MAX_LEAD_BYTES = 64 << 20
 
     def __init__(self, *, embed: bool = False, pool: LinePool | None = None) -> None:
         self.embed = embed
@@ -120,7 +130,9 @@ class ParseAhead:
         #: Documents the loop keeps submitted ahead of the one it processes: :attr:`PER_PROCESS` per process of the pool.
         self.depth = (max(pool.processes, min(pool.processes * self.PER_PROCESS, self.MAX_DEPTH)) if pool is not None
                       else self.HELD - 1)
-        self.held = self.depth + 1
+        #: Working-ahead threads (the documents handed past them wait in :attr:`_jobs`).
+        self.threads = self.depth * (self.TOUCH_LEAD if pool is not None else 1) + 1
+        self.held = self.MAX_LEAD + 1 if pool is not None else self.threads
         #: Threads embedding at once: as many as held before :attr:`PER_PROCESS` (an in-process model's runs
         #: each take their own memory; more at once on the same cores would only raise the peak).
         self._embedding = threading.BoundedSemaphore(pool.processes + 1 if pool is not None else self.HELD)
@@ -212,11 +224,33 @@ class ParseAhead:
                 done.set()
 
         self._pending[key] = (done, box, doc_id)
-        while len(self._workers) < self.held:
+        while len(self._workers) < self.threads:
             worker = threading.Thread(target=self._serve, name="freshindex-parse-ahead", daemon=True)
             worker.start()
             self._workers.append(worker)
         self._jobs.put(work)
+
+    def wants(self, lead: int) -> bool:
+        """Whether the loop should hand one more document ahead, ``lead`` documents past the one it is on: fewer
+        than :attr:`depth` ahead; or, with a pool, fewer in flight or holding a parse than :attr:`depth` plus the
+        touches waiting for the loop, fewer of them holding a parse than :attr:`depth`, a thread free for it, and
+        within :attr:`MAX_LEAD` documents and :attr:`MAX_LEAD_BYTES` of held touches' bytes."""
+        if lead < self.depth:
+            return True
+        if self.pool is None or lead >= self.MAX_LEAD:
+            return False
+        flying = parsed = touches = held = 0
+        for done, box, _doc in list(self._pending.values()):
+            ready = box[0] if done.is_set() and box else None
+            if ready is None:
+                flying += 1  # in flight, or queued for a thread
+            elif ready.parsed is not None or ready.chunks is not None or ready.attempt_open:
+                parsed += 1  # holding its parse, chunks or attempt
+            else:
+                touches += 1
+                held += len(ready.data or b"")
+        return flying + parsed < self.depth + touches and flying < self.threads - 1 and parsed < self.depth \
+            and held < self.MAX_LEAD_BYTES
 
     def _serve(self) -> None:
         """A working-ahead thread: the documents handed to it, one after another, until told to stop (None)."""

@@ -170,7 +170,7 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
         queued = 1  # the next document to hand ahead (the first is the loop's own)
         try:
             for n, doc in enumerate(plan.documents, start=1):
-                while ahead is not None and queued < min(total, n + ahead.depth):
+                while ahead is not None and queued < total and ahead.wants(queued - n):
                     nxt = plan.documents[queued]
                     ahead.submit(ctx, source_id, nxt.key, run_id=plan.run_id, etag=nxt.etag,
                                  media_type=nxt.media_type)

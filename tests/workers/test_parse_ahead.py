@@ -253,3 +253,45 @@ def test_an_interrupted_sync_does_not_wait_for_its_threads_and_closes_their_atte
         signal.signal(signal.SIGINT, previous)
         release.set()
         svc.close()
+
+
+class _TwoProcesses:
+    processes = 2  # all ParseAhead reads of a pool before its first document
+
+
+def _entry(ready: pipeline.Prepared | None) -> tuple[threading.Event, list[Any], str]:
+    done = threading.Event()
+    if ready is not None:
+        done.set()
+    return done, [ready] if ready is not None else [], "doc"
+
+
+def test_touches_waiting_for_the_loop_let_it_hand_more_documents_ahead() -> None:
+    from freshindex.workers.ahead import ParseAhead
+
+    ahead = ParseAhead(pool=_TwoProcesses())  # type: ignore[arg-type]  # depth and wants read only .processes
+    depth = ahead.depth
+    assert depth == 8 and ahead.threads == depth * ParseAhead.TOUCH_LEAD + 1
+    # A full build: every document ahead is being parsed; the window stays at depth.
+    ahead._pending = {f"p{i}": _entry(None) for i in range(depth)}
+    assert ahead.wants(depth - 1) and not ahead.wants(depth)
+    # A release's update: 20 documents came back as touches; each makes room for one more in flight.
+    touch = pipeline.Prepared(data=b"x" * 1000, digest="d", shape="s")
+    ahead._pending = {**{f"t{i}": _entry(touch) for i in range(20)}, **{f"p{i}": _entry(None) for i in range(depth)}}
+    assert ahead.wants(28)
+    ahead._pending.update({f"q{i}": _entry(None) for i in range(20)})
+    assert not ahead.wants(48)  # 28 in flight: as many as depth plus the touches
+    # Parsed documents held for the loop never exceed depth, however many touches wait.
+    parsed = pipeline.Prepared(data=b"x", digest="d", chunks=[])
+    ahead._pending = {**{f"t{i}": _entry(touch) for i in range(20)}, **{f"p{i}": _entry(parsed) for i in range(depth)}}
+    assert not ahead.wants(28)
+    # Nor do held touches' bytes pass MAX_LEAD_BYTES, or the lead MAX_LEAD.
+    big = pipeline.Prepared(data=b"x" * (ParseAhead.MAX_LEAD_BYTES // 2 + 1), digest="d", shape="s")
+    ahead._pending = {"a": _entry(big), "b": _entry(big)}
+    assert not ahead.wants(depth)
+    ahead._pending = {f"t{i}": _entry(touch) for i in range(10)}
+    assert ahead.wants(depth) and not ahead.wants(ParseAhead.MAX_LEAD)
+    # Without a pool (threads only), nothing changes: one document ahead.
+    alone = ParseAhead()
+    alone._pending = {"t": _entry(touch)}
+    assert alone.wants(0) and not alone.wants(1)
