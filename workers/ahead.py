@@ -115,8 +115,10 @@ class ParseAhead:
     MAX_DEPTH = 16  #: at most this many ahead on many cores, or one per process (each holds its bytes, parse, chunks)
     #: With a pool, a document found unchanged ahead (its bytes or its shape hash are the indexed ones: a touch,
     #: which the loop takes in about a millisecond) makes room for one more in flight, up to :attr:`TOUCH_LEAD`
-    #: times :attr:`depth` in flight (threads) and :attr:`MAX_LEAD` documents ahead in all, holding at most
-    #: :attr:`MAX_LEAD_BYTES` of touches' bytes; a full build (no touches) keeps :attr:`depth`.  Why: on a
+    #: times :attr:`depth` in flight (threads) and :attr:`MAX_LEAD` documents ahead in all, while the pending
+    #: documents' bytes (the listing's sizes of those in flight) stay under :attr:`MAX_LEAD_BYTES`; a document
+    #: in flight may still turn out changed and be held parsed, so that byte bound is what bounds the memory of
+    #: the extra lead.  A full build (no touches) keeps :attr:`depth`.  Why: on a
     #: release's update the loop ran through the touches faster than 8 documents ahead could be shaped, and then
     #: waited out each changed page's whole parse and embedding (PostgreSQL 15's manual, 15.18 -> 15.20, 2 cores:
     #: the loop waited 8 s of a 12 s update with the model, 3.5 of 7 s with the hashing embedder; docs/benchmarks.md).
@@ -130,13 +132,14 @@ class ParseAhead:
         #: Documents the loop keeps submitted ahead of the one it processes: :attr:`PER_PROCESS` per process of the pool.
         self.depth = (max(pool.processes, min(pool.processes * self.PER_PROCESS, self.MAX_DEPTH)) if pool is not None
                       else self.HELD - 1)
-        #: Working-ahead threads (the documents handed past them wait in :attr:`_jobs`).
+        #: Working-ahead threads (:meth:`wants` hands no more documents ahead than there are threads).
         self.threads = self.depth * (self.TOUCH_LEAD if pool is not None else 1) + 1
         self.held = self.MAX_LEAD + 1 if pool is not None else self.threads
-        #: Threads embedding at once: as many as held before :attr:`PER_PROCESS` (an in-process model's runs
+        #: Threads embedding at once: processes + 1 with a pool, else :attr:`HELD` (an in-process model's runs
         #: each take their own memory; more at once on the same cores would only raise the peak).
         self._embedding = threading.BoundedSemaphore(pool.processes + 1 if pool is not None else self.HELD)
         self._pending: dict[str, tuple[threading.Event, list[Prepared], str]] = {}
+        self._sizes: dict[str, int] = {}  # key -> its planned size, for the pending documents (wants)
         #: The threads that work ahead, started once and fed :attr:`_jobs`: a thread started per document cost
         #: the loop about 3 ms each (it waits for the new thread to take the GIL), 3 s of a release's update.
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
@@ -149,7 +152,7 @@ class ParseAhead:
         self._abandoned = False
 
     def submit(self, ctx: PipelineContext, source_id: str, key: str, *, run_id: int | None = None,
-               etag: str | None = None, media_type: str | None = None) -> None:
+               etag: str | None = None, media_type: str | None = None, size: int = 0) -> None:
         """Start on ``key`` (read by its extension, else ``media_type``); with ``run_id``, inside the document's
         own attempt (the poison-pill counter, :func:`workers.pipeline.begin_attempt`), which the loop adopts or
         :meth:`discard` closes.  With a pool the attempt is opened after the fetch and the shape hash, only for a
@@ -157,7 +160,7 @@ class ParseAhead:
         self._ctx = ctx
         self._run_id = run_id if run_id is not None else self._run_id
         while len(self._pending) >= self.held:
-            self._drop(self._pending.pop(next(iter(self._pending))))
+            self._drop(self._pop_oldest())
         try:
             if source_id not in self._sources:
                 source = ctx.registry.get_source(source_id)
@@ -224,6 +227,7 @@ class ParseAhead:
                 done.set()
 
         self._pending[key] = (done, box, doc_id)
+        self._sizes[key] = size  # the listing's size: what a document in flight may come back holding
         while len(self._workers) < self.threads:
             worker = threading.Thread(target=self._serve, name="freshindex-parse-ahead", daemon=True)
             worker.start()
@@ -233,24 +237,31 @@ class ParseAhead:
     def wants(self, lead: int) -> bool:
         """Whether the loop should hand one more document ahead, ``lead`` documents past the one it is on: fewer
         than :attr:`depth` ahead; or, with a pool, fewer in flight or holding a parse than :attr:`depth` plus the
-        touches waiting for the loop, fewer of them holding a parse than :attr:`depth`, a thread free for it, and
-        within :attr:`MAX_LEAD` documents and :attr:`MAX_LEAD_BYTES` of held touches' bytes."""
+        touches waiting for the loop, fewer holding a parse than :attr:`depth` when it is handed, a thread free for
+        it, within :attr:`MAX_LEAD` documents and :attr:`MAX_LEAD_BYTES` of the pending documents' bytes."""
         if lead < self.depth:
             return True
         if self.pool is None or lead >= self.MAX_LEAD:
             return False
         flying = parsed = touches = held = 0
-        for done, box, _doc in list(self._pending.values()):
+        for key, (done, box, _doc) in self._pending.items():  # only the loop's thread changes _pending
             ready = box[0] if done.is_set() and box else None
             if ready is None:
-                flying += 1  # in flight, or queued for a thread
-            elif ready.parsed is not None or ready.chunks is not None or ready.attempt_open:
-                parsed += 1  # holding its parse, chunks or attempt
-            else:
-                touches += 1
+                flying += 1  # in flight, or queued for a thread: it may come back holding its size and more
+                held += self._sizes.get(key, 0)
+            elif ready.attempt_deferred:
+                touches += 1  # found unchanged (bytes or shape): the loop takes it in about a millisecond
                 held += len(ready.data or b"")
-        return flying + parsed < self.depth + touches and flying < self.threads - 1 and parsed < self.depth \
+            else:
+                parsed += 1  # its parse, chunks or attempt, or a failure the loop retries: the loop's work
+                held += len(ready.data or b"")
+        return flying + parsed < self.depth + touches and flying < self.threads and parsed < self.depth \
             and held < self.MAX_LEAD_BYTES
+
+    def _pop_oldest(self) -> tuple[threading.Event, list[Prepared], str]:
+        key = next(iter(self._pending))
+        self._sizes.pop(key, None)
+        return self._pending.pop(key)
 
     def _serve(self) -> None:
         """A working-ahead thread: the documents handed to it, one after another, until told to stop (None)."""
@@ -286,6 +297,7 @@ class ParseAhead:
     def take(self, key: str) -> Prepared | None:
         """What was prepared for ``key`` (waiting for it), or None.  The loop owns an attempt it opened."""
         entry = self._pending.pop(key, None)
+        self._sizes.pop(key, None)
         if entry is None:
             return None
         return self._join(entry)  # its attempt, if a thread opened one, is the loop's now
@@ -306,6 +318,7 @@ class ParseAhead:
             opened = list(self._opened)
             self._opened.clear()
             self._pending.clear()
+            self._sizes.clear()
         for doc_id in opened:
             self._close(doc_id)
         self._stop_workers()
@@ -334,7 +347,7 @@ class ParseAhead:
         """Wait for every thread; close the attempts of the documents the loop did not take."""
         try:
             while self._pending:
-                self._drop(self._pending.pop(next(iter(self._pending))))
+                self._drop(self._pop_oldest())
         finally:  # a Ctrl-C or a registry error while closing still stops the threads fed by the queue
             self._stop_workers()
             if self.pool is not None:

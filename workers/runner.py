@@ -161,7 +161,8 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
         stale = None
         # The next documents are fetched, parsed, chunked and embedded in threads while this one is staged
         # (workers/ahead.py), so the model works while this loop writes the registry; with a pool of
-        # processes (pipeline.processes) four documents ahead per process, so parsing uses every core.
+        # processes (pipeline.processes) four documents ahead per process, so parsing uses every core, and
+        # further while documents found unchanged ahead wait for the loop (ParseAhead.wants).
         ahead = _working_ahead(svc, ctx, total)
         # The run's refusal, source and records read, and unchanged documents' touches written, a batch at a time.
         batch = RunBatch(svc.registry, plan.run_id, plan.changeset_id, source_id, [d.key for d in plan.documents])
@@ -173,7 +174,7 @@ def sync_inline(svc: RunnerServices, source_id: str, *, trigger: str = "cli", pr
                 while ahead is not None and queued < total and ahead.wants(queued - n):
                     nxt = plan.documents[queued]
                     ahead.submit(ctx, source_id, nxt.key, run_id=plan.run_id, etag=nxt.etag,
-                                 media_type=nxt.media_type)
+                                 media_type=nxt.media_type, size=nxt.size or 0)
                     queued += 1
                 outcome = pipeline.process_document(ctx, pipeline.DocumentTask(
                     plan.run_id, plan.changeset_id, source_id, doc.key, doc.etag, doc.size, doc.media_type))

@@ -276,21 +276,31 @@ def test_touches_waiting_for_the_loop_let_it_hand_more_documents_ahead() -> None
     ahead._pending = {f"p{i}": _entry(None) for i in range(depth)}
     assert ahead.wants(depth - 1) and not ahead.wants(depth)
     # A release's update: 20 documents came back as touches; each makes room for one more in flight.
-    touch = pipeline.Prepared(data=b"x" * 1000, digest="d", shape="s")
+    touch = pipeline.Prepared(data=b"x" * 1000, digest="d", shape="s", attempt_deferred=True)
     ahead._pending = {**{f"t{i}": _entry(touch) for i in range(20)}, **{f"p{i}": _entry(None) for i in range(depth)}}
     assert ahead.wants(28)
     ahead._pending.update({f"q{i}": _entry(None) for i in range(20)})
     assert not ahead.wants(48)  # 28 in flight: as many as depth plus the touches
-    # Parsed documents held for the loop never exceed depth, however many touches wait.
+    # No more is handed while depth parsed documents wait for the loop, however many touches wait.
     parsed = pipeline.Prepared(data=b"x", digest="d", chunks=[])
     ahead._pending = {**{f"t{i}": _entry(touch) for i in range(20)}, **{f"p{i}": _entry(parsed) for i in range(depth)}}
     assert not ahead.wants(28)
     # Nor do held touches' bytes pass MAX_LEAD_BYTES, or the lead MAX_LEAD.
-    big = pipeline.Prepared(data=b"x" * (ParseAhead.MAX_LEAD_BYTES // 2 + 1), digest="d", shape="s")
+    big = pipeline.Prepared(data=b"x" * (ParseAhead.MAX_LEAD_BYTES // 2 + 1), digest="d", shape="s",
+                            attempt_deferred=True)
     ahead._pending = {"a": _entry(big), "b": _entry(big)}
     assert not ahead.wants(depth)
     ahead._pending = {f"t{i}": _entry(touch) for i in range(10)}
     assert ahead.wants(depth) and not ahead.wants(ParseAhead.MAX_LEAD)
+    # Documents in flight count with their listed size: a large file may come back parsed.
+    ahead._pending.update({"pdf": _entry(None)})
+    ahead._sizes = {"pdf": ParseAhead.MAX_LEAD_BYTES}
+    assert not ahead.wants(depth)
+    # A failure found ahead (no touch: the loop fetches it again) makes no room.
+    failed = pipeline.Prepared()
+    ahead._sizes = {}
+    ahead._pending = {**{f"f{i}": _entry(failed) for i in range(20)}, **{f"p{i}": _entry(None) for i in range(depth)}}
+    assert not ahead.wants(28)
     # Without a pool (threads only), nothing changes: one document ahead.
     alone = ParseAhead()
     alone._pending = {"t": _entry(touch)}
