@@ -88,6 +88,10 @@ class Prepared:
     attempt_deferred: bool = False
 
 
+#: A document handed ahead: its done event, the box its thread fills, its id, and the listing's size of it.
+_Pending = tuple[threading.Event, list[Prepared], str, int]
+
+
 class ParseAhead:
     """Fetch, parse and chunk (and with ``embed``, embed) documents in threads, ahead of the loop.
 
@@ -138,8 +142,7 @@ class ParseAhead:
         #: Threads embedding at once: processes + 1 with a pool, else :attr:`HELD` (an in-process model's runs
         #: each take their own memory; more at once on the same cores would only raise the peak).
         self._embedding = threading.BoundedSemaphore(pool.processes + 1 if pool is not None else self.HELD)
-        self._pending: dict[str, tuple[threading.Event, list[Prepared], str]] = {}
-        self._sizes: dict[str, int] = {}  # key -> its planned size, for the pending documents (wants)
+        self._pending: dict[str, _Pending] = {}
         #: The threads that work ahead, started once and fed :attr:`_jobs`: a thread started per document cost
         #: the loop about 3 ms each (it waits for the new thread to take the GIL), 3 s of a release's update.
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
@@ -160,7 +163,7 @@ class ParseAhead:
         self._ctx = ctx
         self._run_id = run_id if run_id is not None else self._run_id
         while len(self._pending) >= self.held:
-            self._drop(self._pop_oldest())
+            self._drop(self._pending.pop(next(iter(self._pending))))
         try:
             if source_id not in self._sources:
                 source = ctx.registry.get_source(source_id)
@@ -226,8 +229,7 @@ class ParseAhead:
                 box.append(out)
                 done.set()
 
-        self._pending[key] = (done, box, doc_id)
-        self._sizes[key] = size  # the listing's size: what a document in flight may come back holding
+        self._pending[key] = (done, box, doc_id, size)  # the listing's size: what one in flight may come back holding
         while len(self._workers) < self.threads:
             worker = threading.Thread(target=self._serve, name="freshindex-parse-ahead", daemon=True)
             worker.start()
@@ -244,11 +246,11 @@ class ParseAhead:
         if self.pool is None or lead >= self.MAX_LEAD:
             return False
         flying = parsed = touches = held = 0
-        for key, (done, box, _doc) in self._pending.items():  # only the loop's thread changes _pending
+        for done, box, _doc, size in self._pending.values():  # only the loop's thread changes _pending
             ready = box[0] if done.is_set() and box else None
             if ready is None:
                 flying += 1  # in flight, or queued for a thread: it may come back holding its size and more
-                held += self._sizes.get(key, 0)
+                held += size
             elif ready.attempt_deferred:
                 touches += 1  # found unchanged (bytes or shape): the loop takes it in about a millisecond
                 held += len(ready.data or b"")
@@ -257,11 +259,6 @@ class ParseAhead:
                 held += len(ready.data or b"")
         return flying + parsed < self.depth + touches and flying < self.threads and parsed < self.depth \
             and held < self.MAX_LEAD_BYTES
-
-    def _pop_oldest(self) -> tuple[threading.Event, list[Prepared], str]:
-        key = next(iter(self._pending))
-        self._sizes.pop(key, None)
-        return self._pending.pop(key)
 
     def _serve(self) -> None:
         """A working-ahead thread: the documents handed to it, one after another, until told to stop (None)."""
@@ -297,7 +294,6 @@ class ParseAhead:
     def take(self, key: str) -> Prepared | None:
         """What was prepared for ``key`` (waiting for it), or None.  The loop owns an attempt it opened."""
         entry = self._pending.pop(key, None)
-        self._sizes.pop(key, None)
         if entry is None:
             return None
         return self._join(entry)  # its attempt, if a thread opened one, is the loop's now
@@ -318,7 +314,6 @@ class ParseAhead:
             opened = list(self._opened)
             self._opened.clear()
             self._pending.clear()
-            self._sizes.clear()
         for doc_id in opened:
             self._close(doc_id)
         self._stop_workers()
@@ -347,21 +342,21 @@ class ParseAhead:
         """Wait for every thread; close the attempts of the documents the loop did not take."""
         try:
             while self._pending:
-                self._drop(self._pop_oldest())
+                self._drop(self._pending.pop(next(iter(self._pending))))
         finally:  # a Ctrl-C or a registry error while closing still stops the threads fed by the queue
             self._stop_workers()
             if self.pool is not None:
                 self.pool.close()
 
-    def _join(self, entry: tuple[threading.Event, list[Prepared], str]) -> Prepared | None:
+    def _join(self, entry: _Pending) -> Prepared | None:
         """Wait for an entry's work; its attempt is then no longer :meth:`abandon`'s to close."""
-        done, box, doc_id = entry
+        done, box, doc_id, _size = entry
         done.wait()
         with self._lock:
             self._opened.discard(doc_id)
         return box[0] if box else None
 
-    def _drop(self, entry: tuple[threading.Event, list[Prepared], str]) -> None:
+    def _drop(self, entry: _Pending) -> None:
         ready = self._join(entry)
         if ready is not None and ready.attempt_open:
             self._close(entry[2])

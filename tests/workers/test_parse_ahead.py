@@ -259,11 +259,11 @@ class _TwoProcesses:
     processes = 2  # all ParseAhead reads of a pool before its first document
 
 
-def _entry(ready: pipeline.Prepared | None) -> tuple[threading.Event, list[Any], str]:
+def _entry(ready: pipeline.Prepared | None, size: int = 0) -> tuple[threading.Event, list[Any], str, int]:
     done = threading.Event()
     if ready is not None:
         done.set()
-    return done, [ready] if ready is not None else [], "doc"
+    return done, [ready] if ready is not None else [], "doc", size
 
 
 def test_touches_waiting_for_the_loop_let_it_hand_more_documents_ahead() -> None:
@@ -293,12 +293,10 @@ def test_touches_waiting_for_the_loop_let_it_hand_more_documents_ahead() -> None
     ahead._pending = {f"t{i}": _entry(touch) for i in range(10)}
     assert ahead.wants(depth) and not ahead.wants(ParseAhead.MAX_LEAD)
     # Documents in flight count with their listed size: a large file may come back parsed.
-    ahead._pending.update({"pdf": _entry(None)})
-    ahead._sizes = {"pdf": ParseAhead.MAX_LEAD_BYTES}
+    ahead._pending.update({"pdf": _entry(None, ParseAhead.MAX_LEAD_BYTES)})
     assert not ahead.wants(depth)
     # A failure found ahead (no touch: the loop fetches it again) makes no room.
     failed = pipeline.Prepared()
-    ahead._sizes = {}
     ahead._pending = {**{f"f{i}": _entry(failed) for i in range(20)}, **{f"p{i}": _entry(None) for i in range(depth)}}
     assert not ahead.wants(28)
     # Without a pool (threads only), nothing changes: one document ahead.
